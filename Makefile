@@ -1,0 +1,43 @@
+# AgentFS developer tasks. Run `make` for the list.
+
+SHELL := /bin/bash
+GO ?= go
+FUZZTIME ?= 20s
+# Extra arguments for `make test`, e.g. make test ARGS='./handlers/ -run TestUpload'
+ARGS ?=
+
+.DEFAULT_GOAL := help
+
+.PHONY: help run test build deps fuzz vet clean
+
+help:
+	@echo 'AgentFS make targets:'
+	@echo '  make run     build and run AgentFS with a local Postgres and versitygw (data in .data/)'
+	@echo '  make test    run go test -race against throwaway Postgres and versitygw'
+	@echo "               (extra go test arguments: make test ARGS='./handlers/ -run X')"
+	@echo '  make build   build bin/agentfs'
+	@echo '  make deps    install Postgres (apt) and bin/versitygw (go install) if missing'
+	@echo '  make fuzz    run every Go fuzz target for FUZZTIME each (default 20s)'
+	@echo '  make vet     go vet ./...'
+	@echo '  make clean   remove bin/agentfs (keeps .data/)'
+
+run:
+	bash scripts/run.sh
+
+test:
+	bash scripts/test.sh $(ARGS)
+
+build:
+	$(GO) build -o bin/agentfs ./cmd/agentfs
+
+deps:
+	bash -c 'source scripts/lib.sh && ensure_deps'
+
+fuzz:
+	FUZZTIME='$(FUZZTIME)' bash scripts/fuzz.sh
+
+vet:
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin/agentfs

@@ -1,0 +1,109 @@
+// Package agentfs holds the domain vocabulary of AgentFS: files, subjects,
+// the errors every layer speaks, and the embedded API contract. Adapters
+// (storage, handlers, the CLI) import it; it imports none of them.
+package agentfs
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// OpenAPI is the API contract served at /openapi.yaml; tests hold the
+// router and every response to it.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
+
+// Scopes a token may carry.
+const (
+	ScopeRead  = "read"
+	ScopeWrite = "write"
+)
+
+// Principal is the authenticated caller of a request: the subject that owns
+// every resource it creates, and what its token may do.
+type Principal struct {
+	Subject string
+	Scopes  []string
+}
+
+// Can reports whether the principal's token carries scope.
+func (p Principal) Can(scope string) bool {
+	for _, s := range p.Scopes {
+		if s == scope {
+			return true
+		}
+	}
+	return false
+}
+
+// File is a stored file as the API shows it. Its content lives in an
+// immutable blob; a replace points the file at a new blob.
+type File struct {
+	ID          string
+	Subject     string
+	Path        string
+	SizeBytes   int64
+	ContentType string
+	SHA256      string // lowercase hex of the whole content
+	Version     int
+	BlobKey     string
+	AgentID     string // of the creating request
+	RunID       string
+	LastAgentID string // of the latest write
+	LastRunID   string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	DeletedAt   *time.Time
+	PurgeAfter  *time.Time
+	Blocked     bool
+	BlockReason string
+}
+
+// ETag names the file's content: the quoted SHA-256 hex, so the same bytes
+// always carry the same etag.
+func (f *File) ETag() string { return `"` + f.SHA256 + `"` }
+
+// Live reports whether the file is not deleted.
+func (f *File) Live() bool { return f.DeletedAt == nil }
+
+// Attribution is who asked for a write: the optional X-Agent-ID and X-Run-ID
+// headers, stored on what the request creates and tagged on its blobs.
+type Attribution struct {
+	AgentID string
+	RunID   string
+}
+
+// Sentinel errors shared by storage and handlers; problem maps them to
+// statuses and codes.
+var (
+	ErrNotFound           = errors.New("not found")
+	ErrPreconditionFailed = errors.New("precondition failed")
+	ErrUnavailable        = errors.New("storage unavailable")
+	ErrChecksumMismatch   = errors.New("checksum mismatch")
+	ErrTooLarge           = errors.New("payload too large")
+	ErrBlocked            = errors.New("content blocked")
+)
+
+// PathExistsError says a live file already holds the path.
+type PathExistsError struct {
+	Path           string
+	ExistingFileID string
+}
+
+func (e *PathExistsError) Error() string {
+	return fmt.Sprintf("path %q is held by live file %s", e.Path, e.ExistingFileID)
+}
+
+// BlockedError says an operator blocked the file; Reason is shown to callers.
+type BlockedError struct {
+	FileID string
+	Reason string
+}
+
+func (e *BlockedError) Error() string { return "file " + e.FileID + " is blocked: " + e.Reason }
+
+// Is lets errors.Is(err, ErrBlocked) match.
+func (e *BlockedError) Is(target error) bool { return target == ErrBlocked }

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/agentfs/agentfs"
+)
+
+// migrateCmd applies migrations and creates the bucket, then exits.
+func migrateCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	store.Close()
+	fmt.Fprintln(stdout, "migrations applied; bucket", cfg.Storage.S3Bucket, "ready")
+	return nil
+}
+
+const tokenUsage = `Usage:
+  agentfs token create --subject NAME [--scopes read,write]
+  agentfs token revoke TOKEN_OR_ID
+`
+
+// tokenCmd creates or revokes bearer tokens.
+func tokenCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, tokenUsage)
+		return fmt.Errorf("%w: token needs create or revoke", errUsage)
+	}
+	fs := flag.NewFlagSet("token "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	subject := fs.String("subject", "", "who the token belongs to (required)")
+	scopes := fs.String("scopes", "read,write", "comma-separated scopes: read, write")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	switch args[0] {
+	case "create":
+		list, err := parseScopes(*scopes)
+		if err != nil || *subject == "" || fs.NArg() != 0 {
+			fmt.Fprint(stderr, tokenUsage)
+			return fmt.Errorf("%w: token create needs --subject and valid --scopes", errUsage)
+		}
+		return createToken(ctx, getenv, stdout, *subject, list)
+	case "revoke":
+		if fs.NArg() != 1 {
+			fmt.Fprint(stderr, tokenUsage)
+			return fmt.Errorf("%w: token revoke needs the token or its id", errUsage)
+		}
+		return revokeToken(ctx, getenv, stdout, fs.Arg(0))
+	}
+	fmt.Fprint(stderr, tokenUsage)
+	return fmt.Errorf("%w: unknown token command %q", errUsage, args[0])
+}
+
+func parseScopes(s string) ([]string, error) {
+	var out []string
+	for _, sc := range strings.Split(s, ",") {
+		sc = strings.TrimSpace(sc)
+		if sc != agentfs.ScopeRead && sc != agentfs.ScopeWrite {
+			return nil, fmt.Errorf("unknown scope %q", sc)
+		}
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+func createToken(ctx context.Context, getenv func(string) string, stdout io.Writer, subject string, scopes []string) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	token, _, err := store.CreateToken(ctx, subject, scopes)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, token)
+	return nil
+}
+
+func revokeToken(ctx context.Context, getenv func(string) string, stdout io.Writer, tokenOrID string) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := store.RevokeToken(ctx, tokenOrID); errors.Is(err, agentfs.ErrNotFound) {
+		return errors.New("no such token")
+	} else if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "revoked")
+	return nil
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentfs/agentfs/handlers"
+	"github.com/agentfs/agentfs/storage"
+)
+
+// config is everything the environment configures.
+type config struct {
+	ListenAddr string
+	PublicURL  string
+	LogFormat  string
+	LogLevel   string
+	Storage    storage.Config
+	Limits     handlers.Limits
+}
+
+// loadConfig reads the AGENTFS_* variables, filling in defaults.
+func loadConfig(getenv func(string) string) (config, error) {
+	env := func(name, def string) string {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return v
+		}
+		return def
+	}
+	c := config{
+		ListenAddr: env("AGENTFS_LISTEN_ADDR", "127.0.0.1:8080"),
+		LogFormat:  env("AGENTFS_LOG_FORMAT", "text"),
+		LogLevel:   env("AGENTFS_LOG_LEVEL", "info"),
+		Storage: storage.Config{
+			DatabaseURL: env("AGENTFS_DATABASE_URL", ""),
+			S3Endpoint:  env("AGENTFS_S3_ENDPOINT", ""),
+			S3AccessKey: env("AGENTFS_S3_ACCESS_KEY", ""),
+			S3SecretKey: env("AGENTFS_S3_SECRET_KEY", ""),
+			S3Bucket:    env("AGENTFS_S3_BUCKET", "agentfs"),
+			S3Region:    env("AGENTFS_S3_REGION", "us-east-1"),
+		},
+	}
+	c.PublicURL = strings.TrimRight(env("AGENTFS_PUBLIC_URL", "http://"+c.ListenAddr), "/")
+	var errs []string
+	check := func(err error) {
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	var partSize int64
+	check(parseBool(env("AGENTFS_S3_USE_SSL", "false"), "AGENTFS_S3_USE_SSL", &c.Storage.S3UseSSL))
+	check(parseBytes(env("AGENTFS_S3_PART_SIZE", "16777216"), "AGENTFS_S3_PART_SIZE", &partSize))
+	check(parseBytes(env("AGENTFS_MAX_UPLOAD_BYTES", "5368709120"), "AGENTFS_MAX_UPLOAD_BYTES", &c.Limits.MaxUploadBytes))
+	check(parseDuration(env("AGENTFS_DELETED_RETENTION", "168h"), "AGENTFS_DELETED_RETENTION", &c.Storage.DeletedRetention))
+	check(parseDuration(env("AGENTFS_IDEMPOTENCY_RETENTION", "168h"), "AGENTFS_IDEMPOTENCY_RETENTION", &c.Limits.IdempotencyRetention))
+	c.Storage.PartSize = uint64(partSize)
+	c.Limits.DeletedRetention = c.Storage.DeletedRetention
+	if c.Storage.DatabaseURL == "" {
+		errs = append(errs, "AGENTFS_DATABASE_URL is required (e.g. postgres://agentfs@127.0.0.1:5432/agentfs)")
+	}
+	if c.Storage.S3Endpoint == "" {
+		errs = append(errs, "AGENTFS_S3_ENDPOINT is required (host:port of the S3 server)")
+	}
+	if partSize != 0 && partSize < 5<<20 {
+		errs = append(errs, "AGENTFS_S3_PART_SIZE must be at least 5 MiB")
+	}
+	if c.Limits.IdempotencyRetention < 24*time.Hour {
+		errs = append(errs, "AGENTFS_IDEMPOTENCY_RETENTION must be at least 24h")
+	}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
+	}
+	return c, nil
+}
+
+func parseBool(v, name string, dst *bool) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%s must be true or false", name)
+	}
+	*dst = b
+	return nil
+}
+
+func parseBytes(v, name string, dst *int64) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("%s must be a positive number of bytes", name)
+	}
+	*dst = n
+	return nil
+}
+
+func parseDuration(v, name string, dst *time.Duration) error {
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("%s must be a positive duration such as 168h", name)
+	}
+	*dst = d
+	return nil
+}

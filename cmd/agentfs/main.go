@@ -1,0 +1,74 @@
+// Command agentfs is the AgentFS server and its administration tool:
+//
+//	agentfs serve                 run the HTTP API (applies migrations first)
+//	agentfs migrate               apply database migrations and create the bucket
+//	agentfs token create --subject NAME [--scopes read,write]
+//	agentfs token revoke TOKEN_OR_ID
+//
+// It is configured by AGENTFS_* environment variables; see the README.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "agentfs:", err)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+func exitCode(err error) int {
+	if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+		return 2
+	}
+	return 1
+}
+
+var errUsage = errors.New("usage")
+
+const usage = `agentfs: storage for AI agents that is safe to retry
+
+Usage:
+  agentfs serve                                   run the HTTP API (applies migrations first)
+  agentfs migrate                                 apply database migrations and create the bucket
+  agentfs token create --subject NAME [--scopes read,write]
+                                                  print a new bearer token alone on one line
+  agentfs token revoke TOKEN_OR_ID                revoke a token
+
+Configuration is read from AGENTFS_* environment variables; see the README.
+`
+
+// run is the whole program; main only supplies the process's environment.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("%w: no command given", errUsage)
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], getenv, stderr)
+	case "migrate":
+		return migrateCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "token":
+		return tokenCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+}

@@ -1,0 +1,113 @@
+package agentfs
+
+import (
+	"encoding/base64"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Put asks to store content at a path: a new file, or a replace of the live
+// file there when Replace is set.
+type Put struct {
+	Subject     string
+	Path        string
+	ContentType string
+	Replace     bool
+	// IfMatch is the raw If-Match header: the live file must carry one of
+	// its etags ("*" matches any live file).
+	IfMatch string
+	// IfNoneMatchAny is "If-None-Match: *": the path must hold no live file.
+	IfNoneMatchAny bool
+	// Size is the declared length of the content, -1 when unknown.
+	Size int64
+	// MaxBytes caps the content; more is ErrTooLarge.
+	MaxBytes int64
+	// Digest is the SHA-256 the caller sent in Content-Digest, if any; the
+	// content must match it.
+	Digest []byte
+	By     Attribution
+}
+
+// CheckAgainst decides the put against the live file at its path (nil when
+// there is none): preconditions first (412), then if_exists (409), then a
+// block on the file (451). It runs before the body is read and again in the
+// committing transaction.
+func (p *Put) CheckAgainst(live *File) error {
+	if p.IfNoneMatchAny && live != nil {
+		return ErrPreconditionFailed
+	}
+	if p.IfMatch != "" && (live == nil || !ETagMatches(p.IfMatch, live.ETag())) {
+		return ErrPreconditionFailed
+	}
+	if live == nil {
+		return nil
+	}
+	if !p.Replace {
+		return &PathExistsError{Path: p.Path, ExistingFileID: live.ID}
+	}
+	if live.Blocked {
+		return &BlockedError{FileID: live.ID, Reason: live.BlockReason}
+	}
+	return nil
+}
+
+// ETagMatches reports whether an If-Match or If-None-Match header value
+// names etag: "*" or a comma-separated list of quoted etags, compared
+// strongly (a weak W/ etag never matches).
+func ETagMatches(header, etag string) bool {
+	header = strings.TrimSpace(header)
+	if header == "*" {
+		return true
+	}
+	for _, v := range strings.Split(header, ",") {
+		if strings.TrimSpace(v) == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// FileFilter selects files to list, newest first.
+type FileFilter struct {
+	RunID          string
+	AgentID        string
+	Prefix         string
+	Path           string
+	IncludeDeleted bool
+	Limit          int
+	After          *Cursor
+}
+
+// Cursor is a position in a listing: the last file of the previous page.
+type Cursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// ErrInvalidCursor says a cursor was not made by this server.
+var ErrInvalidCursor = errors.New("cursor is not one this server issued")
+
+// String encodes the cursor as an opaque token.
+func (c Cursor) String() string {
+	raw := strconv.FormatInt(c.CreatedAt.UnixMicro(), 10) + "|" + c.ID
+	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+}
+
+// ParseCursor decodes a token made by Cursor.String.
+func ParseCursor(s string) (Cursor, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(raw) > 200 {
+		return Cursor{}, ErrInvalidCursor
+	}
+	micros, id, ok := strings.Cut(string(raw), "|")
+	if !ok || !strings.HasPrefix(id, "file_") || len(id) > 64 {
+		return Cursor{}, ErrInvalidCursor
+	}
+	us, err := strconv.ParseInt(micros, 10, 64)
+	if err != nil || us < 0 {
+		return Cursor{}, ErrInvalidCursor
+	}
+	return Cursor{CreatedAt: time.UnixMicro(us).UTC(), ID: id}, nil
+}

@@ -1,0 +1,363 @@
+// Package apitest runs the real API against the real test Postgres and S3
+// servers and holds every response it sees to openapi.yaml. Handler and
+// end-to-end tests talk to AgentFS only through it.
+package apitest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/handlers"
+	"github.com/agentfs/agentfs/storage"
+	"github.com/agentfs/agentfs/storage/storagetest"
+)
+
+var (
+	specOnce   sync.Once
+	specDoc    *openapi3.T
+	specRouter routers.Router
+	specErr    error
+)
+
+// Spec returns the parsed, validated openapi.yaml and a router over it.
+func Spec(t testing.TB) (*openapi3.T, routers.Router) {
+	t.Helper()
+	specOnce.Do(func() {
+		loader := openapi3.NewLoader()
+		specDoc, specErr = loader.LoadFromData(agentfs.OpenAPI)
+		if specErr == nil {
+			specErr = specDoc.Validate(context.Background())
+		}
+		if specErr == nil {
+			specRouter, specErr = gorillamux.NewRouter(specDoc)
+		}
+	})
+	if specErr != nil {
+		t.Fatalf("openapi.yaml: %v", specErr)
+	}
+	return specDoc, specRouter
+}
+
+// Server is a running API on fresh storage.
+type Server struct {
+	URL    string
+	Store  *storage.Store
+	Config storage.Config
+	API    *handlers.API
+	Logs   *bytes.Buffer // everything the server logged
+}
+
+// Options adjust a test server.
+type Options struct {
+	Limits handlers.Limits
+	// Wrap, when set, wraps the store the handlers use (e.g. to inject a panic).
+	Wrap func(*storage.Store) handlers.Files
+}
+
+// NewServer starts the API on a fresh schema and bucket.
+func NewServer(t testing.TB, opts Options) *Server {
+	t.Helper()
+	cfg := storagetest.Config(t)
+	store := storagetest.OpenConfig(t, cfg)
+	if opts.Limits.MaxUploadBytes == 0 {
+		opts.Limits.MaxUploadBytes = 64 << 20
+	}
+	if opts.Limits.IdempotencyRetention == 0 {
+		opts.Limits.IdempotencyRetention = 7 * 24 * time.Hour
+	}
+	opts.Limits.DeletedRetention = cfg.DeletedRetention
+	var files handlers.Files = store
+	if opts.Wrap != nil {
+		files = opts.Wrap(store)
+	}
+	logs := &lockedBuffer{}
+	srv := httptest.NewUnstartedServer(nil)
+	api, err := handlers.New(handlers.Deps{
+		Files: files, Tokens: store, Health: store,
+		Log:       slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		PublicURL: "http://" + srv.Listener.Addr().String(),
+		Limits:    opts.Limits, Registry: prometheus.NewRegistry(),
+	})
+	if err != nil {
+		t.Fatalf("handlers.New: %v", err)
+	}
+	srv.Config.Handler = api
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return &Server{URL: srv.URL, Store: store, Config: cfg, API: api, Logs: &logs.Buffer}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Buffer.Write(p)
+}
+
+// Token creates a token for subject with the scopes (read,write if none).
+func (s *Server) Token(t testing.TB, subject string, scopes ...string) string {
+	t.Helper()
+	if len(scopes) == 0 {
+		scopes = []string{agentfs.ScopeRead, agentfs.ScopeWrite}
+	}
+	tok, _, err := s.Store.CreateToken(context.Background(), subject, scopes)
+	if err != nil {
+		t.Fatalf("create token: %v", err)
+	}
+	return tok
+}
+
+// Client sends requests to an AgentFS server and checks every response
+// against the spec.
+type Client struct {
+	t      testing.TB
+	base   string
+	token  string
+	Header http.Header // sent with every request
+}
+
+// NewClient returns a client of base that authenticates with token (none if
+// empty).
+func NewClient(t testing.TB, base, token string) *Client {
+	return &Client{t: t, base: strings.TrimRight(base, "/"), token: token, Header: http.Header{}}
+}
+
+// Client returns a client of this server with a new token for subject.
+func (s *Server) Client(t testing.TB, subject string, scopes ...string) *Client {
+	return NewClient(t, s.URL, s.Token(t, subject, scopes...))
+}
+
+// Response is a response read whole.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Problem is the problem+json body of an error response.
+type Problem struct {
+	Type           string `json:"type"`
+	Title          string `json:"title"`
+	Status         int    `json:"status"`
+	Detail         string `json:"detail"`
+	Code           string `json:"code"`
+	Retryable      bool   `json:"retryable"`
+	RequestID      string `json:"request_id"`
+	ExistingFileID string `json:"existing_file_id"`
+	Errors         []struct {
+		Field   string `json:"field"`
+		Message string `json:"message"`
+	} `json:"errors"`
+}
+
+// Do sends method path with body (nil, []byte, string or io.Reader) and the
+// extra headers given as name, value pairs.
+func (c *Client) Do(method, path string, body any, headers ...string) *Response {
+	c.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		r = bytes.NewReader(b)
+	case string:
+		r = strings.NewReader(b)
+	case io.Reader:
+		r = b
+	default:
+		c.t.Fatalf("apitest: unsupported body %T", body)
+	}
+	req, err := http.NewRequest(method, c.base+path, r)
+	if err != nil {
+		c.t.Fatalf("new request: %v", err)
+	}
+	for k, vs := range c.Header {
+		req.Header[k] = vs
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Content-Length" {
+			continue
+		}
+		req.Header.Add(headers[i], headers[i+1])
+	}
+	return c.Send(req)
+}
+
+// Send sends req, reads the response and validates it against the spec.
+func (c *Client) Send(req *http.Request) *Response {
+	c.t.Helper()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		c.t.Fatalf("%s %s: read body: %v", req.Method, req.URL.Path, err)
+	}
+	out := &Response{Status: res.StatusCode, Header: res.Header, Body: body}
+	Check(c.t, req, out)
+	return out
+}
+
+// Check validates one response against the spec: the route and status must
+// be declared and the headers and body must match. Every response must carry
+// X-Request-ID, and every error must be a problem.
+func Check(t testing.TB, req *http.Request, res *Response) {
+	t.Helper()
+	if res.Header.Get("X-Request-ID") == "" {
+		t.Errorf("%s %s: response has no X-Request-ID", req.Method, req.URL.Path)
+	}
+	if res.Status >= 400 {
+		checkProblem(t, req, res)
+	}
+	_, router := Spec(t)
+	route, params, err := router.FindRoute(req)
+	if err != nil {
+		// Only an unknown route or method may be missing from the spec, and
+		// it must be answered 404 or 405.
+		if res.Status != http.StatusNotFound && res.Status != http.StatusMethodNotAllowed {
+			t.Errorf("%s %s: not in openapi.yaml (%v) but answered %d", req.Method, req.URL.Path, err, res.Status)
+		}
+		return
+	}
+	in := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{
+			Request: req, PathParams: params, Route: route,
+			Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
+		},
+		Status:  res.Status,
+		Header:  res.Header,
+		Body:    io.NopCloser(bytes.NewReader(res.Body)),
+		Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
+		t.Errorf("%s %s: response %d does not match openapi.yaml: %v\nbody: %s",
+			req.Method, req.URL.Path, res.Status, err, truncate(res.Body))
+	}
+}
+
+func checkProblem(t testing.TB, req *http.Request, res *Response) {
+	t.Helper()
+	if ct := res.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("%s %s: %d has Content-Type %q, want application/problem+json", req.Method, req.URL.Path, res.Status, ct)
+	}
+	if req.Method == http.MethodHead {
+		return
+	}
+	var p Problem
+	if err := json.Unmarshal(res.Body, &p); err != nil {
+		t.Errorf("%s %s: %d body is not a problem: %v\nbody: %s", req.Method, req.URL.Path, res.Status, err, truncate(res.Body))
+		return
+	}
+	if p.Status != res.Status || p.Code == "" || p.RequestID != res.Header.Get("X-Request-ID") {
+		t.Errorf("%s %s: problem does not match its response: %s", req.Method, req.URL.Path, truncate(res.Body))
+	}
+	wantRetryable := res.Status == 408 || res.Status == 429 || res.Status >= 500 || p.Code == "OPERATION_IN_PROGRESS"
+	if p.Retryable != wantRetryable {
+		t.Errorf("%s %s: problem %s has retryable=%v", req.Method, req.URL.Path, p.Code, p.Retryable)
+	}
+}
+
+func truncate(b []byte) string {
+	if len(b) > 2000 {
+		return string(b[:2000]) + "…"
+	}
+	return string(b)
+}
+
+// JSON decodes the body into v.
+func (r *Response) JSON(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decode %d body: %v\nbody: %s", r.Status, err, truncate(r.Body))
+	}
+}
+
+// Problem decodes the body as a problem.
+func (r *Response) Problem(t testing.TB) Problem {
+	t.Helper()
+	var p Problem
+	r.JSON(t, &p)
+	return p
+}
+
+// Expect fails the test unless the response has this status.
+func (r *Response) Expect(t testing.TB, status int) *Response {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("status %d, want %d\nbody: %s", r.Status, status, truncate(r.Body))
+	}
+	return r
+}
+
+// ExpectProblem fails the test unless the response is a problem with this
+// status and code.
+func (r *Response) ExpectProblem(t testing.TB, status int, code string) Problem {
+	t.Helper()
+	r.Expect(t, status)
+	p := r.Problem(t)
+	if p.Code != code {
+		t.Fatalf("problem code %s, want %s\nbody: %s", p.Code, code, truncate(r.Body))
+	}
+	return p
+}
+
+// File is the File object as tests read it.
+type File struct {
+	ID          string     `json:"id"`
+	Object      string     `json:"object"`
+	Path        string     `json:"path"`
+	SizeBytes   int64      `json:"size_bytes"`
+	ContentType string     `json:"content_type"`
+	SHA256      string     `json:"sha256"`
+	ETag        string     `json:"etag"`
+	Version     int        `json:"version"`
+	URL         string     `json:"url"`
+	AgentID     *string    `json:"agent_id"`
+	RunID       *string    `json:"run_id"`
+	LastAgentID *string    `json:"last_agent_id"`
+	LastRunID   *string    `json:"last_run_id"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	DeletedAt   *time.Time `json:"deleted_at"`
+	PurgeAfter  *time.Time `json:"purge_after"`
+	Blocked     bool       `json:"blocked"`
+}
+
+// File decodes the body as a File.
+func (r *Response) File(t testing.TB) File {
+	t.Helper()
+	var f File
+	r.JSON(t, &f)
+	return f
+}
+
+// FileList is a page of files.
+type FileList struct {
+	Data       []File  `json:"data"`
+	HasMore    bool    `json:"has_more"`
+	NextCursor *string `json:"next_cursor"`
+}

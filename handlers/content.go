@@ -1,0 +1,116 @@
+package handlers
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"path"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/problem"
+)
+
+// copyBufferSize is the chunk in which content is copied to the client.
+const copyBufferSize = 256 << 10
+
+// getContent is GET and HEAD /v1/files/{id}/content: the bytes of a live
+// file, whole or one range, with conditional GET.
+func (a *API) getContent(c echo.Context) error {
+	ctx := c.Request().Context()
+	f, err := a.deps.Files.File(ctx, principal(c).Subject, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if !f.Live() {
+		return agentfs.ErrNotFound
+	}
+	if f.Blocked {
+		return &agentfs.BlockedError{FileID: f.ID, Reason: f.BlockReason}
+	}
+	h := c.Response().Header()
+	setContentHeaders(h, f)
+	req := c.Request()
+	if inm := req.Header.Get("If-None-Match"); inm != "" && agentfs.ETagMatches(inm, f.ETag()) {
+		return c.NoContent(http.StatusNotModified)
+	}
+	status, rng, err := chooseRange(req, f)
+	if err != nil {
+		return err
+	}
+	if status == http.StatusPartialContent {
+		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", rng.start, rng.start+rng.length-1, f.SizeBytes))
+	}
+	h.Set(echo.HeaderContentLength, strconv.FormatInt(rng.length, 10))
+	if req.Method == http.MethodHead || rng.length == 0 {
+		c.Response().WriteHeader(status)
+		return nil
+	}
+	return a.streamBlob(c, f, status, rng)
+}
+
+func setContentHeaders(h http.Header, f *agentfs.File) {
+	h.Set("ETag", f.ETag())
+	h.Set("Accept-Ranges", "bytes")
+	h.Set(echo.HeaderContentType, f.ContentType)
+	h.Set("Last-Modified", f.UpdatedAt.UTC().Format(http.TimeFormat))
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(f.Path)}))
+	if sum, err := hex.DecodeString(f.SHA256); err == nil {
+		h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":")
+	}
+}
+
+// chooseRange decides between the whole content (200) and one range (206).
+// A Range is honoured only when If-Range, if sent, names the current etag.
+func chooseRange(req *http.Request, f *agentfs.File) (int, byteRange, error) {
+	whole := byteRange{start: 0, length: f.SizeBytes}
+	rh := req.Header.Get("Range")
+	if rh == "" {
+		return http.StatusOK, whole, nil
+	}
+	if ir := req.Header.Get("If-Range"); ir != "" && ir != f.ETag() {
+		return http.StatusOK, whole, nil
+	}
+	rng, ok, err := parseRange(rh, f.SizeBytes)
+	if errors.Is(err, errUnsatisfiable) {
+		return 0, rng, problem.New(problem.RangeNotSatisfiable,
+			fmt.Sprintf("the content has %d bytes", f.SizeBytes)).
+			WithHeader("Content-Range", fmt.Sprintf("bytes */%d", f.SizeBytes))
+	}
+	if !ok {
+		return http.StatusOK, whole, nil
+	}
+	return http.StatusPartialContent, rng, nil
+}
+
+// streamBlob copies the range of the file's blob to the client. The first
+// bytes are fetched before the status is sent, so an outage is still
+// answered as a problem.
+func (a *API) streamBlob(c echo.Context, f *agentfs.File, status int, rng byteRange) error {
+	blob, err := a.deps.Files.OpenBlob(c.Request().Context(), f.BlobKey, rng.start, rng.length)
+	if err != nil {
+		return err
+	}
+	defer blob.Close()
+	br := bufio.NewReaderSize(blob, copyBufferSize)
+	if _, err := br.Peek(1); err != nil {
+		if errors.Is(err, agentfs.ErrNotFound) {
+			return fmt.Errorf("blob %s of file %s is missing: %w", f.BlobKey, f.ID, agentfs.ErrUnavailable)
+		}
+		return err
+	}
+	c.Response().WriteHeader(status)
+	if _, err := br.WriteTo(c.Response()); err != nil {
+		// The status is sent; all that is left is to cut the connection so
+		// the client sees a short body, never a silently truncated one.
+		a.deps.Log.WarnContext(c.Request().Context(), "content stream failed", "file_id", f.ID, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}

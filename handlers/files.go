@@ -1,0 +1,279 @@
+package handlers
+
+import (
+	"io"
+	"mime/multipart"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/problem"
+)
+
+// createFile is POST /v1/files: a raw body, or multipart/form-data whose
+// path and if_exists fields come before the file part.
+func (a *API) createFile(c echo.Context) error {
+	put, body, err := a.bindPut(c)
+	if err != nil {
+		return err
+	}
+	f, created, err := a.deps.Files.PutFile(c.Request().Context(), put, body)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		c.Response().Header().Set(echo.HeaderLocation, "/v1/files/"+f.ID)
+	}
+	c.Response().Header().Set("ETag", f.ETag())
+	return c.JSON(status, a.fileJSON(f))
+}
+
+// bindPut reads everything about an upload but its content, which it
+// returns unread.
+func (a *API) bindPut(c echo.Context) (agentfs.Put, io.Reader, error) {
+	req := c.Request()
+	put := agentfs.Put{
+		Subject:  principal(c).Subject,
+		Path:     c.QueryParam("path"),
+		Size:     req.ContentLength,
+		MaxBytes: a.deps.Limits.MaxUploadBytes,
+		By:       attributionOf(c),
+	}
+	ifExists := c.QueryParam("if_exists")
+	var body io.Reader = req.Body
+	ct, err := normalizeMediaType(req.Header.Get(echo.HeaderContentType))
+	if err != nil {
+		return put, nil, headerProblem("Content-Type", err)
+	}
+	if strings.HasPrefix(ct, "multipart/form-data") {
+		form, err := readFormHead(req)
+		if err != nil {
+			return put, nil, err
+		}
+		if form.path != "" {
+			put.Path = form.path
+		}
+		if form.ifExists != "" {
+			ifExists = form.ifExists
+		}
+		if ct, err = normalizeMediaType(form.file.Header.Get(echo.HeaderContentType)); err != nil {
+			return put, nil, problem.Invalid("file", "the file part's Content-Type is not a valid media type")
+		}
+		put.Size, body = -1, form.file
+	} else if put.Digest, err = parseContentDigest(req.Header.Get("Content-Digest")); err != nil {
+		return put, nil, headerProblem("Content-Digest", err)
+	}
+	put.ContentType = ct
+	if put.Size > put.MaxBytes {
+		return put, nil, agentfs.ErrTooLarge
+	}
+	return put, body, validatePut(&put, ifExists, req.Header)
+}
+
+// validatePut checks the put's path, if_exists and preconditions.
+func validatePut(put *agentfs.Put, ifExists string, h http.Header) error {
+	if put.Path == "" {
+		return problem.Validation("path", "is required")
+	}
+	if err := agentfs.ValidatePath(put.Path); err != nil {
+		return pathProblem(err)
+	}
+	replace, err := parseIfExists(ifExists)
+	if err != nil {
+		return problem.Validation("if_exists", err.Error())
+	}
+	put.Replace = replace
+	put.IfMatch = strings.TrimSpace(h.Get("If-Match"))
+	if put.IfMatch != "" && !replace {
+		return problem.Validation("If-Match", "asks for a conditional replace; send if_exists=replace with it")
+	}
+	switch inm := strings.TrimSpace(h.Get("If-None-Match")); inm {
+	case "":
+	case "*":
+		put.IfNoneMatchAny = true
+	default:
+		return problem.Validation("If-None-Match", "uploads take only If-None-Match: *")
+	}
+	return nil
+}
+
+// formHead is what comes before the file part of a multipart upload.
+type formHead struct {
+	path, ifExists string
+	file           *multipart.Part
+}
+
+// maxFieldBytes bounds a multipart form field other than the file.
+const maxFieldBytes = 4096
+
+// readFormHead reads the fields of a multipart upload up to its file part,
+// which it returns unread so the content streams.
+func readFormHead(req *http.Request) (formHead, error) {
+	var head formHead
+	mr, err := req.MultipartReader()
+	if err != nil {
+		return head, problem.Invalid("body", "malformed multipart/form-data: "+err.Error())
+	}
+	for fields := 0; ; fields++ {
+		part, err := mr.NextPart()
+		// A form that ends cleanly after its fields lacks the file; one that
+		// ends before any part (or a wrapped EOF) is truncated.
+		if err == io.EOF && fields > 0 {
+			return head, problem.Validation("file", "the form has no file part")
+		}
+		if err != nil {
+			return head, problem.Invalid("body", "malformed multipart/form-data")
+		}
+		name := part.FormName()
+		if name == "file" {
+			head.file = part
+			return head, nil
+		}
+		v, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
+		if err != nil {
+			return head, problem.Invalid("body", "malformed multipart/form-data")
+		}
+		if len(v) > maxFieldBytes || !utf8.Valid(v) {
+			return head, problem.Validation(name, "form field is too long or not UTF-8")
+		}
+		switch name {
+		case "path":
+			head.path = string(v)
+		case "if_exists":
+			head.ifExists = string(v)
+		}
+	}
+}
+
+// listFiles is GET /v1/files.
+func (a *API) listFiles(c echo.Context) error {
+	filter, err := bindFilter(c)
+	if err != nil {
+		return err
+	}
+	limit := filter.Limit
+	filter.Limit++ // one more tells whether there is a next page
+	files, err := a.deps.Files.ListFiles(c.Request().Context(), principal(c).Subject, filter)
+	if err != nil {
+		return err
+	}
+	out := fileListJSON{Data: make([]fileJSON, 0, min(len(files), limit))}
+	if len(files) > limit {
+		files, out.HasMore = files[:limit], true
+		last := files[limit-1]
+		next := agentfs.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
+		out.NextCursor = &next
+	}
+	for _, f := range files {
+		out.Data = append(out.Data, a.fileJSON(f))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// Listing page sizes.
+const (
+	defaultListLimit = 100
+	maxListLimit     = 1000
+)
+
+func bindFilter(c echo.Context) (agentfs.FileFilter, error) {
+	q := c.QueryParams()
+	f := agentfs.FileFilter{
+		RunID: q.Get("run_id"), AgentID: q.Get("agent_id"),
+		Prefix: q.Get("prefix"), Path: q.Get("path"), Limit: defaultListLimit,
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return f, problem.Invalid("limit", "must be an integer")
+		}
+		if n < 1 || n > maxListLimit {
+			return f, problem.Validation("limit", "must be between 1 and 1000")
+		}
+		f.Limit = n
+	}
+	if v := q.Get("include_deleted"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return f, problem.Invalid("include_deleted", "must be true or false")
+		}
+		f.IncludeDeleted = b
+	}
+	if v := q.Get("cursor"); v != "" {
+		cur, err := agentfs.ParseCursor(v)
+		if err != nil {
+			return f, problem.Invalid("cursor", err.Error())
+		}
+		f.After = &cur
+	}
+	return f, validateFilter(f)
+}
+
+func validateFilter(f agentfs.FileFilter) error {
+	for _, v := range []struct{ name, value string }{{"run_id", f.RunID}, {"agent_id", f.AgentID}} {
+		if v.value != "" && !agentfs.ValidTagValue(v.value) {
+			return problem.Validation(v.name, "must be 1-128 characters of A-Z a-z 0-9 . _ : / = + @ -")
+		}
+	}
+	if f.Path != "" {
+		if err := agentfs.ValidatePath(f.Path); err != nil {
+			return pathProblem(err)
+		}
+	}
+	if len(f.Prefix) > agentfs.MaxPathBytes || !utf8.ValidString(f.Prefix) {
+		return problem.Validation("prefix", "must be at most 1024 bytes of UTF-8")
+	}
+	return nil
+}
+
+// getFile is GET and HEAD /v1/files/{id}: metadata, also of a deleted file.
+func (a *API) getFile(c echo.Context) error {
+	f, err := a.deps.Files.File(c.Request().Context(), principal(c).Subject, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("ETag", f.ETag())
+	if inm := c.Request().Header.Get("If-None-Match"); inm != "" && agentfs.ETagMatches(inm, f.ETag()) {
+		return c.NoContent(http.StatusNotModified)
+	}
+	return c.JSON(http.StatusOK, a.fileJSON(f))
+}
+
+// deleteFile is DELETE /v1/files/{id}: a soft delete, safe to repeat.
+func (a *API) deleteFile(c echo.Context) error {
+	f, err := a.deps.Files.DeleteFile(c.Request().Context(), principal(c).Subject, c.Param("id"),
+		strings.TrimSpace(c.Request().Header.Get("If-Match")))
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("ETag", f.ETag())
+	return c.JSON(http.StatusOK, a.fileJSON(f))
+}
+
+// restoreFile is POST /v1/files/{id}/restore: undo a delete, safe to repeat.
+func (a *API) restoreFile(c echo.Context) error {
+	f, err := a.deps.Files.RestoreFile(c.Request().Context(), principal(c).Subject, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("ETag", f.ETag())
+	return c.JSON(http.StatusOK, a.fileJSON(f))
+}
+
+func headerProblem(name string, err error) *problem.Problem {
+	p := problem.New(problem.InvalidHeader, err.Error())
+	p.Errors = []problem.FieldError{{Field: name, Message: err.Error()}}
+	return p
+}
+
+func pathProblem(err error) *problem.Problem {
+	p := problem.New(problem.InvalidPath, err.Error())
+	p.Errors = []problem.FieldError{{Field: "path", Message: err.Error()}}
+	return p
+}

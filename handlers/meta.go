@@ -1,0 +1,75 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/problem"
+)
+
+func (a *API) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 200 only while Postgres and S3 both answer.
+func (a *API) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 3*time.Second)
+	defer cancel()
+	if err := a.deps.Health.Ping(ctx); err != nil {
+		a.deps.Log.WarnContext(ctx, "not ready", "err", err)
+		return problem.New(problem.StorageUnavailable, "Postgres or S3 does not answer")
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (a *API) openAPI(c echo.Context) error {
+	return c.Blob(http.StatusOK, "application/yaml", agentfs.OpenAPI)
+}
+
+func (a *API) problemKind(c echo.Context) error {
+	k, ok := problem.Lookup(c.Param("code"))
+	if !ok {
+		return problem.New(problem.NotFound, "no such problem code")
+	}
+	return c.JSON(http.StatusOK, k)
+}
+
+// protocol is GET /v1/protocol: what this server promises, for clients to
+// configure themselves by.
+func (a *API) protocol(c echo.Context) error {
+	l := a.deps.Limits
+	return c.JSON(http.StatusOK, map[string]any{
+		"api_version": "v1",
+		"idempotency": map[string]any{
+			"header":            idempotency.Header,
+			"key_pattern":       idempotency.KeyPattern,
+			"scope":             "subject",
+			"retention_seconds": int64(l.IdempotencyRetention.Seconds()),
+			"required_on":       []string{"POST /v1/batch"},
+			"replay_header":     "Idempotent-Replayed",
+		},
+		"retry": map[string]any{
+			"retryable_statuses": []int{408, 429, 500, 502, 503, 504},
+			"safe_operations": []string{
+				"GET", "HEAD", "any write with an Idempotency-Key", "POST /v1/files?if_exists=replace",
+				"DELETE /v1/files/{id}", "POST /v1/files/{id}/restore",
+			},
+			"initial_delay_ms": 1000,
+			"max_delay_ms":     30000,
+			"max_attempts":     8,
+			"jitter":           "full",
+		},
+		"limits": map[string]any{
+			"max_upload_bytes":          l.MaxUploadBytes,
+			"max_path_bytes":            agentfs.MaxPathBytes,
+			"list_limit_default":        defaultListLimit,
+			"list_limit_max":            maxListLimit,
+			"deleted_retention_seconds": int64(l.DeletedRetention.Seconds()),
+		},
+	})
+}

@@ -1,0 +1,179 @@
+package handlers
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/problem"
+)
+
+// Context keys of what middleware learned about a request.
+const (
+	principalKey   = "agentfs.principal"
+	attributionKey = "agentfs.attribution"
+	keyKey         = "agentfs.idempotency_key"
+)
+
+// requestID gives every response an X-Request-ID: the caller's, when it is
+// sane, else a new one.
+func requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Request().Header.Get(problem.RequestIDHeader)
+		if !saneRequestID(id) {
+			var b [12]byte
+			_, _ = rand.Read(b[:])
+			id = "req_" + hex.EncodeToString(b[:])
+		}
+		c.Response().Header().Set(problem.RequestIDHeader, id)
+		return next(c)
+	}
+}
+
+func saneRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._:-", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// recoverPanics turns a panic in a handler into an error, so the caller gets
+// a generic 500 problem and the log gets the cause.
+func recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				err = fmt.Errorf("panic: %v", r)
+			}
+		}()
+		return next(c)
+	}
+}
+
+// observe logs each request and counts it in the metrics. Errors are
+// answered here, so the status is known.
+func (a *API) observe(m *metrics) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := time.Now()
+			if err := next(c); err != nil {
+				c.Error(err)
+			}
+			route := c.Path()
+			if route == "" || strings.HasSuffix(route, "/*") {
+				route = "unmatched"
+			}
+			status := c.Response().Status
+			m.observe(c.Request().Method, route, status, time.Since(start))
+			a.deps.Log.InfoContext(c.Request().Context(), "request",
+				"method", c.Request().Method, "route", route, "status", status,
+				"bytes_out", c.Response().Size, "duration_ms", time.Since(start).Milliseconds(),
+				"request_id", c.Response().Header().Get(problem.RequestIDHeader))
+			return nil
+		}
+	}
+}
+
+// authenticate requires a valid bearer token and remembers its principal.
+func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		scheme, token, ok := strings.Cut(c.Request().Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+			return problem.New(problem.Unauthenticated, "send Authorization: Bearer TOKEN")
+		}
+		p, err := a.deps.Tokens.Authenticate(c.Request().Context(), strings.TrimSpace(token))
+		if errors.Is(err, agentfs.ErrNotFound) {
+			return problem.New(problem.Unauthenticated, "the token is unknown or revoked")
+		}
+		if err != nil {
+			return err
+		}
+		c.Set(principalKey, p)
+		return next(c)
+	}
+}
+
+// requireScope lets reads through with the read scope and everything else
+// with the write scope.
+func requireScope(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		need := agentfs.ScopeWrite
+		if m := c.Request().Method; m == http.MethodGet || m == http.MethodHead {
+			need = agentfs.ScopeRead
+		}
+		if !principal(c).Can(need) {
+			return problem.New(problem.Forbidden, "the token lacks the "+need+" scope")
+		}
+		return next(c)
+	}
+}
+
+// attribution validates X-Agent-ID and X-Run-ID and remembers them.
+func attribution(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		var by agentfs.Attribution
+		for _, h := range []struct {
+			name string
+			dst  *string
+		}{{"X-Agent-ID", &by.AgentID}, {"X-Run-ID", &by.RunID}} {
+			vs := c.Request().Header.Values(h.name)
+			if len(vs) == 0 {
+				continue
+			}
+			if len(vs) > 1 || !agentfs.ValidTagValue(vs[0]) {
+				p := problem.New(problem.InvalidHeader, h.name+" must be 1-128 characters of A-Z a-z 0-9 . _ : / = + @ -, starting with a letter or digit")
+				p.Errors = []problem.FieldError{{Field: h.name, Message: "invalid value"}}
+				return p
+			}
+			*h.dst = vs[0]
+		}
+		c.Set(attributionKey, by)
+		return next(c)
+	}
+}
+
+// idempotencyKey validates the Idempotency-Key of a write.
+func idempotencyKey(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		v := c.Request().Header.Get(idempotency.Header)
+		if v == "" {
+			return next(c)
+		}
+		if m := c.Request().Method; m == http.MethodGet || m == http.MethodHead {
+			return next(c) // ignored on reads
+		}
+		key, err := idempotency.ParseKey(v)
+		if err != nil {
+			return problem.New(problem.InvalidIdempotencyKey, err.Error())
+		}
+		c.Set(keyKey, key)
+		return next(c)
+	}
+}
+
+func principal(c echo.Context) agentfs.Principal {
+	p, _ := c.Get(principalKey).(agentfs.Principal)
+	return p
+}
+
+func attributionOf(c echo.Context) agentfs.Attribution {
+	by, _ := c.Get(attributionKey).(agentfs.Attribution)
+	return by
+}

@@ -1,0 +1,111 @@
+// Package handlers is the HTTP face of AgentFS: Echo routes that bind and
+// validate a request, make one call into the store, and write one response.
+// Errors are returned, never written: package problem answers them.
+package handlers
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/problem"
+)
+
+// Files is the file store the handlers use.
+type Files interface {
+	PutFile(ctx context.Context, put agentfs.Put, body io.Reader) (*agentfs.File, bool, error)
+	File(ctx context.Context, subject, id string) (*agentfs.File, error)
+	ListFiles(ctx context.Context, subject string, filter agentfs.FileFilter) ([]*agentfs.File, error)
+	DeleteFile(ctx context.Context, subject, id, ifMatch string) (*agentfs.File, error)
+	RestoreFile(ctx context.Context, subject, id string) (*agentfs.File, error)
+	OpenBlob(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
+}
+
+// Tokens turns a bearer token into the principal it stands for.
+type Tokens interface {
+	Authenticate(ctx context.Context, token string) (agentfs.Principal, error)
+}
+
+// Pinger reports whether the storage dependencies answer.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Limits are the configurable bounds the API enforces and advertises.
+type Limits struct {
+	MaxUploadBytes       int64
+	IdempotencyRetention time.Duration
+	DeletedRetention     time.Duration
+}
+
+// Deps are what the API needs; New rejects missing ones.
+type Deps struct {
+	Files     Files
+	Tokens    Tokens
+	Health    Pinger
+	Log       *slog.Logger
+	PublicURL string // base of every file's url, without a trailing slash
+	Limits    Limits
+	// Registry receives the HTTP metrics and is served at /metrics.
+	Registry *prometheus.Registry
+}
+
+// API is the AgentFS HTTP handler.
+type API struct {
+	deps Deps
+	echo *echo.Echo
+}
+
+// New builds the API and its routes.
+func New(d Deps) (*API, error) {
+	switch {
+	case d.Files == nil, d.Tokens == nil, d.Health == nil:
+		return nil, errors.New("handlers: Files, Tokens and Health are required")
+	case d.Log == nil, d.Registry == nil:
+		return nil, errors.New("handlers: Log and Registry are required")
+	case d.PublicURL == "":
+		return nil, errors.New("handlers: PublicURL is required")
+	case d.Limits.MaxUploadBytes <= 0:
+		return nil, errors.New("handlers: Limits.MaxUploadBytes must be positive")
+	}
+	a := &API{deps: d, echo: echo.New()}
+	a.routes()
+	return a, nil
+}
+
+// ServeHTTP serves the API.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.echo.ServeHTTP(w, r) }
+
+// Routes lists every route the API serves, for the contract tests.
+func (a *API) Routes() []*echo.Route { return a.echo.Routes() }
+
+func (a *API) routes() {
+	e := a.echo
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = problem.ErrorHandler(a.deps.Log)
+	e.Use(requestID, a.observe(newMetrics(a.deps.Registry)), recoverPanics)
+
+	e.GET("/healthz", a.healthz)
+	e.GET("/readyz", a.readyz)
+	e.GET("/metrics", a.metrics())
+	e.GET("/openapi.yaml", a.openAPI)
+	e.GET("/problems/:code", a.problemKind)
+	e.GET("/v1/protocol", a.protocol)
+
+	v1 := e.Group("/v1", a.authenticate, requireScope, attribution, idempotencyKey)
+	v1.POST("/files", a.createFile)
+	v1.GET("/files", a.listFiles)
+	v1.GET("/files/:id", a.getFile)
+	v1.HEAD("/files/:id", a.getFile)
+	v1.GET("/files/:id/content", a.getContent)
+	v1.HEAD("/files/:id/content", a.getContent)
+	v1.DELETE("/files/:id", a.deleteFile)
+	v1.POST("/files/:id/restore", a.restoreFile)
+}

@@ -1,0 +1,109 @@
+package problem
+
+import "net/http"
+
+// Codes of every problem the API answers with. Clients switch on these, never
+// on titles or details.
+const (
+	InvalidRequest         = "INVALID_REQUEST"
+	InvalidHeader          = "INVALID_HEADER"
+	InvalidIdempotencyKey  = "INVALID_IDEMPOTENCY_KEY"
+	IdempotencyKeyRequired = "IDEMPOTENCY_KEY_REQUIRED"
+	Unauthenticated        = "UNAUTHENTICATED"
+	Forbidden              = "FORBIDDEN"
+	NotFound               = "NOT_FOUND"
+	MethodNotAllowed       = "METHOD_NOT_ALLOWED"
+	RequestTimeout         = "REQUEST_TIMEOUT"
+	PathExists             = "PATH_EXISTS"
+	IdempotencyConflict    = "IDEMPOTENCY_CONFLICT"
+	OperationInProgress    = "OPERATION_IN_PROGRESS"
+	UploadCompleted        = "UPLOAD_COMPLETED"
+	UploadAborted          = "UPLOAD_ABORTED"
+	UploadExpired          = "UPLOAD_EXPIRED"
+	LengthRequired         = "LENGTH_REQUIRED"
+	PreconditionFailed     = "PRECONDITION_FAILED"
+	PayloadTooLarge        = "PAYLOAD_TOO_LARGE"
+	UnsupportedMediaType   = "UNSUPPORTED_MEDIA_TYPE"
+	RangeNotSatisfiable    = "RANGE_NOT_SATISFIABLE"
+	ValidationFailed       = "VALIDATION_FAILED"
+	InvalidPath            = "INVALID_PATH"
+	SizeMismatch           = "SIZE_MISMATCH"
+	ChecksumMismatch       = "CHECKSUM_MISMATCH"
+	PartsMissing           = "PARTS_MISSING"
+	RateLimited            = "RATE_LIMITED"
+	QuotaExceeded          = "QUOTA_EXCEEDED"
+	ContentBlocked         = "CONTENT_BLOCKED"
+	Internal               = "INTERNAL"
+	StorageUnavailable     = "STORAGE_UNAVAILABLE"
+)
+
+// Kind describes one problem code: its status, its title and what a caller
+// should do about it. /problems/{code} serves these.
+type Kind struct {
+	Code        string `json:"code"`
+	Status      int    `json:"status"`
+	Title       string `json:"title"`
+	Retryable   bool   `json:"retryable"`
+	Description string `json:"description"`
+}
+
+var catalog = map[string]Kind{}
+
+func init() {
+	for _, k := range []Kind{
+		{InvalidRequest, 400, "Invalid request", false, "The request could not be parsed: malformed JSON or multipart, a non-numeric number, an unreadable cursor. Fix the request; repeating it unchanged fails the same way."},
+		{InvalidHeader, 400, "Invalid header", false, "A header has a value outside its syntax, e.g. X-Agent-ID or X-Run-ID outside 1-128 characters of A-Z a-z 0-9 . _ : / = + @ - starting with a letter or digit, or a malformed Content-Digest or Range."},
+		{InvalidIdempotencyKey, 400, "Invalid Idempotency-Key", false, "Idempotency-Key must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$ (a quoted structured-field string is accepted)."},
+		{IdempotencyKeyRequired, 400, "Idempotency-Key required", false, "This route only runs with an Idempotency-Key header, so that retrying it can never duplicate its effect."},
+		{Unauthenticated, 401, "Unauthenticated", false, "Send a valid, unrevoked token as Authorization: Bearer TOKEN."},
+		{Forbidden, 403, "Forbidden", false, "The token lacks the scope this route needs (read for reads, write for writes)."},
+		{NotFound, 404, "Not found", false, "No such route, or no such resource for this subject. Other subjects' resources are reported as not found too."},
+		{MethodNotAllowed, 405, "Method not allowed", false, "The route exists but not with this method; the Allow header lists the methods it takes."},
+		{RequestTimeout, 408, "Request timeout", true, "The request body stalled longer than the server's idle limit. Nothing was stored; retry with backoff."},
+		{PathExists, 409, "Path exists", false, "A live file already holds this path; existing_file_id names it. Upload with if_exists=replace to replace it, or pick another path. A plain create retried after a lost response lands here instead of creating a second file."},
+		{IdempotencyConflict, 409, "Idempotency conflict", false, "This Idempotency-Key was already used for a different request (other bytes, path, parameters or attribution headers). Use a new key for a new request."},
+		{OperationInProgress, 409, "Operation in progress", true, "A request with this Idempotency-Key is still running. Wait as Retry-After says and retry with the same key, or poll the operation named in the Link header."},
+		{UploadCompleted, 409, "Upload completed", false, "The upload session is already completed; it takes no more parts."},
+		{UploadAborted, 409, "Upload aborted", false, "The upload session was aborted; start a new one."},
+		{UploadExpired, 409, "Upload expired", false, "The upload session expired; start a new one."},
+		{LengthRequired, 411, "Length required", false, "This request needs a Content-Length header."},
+		{PreconditionFailed, 412, "Precondition failed", false, "If-Match or If-None-Match did not hold: the file changed or exists. Read its current etag and decide again."},
+		{PayloadTooLarge, 413, "Payload too large", false, "The body is larger than the server accepts; /v1/protocol lists the limits. Large files go through upload sessions."},
+		{UnsupportedMediaType, 415, "Unsupported media type", false, "The Content-Type is not one this route accepts."},
+		{RangeNotSatisfiable, 416, "Range not satisfiable", false, "The requested byte range lies outside the content; Content-Range carries its size."},
+		{ValidationFailed, 422, "Validation failed", false, "A well-formed value is not allowed; errors names each field and why."},
+		{InvalidPath, 422, "Invalid path", false, "Paths are 1-1024 bytes of UTF-8, segments separated by /, with no leading /, no empty, . or .. segment, no control characters and no backslash."},
+		{SizeMismatch, 422, "Size mismatch", false, "The body's size differs from the size that was declared or required."},
+		{ChecksumMismatch, 422, "Checksum mismatch", false, "The bytes received do not match the digest sent with them. Nothing was stored; resend the content."},
+		{PartsMissing, 422, "Parts missing", false, "The upload cannot complete before every part has arrived; missing_parts lists them."},
+		{RateLimited, 429, "Rate limited", true, "Too many requests for this subject. Wait as Retry-After says."},
+		{QuotaExceeded, 429, "Quota exceeded", true, "This subject wrote more bytes than its quota allows in the current window. Wait as Retry-After says."},
+		{ContentBlocked, 451, "Content blocked", false, "An operator blocked this file; its content cannot be read or replaced. detail carries the reason."},
+		{Internal, 500, "Internal error", true, "The server failed unexpectedly. Retry with backoff; quote request_id when reporting it."},
+		{StorageUnavailable, 503, "Storage unavailable", true, "Postgres or the object store is unreachable or too slow. Nothing half-written is visible; retry after Retry-After seconds."},
+	} {
+		catalog[k.Code] = k
+	}
+}
+
+// Lookup returns the description of code.
+func Lookup(code string) (Kind, bool) {
+	k, ok := catalog[code]
+	return k, ok
+}
+
+// Kinds returns every known problem code's description.
+func Kinds() []Kind {
+	out := make([]Kind, 0, len(catalog))
+	for _, k := range catalog {
+		out = append(out, k)
+	}
+	return out
+}
+
+// retryable reports whether a problem with this status and code may succeed
+// when repeated unchanged.
+func retryable(status int, code string) bool {
+	return status == http.StatusRequestTimeout || status == http.StatusTooManyRequests ||
+		status >= 500 || code == OperationInProgress
+}

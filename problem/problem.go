@@ -1,0 +1,206 @@
+// Package problem is the one way errors leave the API: RFC 9457
+// application/problem+json bodies with a stable code and a retryable flag.
+// Handlers return errors; ErrorHandler turns each into a Problem.
+package problem
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/agentfs/agentfs"
+)
+
+// ContentType is the media type of every error response.
+const ContentType = "application/problem+json"
+
+// FieldError names one field of a request and what is wrong with it.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// Problem is an error response. It is an error itself, so handlers can
+// return one to answer with exactly that problem.
+type Problem struct {
+	Type           string       `json:"type"`
+	Title          string       `json:"title"`
+	Status         int          `json:"status"`
+	Detail         string       `json:"detail,omitempty"`
+	Instance       string       `json:"instance,omitempty"`
+	Code           string       `json:"code"`
+	Retryable      bool         `json:"retryable"`
+	RequestID      string       `json:"request_id"`
+	Errors         []FieldError `json:"errors,omitempty"`
+	ExistingFileID string       `json:"existing_file_id,omitempty"`
+	MissingParts   []int        `json:"missing_parts,omitempty"`
+
+	// RetryAfter, in seconds, is sent as the Retry-After header when positive.
+	RetryAfter int `json:"-"`
+	// Header holds further response headers (WWW-Authenticate, Content-Range).
+	Header http.Header `json:"-"`
+}
+
+// New returns the problem for code with a detail for this occurrence.
+// An unknown code is a programming error and yields INTERNAL.
+func New(code, detail string) *Problem {
+	k, ok := catalog[code]
+	if !ok {
+		k = catalog[Internal]
+	}
+	p := &Problem{
+		Type:      "/problems/" + k.Code,
+		Title:     k.Title,
+		Status:    k.Status,
+		Detail:    detail,
+		Code:      k.Code,
+		Retryable: retryable(k.Status, k.Code),
+	}
+	if k.Status == http.StatusServiceUnavailable || k.Status == http.StatusTooManyRequests {
+		p.RetryAfter = 1
+	}
+	return p
+}
+
+// Validation returns a 422 VALIDATION_FAILED naming one field.
+func Validation(field, message string) *Problem {
+	p := New(ValidationFailed, field+": "+message)
+	p.Errors = []FieldError{{Field: field, Message: message}}
+	return p
+}
+
+// Invalid returns a 400 INVALID_REQUEST naming the field that could not be
+// parsed.
+func Invalid(field, message string) *Problem {
+	p := New(InvalidRequest, field+": "+message)
+	p.Errors = []FieldError{{Field: field, Message: message}}
+	return p
+}
+
+// WithHeader sets a response header on the problem and returns it.
+func (p *Problem) WithHeader(key, value string) *Problem {
+	if p.Header == nil {
+		p.Header = http.Header{}
+	}
+	p.Header.Set(key, value)
+	return p
+}
+
+func (p *Problem) Error() string { return p.Code + ": " + p.Detail }
+
+// From translates any error a handler returned into the problem to answer
+// with. Errors it does not know become a generic INTERNAL problem; the
+// second result says so, so the caller can log the cause.
+func From(err error) (p *Problem, unexpected bool) {
+	var (
+		pe      *Problem
+		he      *echo.HTTPError
+		exists  *agentfs.PathExistsError
+		blocked *agentfs.BlockedError
+		tooBig  *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &pe):
+		return pe, false
+	case errors.As(err, &exists):
+		p := New(PathExists, "a live file already holds path "+strconv.Quote(exists.Path))
+		p.ExistingFileID = exists.ExistingFileID
+		return p, false
+	case errors.As(err, &blocked):
+		return New(ContentBlocked, "file is blocked: "+blocked.Reason), false
+	case errors.As(err, &tooBig), errors.Is(err, agentfs.ErrTooLarge):
+		return New(PayloadTooLarge, "the body exceeds the upload limit"), false
+	case errors.Is(err, agentfs.ErrNotFound):
+		return New(NotFound, "no such resource"), false
+	case errors.Is(err, agentfs.ErrPreconditionFailed):
+		return New(PreconditionFailed, "the precondition did not hold"), false
+	case errors.Is(err, agentfs.ErrChecksumMismatch):
+		return New(ChecksumMismatch, "the content does not match Content-Digest; nothing was stored"), false
+	case errors.Is(err, agentfs.ErrUnavailable):
+		return New(StorageUnavailable, "storage is unavailable, retry later"), true
+	case errors.As(err, &he):
+		return fromHTTPError(he), he.Code >= 500
+	case errors.Is(err, context.Canceled):
+		return New(RequestTimeout, "the request was cancelled before it completed"), false
+	}
+	return New(Internal, "an internal error occurred"), true
+}
+
+func fromHTTPError(he *echo.HTTPError) *Problem {
+	switch he.Code {
+	case http.StatusNotFound:
+		return New(NotFound, "no such route")
+	case http.StatusMethodNotAllowed:
+		return New(MethodNotAllowed, "this route does not take this method")
+	case http.StatusRequestEntityTooLarge:
+		return New(PayloadTooLarge, "the body exceeds the limit")
+	case http.StatusUnsupportedMediaType:
+		return New(UnsupportedMediaType, "unsupported Content-Type")
+	case http.StatusBadRequest:
+		return New(InvalidRequest, "the request could not be parsed")
+	case http.StatusUnauthorized:
+		return New(Unauthenticated, "missing or invalid bearer token")
+	case http.StatusServiceUnavailable:
+		return New(StorageUnavailable, "service unavailable")
+	case http.StatusRequestTimeout:
+		return New(RequestTimeout, "the request timed out")
+	}
+	return New(Internal, "an internal error occurred")
+}
+
+// RequestIDHeader carries the request id on every response.
+const RequestIDHeader = "X-Request-ID"
+
+// ErrorHandler is Echo's HTTPErrorHandler: it writes every error as a
+// problem, and logs the ones it did not expect with their cause (which never
+// reaches the client).
+func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		p, unexpected := From(err)
+		req := c.Request()
+		if unexpected {
+			log.ErrorContext(req.Context(), "request failed", "err", err,
+				"method", req.Method, "path", req.URL.Path,
+				"request_id", c.Response().Header().Get(RequestIDHeader))
+		}
+		if c.Response().Committed {
+			return
+		}
+		Write(c, p)
+	}
+}
+
+// Write sends p as the response.
+func Write(c echo.Context, p *Problem) {
+	out := *p
+	out.RequestID = c.Response().Header().Get(RequestIDHeader)
+	if out.Instance == "" {
+		out.Instance = c.Request().URL.Path
+	}
+	h := c.Response().Header()
+	for k, vs := range out.Header {
+		h[k] = vs
+	}
+	if out.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(out.RetryAfter))
+	}
+	if out.Status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="agentfs"`)
+	}
+	h.Del("Content-Disposition")
+	h.Del("ETag")
+	h.Set(echo.HeaderContentType, ContentType)
+	body, _ := json.Marshal(out)
+	if c.Request().Method == http.MethodHead {
+		h.Set(echo.HeaderContentLength, strconv.Itoa(len(body)))
+		c.Response().WriteHeader(out.Status)
+		return
+	}
+	c.Response().WriteHeader(out.Status)
+	_, _ = c.Response().Write(body)
+}

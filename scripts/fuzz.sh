@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+#
+# Run every Go fuzz target (func FuzzXxx) in the module for FUZZTIME each
+# (default 20s), one target at a time, without test servers.
+#
+#   scripts/fuzz.sh              # what `make fuzz` runs
+#   FUZZTIME=2m scripts/fuzz.sh
+set -euo pipefail
+
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO_ROOT"
+
+FUZZTIME=${FUZZTIME:-20s}
+
+# Fuzzing runs against no servers: tests that need them skip.
+unset AGENTFS_TEST_DATABASE_URL AGENTFS_TEST_S3_ENDPOINT \
+	AGENTFS_TEST_S3_ACCESS_KEY AGENTFS_TEST_S3_SECRET_KEY \
+	AGENTFS_TEST_S3_USE_SSL AGENTFS_TEST_S3_REGION
+
+# `go test -list` prints the matching names of a package, then "ok <pkg> ...".
+listing=$(go test -list '^Fuzz' ./...)
+targets=()
+while read -r pkg name; do
+	[[ -n "$pkg" && -n "$name" ]] && targets+=("$pkg $name")
+done < <(printf '%s\n' "$listing" | awk '
+	$1 ~ /^Fuzz/ && NF == 1 { names[++n] = $1; next }
+	$1 == "ok" { for (i = 1; i <= n; i++) print $2, names[i]; n = 0; next }
+	{ n = 0 }
+')
+
+if ((${#targets[@]} == 0)); then
+	echo "no fuzz targets found"
+	exit 0
+fi
+
+failed=()
+for t in "${targets[@]}"; do
+	pkg=${t% *}
+	name=${t#* }
+	echo "==> fuzzing $name in $pkg for $FUZZTIME"
+	if ! go test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" "$pkg"; then
+		failed+=("$pkg $name")
+	fi
+done
+
+echo "fuzz: ${#targets[@]} targets, ${#failed[@]} failed"
+if ((${#failed[@]} > 0)); then
+	printf 'FAILED: %s\n' "${failed[@]}"
+	exit 1
+fi

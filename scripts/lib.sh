@@ -1,0 +1,454 @@
+# shellcheck shell=bash
+#
+# Helpers shared by scripts/run.sh and scripts/test.sh. Source this file;
+# do not execute it.
+#
+#   ensure_deps [pg] [s3]             install Postgres server binaries (apt) and
+#                                     ./bin/versitygw (go install) when missing
+#   free_port [EXCLUDED_PORT...]      print a free TCP port on 127.0.0.1
+#   pg_start DIR PORT [test]          init (if empty) and start Postgres with data
+#                                     dir DIR on 127.0.0.1:PORT; database agentfs,
+#                                     role agentfs, trust auth
+#   pg_stop DIR                       stop the Postgres using data dir DIR
+#   s3_start DIR PORT ACCESS SECRET   start versitygw on 127.0.0.1:PORT serving
+#                                     buckets from DIR (metadata in DIR-sidecar)
+#   s3_stop DIR                       stop the versitygw started for DIR
+#
+# Logs and pid files go to $LOG_DIR when it is set, otherwise to the parent
+# directory of DIR.
+
+if [[ -n "${_AGENTFS_LIB_SOURCED:-}" ]]; then
+	return 0
+fi
+_AGENTFS_LIB_SOURCED=1
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VERSITYGW_VERSION="${VERSITYGW_VERSION:-v1.8.0}"
+VERSITYGW_BIN="$REPO_ROOT/bin/versitygw"
+
+# Seconds to wait for a server to become ready.
+SERVER_START_TIMEOUT="${SERVER_START_TIMEOUT:-60}"
+
+if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+	PATH="/usr/local/go/bin:$PATH"
+	export PATH
+fi
+
+log() { printf '%s\n' "$*" >&2; }
+die() {
+	log "error: $*"
+	exit 1
+}
+
+is_root() { [[ "$(id -u)" -eq 0 ]]; }
+
+# Print the last lines of a log file to stderr.
+_tail_log() {
+	local file=$1
+	if [[ -f "$file" ]]; then
+		log "---- last lines of $file ----"
+		tail -n 40 "$file" >&2 || true
+		log "---- end of $file ----"
+	else
+		log "(no log file at $file)"
+	fi
+}
+
+# Directory for logs and pid files belonging to server dir $1.
+_state_dir() {
+	if [[ -n "${LOG_DIR:-}" ]]; then
+		printf '%s\n' "$LOG_DIR"
+	else
+		dirname "$1"
+	fi
+}
+
+# Absolute form of a path whose parent exists (the path itself need not).
+_abspath() {
+	local p=$1
+	if [[ "$p" != /* ]]; then
+		p="$PWD/$p"
+	fi
+	printf '%s\n' "$p"
+}
+
+# True when something accepts TCP connections on 127.0.0.1:$1.
+port_in_use() {
+	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# Print the newest Postgres server bin directory, or fail.
+pg_bindir() {
+	local d v best="" bestv=-1
+	for d in /usr/lib/postgresql/*/bin; do
+		[[ -x "$d/initdb" && -x "$d/pg_ctl" && -x "$d/postgres" ]] || continue
+		v=${d#/usr/lib/postgresql/}
+		v=${v%%/*}
+		v=${v%%.*}
+		[[ "$v" =~ ^[0-9]+$ ]] || continue
+		if ((v > bestv)); then
+			best=$d
+			bestv=$v
+		fi
+	done
+	[[ -n "$best" ]] || return 1
+	printf '%s\n' "$best"
+}
+
+_apt_install() {
+	local -a sudo=()
+	if ! is_root; then
+		command -v sudo >/dev/null 2>&1 || die "need root or sudo to install: $*"
+		sudo=(sudo)
+	fi
+	command -v apt-get >/dev/null 2>&1 || die "apt-get not found; please install: $*"
+	log "installing $* with apt-get ..."
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 ||
+		die "apt-get update failed"
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >&2 ||
+		die "apt-get install $* failed"
+}
+
+# ensure_deps [pg] [s3]: with no arguments ensures both.
+ensure_deps() {
+	local want_pg=0 want_s3=0 a
+	if (($# == 0)); then
+		want_pg=1
+		want_s3=1
+	fi
+	for a in "$@"; do
+		case "$a" in
+		pg) want_pg=1 ;;
+		s3) want_s3=1 ;;
+		*) die "ensure_deps: unknown argument $a" ;;
+		esac
+	done
+
+	command -v go >/dev/null 2>&1 || die "go is not on PATH (expected /usr/local/go/bin/go)"
+
+	if ((want_pg)); then
+		if ! pg_bindir >/dev/null || ! command -v psql >/dev/null 2>&1 ||
+			! command -v pg_isready >/dev/null 2>&1; then
+			_apt_install postgresql postgresql-client
+		fi
+		pg_bindir >/dev/null || die "Postgres server binaries not found under /usr/lib/postgresql/*/bin"
+		if is_root; then
+			getent passwd postgres >/dev/null ||
+				die "running as root but there is no 'postgres' user to run Postgres as"
+		fi
+	fi
+
+	if ((want_s3)); then
+		if [[ ! -x "$VERSITYGW_BIN" ]]; then
+			log "installing versitygw $VERSITYGW_VERSION into $REPO_ROOT/bin ..."
+			mkdir -p "$REPO_ROOT/bin"
+			(cd "$REPO_ROOT" && GOBIN="$REPO_ROOT/bin" \
+				go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION") ||
+				die "go install versitygw@$VERSITYGW_VERSION failed"
+		fi
+		[[ -x "$VERSITYGW_BIN" ]] || die "$VERSITYGW_BIN missing after install"
+	fi
+}
+
+# free_port [EXCLUDED_PORT...]: a random unused port in 20000-60999.
+free_port() {
+	local p i x skip
+	for ((i = 0; i < 500; i++)); do
+		p=$((20000 + (RANDOM * 32768 + RANDOM) % 41000))
+		skip=0
+		for x in "$@"; do
+			if [[ "$x" == "$p" ]]; then
+				skip=1
+			fi
+		done
+		((skip)) && continue
+		if ! port_in_use "$p"; then
+			printf '%s\n' "$p"
+			return 0
+		fi
+	done
+	log "error: could not find a free TCP port"
+	return 1
+}
+
+# Run a Postgres program as the user that owns the cluster: the postgres
+# user when we are root (initdb/pg_ctl refuse to run as root), else ourselves.
+_pg_as() {
+	if is_root; then
+		(cd / && runuser -u postgres -- "$@")
+	else
+		(cd / && "$@")
+	fi
+}
+
+# Port recorded in DIR/postmaster.pid (line 4), if any.
+_pg_pidfile_port() {
+	local f=$1/postmaster.pid
+	[[ -r "$f" ]] || return 1
+	sed -n 4p "$f"
+}
+
+_pg_running() {
+	local dir=$1 bindir
+	[[ -f "$dir/postmaster.pid" ]] || return 1
+	bindir=$(pg_bindir) || return 1
+	_pg_as "$bindir/pg_ctl" -D "$dir" status >/dev/null 2>&1
+}
+
+_pg_wait_ready() {
+	local port=$1 logfile=$2 i
+	for ((i = 0; i < SERVER_START_TIMEOUT * 4; i++)); do
+		if pg_isready -q -h 127.0.0.1 -p "$port" -U agentfs -d postgres; then
+			return 0
+		fi
+		sleep 0.25
+	done
+	log "error: Postgres did not become ready on 127.0.0.1:$port within ${SERVER_START_TIMEOUT}s"
+	_tail_log "$logfile"
+	return 1
+}
+
+# pg_start DIR PORT [test]
+pg_start() {
+	local dir port mode bindir state logfile sock oldport
+	(($# >= 2)) || die "usage: pg_start DIR PORT [test]"
+	dir=$(_abspath "$1")
+	port=$2
+	mode=${3:-}
+	bindir=$(pg_bindir) || die "Postgres server binaries not found (run ensure_deps)"
+	state=$(_state_dir "$dir")
+	mkdir -p "$state"
+	logfile=$state/postgres.log
+
+	mkdir -p "$dir"
+	if is_root; then
+		chown -R postgres:postgres "$dir"
+		chmod 700 "$dir"
+		touch "$logfile"
+		chown postgres:postgres "$logfile"
+		runuser -u postgres -- test -x "$dir" ||
+			die "user postgres cannot reach $dir; make every parent directory traversable (chmod 755)"
+		runuser -u postgres -- test -w "$logfile" ||
+			die "user postgres cannot write $logfile"
+	fi
+
+	if [[ ! -f "$dir/PG_VERSION" ]]; then
+		if [[ -n "$(ls -A "$dir")" ]]; then
+			die "$dir is not empty and is not a Postgres data directory"
+		fi
+		log "initializing Postgres data directory $dir ..."
+		if ! _pg_as "$bindir/initdb" -D "$dir" --auth=trust -U agentfs -E UTF8 \
+			--locale=C.UTF-8 >>"$logfile" 2>&1 &&
+			! _pg_as "$bindir/initdb" -D "$dir" --auth=trust -U agentfs -E UTF8 \
+				--no-locale >>"$logfile" 2>&1; then
+			log "error: initdb failed for $dir"
+			_tail_log "$logfile"
+			return 1
+		fi
+	fi
+
+	if _pg_running "$dir"; then
+		oldport=$(_pg_pidfile_port "$dir" || true)
+		if [[ "$oldport" == "$port" ]]; then
+			log "reusing Postgres already running from $dir on port $port"
+		else
+			log "Postgres from $dir is running on port ${oldport:-?}; restarting it on $port"
+			pg_stop "$dir"
+		fi
+	fi
+
+	if ! _pg_running "$dir"; then
+		if port_in_use "$port"; then
+			die "port $port on 127.0.0.1 is already in use; cannot start Postgres there"
+		fi
+		# Unix socket inside the data dir; disabled when the path would be
+		# too long for a socket address (TCP is what clients use anyway).
+		sock=$dir
+		if ((${#sock} > 80)); then
+			sock=""
+		fi
+		local opts="-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories='$sock'"
+		if [[ "$mode" == "test" ]]; then
+			opts+=" -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+			opts+=" -c max_connections=200"
+		fi
+		if ! _pg_as "$bindir/pg_ctl" -D "$dir" -l "$logfile" -w -t "$SERVER_START_TIMEOUT" \
+			-o "$opts" start >/dev/null; then
+			log "error: Postgres failed to start from $dir on port $port"
+			_tail_log "$logfile"
+			return 1
+		fi
+	fi
+
+	_pg_wait_ready "$port" "$logfile" || return 1
+
+	if ! psql -X -q -h 127.0.0.1 -p "$port" -U agentfs -d postgres -tAc \
+		"select 1 from pg_database where datname = 'agentfs'" | grep -q 1; then
+		psql -X -q -h 127.0.0.1 -p "$port" -U agentfs -d postgres \
+			-c 'create database agentfs' >/dev/null ||
+			die "could not create database agentfs on port $port"
+	fi
+}
+
+# pg_stop DIR
+pg_stop() {
+	local dir bindir pid
+	(($# >= 1)) || die "usage: pg_stop DIR"
+	dir=$(_abspath "$1")
+	[[ -f "$dir/postmaster.pid" ]] || return 0
+	bindir=$(pg_bindir) || return 0
+	if _pg_running "$dir"; then
+		if ! _pg_as "$bindir/pg_ctl" -D "$dir" -m fast -w -t 30 stop >/dev/null 2>&1; then
+			log "warning: fast shutdown of Postgres in $dir failed; trying immediate"
+			_pg_as "$bindir/pg_ctl" -D "$dir" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
+		fi
+	fi
+	if [[ -f "$dir/postmaster.pid" ]]; then
+		pid=$(head -n 1 "$dir/postmaster.pid" 2>/dev/null || true)
+		if [[ "$pid" =~ ^[0-9]+$ ]] && _pid_alive "$pid" postgres; then
+			log "warning: killing Postgres pid $pid"
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+	fi
+}
+
+# _pid_alive PID [COMM]: the process exists, is not a zombie and (when
+# COMM is given) its command name is COMM.
+_pid_alive() {
+	local pid=$1 comm=${2:-} state
+	[[ "$pid" =~ ^[0-9]+$ ]] || return 1
+	kill -0 "$pid" 2>/dev/null || return 1
+	if [[ -r "/proc/$pid/stat" ]]; then
+		state=$(sed -E 's/^.*\) ([A-Za-z]).*$/\1/' "/proc/$pid/stat" 2>/dev/null || true)
+		[[ "$state" == Z || "$state" == X ]] && return 1
+	fi
+	if [[ -n "$comm" && -r "/proc/$pid/comm" ]]; then
+		[[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$comm" ]] || return 1
+	fi
+	return 0
+}
+
+# stop_pid PID [COMM] [TIMEOUT_SECONDS]: TERM, wait, then KILL.
+stop_pid() {
+	local pid=$1 comm=${2:-} timeout=${3:-15} i
+	_pid_alive "$pid" "$comm" || {
+		wait "$pid" 2>/dev/null || true
+		return 0
+	}
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < timeout * 10; i++)); do
+		_pid_alive "$pid" "$comm" || break
+		sleep 0.1
+	done
+	if _pid_alive "$pid" "$comm"; then
+		log "warning: pid $pid did not stop after ${timeout}s; killing it"
+		kill -KILL "$pid" 2>/dev/null || true
+		sleep 0.2
+	fi
+	# Reap it when it is our child (no-op otherwise).
+	wait "$pid" 2>/dev/null || true
+}
+
+_s3_files() {
+	# Sets _s3_pidfile, _s3_portfile, _s3_logfile for root dir $1.
+	local state
+	state=$(_state_dir "$1")
+	mkdir -p "$state"
+	_s3_pidfile=$state/versitygw.pid
+	_s3_portfile=$state/versitygw.port
+	_s3_logfile=$state/versitygw.log
+}
+
+_s3_running_pid() {
+	local pid
+	[[ -f "$_s3_pidfile" ]] || return 1
+	pid=$(cat "$_s3_pidfile" 2>/dev/null || true)
+	_pid_alive "$pid" versitygw || return 1
+	printf '%s\n' "$pid"
+}
+
+# s3_start DIR PORT ACCESS SECRET
+s3_start() {
+	local dir port access secret sidecar pid oldport code i
+	(($# == 4)) || die "usage: s3_start DIR PORT ACCESS_KEY SECRET_KEY"
+	dir=$(_abspath "$1")
+	port=$2
+	access=$3
+	secret=$4
+	sidecar=$dir-sidecar
+	[[ -x "$VERSITYGW_BIN" ]] || die "$VERSITYGW_BIN not found (run ensure_deps)"
+	_s3_files "$dir"
+	mkdir -p "$dir" "$sidecar"
+
+	if pid=$(_s3_running_pid); then
+		oldport=$(cat "$_s3_portfile" 2>/dev/null || true)
+		if [[ "$oldport" == "$port" ]]; then
+			log "reusing versitygw (pid $pid) already serving $dir on port $port"
+			return 0
+		fi
+		log "versitygw for $dir is running on port ${oldport:-?}; restarting it on $port"
+		s3_stop "$dir"
+	fi
+	rm -f "$_s3_pidfile" "$_s3_portfile"
+
+	if port_in_use "$port"; then
+		die "port $port on 127.0.0.1 is already in use; cannot start versitygw there"
+	fi
+
+	# The root is passed with a trailing slash: versitygw rejects a sidecar
+	# dir whose path merely starts with the root's path string (DIR-sidecar).
+	#
+	# New session (setsid) so that a Ctrl-C in the terminal does not stop it
+	# before AgentFS; the trap in the calling script stops it instead. The
+	# inner shell writes its own pid and execs, so the pid file holds the
+	# versitygw pid whether or not setsid forks.
+	local -a launcher=()
+	if command -v setsid >/dev/null 2>&1; then
+		launcher=(setsid)
+	fi
+	# shellcheck disable=SC2016 # $$ and $@ are for the inner shell
+	ROOT_ACCESS_KEY=$access ROOT_SECRET_KEY=$secret \
+		"${launcher[@]}" bash -c 'echo $$ >"$1"; shift; exec "$@"' versitygw-launch \
+		"$_s3_pidfile" "$VERSITYGW_BIN" --port "127.0.0.1:$port" --quiet \
+		posix --sidecar "$sidecar" "$dir/" \
+		</dev/null >>"$_s3_logfile" 2>&1 &
+	printf '%s\n' "$port" >"$_s3_portfile"
+
+	for ((i = 0; i < SERVER_START_TIMEOUT * 4; i++)); do
+		code=$(curl -s -o /dev/null -m 2 -w '%{http_code}' "http://127.0.0.1:$port/" 2>/dev/null || true)
+		if [[ -n "$code" && "$code" != "000" ]]; then
+			if _s3_running_pid >/dev/null; then
+				return 0
+			fi
+		fi
+		if [[ -s "$_s3_pidfile" ]]; then
+			pid=$(cat "$_s3_pidfile" 2>/dev/null || true)
+			if [[ "$pid" =~ ^[0-9]+$ ]] && ! _pid_alive "$pid"; then
+				wait "$pid" 2>/dev/null || true
+				rm -f "$_s3_pidfile" "$_s3_portfile"
+				log "error: versitygw exited during startup (port $port)"
+				_tail_log "$_s3_logfile"
+				return 1
+			fi
+		fi
+		sleep 0.25
+	done
+	log "error: versitygw did not answer on 127.0.0.1:$port within ${SERVER_START_TIMEOUT}s"
+	_tail_log "$_s3_logfile"
+	s3_stop "$dir"
+	return 1
+}
+
+# s3_stop DIR
+s3_stop() {
+	local dir pid
+	(($# >= 1)) || die "usage: s3_stop DIR"
+	dir=$(_abspath "$1")
+	_s3_files "$dir"
+	[[ -f "$_s3_pidfile" ]] || return 0
+	pid=$(cat "$_s3_pidfile" 2>/dev/null || true)
+	if [[ "$pid" =~ ^[0-9]+$ ]]; then
+		stop_pid "$pid" versitygw 15
+	fi
+	rm -f "$_s3_pidfile" "$_s3_portfile"
+}

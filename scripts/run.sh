@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+#
+# Run AgentFS locally with a development Postgres and versitygw (S3).
+#
+# Data lives in .data/ (pg, s3, s3-sidecar, log) and is reused by the next
+# run. Ctrl-C stops AgentFS, Postgres and versitygw.
+#
+# Environment (all optional):
+#   AGENTFS_DEV_PG_PORT   Postgres port (default 54329)
+#   AGENTFS_DEV_S3_PORT   versitygw port (default 7070)
+#   AGENTFS_*             passed to agentfs as set; defaults are filled in
+#                         for the local servers. When AGENTFS_DATABASE_URL or
+#                         AGENTFS_S3_ENDPOINT is set, that server is used and
+#                         the local one is not started.
+set -euo pipefail
+
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO_ROOT"
+
+DATA_DIR=$REPO_ROOT/.data
+LOG_DIR=$DATA_DIR/log
+PG_DIR=$DATA_DIR/pg
+S3_DIR=$DATA_DIR/s3 # versitygw keeps its metadata in $S3_DIR-sidecar
+RUN_PIDFILE=$LOG_DIR/run.pid
+AGENTFS_PIDFILE=$LOG_DIR/agentfs.pid
+
+pg_port=${AGENTFS_DEV_PG_PORT:-54329}
+s3_port=${AGENTFS_DEV_S3_PORT:-7070}
+
+start_pg=1
+start_s3=1
+[[ -n "${AGENTFS_DATABASE_URL:-}" ]] && start_pg=0
+[[ -n "${AGENTFS_S3_ENDPOINT:-}" ]] && start_s3=0
+
+: "${AGENTFS_LISTEN_ADDR:=127.0.0.1:8080}"
+: "${AGENTFS_DATABASE_URL:=postgres://agentfs@127.0.0.1:$pg_port/agentfs?sslmode=disable}"
+: "${AGENTFS_S3_ENDPOINT:=127.0.0.1:$s3_port}"
+: "${AGENTFS_S3_ACCESS_KEY:=agentfs}"
+: "${AGENTFS_S3_SECRET_KEY:=agentfs-secret}"
+: "${AGENTFS_S3_BUCKET:=agentfs}"
+: "${AGENTFS_S3_USE_SSL:=false}"
+: "${AGENTFS_S3_REGION:=us-east-1}"
+
+# URL for humans: a wildcard or empty listen host is reached via 127.0.0.1.
+listen_host=${AGENTFS_LISTEN_ADDR%:*}
+listen_port=${AGENTFS_LISTEN_ADDR##*:}
+case "$listen_host" in
+"" | 0.0.0.0 | "[::]" | "::") url_host=127.0.0.1 ;;
+*) url_host=$listen_host ;;
+esac
+: "${AGENTFS_PUBLIC_URL:=http://$url_host:$listen_port}"
+AGENTFS_URL=$AGENTFS_PUBLIC_URL
+
+export AGENTFS_LISTEN_ADDR AGENTFS_PUBLIC_URL AGENTFS_DATABASE_URL \
+	AGENTFS_S3_ENDPOINT AGENTFS_S3_ACCESS_KEY AGENTFS_S3_SECRET_KEY \
+	AGENTFS_S3_BUCKET AGENTFS_S3_USE_SSL AGENTFS_S3_REGION
+
+deps=()
+((start_pg)) && deps+=(pg)
+((start_s3)) && deps+=(s3)
+if ((${#deps[@]} > 0)); then
+	ensure_deps "${deps[@]}"
+fi
+
+mkdir -p "$DATA_DIR" "$LOG_DIR"
+if is_root && ((start_pg)); then
+	# Postgres runs as the postgres user and must reach .data/pg and its logs.
+	chmod 755 "$DATA_DIR" "$LOG_DIR"
+	runuser -u postgres -- test -x "$DATA_DIR" ||
+		die "user postgres cannot reach $DATA_DIR; make its parent directories traversable (chmod 755)"
+fi
+
+# Only one run at a time over the same .data.
+if [[ -f "$RUN_PIDFILE" ]]; then
+	other=$(cat "$RUN_PIDFILE" 2>/dev/null || true)
+	if [[ "$other" != "$$" ]] && _pid_alive "$other" &&
+		grep -qa 'run\.sh' "/proc/$other/cmdline" 2>/dev/null; then
+		die "another scripts/run.sh (pid $other) is using $DATA_DIR; stop it first"
+	fi
+fi
+echo "$$" >"$RUN_PIDFILE"
+
+# An AgentFS left over from an earlier run that was killed hard.
+if [[ -f "$AGENTFS_PIDFILE" ]]; then
+	old=$(cat "$AGENTFS_PIDFILE" 2>/dev/null || true)
+	if _pid_alive "$old" agentfs; then
+		log "stopping AgentFS left running by an earlier run (pid $old)"
+		stop_pid "$old" agentfs 20
+	fi
+	rm -f "$AGENTFS_PIDFILE"
+fi
+
+agentfs_pid=""
+pg_started=0
+s3_started=0
+
+# shellcheck disable=SC2317 # invoked via trap
+cleanup() {
+	local status=$?
+	trap - EXIT INT TERM
+	set +e
+	if [[ -n "$agentfs_pid" ]]; then
+		stop_pid "$agentfs_pid" agentfs 20
+		rm -f "$AGENTFS_PIDFILE"
+	fi
+	if ((s3_started)); then
+		s3_stop "$S3_DIR"
+	fi
+	if ((pg_started)); then
+		pg_stop "$PG_DIR"
+	fi
+	rm -f "$RUN_PIDFILE"
+	if ((pg_started || s3_started)); then
+		log "stopped local servers (data kept in $DATA_DIR)"
+	fi
+	exit "$status"
+}
+trap cleanup EXIT
+# Ctrl-C / TERM is the normal way to stop a dev server: exit 0.
+trap 'log ""; log "stopping ..."; exit 0' INT TERM
+
+if port_in_use "$listen_port" && [[ "$url_host" == 127.0.0.1 || "$url_host" == localhost ]]; then
+	die "port $listen_port is already in use; set AGENTFS_LISTEN_ADDR to another address"
+fi
+
+log "building bin/agentfs ..."
+go build -o bin/agentfs ./cmd/agentfs
+
+if ((start_pg)); then
+	pg_started=1
+	pg_start "$PG_DIR" "$pg_port"
+fi
+if ((start_s3)); then
+	s3_started=1
+	s3_start "$S3_DIR" "$s3_port" "$AGENTFS_S3_ACCESS_KEY" "$AGENTFS_S3_SECRET_KEY"
+fi
+
+log "running migrations ..."
+bin/agentfs migrate
+
+token=$(bin/agentfs token create --subject dev | tail -n 1 | tr -d '[:space:]')
+[[ -n "$token" ]] || die "bin/agentfs token create printed no token"
+
+cat <<EOF
+
+AgentFS: $AGENTFS_URL  (listening on $AGENTFS_LISTEN_ADDR)
+Postgres: $AGENTFS_DATABASE_URL
+S3:       $AGENTFS_S3_ENDPOINT (bucket $AGENTFS_S3_BUCKET)
+Logs:     $LOG_DIR
+
+Dev token (subject "dev"):
+  $token
+
+  export AGENTFS_URL=$AGENTFS_URL
+  export AGENTFS_TOKEN=$token
+
+Try it:
+  curl -sS -X POST "$AGENTFS_URL/v1/files?path=hello.txt" -H "Authorization: Bearer $token" -H "X-Run-ID: run-1" -H "Content-Type: text/plain" --data-binary 'hello'
+
+Press Ctrl-C to stop AgentFS, Postgres and versitygw.
+
+EOF
+
+bin/agentfs serve &
+agentfs_pid=$!
+echo "$agentfs_pid" >"$AGENTFS_PIDFILE"
+
+set +e
+wait "$agentfs_pid"
+status=$?
+set -e
+agentfs_pid=""
+rm -f "$AGENTFS_PIDFILE"
+log "agentfs serve exited with status $status"
+exit "$status"

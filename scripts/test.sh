@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+#
+# Run the Go test suite against throwaway servers.
+#
+#   scripts/test.sh                      # go test ./...
+#   scripts/test.sh ./handlers/ -run X   # extra arguments go to go test
+#
+# Starts a temporary Postgres and versitygw (S3) on free ports, exports
+# AGENTFS_TEST_* for the tests, runs go test and stops everything again.
+# If AGENTFS_TEST_DATABASE_URL or AGENTFS_TEST_S3_ENDPOINT is already set,
+# that server is used instead of starting one. AGENTFS_TEST_KEEP=1 keeps
+# the temporary directory (server data and logs) for inspection.
+set -euo pipefail
+
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO_ROOT"
+
+GO_TEST_ARGS=("$@")
+if ((${#GO_TEST_ARGS[@]} == 0)); then
+	GO_TEST_ARGS=(./...)
+fi
+
+start_pg=1
+start_s3=1
+[[ -n "${AGENTFS_TEST_DATABASE_URL:-}" ]] && start_pg=0
+[[ -n "${AGENTFS_TEST_S3_ENDPOINT:-}" ]] && start_s3=0
+
+deps=()
+((start_pg)) && deps+=(pg)
+((start_s3)) && deps+=(s3)
+if ((${#deps[@]} > 0)); then
+	ensure_deps "${deps[@]}"
+fi
+
+TEST_TMP=""
+pg_dir=""
+s3_dir=""
+
+# shellcheck disable=SC2317 # invoked via trap
+cleanup() {
+	local status=$?
+	trap - EXIT INT TERM
+	set +e
+	[[ -n "$s3_dir" ]] && s3_stop "$s3_dir"
+	[[ -n "$pg_dir" ]] && pg_stop "$pg_dir"
+	if [[ -n "$TEST_TMP" ]]; then
+		if [[ "${AGENTFS_TEST_KEEP:-}" == 1 ]]; then
+			log "kept $TEST_TMP (AGENTFS_TEST_KEEP=1)"
+		else
+			rm -rf "$TEST_TMP"
+		fi
+	fi
+	exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/agentfs-test.XXXXXX")
+chmod 755 "$TEST_TMP"
+LOG_DIR=$TEST_TMP/log
+mkdir -p "$LOG_DIR"
+
+pg_where=""
+s3_where=""
+used_ports=()
+
+if ((start_pg)); then
+	pg_port=$(free_port)
+	used_ports+=("$pg_port")
+	pg_dir=$TEST_TMP/pg
+	pg_start "$pg_dir" "$pg_port" test
+	export AGENTFS_TEST_DATABASE_URL="postgres://agentfs@127.0.0.1:$pg_port/agentfs?sslmode=disable"
+	pg_where="postgres 127.0.0.1:$pg_port (throwaway)"
+else
+	export AGENTFS_TEST_DATABASE_URL
+	pg_where="postgres from AGENTFS_TEST_DATABASE_URL"
+fi
+
+if ((start_s3)); then
+	s3_port=$(free_port "${used_ports[@]}")
+	s3_dir=$TEST_TMP/s3
+	export AGENTFS_TEST_S3_ACCESS_KEY="agentfs-test"
+	export AGENTFS_TEST_S3_SECRET_KEY="agentfs-test-secret"
+	s3_start "$s3_dir" "$s3_port" "$AGENTFS_TEST_S3_ACCESS_KEY" "$AGENTFS_TEST_S3_SECRET_KEY"
+	export AGENTFS_TEST_S3_ENDPOINT="127.0.0.1:$s3_port"
+	export AGENTFS_TEST_S3_USE_SSL=false
+	export AGENTFS_TEST_S3_REGION=us-east-1
+	s3_where="versitygw 127.0.0.1:$s3_port (throwaway)"
+else
+	export AGENTFS_TEST_S3_ENDPOINT
+	if [[ -z "${AGENTFS_TEST_S3_ACCESS_KEY:-}" || -z "${AGENTFS_TEST_S3_SECRET_KEY:-}" ]]; then
+		log "warning: AGENTFS_TEST_S3_ENDPOINT is set but AGENTFS_TEST_S3_ACCESS_KEY/SECRET_KEY are not"
+	fi
+	export AGENTFS_TEST_S3_ACCESS_KEY="${AGENTFS_TEST_S3_ACCESS_KEY:-}"
+	export AGENTFS_TEST_S3_SECRET_KEY="${AGENTFS_TEST_S3_SECRET_KEY:-}"
+	s3_where="S3 at $AGENTFS_TEST_S3_ENDPOINT (from AGENTFS_TEST_S3_ENDPOINT)"
+fi
+
+echo "test servers: $pg_where; $s3_where; logs in $LOG_DIR"
+
+set +e
+go test -race -count=1 -timeout 9m "${GO_TEST_ARGS[@]}"
+status=$?
+set -e
+exit "$status"

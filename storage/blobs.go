@@ -1,0 +1,184 @@
+package storage
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/tags"
+
+	"github.com/agentfs/agentfs"
+)
+
+func errUnavailable() error { return agentfs.ErrUnavailable }
+
+// ensureBucket creates the bucket unless it exists; a concurrent creator
+// winning the race is fine.
+func (s *Store) ensureBucket(ctx context.Context) error {
+	ok, err := s.s3.BucketExists(ctx, s.bucket)
+	if err != nil {
+		return translateS3(fmt.Errorf("check bucket: %w", err))
+	}
+	if ok {
+		return nil
+	}
+	err = s.s3.MakeBucket(ctx, s.bucket, minio.MakeBucketOptions{Region: s.cfg.S3Region})
+	if code := minio.ToErrorResponse(err).Code; code == "BucketAlreadyOwnedByYou" || code == "BucketAlreadyExists" {
+		return nil
+	}
+	return translateS3(err)
+}
+
+// blobTags are the S3 object tags of a blob: who wrote it and for which file.
+func blobTags(fileID string, by agentfs.Attribution) map[string]string {
+	t := map[string]string{"file-id": fileID}
+	if by.AgentID != "" {
+		t["agent-id"] = by.AgentID
+	}
+	if by.RunID != "" {
+		t["run-id"] = by.RunID
+	}
+	return t
+}
+
+// hashingReader hashes and counts the bytes read through it, so the content
+// is hashed once, on its way to S3. The HTTP transport may still call Read
+// after PutObject returned (to check that the body holds no extra bytes), so
+// the state is guarded and frozen by finish.
+type hashingReader struct {
+	mu   sync.Mutex
+	r    io.Reader
+	h    hash.Hash
+	n    int64
+	err  error // the source's own failure, if any, as opposed to S3's
+	done bool
+}
+
+func newHashingReader(r io.Reader) *hashingReader {
+	return &hashingReader{r: r, h: sha256.New()}
+}
+
+func (hr *hashingReader) Read(p []byte) (int, error) {
+	hr.mu.Lock()
+	defer hr.mu.Unlock()
+	if hr.done {
+		return 0, io.EOF
+	}
+	n, err := hr.r.Read(p)
+	hr.n += int64(n)
+	hr.h.Write(p[:n])
+	if err != nil && err != io.EOF {
+		hr.err = err
+	}
+	return n, err
+}
+
+// finish stops reading and returns the count, the SHA-256 and the source's
+// error.
+func (hr *hashingReader) finish() (int64, []byte, error) {
+	hr.mu.Lock()
+	defer hr.mu.Unlock()
+	hr.done = true
+	return hr.n, hr.h.Sum(nil), hr.err
+}
+
+// putBlob streams r into a new object at key. size is -1 when unknown, in
+// which case minio-go buffers one part (Config.PartSize) at a time.
+func (s *Store) putBlob(ctx context.Context, key string, r io.Reader, size int64, contentType string, tagSet map[string]string) error {
+	_, err := s.s3.PutObject(ctx, s.bucket, key, r, size, minio.PutObjectOptions{
+		ContentType:          contentType,
+		UserTags:             tagSet,
+		PartSize:             s.cfg.PartSize,
+		DisableContentSha256: true,
+	})
+	if err != nil {
+		return translateS3(fmt.Errorf("put blob: %w", err))
+	}
+	return nil
+}
+
+// retagBlob rewrites a blob's tags (its bytes never change).
+func (s *Store) retagBlob(ctx context.Context, key string, tagSet map[string]string) error {
+	t, err := tags.MapToObjectTags(tagSet)
+	if err != nil {
+		return fmt.Errorf("retag blob: %w", err)
+	}
+	if err := s.s3.PutObjectTagging(ctx, s.bucket, key, t, minio.PutObjectTaggingOptions{}); err != nil {
+		return translateS3(fmt.Errorf("retag blob: %w", err))
+	}
+	return nil
+}
+
+// removeBlob deletes a blob no row references. Failures are left for the
+// sweeper, so it returns nothing.
+func (s *Store) removeBlob(ctx context.Context, key string) {
+	_ = s.s3.RemoveObject(context.WithoutCancel(ctx), s.bucket, key, minio.RemoveObjectOptions{})
+}
+
+// BlobTags returns the S3 tags of the blob behind a file.
+func (s *Store) BlobTags(ctx context.Context, key string) (map[string]string, error) {
+	t, err := s.s3.GetObjectTagging(ctx, s.bucket, key, minio.GetObjectTaggingOptions{})
+	if err != nil {
+		return nil, translateS3(fmt.Errorf("get blob tags: %w", err))
+	}
+	return t.ToMap(), nil
+}
+
+// OpenBlob opens length bytes of a blob from offset. The returned reader
+// fetches lazily; its first Read reports a missing object or an outage.
+func (s *Store) OpenBlob(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	opts := minio.GetObjectOptions{}
+	if length > 0 {
+		if err := opts.SetRange(offset, offset+length-1); err != nil {
+			return nil, fmt.Errorf("open blob: %w", err)
+		}
+	}
+	obj, err := s.s3.GetObject(ctx, s.bucket, key, opts)
+	if err != nil {
+		return nil, translateS3(fmt.Errorf("open blob: %w", err))
+	}
+	return &blobReader{obj: obj}, nil
+}
+
+// blobReader translates S3 errors met while reading.
+type blobReader struct{ obj *minio.Object }
+
+func (b *blobReader) Read(p []byte) (int, error) {
+	n, err := b.obj.Read(p)
+	if err != nil && err != io.EOF {
+		err = translateS3(err)
+	}
+	return n, err
+}
+
+func (b *blobReader) Close() error { return b.obj.Close() }
+
+// translateS3 turns minio errors into the domain's: a missing object is
+// agentfs.ErrNotFound; a refused connection or a 5xx is agentfs.ErrUnavailable.
+func translateS3(err error) error {
+	if err == nil {
+		return nil
+	}
+	resp := minio.ToErrorResponse(err)
+	var (
+		netErr net.Error
+		urlErr *url.Error
+	)
+	switch {
+	case resp.Code == "NoSuchKey":
+		return fmt.Errorf("%w: %w", agentfs.ErrNotFound, err)
+	case resp.StatusCode >= http.StatusInternalServerError,
+		errors.As(err, &netErr), errors.As(err, &urlErr),
+		errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: %w", agentfs.ErrUnavailable, err)
+	}
+	return err
+}

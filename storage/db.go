@@ -1,0 +1,169 @@
+// Package storage keeps AgentFS's state: metadata in Postgres (pgx) and file
+// bytes in an S3-compatible object store (minio-go). It is the only package
+// that speaks either protocol; everything it returns is in the vocabulary of
+// package agentfs.
+package storage
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentfs/agentfs"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// openPool connects to Postgres and checks that it answers.
+func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	return pool, nil
+}
+
+// migrate applies every embedded migration not yet applied, each in its own
+// transaction. A session advisory lock makes instances that start together
+// take turns, so each migration runs once.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return translate(fmt.Errorf("acquire connection: %w", err))
+	}
+	defer conn.Release()
+	const lock = `SELECT pg_advisory_lock(hashtext('agentfs.migrate.' || current_schema()))`
+	if _, err := conn.Exec(ctx, lock); err != nil {
+		return translate(fmt.Errorf("take migration lock: %w", err))
+	}
+	defer func() {
+		const unlock = `SELECT pg_advisory_unlock(hashtext('agentfs.migrate.' || current_schema()))`
+		_, _ = conn.Exec(context.WithoutCancel(ctx), unlock)
+	}()
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := applyMigration(ctx, conn.Conn(), name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func applyMigration(ctx context.Context, conn *pgx.Conn, name string) error {
+	base := strings.TrimPrefix(name, "migrations/")
+	version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+	if err != nil {
+		return fmt.Errorf("migration %s: name must start with a number", base)
+	}
+	sql, err := migrations.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		var done bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, version).Scan(&done); err != nil {
+			return fmt.Errorf("check migration %s: %w", base, err)
+		}
+		if done {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, string(sql)); err != nil {
+			return fmt.Errorf("apply migration %s: %w", base, err)
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, version, base)
+		return err
+	})
+}
+
+// withTx runs fn in a transaction and commits it when fn returns nil. The
+// rollback on failure survives a cancelled request context.
+func withTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return translate(fmt.Errorf("begin: %w", err))
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return translate(fmt.Errorf("commit: %w", err))
+	}
+	return nil
+}
+
+// translate turns driver errors into the domain's: no rows is
+// agentfs.ErrNotFound, a lost or refused connection is agentfs.ErrUnavailable.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: %w", agentfs.ErrNotFound, err)
+	}
+	if unavailable(err) {
+		return fmt.Errorf("%w: %w", agentfs.ErrUnavailable, err)
+	}
+	return err
+}
+
+func unavailable(err error) bool {
+	var (
+		pgErr   *pgconn.PgError
+		connErr *pgconn.ConnectError
+		netErr  net.Error
+	)
+	switch {
+	case errors.Is(err, agentfs.ErrUnavailable):
+		return false // already translated
+	case errors.As(err, &pgErr):
+		// Connection exceptions, resource exhaustion, operator intervention.
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "53") ||
+			strings.HasPrefix(pgErr.Code, "57P")
+	case errors.As(err, &connErr), errors.As(err, &netErr), pgconn.SafeToRetry(err), pgconn.Timeout(err):
+		return true
+	}
+	return false
+}
+
+// uniqueViolation reports whether err broke the named unique constraint.
+func uniqueViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == constraint
+}
+
+var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
+
+// NewID returns a random identifier with a type prefix, such as file_….
+func NewID(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "_" + idEncoding.EncodeToString(b[:])
+}

@@ -1,0 +1,334 @@
+package storage
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentfs/agentfs"
+)
+
+const fileColumns = `id, subject, path, size_bytes, content_type, sha256, version, blob_key,
+	coalesce(agent_id, ''), coalesce(run_id, ''), coalesce(last_agent_id, ''), coalesce(last_run_id, ''),
+	created_at, updated_at, deleted_at, purge_after, blocked, block_reason`
+
+func scanFile(row pgx.Row) (*agentfs.File, error) {
+	var f agentfs.File
+	err := row.Scan(&f.ID, &f.Subject, &f.Path, &f.SizeBytes, &f.ContentType, &f.SHA256, &f.Version, &f.BlobKey,
+		&f.AgentID, &f.RunID, &f.LastAgentID, &f.LastRunID,
+		&f.CreatedAt, &f.UpdatedAt, &f.DeletedAt, &f.PurgeAfter, &f.Blocked, &f.BlockReason)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &f, nil
+}
+
+// PutFile stores content at a path as DESIGN §5 says. The put is decided
+// against the live file before the body is read, the bytes stream into a new
+// immutable blob while they are hashed, and one transaction then decides
+// again and points the file at the blob. It reports whether a file was
+// created (else it replaced one, or found it already holding these bytes).
+func (s *Store) PutFile(ctx context.Context, put agentfs.Put, body io.Reader) (*agentfs.File, bool, error) {
+	live, err := s.liveFile(ctx, s.pool, put.Subject, put.Path)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := put.CheckAgainst(live); err != nil {
+		return nil, false, err
+	}
+	fileID := fileIDFor(live)
+	blob, err := s.writeBlob(ctx, put, fileID, body)
+	if err != nil {
+		return nil, false, err
+	}
+	f, created, used, err := s.commitPut(ctx, put, fileID, blob)
+	if !used {
+		s.removeBlob(ctx, blob.key)
+	}
+	return f, created, err
+}
+
+func fileIDFor(live *agentfs.File) string {
+	if live != nil {
+		return live.ID
+	}
+	return NewID("file")
+}
+
+// writtenBlob is a blob just written and not yet referenced.
+type writtenBlob struct {
+	key    string
+	size   int64
+	sha256 string
+	tags   map[string]string
+}
+
+// writeBlob streams body into a new blob, hashing it on the way, and checks
+// it against the put's size limit and digest. On failure nothing is left
+// referenced and the blob is removed.
+func (s *Store) writeBlob(ctx context.Context, put agentfs.Put, fileID string, body io.Reader) (*writtenBlob, error) {
+	if put.MaxBytes > 0 && put.Size > put.MaxBytes {
+		return nil, agentfs.ErrTooLarge
+	}
+	src := body
+	if put.MaxBytes > 0 {
+		src = &limitedReader{r: body, left: put.MaxBytes}
+	}
+	hr := newHashingReader(src)
+	key := "blobs/" + NewID("blob")[len("blob_"):]
+	b := &writtenBlob{key: key, tags: blobTags(fileID, put.By)}
+	err := s.putBlob(ctx, key, hr, put.Size, put.ContentType, b.tags)
+	n, sum, srcErr := hr.finish()
+	if srcErr != nil {
+		err = srcErr // the caller's body failed or was too large, not S3
+	}
+	if err == nil {
+		b.size, b.sha256 = n, hex.EncodeToString(sum)
+		if put.Digest != nil && subtle.ConstantTimeCompare(put.Digest, sum) != 1 {
+			err = agentfs.ErrChecksumMismatch
+		}
+	}
+	if err != nil {
+		s.removeBlob(ctx, key)
+		return nil, err
+	}
+	return b, nil
+}
+
+// limitedReader fails with agentfs.ErrTooLarge once more than left bytes
+// have been read.
+type limitedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if int64(len(p)) > l.left+1 {
+		p = p[:l.left+1]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	if l.left < 0 {
+		return n, agentfs.ErrTooLarge
+	}
+	return n, err
+}
+
+// commitPut points the file at the blob in one transaction, deciding the put
+// again against the state it locks. used says whether the blob is now
+// referenced; if not, the caller removes it.
+func (s *Store) commitPut(ctx context.Context, put agentfs.Put, fileID string, b *writtenBlob) (f *agentfs.File, created, used bool, err error) {
+	for attempt := 0; ; attempt++ {
+		err = withTx(ctx, s.pool, func(tx pgx.Tx) error {
+			f, created, used, err = s.applyPut(ctx, tx, put, fileID, b)
+			return err
+		})
+		// A concurrent create took the path between our check and insert:
+		// decide again against that file.
+		if uniqueViolation(err, "files_live_path") && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			used = false
+		}
+		return f, created, used, err
+	}
+}
+
+func (s *Store) applyPut(ctx context.Context, tx pgx.Tx, put agentfs.Put, fileID string, b *writtenBlob) (*agentfs.File, bool, bool, error) {
+	live, err := s.liveFile(ctx, tx, put.Subject, put.Path, "FOR UPDATE")
+	if err != nil {
+		return nil, false, false, err
+	}
+	if err := put.CheckAgainst(live); err != nil {
+		return nil, false, false, err
+	}
+	if live != nil && live.SHA256 == b.sha256 && live.ContentType == put.ContentType {
+		return live, false, false, nil // identical bytes change nothing
+	}
+	id := fileID
+	if live != nil {
+		id = live.ID
+	} else if exists, err := s.fileExists(ctx, tx, fileID); err != nil {
+		return nil, false, false, err
+	} else if exists {
+		id = NewID("file") // the file seen before the body was deleted meanwhile
+	}
+	if id != b.tags["file-id"] {
+		b.tags["file-id"] = id
+		if err := s.retagBlob(ctx, b.key, b.tags); err != nil {
+			return nil, false, false, err
+		}
+	}
+	if live == nil {
+		f, err := scanFile(tx.QueryRow(ctx, `INSERT INTO files
+			(id, subject, path, size_bytes, content_type, sha256, blob_key, agent_id, run_id, last_agent_id, last_run_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, nullif($8, ''), nullif($9, ''), nullif($8, ''), nullif($9, ''))
+			RETURNING `+fileColumns,
+			id, put.Subject, put.Path, b.size, put.ContentType, b.sha256, b.key, put.By.AgentID, put.By.RunID))
+		return f, true, err == nil, err
+	}
+	f, err := scanFile(tx.QueryRow(ctx, `UPDATE files SET size_bytes = $2, content_type = $3, sha256 = $4,
+			blob_key = $5, version = version + 1, last_agent_id = nullif($6, ''), last_run_id = nullif($7, ''),
+			updated_at = now()
+		WHERE id = $1 RETURNING `+fileColumns,
+		id, b.size, put.ContentType, b.sha256, b.key, put.By.AgentID, put.By.RunID))
+	return f, false, err == nil, err
+}
+
+// querier is what both a pool and a transaction offer.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// liveFile returns the subject's live file at path, or nil when there is
+// none. lock may be "FOR UPDATE".
+func (s *Store) liveFile(ctx context.Context, q querier, subject, path string, lock ...string) (*agentfs.File, error) {
+	f, err := scanFile(q.QueryRow(ctx, `SELECT `+fileColumns+` FROM files
+		WHERE subject = $1 AND path = $2 AND deleted_at IS NULL `+strings.Join(lock, " "), subject, path))
+	if errors.Is(err, agentfs.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find live file: %w", err)
+	}
+	return f, nil
+}
+
+func (s *Store) fileExists(ctx context.Context, q querier, id string) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM files WHERE id = $1)`, id).Scan(&ok)
+	return ok, translate(err)
+}
+
+// File returns the subject's file with this id, deleted or not.
+func (s *Store) File(ctx context.Context, subject, id string) (*agentfs.File, error) {
+	f, err := scanFile(s.pool.QueryRow(ctx, `SELECT `+fileColumns+` FROM files WHERE id = $1 AND subject = $2`, id, subject))
+	if err != nil {
+		return nil, fmt.Errorf("get file: %w", err)
+	}
+	return f, nil
+}
+
+// ListFiles returns up to filter.Limit files, newest first, after the
+// filter's cursor.
+func (s *Store) ListFiles(ctx context.Context, subject string, filter agentfs.FileFilter) ([]*agentfs.File, error) {
+	where := []string{"subject = $1"}
+	args := []any{subject}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	if !filter.IncludeDeleted {
+		where = append(where, "deleted_at IS NULL")
+	}
+	if filter.RunID != "" {
+		add("run_id = ?", filter.RunID)
+	}
+	if filter.AgentID != "" {
+		add("agent_id = ?", filter.AgentID)
+	}
+	if filter.Path != "" {
+		add("path = ?", filter.Path)
+	}
+	if filter.Prefix != "" {
+		add(`path LIKE ? ESCAPE '\'`, likePrefix(filter.Prefix))
+	}
+	if c := filter.After; c != nil {
+		args = append(args, c.CreatedAt, c.ID)
+		where = append(where, fmt.Sprintf("(created_at, id) < ($%d, $%d)", len(args)-1, len(args)))
+	}
+	args = append(args, filter.Limit)
+	rows, err := s.pool.Query(ctx, `SELECT `+fileColumns+` FROM files WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY created_at DESC, id DESC LIMIT $`+strconv.Itoa(len(args)), args...)
+	if err != nil {
+		return nil, translate(fmt.Errorf("list files: %w", err))
+	}
+	defer rows.Close()
+	var out []*agentfs.File
+	for rows.Next() {
+		f, err := scanFile(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list files: %w", err)
+		}
+		out = append(out, f)
+	}
+	return out, translate(rows.Err())
+}
+
+func likePrefix(p string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(p) + "%"
+}
+
+// DeleteFile soft-deletes a file: it stays readable as metadata, frees its
+// path, and is purged after the retention. Deleting a deleted file returns
+// it unchanged. ifMatch, when set, must name the file's etag.
+func (s *Store) DeleteFile(ctx context.Context, subject, id, ifMatch string) (*agentfs.File, error) {
+	var f *agentfs.File
+	err := withTx(ctx, s.pool, func(tx pgx.Tx) error {
+		cur, err := s.lockFile(ctx, tx, subject, id)
+		if err != nil {
+			return err
+		}
+		if ifMatch != "" && !agentfs.ETagMatches(ifMatch, cur.ETag()) {
+			return agentfs.ErrPreconditionFailed
+		}
+		if !cur.Live() {
+			f = cur
+			return nil
+		}
+		f, err = scanFile(tx.QueryRow(ctx, `UPDATE files SET deleted_at = now(), updated_at = now(),
+			purge_after = now() + make_interval(secs => $2) WHERE id = $1 RETURNING `+fileColumns,
+			id, s.cfg.DeletedRetention.Seconds()))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delete file: %w", err)
+	}
+	return f, nil
+}
+
+// RestoreFile undoes a delete. Restoring a live file returns it unchanged; a
+// path taken meanwhile by another live file is a *agentfs.PathExistsError.
+func (s *Store) RestoreFile(ctx context.Context, subject, id string) (*agentfs.File, error) {
+	var f *agentfs.File
+	err := withTx(ctx, s.pool, func(tx pgx.Tx) error {
+		cur, err := s.lockFile(ctx, tx, subject, id)
+		if err != nil {
+			return err
+		}
+		if cur.Live() {
+			f = cur
+			return nil
+		}
+		holder, err := s.liveFile(ctx, tx, subject, cur.Path)
+		if err != nil {
+			return err
+		}
+		if holder != nil {
+			return &agentfs.PathExistsError{Path: cur.Path, ExistingFileID: holder.ID}
+		}
+		f, err = scanFile(tx.QueryRow(ctx, `UPDATE files SET deleted_at = NULL, purge_after = NULL, updated_at = now()
+			WHERE id = $1 RETURNING `+fileColumns, id))
+		return err
+	})
+	if uniqueViolation(err, "files_live_path") {
+		return s.RestoreFile(ctx, subject, id) // lost a race; now the holder is visible
+	}
+	if err != nil {
+		return nil, fmt.Errorf("restore file: %w", err)
+	}
+	return f, nil
+}
+
+func (s *Store) lockFile(ctx context.Context, tx pgx.Tx, subject, id string) (*agentfs.File, error) {
+	return scanFile(tx.QueryRow(ctx, `SELECT `+fileColumns+` FROM files WHERE id = $1 AND subject = $2 FOR UPDATE`, id, subject))
+}

@@ -1,0 +1,96 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// Config says where the metadata and the bytes live.
+type Config struct {
+	DatabaseURL string
+	S3Endpoint  string // host:port
+	S3AccessKey string
+	S3SecretKey string
+	S3Bucket    string
+	S3UseSSL    bool
+	S3Region    string
+	// DeletedRetention is how long a deleted file is kept before it is purged.
+	DeletedRetention time.Duration
+	// PartSize bounds the memory minio-go uses per streamed upload whose size
+	// is unknown; it buffers one part at a time.
+	PartSize uint64
+}
+
+// Store is the AgentFS state: a Postgres pool and an S3 bucket. It is safe
+// for concurrent use.
+type Store struct {
+	pool   *pgxpool.Pool
+	s3     *minio.Client
+	bucket string
+	cfg    Config
+}
+
+// Open connects to Postgres and S3. It does not migrate; call Migrate.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.DatabaseURL == "" || cfg.S3Endpoint == "" || cfg.S3Bucket == "" {
+		return nil, errors.New("storage: database url, S3 endpoint and bucket are required")
+	}
+	if cfg.DeletedRetention <= 0 {
+		cfg.DeletedRetention = 7 * 24 * time.Hour
+	}
+	if cfg.PartSize == 0 {
+		cfg.PartSize = 16 << 20
+	}
+	s3, err := minio.New(cfg.S3Endpoint, &minio.Options{
+		Creds:  credentials.NewStaticV4(cfg.S3AccessKey, cfg.S3SecretKey, ""),
+		Secure: cfg.S3UseSSL,
+		Region: cfg.S3Region,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: s3 client: %w", err)
+	}
+	pool, err := openPool(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{pool: pool, s3: s3, bucket: cfg.S3Bucket, cfg: cfg}, nil
+}
+
+// Close releases the database connections.
+func (s *Store) Close() { s.pool.Close() }
+
+// Migrate brings the schema up to date and creates the bucket if missing.
+// Several instances may call it at once.
+func (s *Store) Migrate(ctx context.Context) error {
+	if err := migrate(ctx, s.pool); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if err := s.ensureBucket(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// Ping reports whether Postgres and the bucket both answer.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return translate(fmt.Errorf("ping postgres: %w", err))
+	}
+	ok, err := s.s3.BucketExists(ctx, s.bucket)
+	if err != nil {
+		return translateS3(fmt.Errorf("ping s3: %w", err))
+	}
+	if !ok {
+		return fmt.Errorf("%w: bucket %s is missing", errUnavailable(), s.bucket)
+	}
+	return nil
+}
+
+// DeletedRetention is how long deleted files are kept.
+func (s *Store) DeletedRetention() time.Duration { return s.cfg.DeletedRetention }
