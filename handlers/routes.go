@@ -99,13 +99,16 @@ func (a *API) routes() {
 	e.GET("/problems/:code", a.problemKind)
 	e.GET("/v1/protocol", a.protocol)
 
-	v1 := e.Group("/v1", a.authenticate, requireScope, attribution, idempotencyKey)
-	v1.POST("/files", a.createFile)
-	v1.GET("/files", a.listFiles)
-	v1.GET("/files/:id", a.getFile)
-	v1.HEAD("/files/:id", a.getFile)
-	v1.GET("/files/:id/content", a.getContent)
-	v1.HEAD("/files/:id/content", a.getContent)
-	v1.DELETE("/files/:id", a.deleteFile)
-	v1.POST("/files/:id/restore", a.restoreFile)
+	// Middleware is attached per route, not with Group.Use, which would
+	// turn a wrong method on a known route into a 404 instead of a 405.
+	v1 := e.Group("/v1")
+	mw := []echo.MiddlewareFunc{a.authenticate, requireScope, attribution, idempotencyKey}
+	v1.POST("/files", a.createFile, mw...)
+	v1.GET("/files", a.listFiles, mw...)
+	v1.GET("/files/:id", a.getFile, mw...)
+	v1.HEAD("/files/:id", a.getFile, mw...)
+	v1.GET("/files/:id/content", a.getContent, mw...)
+	v1.HEAD("/files/:id/content", a.getContent, mw...)
+	v1.DELETE("/files/:id", a.deleteFile, mw...)
+	v1.POST("/files/:id/restore", a.restoreFile, mw...)
 }

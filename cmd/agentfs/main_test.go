@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/storage"
+	"github.com/agentfs/agentfs/storage/storagetest"
+)
+
+func TestRunUsage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"NoCommand", nil, nil, "no command"},
+		{"UnknownCommand", []string{"frobnicate"}, nil, "unknown command"},
+		{"TokenWithoutVerb", []string{"token"}, nil, "create or revoke"},
+		{"TokenCreateWithoutSubject", []string{"token", "create"}, nil, "--subject"},
+		{"TokenCreateBadScope", []string{"token", "create", "--subject", "a", "--scopes", "admin"}, nil, "--scopes"},
+		{"ServeWithoutDatabase", []string{"serve"}, nil, "AGENTFS_DATABASE_URL is required"},
+		{"BadDuration", []string{"migrate"}, map[string]string{"AGENTFS_DELETED_RETENTION": "soon"}, "AGENTFS_DELETED_RETENTION"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), tc.args, func(k string) string { return tc.env[k] }, &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want it to mention %q", err, tc.want)
+			}
+			if stdout.Len() != 0 {
+				t.Fatalf("stdout %q on failure", stdout.String())
+			}
+		})
+	}
+	var stdout bytes.Buffer
+	if err := run(context.Background(), []string{"help"}, func(string) string { return "" }, &stdout, &stdout); err != nil ||
+		!strings.Contains(stdout.String(), "agentfs token create") {
+		t.Fatalf("help: %v %q", err, stdout.String())
+	}
+}
+
+// process is an agentfs binary started by a test.
+type process struct {
+	cmd  *exec.Cmd
+	url  string
+	logs *bytes.Buffer
+}
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(t.TempDir(), "agentfs")
+	out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func environ(cfg storage.Config, extra ...string) []string {
+	return append(append(os.Environ(),
+		"AGENTFS_DATABASE_URL="+cfg.DatabaseURL,
+		"AGENTFS_S3_ENDPOINT="+cfg.S3Endpoint,
+		"AGENTFS_S3_ACCESS_KEY="+cfg.S3AccessKey,
+		"AGENTFS_S3_SECRET_KEY="+cfg.S3SecretKey,
+		"AGENTFS_S3_BUCKET="+cfg.S3Bucket,
+		fmt.Sprintf("AGENTFS_S3_USE_SSL=%v", cfg.S3UseSSL),
+		"AGENTFS_S3_REGION="+cfg.S3Region,
+	), extra...)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startServe(t *testing.T, bin string, cfg storage.Config) *process {
+	t.Helper()
+	addr := freeAddr(t)
+	p := &process{cmd: exec.Command(bin, "serve"), url: "http://" + addr, logs: &bytes.Buffer{}}
+	p.cmd.Env = environ(cfg, "AGENTFS_LISTEN_ADDR="+addr)
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			_ = p.cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("server %s logs:\n%s", p.url, p.logs)
+		}
+	})
+	return p
+}
+
+func (p *process) waitReady(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		res, err := http.Get(p.url + "/readyz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s never became ready; logs:\n%s", p.url, p.logs)
+}
+
+func (p *process) stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve exited with %v after SIGTERM; logs:\n%s", err, p.logs)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop after SIGTERM")
+	}
+}
+
+func command(t *testing.T, bin string, cfg storage.Config, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = environ(cfg)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("%v: %s", err, stderr.String())
+	}
+	return string(out), nil
+}
+
+// TestServeProcess runs the real binary the way the README does: two
+// instances migrating one fresh database at once, a token made by the CLI,
+// the curl tour over HTTP, and a clean stop on SIGTERM.
+func TestServeProcess(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	cfg := storagetest.Config(t)
+	a, b := startServe(t, bin, cfg), startServe(t, bin, cfg)
+	a.waitReady(t)
+	b.waitReady(t)
+
+	out, err := command(t, bin, cfg, "token", "create", "--subject", "agent-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSuffix(out, "\n")
+	if strings.ContainsAny(token, " \n") || !strings.HasPrefix(token, "afs_") {
+		t.Fatalf("token create printed %q, want the token alone on one line", out)
+	}
+	c := apitest.NewClient(t, a.url, token)
+	c.Header.Set("X-Run-ID", "run-42")
+	f := c.Do("POST", "/v1/files?path=notes/hello.txt", "hello", "Content-Type", "text/plain").Expect(t, 201).File(t)
+	if f.URL != a.url+"/v1/files/"+f.ID+"/content" {
+		t.Fatalf("url %q", f.URL)
+	}
+	// The other instance sees the same state.
+	other := apitest.NewClient(t, b.url, token)
+	other.Do("POST", "/v1/files?path=notes/hello.txt&if_exists=replace", "hello again").Expect(t, 200)
+	var l apitest.FileList
+	c.Do("GET", "/v1/files?run_id=run-42", nil).Expect(t, 200).JSON(t, &l)
+	if len(l.Data) != 1 || l.Data[0].Version != 2 {
+		t.Fatalf("list by run: %+v", l.Data)
+	}
+	c.Do("DELETE", "/v1/files/"+f.ID, nil).Expect(t, 200)
+	c.Do("POST", "/v1/files/"+f.ID+"/restore", nil).Expect(t, 200)
+	got := c.Do("GET", "/v1/files/"+f.ID+"/content", nil).Expect(t, 200)
+	if string(got.Body) != "hello again" {
+		t.Fatalf("content %q", got.Body)
+	}
+	c.Do("POST", "/v1/files?path=notes/hello.txt", "dup").ExpectProblem(t, 409, "PATH_EXISTS")
+
+	if _, err := command(t, bin, cfg, "token", "revoke", token); err != nil {
+		t.Fatal(err)
+	}
+	c.Do("GET", "/v1/files", nil).ExpectProblem(t, 401, "UNAUTHENTICATED")
+	if _, err := command(t, bin, cfg, "token", "revoke", "tok_nope"); err == nil || !strings.Contains(err.Error(), "no such token") {
+		t.Fatalf("revoking an unknown token: %v", err)
+	}
+	a.stop(t)
+	b.stop(t)
+}
+
+// TestMissingServersFailClearly proves that without Postgres the binary says
+// what is wrong instead of hanging or crashing.
+func TestMissingServersFailClearly(t *testing.T) {
+	t.Parallel()
+	var stderr bytes.Buffer
+	env := map[string]string{
+		"AGENTFS_DATABASE_URL": "postgres://nobody@" + freeAddr(t) + "/none?sslmode=disable&connect_timeout=2",
+		"AGENTFS_S3_ENDPOINT":  freeAddr(t),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := run(ctx, []string{"migrate"}, func(k string) string { return env[k] }, &stderr, &stderr)
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("migrate without servers: %v", err)
+	}
+}

@@ -1,0 +1,72 @@
+package handlers_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/agentfs/agentfs/handlers/apitest"
+)
+
+func TestAuth(t *testing.T) {
+	t.Run("RequiresBearerToken", func(t *testing.T) {
+		_, b := setup(t)
+		anon := apitest.NewClient(t, b.srv.URL, "")
+		res := anon.Do("GET", "/v1/files", nil)
+		res.ExpectProblem(t, http.StatusUnauthorized, "UNAUTHENTICATED")
+		if res.Header.Get("WWW-Authenticate") == "" {
+			t.Fatal("401 without WWW-Authenticate")
+		}
+		apitest.NewClient(t, b.srv.URL, "afs_not-a-real-token").Do("GET", "/v1/files", nil).
+			ExpectProblem(t, http.StatusUnauthorized, "UNAUTHENTICATED")
+		anon.Do("GET", "/v1/files", nil, "Authorization", "Basic dXNlcjpwYXNz").
+			ExpectProblem(t, http.StatusUnauthorized, "UNAUTHENTICATED")
+	})
+
+	t.Run("RevokedTokenIsRejected", func(t *testing.T) {
+		_, b := setup(t)
+		tok := b.srv.Token(t, "carol")
+		c := apitest.NewClient(t, b.srv.URL, tok)
+		c.Do("GET", "/v1/files", nil).Expect(t, http.StatusOK)
+		if err := b.srv.Store.RevokeToken(context.Background(), tok); err != nil {
+			t.Fatal(err)
+		}
+		c.Do("GET", "/v1/files", nil).ExpectProblem(t, http.StatusUnauthorized, "UNAUTHENTICATED")
+	})
+
+	t.Run("ScopesLimitWhatATokenDoes", func(t *testing.T) {
+		c, b := setup(t)
+		f := upload(t, c, "s.txt", "x").Expect(t, 201).File(t)
+		reader := apitest.NewClient(t, b.srv.URL, b.srv.Token(t, "alice", "read"))
+		reader.Do("GET", "/v1/files/"+f.ID+"/content", nil).Expect(t, http.StatusOK)
+		upload(t, reader, "t.txt", "x").ExpectProblem(t, http.StatusForbidden, "FORBIDDEN")
+		reader.Do("DELETE", "/v1/files/"+f.ID, nil).ExpectProblem(t, http.StatusForbidden, "FORBIDDEN")
+		writer := apitest.NewClient(t, b.srv.URL, b.srv.Token(t, "alice", "write"))
+		writer.Do("GET", "/v1/files", nil).ExpectProblem(t, http.StatusForbidden, "FORBIDDEN")
+		upload(t, writer, "t.txt", "x").Expect(t, http.StatusCreated)
+	})
+
+	t.Run("OtherSubjectsFilesAreNotFound", func(t *testing.T) {
+		c, b := setup(t)
+		f := upload(t, c, "secret.txt", "mine").Expect(t, 201).File(t)
+		bob := b.srv.Client(t, "bob")
+		for _, r := range [][2]string{
+			{"GET", "/v1/files/" + f.ID}, {"HEAD", "/v1/files/" + f.ID},
+			{"GET", "/v1/files/" + f.ID + "/content"}, {"HEAD", "/v1/files/" + f.ID + "/content"},
+			{"DELETE", "/v1/files/" + f.ID}, {"POST", "/v1/files/" + f.ID + "/restore"},
+		} {
+			if res := bob.Do(r[0], r[1], nil); res.Status != http.StatusNotFound {
+				t.Errorf("%s %s by another subject: %d", r[0], r[1], res.Status)
+			}
+		}
+		if l := list(t, bob, ""); len(l.Data) != 0 {
+			t.Fatalf("bob lists alice's files: %+v", l.Data)
+		}
+		// bob's own file at the same path is independent of alice's.
+		upload(t, bob, "secret.txt", "his").Expect(t, http.StatusCreated)
+		got := c.Do("GET", "/v1/files/"+f.ID+"/content", nil).Expect(t, 200)
+		if string(got.Body) != "mine" {
+			t.Fatalf("alice's content changed: %q", got.Body)
+		}
+	})
+}

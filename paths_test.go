@@ -1,0 +1,195 @@
+package agentfs_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/agentfs/agentfs"
+)
+
+func TestValidatePath(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		path string
+		ok   bool
+	}{
+		{"AcceptsSingleSegment", "report.txt", true},
+		{"AcceptsNestedSegments", "dir/sub/report.txt", true},
+		{"AcceptsSpacesInSegment", "dir/report final.txt", true},
+		{"AcceptsDotsInsideName", "a/.hidden/..name/x..y", true},
+		{"AcceptsTripleDotSegment", "a/.../b", true},
+		{"AcceptsUnicode", "données/été/日本語.txt", true},
+		{"AcceptsTrailingDotName", "a/b.", true},
+		{"AcceptsMaxLength", strings.Repeat("a", agentfs.MaxPathBytes), true},
+		{"AcceptsMaxLengthInMultibyteRunes", strings.Repeat("é", agentfs.MaxPathBytes/2), true},
+		{"AcceptsNonControlFormatCharacter", "a\u200bb", true},
+		{"AcceptsNoBreakSpace", "a\u00a0b", true},
+		{"RejectsEmpty", "", false},
+		{"RejectsTooLong", strings.Repeat("a", agentfs.MaxPathBytes+1), false},
+		{"RejectsTooLongByBytesNotRunes", strings.Repeat("é", agentfs.MaxPathBytes/2) + "a", false},
+		{"RejectsInvalidUTF8", "a/\xff/b", false},
+		{"RejectsTruncatedUTF8", "a\xc3", false},
+		{"RejectsSurrogateEncoding", "a\xed\xa0\x80", false},
+		{"RejectsLeadingSlash", "/a/b", false},
+		{"RejectsOnlySlash", "/", false},
+		{"RejectsTrailingSlash", "a/b/", false},
+		{"RejectsDoubleSlash", "a//b", false},
+		{"RejectsDotSegment", "a/./b", false},
+		{"RejectsLeadingDotSegment", "./a", false},
+		{"RejectsOnlyDot", ".", false},
+		{"RejectsDotDotSegment", "a/../b", false},
+		{"RejectsLeadingDotDot", "../etc/passwd", false},
+		{"RejectsTrailingDotDot", "a/..", false},
+		{"RejectsOnlyDotDot", "..", false},
+		{"RejectsBackslash", `a\b`, false},
+		{"RejectsWindowsTraversal", `..\..\x`, false},
+		{"RejectsNUL", "a\x00b", false},
+		{"RejectsNewline", "a\nb", false},
+		{"RejectsTab", "a\tb", false},
+		{"RejectsUnitSeparator", "a\x1fb", false},
+		{"RejectsDEL", "a\x7fb", false},
+		{"RejectsC1Control", "a\u0085b", false},
+		{"RejectsLastC1Control", "a\u009fb", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := agentfs.ValidatePath(tc.path)
+			if tc.ok && err != nil {
+				t.Fatalf("ValidatePath(%q) = %v, want nil", tc.path, err)
+			}
+			if !tc.ok {
+				if err == nil {
+					t.Fatalf("ValidatePath(%q) = nil, want an error", tc.path)
+				}
+				if err.Error() == "" {
+					t.Fatalf("ValidatePath(%q) returned an error with no message", tc.path)
+				}
+			}
+		})
+	}
+}
+
+func TestValidatePathErrorNamesRule(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		{"Empty", "", "empty"},
+		{"TooLong", strings.Repeat("x", 1025), "1024"},
+		{"InvalidUTF8", "\xff", "UTF-8"},
+		{"LeadingSlash", "/x", "'/'"},
+		{"Backslash", `x\y`, "backslash"},
+		{"Control", "x\x01", "control"},
+		{"EmptySegment", "x//y", "empty segment"},
+		{"DotDotSegment", "x/..", "'..'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := agentfs.ValidatePath(tc.path)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("ValidatePath(%q) = %v, want an error mentioning %q", tc.path, err, tc.want)
+			}
+		})
+	}
+}
+
+// pathRulesHold is DESIGN §5 written independently of ValidatePath.
+func pathRulesHold(p string) bool {
+	if len(p) == 0 || len(p) > 1024 || !utf8.ValidString(p) || strings.HasPrefix(p, "/") {
+		return false
+	}
+	for _, r := range p {
+		if unicode.IsControl(r) || r == '\\' {
+			return false
+		}
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+func FuzzValidatePath(f *testing.F) {
+	for _, s := range []string{
+		"a", "a/b/c.txt", "données/日本語", "/a", "a/", "a//b", ".", "..", "a/./b", "a/../b",
+		`a\b`, "a\x00b", "a\x7f", "a\u0085", "\xff", "a\xc3", "...", ".a/..b",
+		strings.Repeat("a", 1024), strings.Repeat("a", 1025), strings.Repeat("é", 512),
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		err := agentfs.ValidatePath(p)
+		want := pathRulesHold(p)
+		if err == nil && !want {
+			t.Fatalf("ValidatePath(%q) accepted a path that breaks DESIGN §5", p)
+		}
+		if err != nil && want {
+			t.Fatalf("ValidatePath(%q) = %v, but the path follows DESIGN §5", p, err)
+		}
+		if err != nil && err.Error() == "" {
+			t.Fatalf("ValidatePath(%q) returned an error with no message", p)
+		}
+	})
+}
+
+var tagValueRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/=+@-]{0,127}$`)
+
+func TestValidTagValue(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		v    string
+		ok   bool
+	}{
+		{"AcceptsSingleLetter", "a", true},
+		{"AcceptsSingleDigit", "7", true},
+		{"AcceptsEveryAllowedPunctuation", "a._:/=+@-", true},
+		{"AcceptsTypicalRunID", "run-2024-01-01T00:00:00Z", true},
+		{"AcceptsEmailLike", "agent+ci@example.com", true},
+		{"AcceptsMaxLength", "a" + strings.Repeat("b", 127), true},
+		{"RejectsEmpty", "", false},
+		{"RejectsTooLong", "a" + strings.Repeat("b", 128), false},
+		{"RejectsLeadingDot", ".a", false},
+		{"RejectsLeadingDash", "-a", false},
+		{"RejectsLeadingSlash", "/a", false},
+		{"RejectsLeadingAt", "@a", false},
+		{"RejectsSpace", "a b", false},
+		{"RejectsTrailingSpace", "ab ", false},
+		{"RejectsComma", "a,b", false},
+		{"RejectsQuote", `a"b`, false},
+		{"RejectsTab", "a\tb", false},
+		{"RejectsNUL", "a\x00", false},
+		{"RejectsNonASCIILetter", "aé", false},
+		{"RejectsNonASCIIFirst", "éa", false},
+		{"RejectsInvalidUTF8", "a\xff", false},
+		{"RejectsStar", "a*", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := agentfs.ValidTagValue(tc.v); got != tc.ok {
+				t.Fatalf("ValidTagValue(%q) = %v, want %v", tc.v, got, tc.ok)
+			}
+		})
+	}
+}
+
+func FuzzValidTagValue(f *testing.F) {
+	for _, s := range []string{
+		"", "a", "0", "a._:/=+@-", "-a", ".a", "a b", "aé", "a\xff", "a\x00",
+		"a" + strings.Repeat("b", 127), "a" + strings.Repeat("b", 128), "A/B=C+D@E",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		got := agentfs.ValidTagValue(v)
+		if want := tagValueRE.MatchString(v); got != want {
+			t.Fatalf("ValidTagValue(%q) = %v, the pattern says %v", v, got, want)
+		}
+	})
+}

@@ -1,0 +1,176 @@
+package storage_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/storage"
+	"github.com/agentfs/agentfs/storage/storagetest"
+)
+
+type testBundle struct {
+	cfg storage.Config
+}
+
+func setup(t *testing.T) (*storage.Store, *testBundle) {
+	t.Helper()
+	t.Parallel()
+	cfg := storagetest.Config(t)
+	return storagetest.OpenConfig(t, cfg), &testBundle{cfg: cfg}
+}
+
+func put(path string, replace bool) agentfs.Put {
+	return agentfs.Put{Subject: "s", Path: path, ContentType: "text/plain", Replace: replace, Size: -1,
+		By: agentfs.Attribution{AgentID: "ag", RunID: "run"}}
+}
+
+// onFirstRead runs fn when the body is first read: after the put was
+// decided against the stored state, before it commits.
+type onFirstRead struct {
+	io.Reader
+	once sync.Once
+	fn   func()
+}
+
+func (r *onFirstRead) Read(p []byte) (int, error) {
+	r.once.Do(r.fn)
+	return r.Reader.Read(p)
+}
+
+func TestPutFile(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("DecidesAgainInTheCommittingTransaction", func(t *testing.T) {
+		store, b := setup(t)
+		body := &onFirstRead{Reader: strings.NewReader("late"), fn: func() {
+			if _, _, err := store.PutFile(ctx, put("race.txt", false), strings.NewReader("early")); err != nil {
+				t.Errorf("concurrent put: %v", err)
+			}
+		}}
+		_, _, err := store.PutFile(ctx, put("race.txt", false), body)
+		var exists *agentfs.PathExistsError
+		if !errors.As(err, &exists) {
+			t.Fatalf("err %v, want PathExistsError", err)
+		}
+		if n := len(storagetest.ObjectKeys(t, b.cfg)); n != 1 {
+			t.Fatalf("%d objects, want 1: the losing blob must be removed", n)
+		}
+	})
+
+	t.Run("ReplaceOfAFileDeletedMidUploadCreatesANewFileAndRetags", func(t *testing.T) {
+		store, _ := setup(t)
+		old, _, err := store.PutFile(ctx, put("d.txt", false), strings.NewReader("v1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := &onFirstRead{Reader: strings.NewReader("v2"), fn: func() {
+			if _, err := store.DeleteFile(ctx, "s", old.ID, ""); err != nil {
+				t.Errorf("delete: %v", err)
+			}
+		}}
+		f, created, err := store.PutFile(ctx, put("d.txt", true), body)
+		if err != nil || !created || f.ID == old.ID || f.Version != 1 {
+			t.Fatalf("put after delete: %+v created=%v err=%v", f, created, err)
+		}
+		tags, err := store.BlobTags(ctx, f.BlobKey)
+		if err != nil || tags["file-id"] != f.ID || tags["run-id"] != "run" {
+			t.Fatalf("tags %v err %v, want file-id %s", tags, err, f.ID)
+		}
+	})
+
+	t.Run("ReplaceSwitchesBlobsAtomically", func(t *testing.T) {
+		store, _ := setup(t)
+		v1, _, err := store.PutFile(ctx, put("a.txt", false), strings.NewReader("one"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v2, created, err := store.PutFile(ctx, put("a.txt", true), strings.NewReader("two"))
+		if err != nil || created || v2.ID != v1.ID || v2.BlobKey == v1.BlobKey || v2.Version != 2 {
+			t.Fatalf("replace: %+v created=%v err=%v", v2, created, err)
+		}
+		// The superseded blob is still readable (until a sweep), so a reader
+		// that started before the switch finishes whole.
+		r, err := store.OpenBlob(ctx, v1.BlobKey, 0, v1.SizeBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if b, err := io.ReadAll(r); err != nil || string(b) != "one" {
+			t.Fatalf("old blob: %q %v", b, err)
+		}
+	})
+
+	t.Run("MissingBlobIsNotFound", func(t *testing.T) {
+		store, _ := setup(t)
+		r, err := store.OpenBlob(ctx, "blobs/none", 0, 0)
+		if err == nil {
+			_, err = r.Read(make([]byte, 1))
+			r.Close()
+		}
+		if !errors.Is(err, agentfs.ErrNotFound) {
+			t.Fatalf("err %v, want ErrNotFound", err)
+		}
+	})
+}
+
+func TestTokens(t *testing.T) {
+	ctx := context.Background()
+	store, _ := setup(t)
+	tok, id, err := store.CreateToken(ctx, "alice", []string{"read"})
+	if err != nil || !strings.HasPrefix(tok, "afs_") || !strings.HasPrefix(id, "tok_") {
+		t.Fatalf("create: %q %q %v", tok, id, err)
+	}
+	p, err := store.Authenticate(ctx, tok)
+	if err != nil || p.Subject != "alice" || !p.Can("read") || p.Can("write") {
+		t.Fatalf("authenticate: %+v %v", p, err)
+	}
+	if _, err := store.Authenticate(ctx, tok+"x"); !errors.Is(err, agentfs.ErrNotFound) {
+		t.Fatalf("a wrong token: %v", err)
+	}
+	if err := store.RevokeToken(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Authenticate(ctx, tok); !errors.Is(err, agentfs.ErrNotFound) {
+		t.Fatalf("a revoked token: %v", err)
+	}
+	if err := store.RevokeToken(ctx, "tok_unknown"); !errors.Is(err, agentfs.ErrNotFound) {
+		t.Fatalf("revoking an unknown token: %v", err)
+	}
+}
+
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	cfg := storagetest.Config(t)
+	stores := make([]*storage.Store, 4)
+	for i := range stores {
+		s, err := storage.Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		stores[i] = s
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(stores))
+	for i, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.Migrate(context.Background())
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent migrate: %v", err)
+		}
+	}
+	if _, _, err := stores[0].CreateToken(context.Background(), "x", []string{"read"}); err != nil {
+		t.Fatalf("schema unusable after concurrent migrations: %v", err)
+	}
+}
