@@ -11,7 +11,9 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
+	"github.com/agentfs/agentfs/storage"
 )
 
 // createFile is POST /v1/files: a raw body, or multipart/form-data whose
@@ -21,17 +23,25 @@ func (a *API) createFile(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f, created, err := a.deps.Files.PutFile(c.Request().Context(), put, body)
-	if err != nil {
-		return err
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-		c.Response().Header().Set(echo.HeaderLocation, "/v1/files/"+f.ID)
-	}
-	c.Response().Header().Set("ETag", f.ETag())
-	return c.JSON(status, a.fileJSON(f))
+	var read []byte // the content's SHA-256 once PutFile has read it
+	return a.perform(c, write{
+		request: idempotency.PutRequest(put),
+		run: func(hook storage.CommitHook) (*agentfs.File, bool, error) {
+			res, err := a.deps.Files.PutFile(c.Request().Context(), put, body, hook)
+			read = res.ContentSHA256
+			return res.File, res.Created, err
+		},
+		content: func() ([]byte, error) {
+			switch {
+			case put.Digest != nil: // stands for the content: answered before the body is read
+				return put.Digest, nil
+			case read != nil:
+				return read, nil
+			}
+			return hashBody(body, put.MaxBytes)
+		},
+		contentOf: fileContentOf,
+	})
 }
 
 // bindPut reads everything about an upload but its content, which it
@@ -247,23 +257,29 @@ func (a *API) getFile(c echo.Context) error {
 
 // deleteFile is DELETE /v1/files/{id}: a soft delete, safe to repeat.
 func (a *API) deleteFile(c echo.Context) error {
-	f, err := a.deps.Files.DeleteFile(c.Request().Context(), principal(c).Subject, c.Param("id"),
-		strings.TrimSpace(c.Request().Header.Get("If-Match")))
-	if err != nil {
-		return err
-	}
-	c.Response().Header().Set("ETag", f.ETag())
-	return c.JSON(http.StatusOK, a.fileJSON(f))
+	id, ifMatch := c.Param("id"), strings.TrimSpace(c.Request().Header.Get("If-Match"))
+	return a.perform(c, write{
+		request: idempotency.Request{Operation: "delete", Target: id,
+			Params: map[string]string{"if_match": ifMatch}, By: attributionOf(c)},
+		run: func(hook storage.CommitHook) (*agentfs.File, bool, error) {
+			f, err := a.deps.Files.DeleteFile(c.Request().Context(), principal(c).Subject, id, ifMatch, hook)
+			return f, false, err
+		},
+		content: noContent, contentOf: noContentOf,
+	})
 }
 
 // restoreFile is POST /v1/files/{id}/restore: undo a delete, safe to repeat.
 func (a *API) restoreFile(c echo.Context) error {
-	f, err := a.deps.Files.RestoreFile(c.Request().Context(), principal(c).Subject, c.Param("id"))
-	if err != nil {
-		return err
-	}
-	c.Response().Header().Set("ETag", f.ETag())
-	return c.JSON(http.StatusOK, a.fileJSON(f))
+	id := c.Param("id")
+	return a.perform(c, write{
+		request: idempotency.Request{Operation: "restore", Target: id, By: attributionOf(c)},
+		run: func(hook storage.CommitHook) (*agentfs.File, bool, error) {
+			f, err := a.deps.Files.RestoreFile(c.Request().Context(), principal(c).Subject, id, hook)
+			return f, false, err
+		},
+		content: noContent, contentOf: noContentOf,
+	})
 }
 
 func headerProblem(name string, err error) *problem.Problem {

@@ -104,7 +104,8 @@ func normalizeMediaType(ct string) (string, error) {
 		return "application/octet-stream", nil
 	}
 	mt, params, err := mime.ParseMediaType(ct)
-	if err != nil {
+	typ, sub, ok := strings.Cut(mt, "/")
+	if err != nil || !ok || typ == "" || sub == "" || strings.Contains(sub, "/") {
 		return "", errors.New("Content-Type is not a valid media type")
 	}
 	out := mime.FormatMediaType(mt, params)

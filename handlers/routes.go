@@ -15,17 +15,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
+	"github.com/agentfs/agentfs/storage"
 )
 
 // Files is the file store the handlers use.
+// Writes take a hook that runs in their committing transaction; keyed
+// writes record their idempotency outcome there.
 type Files interface {
-	PutFile(ctx context.Context, put agentfs.Put, body io.Reader) (*agentfs.File, bool, error)
+	PutFile(ctx context.Context, put agentfs.Put, body io.Reader, hook storage.CommitHook) (storage.PutResult, error)
 	File(ctx context.Context, subject, id string) (*agentfs.File, error)
 	ListFiles(ctx context.Context, subject string, filter agentfs.FileFilter) ([]*agentfs.File, error)
-	DeleteFile(ctx context.Context, subject, id, ifMatch string) (*agentfs.File, error)
-	RestoreFile(ctx context.Context, subject, id string) (*agentfs.File, error)
+	DeleteFile(ctx context.Context, subject, id, ifMatch string, hook storage.CommitHook) (*agentfs.File, error)
+	RestoreFile(ctx context.Context, subject, id string, hook storage.CommitHook) (*agentfs.File, error)
 	OpenBlob(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
+}
+
+// Keys is the idempotency store: claims, recorded outcomes, operations.
+type Keys interface {
+	Begin(ctx context.Context, subject, key, method, route string, request []byte) (*idempotency.Claim, *idempotency.Record, error)
+	Operation(ctx context.Context, subject, key string) (*idempotency.Record, error)
 }
 
 // Tokens turns a bearer token into the principal it stands for.
@@ -48,6 +58,7 @@ type Limits struct {
 // Deps are what the API needs; New rejects missing ones.
 type Deps struct {
 	Files     Files
+	Keys      Keys
 	Tokens    Tokens
 	Health    Pinger
 	Log       *slog.Logger
@@ -55,6 +66,9 @@ type Deps struct {
 	Limits    Limits
 	// Registry receives the HTTP metrics and is served at /metrics.
 	Registry *prometheus.Registry
+	// AfterCommit, when set, runs after a keyed write committed and before
+	// its response is sent. Fault-injection tests use it to crash there.
+	AfterCommit func()
 }
 
 // API is the AgentFS HTTP handler.
@@ -66,8 +80,8 @@ type API struct {
 // New builds the API and its routes.
 func New(d Deps) (*API, error) {
 	switch {
-	case d.Files == nil, d.Tokens == nil, d.Health == nil:
-		return nil, errors.New("handlers: Files, Tokens and Health are required")
+	case d.Files == nil, d.Keys == nil, d.Tokens == nil, d.Health == nil:
+		return nil, errors.New("handlers: Files, Keys, Tokens and Health are required")
 	case d.Log == nil, d.Registry == nil:
 		return nil, errors.New("handlers: Log and Registry are required")
 	case d.PublicURL == "":
@@ -111,4 +125,5 @@ func (a *API) routes() {
 	v1.HEAD("/files/:id/content", a.getContent, mw...)
 	v1.DELETE("/files/:id", a.deleteFile, mw...)
 	v1.POST("/files/:id/restore", a.restoreFile, mw...)
+	v1.GET("/operations/:idempotency_key", a.getOperation, mw...)
 }

@@ -48,12 +48,12 @@ func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return translate(fmt.Errorf("acquire connection: %w", err))
+		return Translate(fmt.Errorf("acquire connection: %w", err))
 	}
 	defer conn.Release()
 	const lock = `SELECT pg_advisory_lock(hashtext('agentfs.migrate.' || current_schema()))`
 	if _, err := conn.Exec(ctx, lock); err != nil {
-		return translate(fmt.Errorf("take migration lock: %w", err))
+		return Translate(fmt.Errorf("take migration lock: %w", err))
 	}
 	defer func() {
 		const unlock = `SELECT pg_advisory_unlock(hashtext('agentfs.migrate.' || current_schema()))`
@@ -102,26 +102,26 @@ func applyMigration(ctx context.Context, conn *pgx.Conn, name string) error {
 	})
 }
 
-// withTx runs fn in a transaction and commits it when fn returns nil. The
+// WithTx runs fn in a transaction and commits it when fn returns nil. The
 // rollback on failure survives a cancelled request context.
-func withTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
+func WithTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
-		return translate(fmt.Errorf("begin: %w", err))
+		return Translate(fmt.Errorf("begin: %w", err))
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if err := fn(tx); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return translate(fmt.Errorf("commit: %w", err))
+		return Translate(fmt.Errorf("commit: %w", err))
 	}
 	return nil
 }
 
-// translate turns driver errors into the domain's: no rows is
+// Translate turns driver errors into the domain's: no rows is
 // agentfs.ErrNotFound, a lost or refused connection is agentfs.ErrUnavailable.
-func translate(err error) error {
+func Translate(err error) error {
 	if err == nil {
 		return nil
 	}

@@ -25,34 +25,50 @@ func scanFile(row pgx.Row) (*agentfs.File, error) {
 		&f.AgentID, &f.RunID, &f.LastAgentID, &f.LastRunID,
 		&f.CreatedAt, &f.UpdatedAt, &f.DeletedAt, &f.PurgeAfter, &f.Blocked, &f.BlockReason)
 	if err != nil {
-		return nil, translate(err)
+		return nil, Translate(err)
 	}
 	return &f, nil
+}
+
+// CommitHook runs at the end of the transaction that commits a file
+// change, so what it writes (an idempotency record) commits with the change
+// or not at all. An error rolls the change back.
+type CommitHook = func(ctx context.Context, tx pgx.Tx, f *agentfs.File, created bool) error
+
+// PutResult is the outcome of PutFile.
+type PutResult struct {
+	File    *agentfs.File
+	Created bool // else it replaced a file, or found it holding these bytes
+	// ContentSHA256 is the SHA-256 of the body when it was read whole, also
+	// when the put failed afterwards; nil when the put ended before the body.
+	ContentSHA256 []byte
 }
 
 // PutFile stores content at a path as DESIGN §5 says. The put is decided
 // against the live file before the body is read, the bytes stream into a new
 // immutable blob while they are hashed, and one transaction then decides
-// again and points the file at the blob. It reports whether a file was
-// created (else it replaced one, or found it already holding these bytes).
-func (s *Store) PutFile(ctx context.Context, put agentfs.Put, body io.Reader) (*agentfs.File, bool, error) {
+// again, points the file at the blob and runs hook (which may be nil).
+func (s *Store) PutFile(ctx context.Context, put agentfs.Put, body io.Reader, hook CommitHook) (PutResult, error) {
+	var res PutResult
 	live, err := s.liveFile(ctx, s.pool, put.Subject, put.Path)
 	if err != nil {
-		return nil, false, err
+		return res, err
 	}
 	if err := put.CheckAgainst(live); err != nil {
-		return nil, false, err
+		return res, err
 	}
 	fileID := fileIDFor(live)
 	blob, err := s.writeBlob(ctx, put, fileID, body)
 	if err != nil {
-		return nil, false, err
+		return res, err
 	}
-	f, created, used, err := s.commitPut(ctx, put, fileID, blob)
+	res.ContentSHA256, _ = hex.DecodeString(blob.sha256)
+	f, created, used, err := s.commitPut(ctx, put, fileID, blob, hook)
 	if !used {
 		s.removeBlob(ctx, blob.key)
 	}
-	return f, created, err
+	res.File, res.Created = f, created
+	return res, err
 }
 
 func fileIDFor(live *agentfs.File) string {
@@ -124,10 +140,13 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 // commitPut points the file at the blob in one transaction, deciding the put
 // again against the state it locks. used says whether the blob is now
 // referenced; if not, the caller removes it.
-func (s *Store) commitPut(ctx context.Context, put agentfs.Put, fileID string, b *writtenBlob) (f *agentfs.File, created, used bool, err error) {
+func (s *Store) commitPut(ctx context.Context, put agentfs.Put, fileID string, b *writtenBlob, hook CommitHook) (f *agentfs.File, created, used bool, err error) {
 	for attempt := 0; ; attempt++ {
-		err = withTx(ctx, s.pool, func(tx pgx.Tx) error {
+		err = WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 			f, created, used, err = s.applyPut(ctx, tx, put, fileID, b)
+			if err == nil && hook != nil {
+				err = hook(ctx, tx, f, created)
+			}
 			return err
 		})
 		// A concurrent create took the path between our check and insert:
@@ -205,7 +224,7 @@ func (s *Store) liveFile(ctx context.Context, q querier, subject, path string, l
 func (s *Store) fileExists(ctx context.Context, q querier, id string) (bool, error) {
 	var ok bool
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM files WHERE id = $1)`, id).Scan(&ok)
-	return ok, translate(err)
+	return ok, Translate(err)
 }
 
 // File returns the subject's file with this id, deleted or not.
@@ -249,7 +268,7 @@ func (s *Store) ListFiles(ctx context.Context, subject string, filter agentfs.Fi
 	rows, err := s.pool.Query(ctx, `SELECT `+fileColumns+` FROM files WHERE `+strings.Join(where, " AND ")+
 		` ORDER BY created_at DESC, id DESC LIMIT $`+strconv.Itoa(len(args)), args...)
 	if err != nil {
-		return nil, translate(fmt.Errorf("list files: %w", err))
+		return nil, Translate(fmt.Errorf("list files: %w", err))
 	}
 	defer rows.Close()
 	var out []*agentfs.File
@@ -260,7 +279,7 @@ func (s *Store) ListFiles(ctx context.Context, subject string, filter agentfs.Fi
 		}
 		out = append(out, f)
 	}
-	return out, translate(rows.Err())
+	return out, Translate(rows.Err())
 }
 
 func likePrefix(p string) string {
@@ -271,23 +290,13 @@ func likePrefix(p string) string {
 // DeleteFile soft-deletes a file: it stays readable as metadata, frees its
 // path, and is purged after the retention. Deleting a deleted file returns
 // it unchanged. ifMatch, when set, must name the file's etag.
-func (s *Store) DeleteFile(ctx context.Context, subject, id, ifMatch string) (*agentfs.File, error) {
+func (s *Store) DeleteFile(ctx context.Context, subject, id, ifMatch string, hook CommitHook) (*agentfs.File, error) {
 	var f *agentfs.File
-	err := withTx(ctx, s.pool, func(tx pgx.Tx) error {
-		cur, err := s.lockFile(ctx, tx, subject, id)
-		if err != nil {
-			return err
+	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		if f, err = s.deleteFile(ctx, tx, subject, id, ifMatch); err == nil && hook != nil {
+			err = hook(ctx, tx, f, false)
 		}
-		if ifMatch != "" && !agentfs.ETagMatches(ifMatch, cur.ETag()) {
-			return agentfs.ErrPreconditionFailed
-		}
-		if !cur.Live() {
-			f = cur
-			return nil
-		}
-		f, err = scanFile(tx.QueryRow(ctx, `UPDATE files SET deleted_at = now(), updated_at = now(),
-			purge_after = now() + make_interval(secs => $2) WHERE id = $1 RETURNING `+fileColumns,
-			id, s.cfg.DeletedRetention.Seconds()))
 		return err
 	})
 	if err != nil {
@@ -296,37 +305,59 @@ func (s *Store) DeleteFile(ctx context.Context, subject, id, ifMatch string) (*a
 	return f, nil
 }
 
+func (s *Store) deleteFile(ctx context.Context, tx pgx.Tx, subject, id, ifMatch string) (*agentfs.File, error) {
+	cur, err := s.lockFile(ctx, tx, subject, id)
+	if err != nil {
+		return nil, err
+	}
+	if ifMatch != "" && !agentfs.ETagMatches(ifMatch, cur.ETag()) {
+		return nil, agentfs.ErrPreconditionFailed
+	}
+	if !cur.Live() {
+		return cur, nil
+	}
+	return scanFile(tx.QueryRow(ctx, `UPDATE files SET deleted_at = now(), updated_at = now(),
+		purge_after = now() + make_interval(secs => $2) WHERE id = $1 RETURNING `+fileColumns,
+		id, s.cfg.DeletedRetention.Seconds()))
+}
+
 // RestoreFile undoes a delete. Restoring a live file returns it unchanged; a
 // path taken meanwhile by another live file is a *agentfs.PathExistsError.
-func (s *Store) RestoreFile(ctx context.Context, subject, id string) (*agentfs.File, error) {
+func (s *Store) RestoreFile(ctx context.Context, subject, id string, hook CommitHook) (*agentfs.File, error) {
 	var f *agentfs.File
-	err := withTx(ctx, s.pool, func(tx pgx.Tx) error {
-		cur, err := s.lockFile(ctx, tx, subject, id)
-		if err != nil {
-			return err
+	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		if f, err = s.restoreFile(ctx, tx, subject, id); err == nil && hook != nil {
+			err = hook(ctx, tx, f, false)
 		}
-		if cur.Live() {
-			f = cur
-			return nil
-		}
-		holder, err := s.liveFile(ctx, tx, subject, cur.Path)
-		if err != nil {
-			return err
-		}
-		if holder != nil {
-			return &agentfs.PathExistsError{Path: cur.Path, ExistingFileID: holder.ID}
-		}
-		f, err = scanFile(tx.QueryRow(ctx, `UPDATE files SET deleted_at = NULL, purge_after = NULL, updated_at = now()
-			WHERE id = $1 RETURNING `+fileColumns, id))
 		return err
 	})
 	if uniqueViolation(err, "files_live_path") {
-		return s.RestoreFile(ctx, subject, id) // lost a race; now the holder is visible
+		return s.RestoreFile(ctx, subject, id, hook) // lost a race; now the holder is visible
 	}
 	if err != nil {
 		return nil, fmt.Errorf("restore file: %w", err)
 	}
 	return f, nil
+}
+
+func (s *Store) restoreFile(ctx context.Context, tx pgx.Tx, subject, id string) (*agentfs.File, error) {
+	cur, err := s.lockFile(ctx, tx, subject, id)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Live() {
+		return cur, nil
+	}
+	holder, err := s.liveFile(ctx, tx, subject, cur.Path)
+	if err != nil {
+		return nil, err
+	}
+	if holder != nil {
+		return nil, &agentfs.PathExistsError{Path: cur.Path, ExistingFileID: holder.ID}
+	}
+	return scanFile(tx.QueryRow(ctx, `UPDATE files SET deleted_at = NULL, purge_after = NULL, updated_at = now()
+		WHERE id = $1 RETURNING `+fileColumns, id))
 }
 
 func (s *Store) lockFile(ctx context.Context, tx pgx.Tx, subject, id string) (*agentfs.File, error) {

@@ -1,7 +1,9 @@
 package storage_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"strings"
@@ -48,14 +50,17 @@ func TestPutFile(t *testing.T) {
 	t.Run("DecidesAgainInTheCommittingTransaction", func(t *testing.T) {
 		store, b := setup(t)
 		body := &onFirstRead{Reader: strings.NewReader("late"), fn: func() {
-			if _, _, err := store.PutFile(ctx, put("race.txt", false), strings.NewReader("early")); err != nil {
+			if _, err := store.PutFile(ctx, put("race.txt", false), strings.NewReader("early"), nil); err != nil {
 				t.Errorf("concurrent put: %v", err)
 			}
 		}}
-		_, _, err := store.PutFile(ctx, put("race.txt", false), body)
+		res, err := store.PutFile(ctx, put("race.txt", false), body, nil)
 		var exists *agentfs.PathExistsError
 		if !errors.As(err, &exists) {
 			t.Fatalf("err %v, want PathExistsError", err)
+		}
+		if sum := sha256.Sum256([]byte("late")); !bytes.Equal(res.ContentSHA256, sum[:]) {
+			t.Fatalf("a put refused at commit must still report the content's hash, got %x", res.ContentSHA256)
 		}
 		if n := len(storagetest.ObjectKeys(t, b.cfg)); n != 1 {
 			t.Fatalf("%d objects, want 1: the losing blob must be removed", n)
@@ -64,16 +69,18 @@ func TestPutFile(t *testing.T) {
 
 	t.Run("ReplaceOfAFileDeletedMidUploadCreatesANewFileAndRetags", func(t *testing.T) {
 		store, _ := setup(t)
-		old, _, err := store.PutFile(ctx, put("d.txt", false), strings.NewReader("v1"))
+		res, err := store.PutFile(ctx, put("d.txt", false), strings.NewReader("v1"), nil)
+		old := res.File
 		if err != nil {
 			t.Fatal(err)
 		}
 		body := &onFirstRead{Reader: strings.NewReader("v2"), fn: func() {
-			if _, err := store.DeleteFile(ctx, "s", old.ID, ""); err != nil {
+			if _, err := store.DeleteFile(ctx, "s", old.ID, "", nil); err != nil {
 				t.Errorf("delete: %v", err)
 			}
 		}}
-		f, created, err := store.PutFile(ctx, put("d.txt", true), body)
+		res, err = store.PutFile(ctx, put("d.txt", true), body, nil)
+		f, created := res.File, res.Created
 		if err != nil || !created || f.ID == old.ID || f.Version != 1 {
 			t.Fatalf("put after delete: %+v created=%v err=%v", f, created, err)
 		}
@@ -85,11 +92,13 @@ func TestPutFile(t *testing.T) {
 
 	t.Run("ReplaceSwitchesBlobsAtomically", func(t *testing.T) {
 		store, _ := setup(t)
-		v1, _, err := store.PutFile(ctx, put("a.txt", false), strings.NewReader("one"))
+		res, err := store.PutFile(ctx, put("a.txt", false), strings.NewReader("one"), nil)
+		v1 := res.File
 		if err != nil {
 			t.Fatal(err)
 		}
-		v2, created, err := store.PutFile(ctx, put("a.txt", true), strings.NewReader("two"))
+		res, err = store.PutFile(ctx, put("a.txt", true), strings.NewReader("two"), nil)
+		v2, created := res.File, res.Created
 		if err != nil || created || v2.ID != v1.ID || v2.BlobKey == v1.BlobKey || v2.Version != 2 {
 			t.Fatalf("replace: %+v created=%v err=%v", v2, created, err)
 		}

@@ -80,7 +80,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 // Ping reports whether Postgres and the bucket both answer.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
-		return translate(fmt.Errorf("ping postgres: %w", err))
+		return Translate(fmt.Errorf("ping postgres: %w", err))
 	}
 	ok, err := s.s3.BucketExists(ctx, s.bucket)
 	if err != nil {
@@ -94,3 +94,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // DeletedRetention is how long deleted files are kept.
 func (s *Store) DeletedRetention() time.Duration { return s.cfg.DeletedRetention }
+
+// Pool is the Postgres pool, for packages whose writes join this store's
+// transactions (idempotency records).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }

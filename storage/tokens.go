@@ -32,7 +32,7 @@ func (s *Store) CreateToken(ctx context.Context, subject string, scopes []string
 	_, err = s.pool.Exec(ctx, `INSERT INTO tokens (id, subject, token_hash, scopes) VALUES ($1, $2, $3, $4)`,
 		id, subject, sum[:], scopes)
 	if err != nil {
-		return "", "", translate(fmt.Errorf("create token: %w", err))
+		return "", "", Translate(fmt.Errorf("create token: %w", err))
 	}
 	return token, id, nil
 }
@@ -44,7 +44,7 @@ func (s *Store) RevokeToken(ctx context.Context, tokenOrID string) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, now())
 		WHERE token_hash = $1 OR id = $2`, sum[:], tokenOrID)
 	if err != nil {
-		return translate(fmt.Errorf("revoke token: %w", err))
+		return Translate(fmt.Errorf("revoke token: %w", err))
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("revoke token: %w", agentfs.ErrNotFound)
@@ -64,7 +64,7 @@ func (s *Store) Authenticate(ctx context.Context, token string) (agentfs.Princip
 	err := s.pool.QueryRow(ctx, `SELECT subject, scopes FROM tokens WHERE token_hash = $1 AND revoked_at IS NULL`,
 		sum[:]).Scan(&p.Subject, &p.Scopes)
 	if err != nil {
-		return agentfs.Principal{}, translate(fmt.Errorf("authenticate: %w", err))
+		return agentfs.Principal{}, Translate(fmt.Errorf("authenticate: %w", err))
 	}
 	return p, nil
 }

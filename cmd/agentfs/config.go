@@ -18,6 +18,14 @@ type config struct {
 	LogLevel   string
 	Storage    storage.Config
 	Limits     handlers.Limits
+	// IdempotencyLease is how long a claim lives without renewal; a claim
+	// of a process that died is taken over after it.
+	IdempotencyLease time.Duration
+	// SweepInterval is how often expired idempotency records are purged.
+	SweepInterval time.Duration
+	// FaultAfterCommit, for fault-injection tests only: "exit" kills the
+	// process after a keyed write committed, before its response.
+	FaultAfterCommit string
 }
 
 // loadConfig reads the AGENTFS_* variables, filling in defaults.
@@ -29,9 +37,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return def
 	}
 	c := config{
-		ListenAddr: env("AGENTFS_LISTEN_ADDR", "127.0.0.1:8080"),
-		LogFormat:  env("AGENTFS_LOG_FORMAT", "text"),
-		LogLevel:   env("AGENTFS_LOG_LEVEL", "info"),
+		ListenAddr:       env("AGENTFS_LISTEN_ADDR", "127.0.0.1:8080"),
+		LogFormat:        env("AGENTFS_LOG_FORMAT", "text"),
+		LogLevel:         env("AGENTFS_LOG_LEVEL", "info"),
+		FaultAfterCommit: env("AGENTFS_FAULT_AFTER_COMMIT", ""),
 		Storage: storage.Config{
 			DatabaseURL: env("AGENTFS_DATABASE_URL", ""),
 			S3Endpoint:  env("AGENTFS_S3_ENDPOINT", ""),
@@ -54,6 +63,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseBytes(env("AGENTFS_MAX_UPLOAD_BYTES", "5368709120"), "AGENTFS_MAX_UPLOAD_BYTES", &c.Limits.MaxUploadBytes))
 	check(parseDuration(env("AGENTFS_DELETED_RETENTION", "168h"), "AGENTFS_DELETED_RETENTION", &c.Storage.DeletedRetention))
 	check(parseDuration(env("AGENTFS_IDEMPOTENCY_RETENTION", "168h"), "AGENTFS_IDEMPOTENCY_RETENTION", &c.Limits.IdempotencyRetention))
+	check(parseDuration(env("AGENTFS_IDEMPOTENCY_LEASE", "30s"), "AGENTFS_IDEMPOTENCY_LEASE", &c.IdempotencyLease))
+	check(parseDuration(env("AGENTFS_SWEEP_INTERVAL", "5m"), "AGENTFS_SWEEP_INTERVAL", &c.SweepInterval))
 	c.Storage.PartSize = uint64(partSize)
 	c.Limits.DeletedRetention = c.Storage.DeletedRetention
 	if c.Storage.DatabaseURL == "" {
@@ -67,6 +78,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if c.Limits.IdempotencyRetention < 24*time.Hour {
 		errs = append(errs, "AGENTFS_IDEMPOTENCY_RETENTION must be at least 24h")
+	}
+	if c.IdempotencyLease < time.Second {
+		errs = append(errs, "AGENTFS_IDEMPOTENCY_LEASE must be at least 1s")
+	}
+	if c.FaultAfterCommit != "" && c.FaultAfterCommit != "exit" {
+		errs = append(errs, "AGENTFS_FAULT_AFTER_COMMIT must be empty or exit")
 	}
 	if len(errs) > 0 {
 		return c, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/agentfs/agentfs/handlers"
+	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/storage"
 )
 
@@ -36,11 +38,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return err
 	}
 	defer store.Close()
+	keys, err := idempotency.NewStore(store.Pool(), cfg.IdempotencyLease, cfg.Limits.IdempotencyRetention)
+	if err != nil {
+		return err
+	}
+	go sweep(ctx, log, keys, cfg.SweepInterval)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, err := handlers.New(handlers.Deps{
-		Files: store, Tokens: store, Health: store, Log: log,
+		Files: store, Keys: keys, Tokens: store, Health: store, Log: log,
 		PublicURL: cfg.PublicURL, Limits: cfg.Limits, Registry: reg,
+		AfterCommit: faultAfterCommit(cfg.FaultAfterCommit),
 	})
 	if err != nil {
 		return err
@@ -71,6 +79,38 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// sweep purges expired idempotency records every interval until ctx ends.
+// Deleting expired rows is idempotent, so instances may sweep at once.
+func sweep(ctx context.Context, log *slog.Logger, keys *idempotency.Store, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := keys.Sweep(ctx)
+		if err != nil {
+			log.Warn("idempotency sweep failed", "err", err)
+			continue
+		}
+		if n > 0 {
+			log.Info("idempotency sweep", "purged", n)
+		}
+	}
+}
+
+// faultAfterCommit returns the fault-injection hook named by
+// AGENTFS_FAULT_AFTER_COMMIT: "exit" dies like a killed process right after
+// a keyed write committed, before its response is sent.
+func faultAfterCommit(mode string) func() {
+	if mode != "exit" {
+		return nil
+	}
+	return func() { os.Exit(137) }
 }
 
 // openStore connects to Postgres and S3 and brings the schema up to date.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/handlers"
+	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
 )
@@ -58,6 +59,7 @@ func Spec(t testing.TB) (*openapi3.T, routers.Router) {
 type Server struct {
 	URL    string
 	Store  *storage.Store
+	Keys   *idempotency.Store
 	Config storage.Config
 	API    *handlers.API
 	Logs   *bytes.Buffer // everything the server logged
@@ -68,6 +70,8 @@ type Options struct {
 	Limits handlers.Limits
 	// Wrap, when set, wraps the store the handlers use (e.g. to inject a panic).
 	Wrap func(*storage.Store) handlers.Files
+	// Lease is the idempotency claim lease (default 30s).
+	Lease time.Duration
 }
 
 // NewServer starts the API on a fresh schema and bucket.
@@ -86,10 +90,17 @@ func NewServer(t testing.TB, opts Options) *Server {
 	if opts.Wrap != nil {
 		files = opts.Wrap(store)
 	}
+	if opts.Lease == 0 {
+		opts.Lease = 30 * time.Second
+	}
+	keys, err := idempotency.NewStore(store.Pool(), opts.Lease, opts.Limits.IdempotencyRetention)
+	if err != nil {
+		t.Fatal(err)
+	}
 	logs := &lockedBuffer{}
 	srv := httptest.NewUnstartedServer(nil)
 	api, err := handlers.New(handlers.Deps{
-		Files: files, Tokens: store, Health: store,
+		Files: files, Keys: keys, Tokens: store, Health: store,
 		Log:       slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		PublicURL: "http://" + srv.Listener.Addr().String(),
 		Limits:    opts.Limits, Registry: prometheus.NewRegistry(),
@@ -100,7 +111,7 @@ func NewServer(t testing.TB, opts Options) *Server {
 	srv.Config.Handler = api
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &Server{URL: srv.URL, Store: store, Config: cfg, API: api, Logs: &logs.Buffer}
+	return &Server{URL: srv.URL, Store: store, Keys: keys, Config: cfg, API: api, Logs: &logs.Buffer}
 }
 
 type lockedBuffer struct {
