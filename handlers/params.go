@@ -30,6 +30,9 @@ func parseContentDigest(h string) ([]byte, error) {
 			return nil, errors.New("Content-Digest sha-256 must be a byte sequence :BASE64:")
 		}
 		b, err := base64.StdEncoding.DecodeString(value[1 : len(value)-1])
+		if err != nil { // RFC 8941 parsers should accept missing padding
+			b, err = base64.RawStdEncoding.DecodeString(value[1 : len(value)-1])
+		}
 		if err != nil || len(b) != 32 {
 			return nil, errors.New("Content-Digest sha-256 must be the base64 of 32 bytes")
 		}

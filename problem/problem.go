@@ -113,6 +113,8 @@ func From(err error) (p *Problem, unexpected bool) {
 		return p, false
 	case errors.As(err, &blocked):
 		return New(ContentBlocked, "file is blocked: "+blocked.Reason), false
+	case errors.Is(err, agentfs.ErrBlocked):
+		return New(ContentBlocked, "file is blocked"), false
 	case errors.As(err, &tooBig), errors.Is(err, agentfs.ErrTooLarge):
 		return New(PayloadTooLarge, "the body exceeds the upload limit"), false
 	case errors.Is(err, agentfs.ErrNotFound):
@@ -149,6 +151,12 @@ func fromHTTPError(he *echo.HTTPError) *Problem {
 		return New(StorageUnavailable, "service unavailable")
 	case http.StatusRequestTimeout:
 		return New(RequestTimeout, "the request timed out")
+	case http.StatusForbidden:
+		return New(Forbidden, "not allowed")
+	case http.StatusLengthRequired:
+		return New(LengthRequired, "Content-Length is required")
+	case http.StatusTooManyRequests:
+		return New(RateLimited, "too many requests")
 	}
 	return New(Internal, "an internal error occurred")
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -59,7 +60,25 @@ func TestRunUsage(t *testing.T) {
 type process struct {
 	cmd  *exec.Cmd
 	url  string
-	logs *bytes.Buffer
+	logs *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer safe for a process's output and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func buildBinary(t *testing.T) string {
@@ -98,11 +117,11 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func startServe(t *testing.T, bin string, cfg storage.Config) *process {
+func startServe(t *testing.T, bin string, cfg storage.Config, env ...string) *process {
 	t.Helper()
 	addr := freeAddr(t)
-	p := &process{cmd: exec.Command(bin, "serve"), url: "http://" + addr, logs: &bytes.Buffer{}}
-	p.cmd.Env = environ(cfg, "AGENTFS_LISTEN_ADDR="+addr)
+	p := &process{cmd: exec.Command(bin, "serve"), url: "http://" + addr, logs: &syncBuffer{}}
+	p.cmd.Env = environ(cfg, append([]string{"AGENTFS_LISTEN_ADDR=" + addr}, env...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
