@@ -2,8 +2,8 @@ package handlers_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -243,5 +243,40 @@ func TestDigestAnswersBeforeBody(t *testing.T) {
 			t.Fatalf("status %d, want %d", res.StatusCode, tc.status)
 		}
 	}
-	_ = context.Background()
+}
+
+// TestLeaseRenewedWhileBodyStreams sends a body slower than the claim's
+// lease: the claim is renewed, so a repeat meanwhile is told to wait, never
+// allowed to take the key over.
+func TestLeaseRenewedWhileBodyStreams(t *testing.T) {
+	t.Parallel()
+	srv := apitest.NewServer(t, apitest.Options{Lease: time.Second})
+	c := srv.Client(t, "alice")
+	pr, pw := io.Pipe()
+	done := make(chan *apitest.Response, 1)
+	go func() {
+		done <- c.Do("POST", "/v1/files?path=slow.bin", pr, "Idempotency-Key", "slow-body")
+	}()
+	_, _ = pw.Write([]byte("first part "))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := c.Do("GET", "/v1/operations/slow-body", nil)
+		if res.Status == http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i := 0; i < 3; i++ { // three leases
+		time.Sleep(time.Second)
+		_, _ = pw.Write([]byte("more "))
+		c.Do("POST", "/v1/files?path=slow.bin", "first part more more more ", "Idempotency-Key", "slow-body").
+			ExpectProblem(t, http.StatusConflict, "OPERATION_IN_PROGRESS")
+	}
+	_, _ = pw.Write([]byte("more "))
+	pw.Close()
+	(<-done).Expect(t, http.StatusCreated)
+	again := c.Do("POST", "/v1/files?path=slow.bin", "first part more more more more ", "Idempotency-Key", "slow-body").Expect(t, 201)
+	if again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatal("the finished slow upload was not replayed")
+	}
 }
