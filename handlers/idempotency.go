@@ -153,6 +153,7 @@ func writeOutcome(c echo.Context, out idempotency.Outcome) error {
 // for a new file, else 200.
 func (a *API) fileOutcome(f *agentfs.File, created bool) idempotency.Outcome {
 	body, _ := json.Marshal(a.fileJSON(f))
+	body = append(body, '\n')
 	out := idempotency.Outcome{
 		Status:   http.StatusOK,
 		Header:   map[string]string{"ETag": f.ETag()},
