@@ -13,7 +13,6 @@ import (
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
-	"github.com/agentfs/agentfs/storage"
 )
 
 // createFile is POST /v1/files: a raw body, or multipart/form-data whose
@@ -26,10 +25,10 @@ func (a *API) createFile(c echo.Context) error {
 	var read []byte // the content's SHA-256 once PutFile has read it
 	return a.perform(c, write{
 		request: idempotency.PutRequest(put),
-		run: func(hook storage.CommitHook) (*agentfs.File, bool, error) {
-			res, err := a.deps.Files.PutFile(c.Request().Context(), put, body, hook)
+		run: func(rec record) (out idempotency.Outcome, err error) {
+			res, err := a.deps.Files.PutFile(c.Request().Context(), put, body, a.fileHook(rec, &out, fileContent))
 			read = res.ContentSHA256
-			return res.File, res.Created, err
+			return out, err
 		},
 		content: func() ([]byte, error) {
 			switch {
@@ -40,7 +39,6 @@ func (a *API) createFile(c echo.Context) error {
 			}
 			return hashBody(body, put.MaxBytes)
 		},
-		contentOf: fileContentOf,
 	})
 }
 
@@ -261,11 +259,12 @@ func (a *API) deleteFile(c echo.Context) error {
 	return a.perform(c, write{
 		request: idempotency.Request{Operation: "delete", Target: id,
 			Params: map[string]string{"if_match": ifMatch}, By: attributionOf(c)},
-		run: func(hook storage.CommitHook) (*agentfs.File, bool, error) {
-			f, err := a.deps.Files.DeleteFile(c.Request().Context(), principal(c).Subject, id, ifMatch, hook)
-			return f, false, err
+		run: func(rec record) (out idempotency.Outcome, err error) {
+			_, err = a.deps.Files.DeleteFile(c.Request().Context(), principal(c).Subject, id, ifMatch,
+				a.fileHook(rec, &out, noFileContent))
+			return out, err
 		},
-		content: noContent, contentOf: noContentOf,
+		content: noContent,
 	})
 }
 
@@ -274,11 +273,12 @@ func (a *API) restoreFile(c echo.Context) error {
 	id := c.Param("id")
 	return a.perform(c, write{
 		request: idempotency.Request{Operation: "restore", Target: id, By: attributionOf(c)},
-		run: func(hook storage.CommitHook) (*agentfs.File, bool, error) {
-			f, err := a.deps.Files.RestoreFile(c.Request().Context(), principal(c).Subject, id, hook)
-			return f, false, err
+		run: func(rec record) (out idempotency.Outcome, err error) {
+			_, err = a.deps.Files.RestoreFile(c.Request().Context(), principal(c).Subject, id,
+				a.fileHook(rec, &out, noFileContent))
+			return out, err
 		},
-		content: noContent, contentOf: noContentOf,
+		content: noContent,
 	})
 }
 

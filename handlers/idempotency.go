@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"context"
-	"github.com/jackc/pgx/v5"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
 	"github.com/agentfs/agentfs"
@@ -23,23 +23,42 @@ import (
 	"github.com/agentfs/agentfs/storage"
 )
 
-// write is one file write as admission sees it: what it asks, how to run
-// it, and how to learn its content's fingerprint.
+// record writes a keyed request's outcome in the transaction that commits
+// its effect; content is the content fingerprint of that request.
+type record func(ctx context.Context, tx pgx.Tx, content []byte, out idempotency.Outcome) error
+
+// write is one write as admission sees it: what it asks, how to run it,
+// and how to learn its content's fingerprint.
 type write struct {
 	request idempotency.Request
-	// run performs the write with hook in its committing transaction.
-	run func(hook storage.CommitHook) (f *agentfs.File, created bool, err error)
+	// run performs the write. With a key, record is non-nil and run must
+	// call it in the transaction that commits the effect.
+	run func(rec record) (idempotency.Outcome, error)
 	// content returns the SHA-256 standing for the content in the
 	// fingerprint (nil for writes without content), reading the body only
 	// if nothing else told it.
 	content func() ([]byte, error)
-	// contentOf is the content fingerprint of a write that succeeded.
-	contentOf func(f *agentfs.File) []byte
+	// current, when set, answers a replay with the resource's current
+	// state (routes that create a resource that keeps changing).
+	current func(rec *idempotency.Record) (idempotency.Outcome, error)
 }
 
-func noContent() ([]byte, error)           { return nil, nil }
-func noContentOf(*agentfs.File) []byte     { return nil }
-func fileContentOf(f *agentfs.File) []byte { b, _ := hex.DecodeString(f.SHA256); return b }
+func noContent() ([]byte, error) { return nil, nil }
+
+// fileHook is the storage hook of a write whose outcome is a file: it
+// renders the outcome into out and records it when the request is keyed.
+func (a *API) fileHook(rec record, out *idempotency.Outcome, content func(*agentfs.File) []byte) storage.CommitHook {
+	return func(ctx context.Context, tx pgx.Tx, f *agentfs.File, created bool) error {
+		*out = a.fileOutcome(f, created)
+		if rec == nil {
+			return nil
+		}
+		return rec(ctx, tx, content(f), *out)
+	}
+}
+
+func fileContent(f *agentfs.File) []byte { b, _ := hex.DecodeString(f.SHA256); return b }
+func noFileContent(*agentfs.File) []byte { return nil }
 
 // perform runs a write, under its Idempotency-Key when it has one: a first
 // request claims the key and records its outcome in the transaction of its
@@ -47,11 +66,11 @@ func fileContentOf(f *agentfs.File) []byte { b, _ := hex.DecodeString(f.SHA256);
 func (a *API) perform(c echo.Context, w write) error {
 	key, _ := c.Get(keyKey).(string)
 	if key == "" {
-		f, created, err := w.run(nil)
+		out, err := w.run(nil)
 		if err != nil {
 			return err
 		}
-		return writeOutcome(c, a.fileOutcome(f, created))
+		return writeOutcome(c, out)
 	}
 	req := c.Request()
 	claim, rec, err := a.deps.Keys.Begin(req.Context(), principal(c).Subject, key, req.Method, c.Path(), w.request.Sum())
@@ -59,14 +78,10 @@ func (a *API) perform(c echo.Context, w write) error {
 		return admissionError(err, key)
 	}
 	if rec != nil {
-		return a.replay(c, rec, w.content)
+		return a.replay(c, rec, w)
 	}
 	defer claim.Close()
-	var out idempotency.Outcome
-	_, _, err = w.run(func(ctx context.Context, tx pgx.Tx, f *agentfs.File, created bool) error {
-		out = a.fileOutcome(f, created)
-		return claim.Complete(ctx, tx, w.contentOf(f), out)
-	})
+	out, err := w.run(claim.Complete)
 	if err != nil {
 		return a.settle(c, claim, key, err, w.content)
 	}
@@ -117,16 +132,22 @@ func (a *API) release(c echo.Context, claim *idempotency.Claim) {
 
 // replay answers a repeat of a completed request with its recorded outcome,
 // once its content is known to be the same.
-func (a *API) replay(c echo.Context, rec *idempotency.Record, content func() ([]byte, error)) error {
-	sum, err := content()
+func (a *API) replay(c echo.Context, rec *idempotency.Record, w write) error {
+	sum, err := w.content()
 	if err != nil {
 		return err
 	}
 	if !bytes.Equal(sum, rec.ContentHash) {
 		return admissionError(idempotency.ErrConflict, rec.Key)
 	}
+	out := rec.Outcome
+	if w.current != nil && out.Status < 300 {
+		if out, err = w.current(rec); err != nil {
+			return err
+		}
+	}
 	c.Response().Header().Set(replayHeader, "true")
-	return writeOutcome(c, rec.Outcome)
+	return writeOutcome(c, out)
 }
 
 // replayHeader marks a response replayed from a recorded outcome.
