@@ -1,0 +1,305 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"io"
+	"iter"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// File is a stored file's metadata (openapi.yaml, schema File).
+type File struct {
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Path        string `json:"path"`
+	SizeBytes   int64  `json:"size_bytes"`
+	ContentType string `json:"content_type"`
+	// SHA256 is the lowercase hex SHA-256 of the whole content.
+	SHA256 string `json:"sha256"`
+	// ETag is the quoted SHA256, as the ETag header carries it.
+	ETag    string `json:"etag"`
+	Version int64  `json:"version"`
+	// URL is the stable content URL; it survives replaces.
+	URL string `json:"url"`
+	// AgentID and RunID are those of the request that created the file
+	// (what ListOptions filters on); nil when it sent none.
+	AgentID *string `json:"agent_id"`
+	RunID   *string `json:"run_id"`
+	// LastAgentID and LastRunID are those of the latest write.
+	LastAgentID *string    `json:"last_agent_id"`
+	LastRunID   *string    `json:"last_run_id"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	DeletedAt   *time.Time `json:"deleted_at"`
+	PurgeAfter  *time.Time `json:"purge_after"`
+	Blocked     bool       `json:"blocked"`
+}
+
+// FileList is one page of files, newest first (schema FileList).
+type FileList struct {
+	Data    []File `json:"data"`
+	HasMore bool   `json:"has_more"`
+	// NextCursor is ListOptions.Cursor for the next page; nil on the last.
+	NextCursor *string `json:"next_cursor"`
+}
+
+// PutOptions adjust PutFile. The zero value creates a new file and fails
+// with PATH_EXISTS if a live file holds the path.
+type PutOptions struct {
+	// Replace replaces the live file at the path (if_exists=replace): it
+	// keeps its id and url. Replace uploads are safe to repeat.
+	Replace bool
+	// IfMatch replaces only the live file with this ETag (412 otherwise);
+	// it needs Replace.
+	IfMatch string
+	// IfNoneMatchAny creates only when no live file holds the path (412
+	// otherwise).
+	IfNoneMatchAny bool
+	// ContentType is stored as the file's content_type; the server's
+	// default is application/octet-stream.
+	ContentType string
+	// ContentDigest is an RFC 9530 digest of the body, "sha-256=:BASE64:"
+	// (see Digest). The server verifies it, and with an Idempotency-Key it
+	// answers a replay before reading the body.
+	ContentDigest string
+	// IdempotencyKey names this logical upload; by default the client
+	// generates one per call and sends it on every attempt.
+	IdempotencyKey string
+	// GetBody returns a fresh copy of the body for a repeat attempt, for a
+	// body that is not an io.ReadSeeker. Without either, the body is sent
+	// once only.
+	GetBody func() (io.ReadCloser, error)
+}
+
+// PutFile uploads body as the file at path (POST /v1/files) and returns
+// its metadata. The body streams: an io.ReadSeeker (an *os.File, a
+// bytes.Reader) is sent with its length from its current offset and
+// rewound for every attempt; any other reader is sent chunked, once.
+func (c *Client) PutFile(ctx context.Context, path string, body io.Reader, opts PutOptions) (*File, error) {
+	q := url.Values{"path": {path}}
+	if opts.Replace {
+		q.Set("if_exists", "replace")
+	}
+	r := newRequest(routePutFile, "/v1/files").withKey(c.keyFor(opts.IdempotencyKey))
+	r.query, r.Replace, r.body = q, opts.Replace, newBody(body, opts.GetBody)
+	setIf(r.header, "Content-Type", opts.ContentType)
+	setIf(r.header, "Content-Digest", opts.ContentDigest)
+	setIf(r.header, "If-Match", opts.IfMatch)
+	if opts.IfNoneMatchAny {
+		r.header.Set("If-None-Match", "*")
+	}
+	return c.fileCall(ctx, r)
+}
+
+// Digest returns the RFC 9530 Content-Digest of content whose SHA-256 is
+// sum: "sha-256=:BASE64:".
+func Digest(sum []byte) string {
+	return "sha-256=:" + base64.StdEncoding.EncodeToString(sum) + ":"
+}
+
+// File returns a file's metadata (GET /v1/files/{id}), also of a deleted
+// file that is not purged yet.
+func (c *Client) File(ctx context.Context, id string) (*File, error) {
+	return c.fileCall(ctx, newRequest(routeFile, filePath(id)))
+}
+
+// DeleteOptions adjust DeleteFile.
+type DeleteOptions struct {
+	// IfMatch deletes only while the file has this ETag (412 otherwise).
+	IfMatch string
+	// IdempotencyKey names this delete; generated when empty.
+	IdempotencyKey string
+}
+
+// DeleteFile soft-deletes a file (DELETE /v1/files/{id}) and returns it
+// with DeletedAt and PurgeAfter set. Deleting a deleted file is safe.
+func (c *Client) DeleteFile(ctx context.Context, id string, opts DeleteOptions) (*File, error) {
+	r := newRequest(routeDeleteFile, filePath(id)).withKey(c.keyFor(opts.IdempotencyKey))
+	setIf(r.header, "If-Match", opts.IfMatch)
+	return c.fileCall(ctx, r)
+}
+
+// RestoreOptions adjust RestoreFile.
+type RestoreOptions struct {
+	// IdempotencyKey names this restore; generated when empty.
+	IdempotencyKey string
+}
+
+// RestoreFile undoes a delete (POST /v1/files/{id}/restore); a live file
+// is returned unchanged. PATH_EXISTS means another file took the path.
+func (c *Client) RestoreFile(ctx context.Context, id string, opts RestoreOptions) (*File, error) {
+	r := newRequest(routeRestoreFile, filePath(id)+"/restore").withKey(c.keyFor(opts.IdempotencyKey))
+	return c.fileCall(ctx, r)
+}
+
+func (c *Client) fileCall(ctx context.Context, r *request) (*File, error) {
+	res, err := c.do(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	var f File
+	if err := decodeJSON(res, &f); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+func filePath(id string) string { return "/v1/files/" + url.PathEscape(id) }
+
+func setIf(h http.Header, name, value string) {
+	if value != "" {
+		h.Set(name, value)
+	}
+}
+
+// ListOptions filter and page ListFiles. Filters combine with AND.
+type ListOptions struct {
+	RunID   string // files whose creating request carried this X-Run-ID
+	AgentID string // files whose creating request carried this X-Agent-ID
+	Prefix  string // paths starting with this string
+	Path    string // exactly this path
+	// IncludeDeleted includes deleted files that are not purged yet.
+	IncludeDeleted bool
+	// Limit is the page size, 1-1000; zero means the server's default (100).
+	Limit int
+	// Cursor is a previous page's NextCursor.
+	Cursor string
+}
+
+// ListFiles returns one page of files, newest first (GET /v1/files).
+func (c *Client) ListFiles(ctx context.Context, opts ListOptions) (*FileList, error) {
+	q := url.Values{}
+	for name, v := range map[string]string{"run_id": opts.RunID, "agent_id": opts.AgentID,
+		"prefix": opts.Prefix, "path": opts.Path, "cursor": opts.Cursor} {
+		if v != "" {
+			q.Set(name, v)
+		}
+	}
+	if opts.IncludeDeleted {
+		q.Set("include_deleted", "true")
+	}
+	if opts.Limit != 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	r := newRequest(routeListFiles, "/v1/files")
+	r.query = q
+	res, err := c.do(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	var l FileList
+	if err := decodeJSON(res, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// AllFiles iterates over every file that matches opts, page after page
+// (opts.Limit is the page size). It stops at the first error, which it
+// yields with a nil file.
+//
+//	for f, err := range c.AllFiles(ctx, client.ListOptions{RunID: "run-1"}) {
+//		if err != nil { return err }
+//		fmt.Println(f.Path)
+//	}
+func (c *Client) AllFiles(ctx context.Context, opts ListOptions) iter.Seq2[*File, error] {
+	return func(yield func(*File, error) bool) {
+		for {
+			page, err := c.ListFiles(ctx, opts)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for i := range page.Data {
+				if !yield(&page.Data[i], nil) {
+					return
+				}
+			}
+			if !page.HasMore || page.NextCursor == nil {
+				return
+			}
+			opts.Cursor = *page.NextCursor
+		}
+	}
+}
+
+// ContentOptions adjust FileContent.
+type ContentOptions struct {
+	// Range asks for one byte range, "bytes=0-1023", "bytes=100-" or
+	// "bytes=-100"; the answer is then 206 with ContentRange set.
+	Range string
+	// IfRange honours Range only while the file has this ETag; otherwise
+	// the whole content comes back (200).
+	IfRange string
+}
+
+// Content is a file's bytes as they stream from the server, with what the
+// response said about them. Close it when done.
+type Content struct {
+	io.ReadCloser
+	// Status is 200 for the whole content, 206 for a range.
+	Status      int
+	ContentType string
+	// Length is the number of bytes in this response, -1 if unknown.
+	Length int64
+	ETag   string
+	// SHA256 is the lowercase hex SHA-256 of the whole content (from
+	// Repr-Digest), also for a range.
+	SHA256 string
+	// ContentRange is "bytes a-b/size" for a range, else empty.
+	ContentRange string
+	// Filename is the last segment of the file's path.
+	Filename     string
+	LastModified time.Time
+}
+
+// FileContent opens a live file's content (GET /v1/files/{id}/content).
+// The request is retried until the response starts; the caller reads
+// the body as it streams.
+func (c *Client) FileContent(ctx context.Context, id string, opts ContentOptions) (*Content, error) {
+	r := newRequest(routeFileContent, filePath(id)+"/content")
+	setIf(r.header, "Range", opts.Range)
+	setIf(r.header, "If-Range", opts.IfRange)
+	res, err := c.do(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	h := res.Header
+	out := &Content{
+		ReadCloser:   res.Body,
+		Status:       res.StatusCode,
+		ContentType:  h.Get("Content-Type"),
+		Length:       res.ContentLength,
+		ETag:         h.Get("ETag"),
+		SHA256:       sha256OfDigest(h.Get("Repr-Digest")),
+		ContentRange: h.Get("Content-Range"),
+	}
+	if _, params, err := mime.ParseMediaType(h.Get("Content-Disposition")); err == nil {
+		out.Filename = params["filename"]
+	}
+	out.LastModified, _ = http.ParseTime(h.Get("Last-Modified"))
+	return out, nil
+}
+
+// sha256OfDigest reads the sha-256 member of an RFC 9530 digest header as
+// lowercase hex, or "" when there is none.
+func sha256OfDigest(v string) string {
+	for _, member := range strings.Split(v, ",") {
+		name, val, ok := strings.Cut(strings.TrimSpace(member), "=")
+		if !ok || !strings.EqualFold(name, "sha-256") || len(val) < 2 || val[0] != ':' || val[len(val)-1] != ':' {
+			continue
+		}
+		sum, err := base64.StdEncoding.DecodeString(val[1 : len(val)-1])
+		if err == nil && len(sum) == 32 {
+			return hex.EncodeToString(sum)
+		}
+	}
+	return ""
+}
