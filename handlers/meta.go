@@ -58,6 +58,7 @@ func (a *API) protocol(c echo.Context) error {
 			"safe_operations": []string{
 				"GET", "HEAD", "any write with an Idempotency-Key", "POST /v1/files?if_exists=replace",
 				"DELETE /v1/files/{id}", "POST /v1/files/{id}/restore",
+				"POST /v1/uploads", "PUT /v1/uploads/{id}/parts/{n}", "POST /v1/uploads/{id}/complete", "DELETE /v1/uploads/{id}",
 			},
 			"initial_delay_ms": 1000,
 			"max_delay_ms":     30000,
@@ -70,6 +71,10 @@ func (a *API) protocol(c echo.Context) error {
 			"list_limit_default":        defaultListLimit,
 			"list_limit_max":            maxListLimit,
 			"deleted_retention_seconds": int64(l.DeletedRetention.Seconds()),
+			"max_upload_session_bytes":  l.MaxUploadSessionBytes,
+			"upload_part_size":          l.UploadPartSize,
+			"upload_max_parts":          agentfs.MaxParts,
+			"upload_ttl_seconds":        int64(l.UploadTTL.Seconds()),
 		},
 	})
 }

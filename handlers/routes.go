@@ -50,14 +50,20 @@ type Pinger interface {
 
 // Limits are the configurable bounds the API enforces and advertises.
 type Limits struct {
-	MaxUploadBytes       int64
-	IdempotencyRetention time.Duration
-	DeletedRetention     time.Duration
+	MaxUploadBytes int64
+	// Upload sessions: the largest file, the preferred part size, and how
+	// long a session lives.
+	MaxUploadSessionBytes int64
+	UploadPartSize        int64
+	UploadTTL             time.Duration
+	IdempotencyRetention  time.Duration
+	DeletedRetention      time.Duration
 }
 
 // Deps are what the API needs; New rejects missing ones.
 type Deps struct {
 	Files     Files
+	Uploads   Uploads
 	Keys      Keys
 	Tokens    Tokens
 	Health    Pinger
@@ -80,14 +86,16 @@ type API struct {
 // New builds the API and its routes.
 func New(d Deps) (*API, error) {
 	switch {
-	case d.Files == nil, d.Keys == nil, d.Tokens == nil, d.Health == nil:
-		return nil, errors.New("handlers: Files, Keys, Tokens and Health are required")
+	case d.Files == nil, d.Uploads == nil, d.Keys == nil, d.Tokens == nil, d.Health == nil:
+		return nil, errors.New("handlers: Files, Uploads, Keys, Tokens and Health are required")
 	case d.Log == nil, d.Registry == nil:
 		return nil, errors.New("handlers: Log and Registry are required")
 	case d.PublicURL == "":
 		return nil, errors.New("handlers: PublicURL is required")
-	case d.Limits.MaxUploadBytes <= 0:
-		return nil, errors.New("handlers: Limits.MaxUploadBytes must be positive")
+	case d.Limits.MaxUploadBytes <= 0, d.Limits.MaxUploadSessionBytes <= 0:
+		return nil, errors.New("handlers: Limits.MaxUploadBytes and MaxUploadSessionBytes must be positive")
+	case d.Limits.UploadPartSize < agentfs.MinPartSize, d.Limits.UploadTTL <= 0:
+		return nil, errors.New("handlers: Limits.UploadPartSize must be at least 5 MiB and UploadTTL positive")
 	}
 	a := &API{deps: d, echo: echo.New()}
 	a.routes()
@@ -125,5 +133,10 @@ func (a *API) routes() {
 	v1.HEAD("/files/:id/content", a.getContent, mw...)
 	v1.DELETE("/files/:id", a.deleteFile, mw...)
 	v1.POST("/files/:id/restore", a.restoreFile, mw...)
+	v1.POST("/uploads", a.createUpload, mw...)
+	v1.GET("/uploads/:id", a.getUpload, mw...)
+	v1.PUT("/uploads/:id/parts/:n", a.putPart, mw...)
+	v1.POST("/uploads/:id/complete", a.completeUpload, mw...)
+	v1.DELETE("/uploads/:id", a.abortUpload, mw...)
 	v1.GET("/operations/:idempotency_key", a.getOperation, mw...)
 }

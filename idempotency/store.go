@@ -303,6 +303,8 @@ func DispositionOf(status int, code string) Disposition {
 	switch {
 	case status >= 200 && status < 300:
 		return Keep
+	case code == "OPERATION_IN_PROGRESS":
+		return Release
 	case status == http.StatusNotFound, status == http.StatusConflict,
 		status == http.StatusPreconditionFailed, status == http.StatusUnavailableForLegalReasons:
 		return Keep

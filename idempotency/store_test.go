@@ -176,7 +176,7 @@ func TestDispositionOf(t *testing.T) {
 		{422, "SIZE_MISMATCH", idempotency.Keep}, {422, "PARTS_MISSING", idempotency.Keep},
 		{422, "CHECKSUM_MISMATCH", idempotency.Release}, {408, "REQUEST_TIMEOUT", idempotency.Release},
 		{429, "RATE_LIMITED", idempotency.Release}, {500, "INTERNAL", idempotency.Release},
-		{503, "STORAGE_UNAVAILABLE", idempotency.Release}, {413, "PAYLOAD_TOO_LARGE", idempotency.Release},
+		{503, "STORAGE_UNAVAILABLE", idempotency.Release}, {413, "PAYLOAD_TOO_LARGE", idempotency.Release}, {409, "OPERATION_IN_PROGRESS", idempotency.Release},
 	} {
 		if got := idempotency.DispositionOf(tc.status, tc.code); got != tc.want {
 			t.Errorf("%d %s: %v, want %v", tc.status, tc.code, got, tc.want)

@@ -103,6 +103,8 @@ func From(err error) (p *Problem, unexpected bool) {
 		exists  *agentfs.PathExistsError
 		blocked *agentfs.BlockedError
 		tooBig  *http.MaxBytesError
+		state   *agentfs.UploadStateError
+		missing *agentfs.PartsMissingError
 	)
 	switch {
 	case errors.As(err, &pe):
@@ -117,6 +119,18 @@ func From(err error) (p *Problem, unexpected bool) {
 		return New(ContentBlocked, "file is blocked"), false
 	case errors.As(err, &tooBig), errors.Is(err, agentfs.ErrTooLarge):
 		return New(PayloadTooLarge, "the body exceeds the upload limit"), false
+	case errors.As(err, &state):
+		return uploadState(state.Status), false
+	case errors.As(err, &missing):
+		p := New(PartsMissing, "the upload lacks parts; send them, then complete again")
+		p.MissingParts = missing.Missing
+		return p, false
+	case errors.Is(err, agentfs.ErrSizeMismatch):
+		return New(SizeMismatch, "the body's size is not the size required: "+err.Error()), false
+	case errors.Is(err, agentfs.ErrPartOutOfRange):
+		return Validation("part_number", err.Error()), false
+	case errors.Is(err, agentfs.ErrUploadCompleting):
+		return New(OperationInProgress, "another request is completing this upload; retry shortly"), false
 	case errors.Is(err, agentfs.ErrNotFound):
 		return New(NotFound, "no such resource"), false
 	case errors.Is(err, agentfs.ErrPreconditionFailed):
@@ -131,6 +145,16 @@ func From(err error) (p *Problem, unexpected bool) {
 		return New(RequestTimeout, "the request was cancelled before it completed"), false
 	}
 	return New(Internal, "an internal error occurred"), true
+}
+
+func uploadState(status string) *Problem {
+	switch status {
+	case agentfs.UploadCompleted:
+		return New(UploadCompleted, "the upload session is completed; it takes no more parts")
+	case agentfs.UploadExpired:
+		return New(UploadExpired, "the upload session expired; start a new one")
+	}
+	return New(UploadAborted, "the upload session is "+status+"; start a new one")
 }
 
 func fromHTTPError(he *echo.HTTPError) *Problem {

@@ -63,6 +63,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseBytes(env("AGENTFS_MAX_UPLOAD_BYTES", "5368709120"), "AGENTFS_MAX_UPLOAD_BYTES", &c.Limits.MaxUploadBytes))
 	check(parseDuration(env("AGENTFS_DELETED_RETENTION", "168h"), "AGENTFS_DELETED_RETENTION", &c.Storage.DeletedRetention))
 	check(parseDuration(env("AGENTFS_IDEMPOTENCY_RETENTION", "168h"), "AGENTFS_IDEMPOTENCY_RETENTION", &c.Limits.IdempotencyRetention))
+	check(parseBytes(env("AGENTFS_MAX_UPLOAD_SESSION_BYTES", "5497558138880"), "AGENTFS_MAX_UPLOAD_SESSION_BYTES", &c.Limits.MaxUploadSessionBytes))
+	check(parseBytes(env("AGENTFS_UPLOAD_PART_SIZE", "8388608"), "AGENTFS_UPLOAD_PART_SIZE", &c.Limits.UploadPartSize))
+	check(parseDuration(env("AGENTFS_UPLOAD_TTL", "24h"), "AGENTFS_UPLOAD_TTL", &c.Limits.UploadTTL))
 	check(parseDuration(env("AGENTFS_IDEMPOTENCY_LEASE", "30s"), "AGENTFS_IDEMPOTENCY_LEASE", &c.IdempotencyLease))
 	check(parseDuration(env("AGENTFS_SWEEP_INTERVAL", "5m"), "AGENTFS_SWEEP_INTERVAL", &c.SweepInterval))
 	c.Storage.PartSize = uint64(partSize)
@@ -78,6 +81,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if c.Limits.IdempotencyRetention < 24*time.Hour {
 		errs = append(errs, "AGENTFS_IDEMPOTENCY_RETENTION must be at least 24h")
+	}
+	if c.Limits.UploadPartSize != 0 && c.Limits.UploadPartSize < 5<<20 {
+		errs = append(errs, "AGENTFS_UPLOAD_PART_SIZE must be at least 5 MiB")
 	}
 	if c.IdempotencyLease < time.Second {
 		errs = append(errs, "AGENTFS_IDEMPOTENCY_LEASE must be at least 1s")

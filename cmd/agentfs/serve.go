@@ -19,6 +19,7 @@ import (
 	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/storage"
+	"github.com/agentfs/agentfs/sweeper"
 )
 
 // serve runs the API until ctx is cancelled, then drains requests.
@@ -42,11 +43,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
-	go sweep(ctx, log, keys, cfg.SweepInterval)
+	go sweeper.Run(ctx, log, cfg.SweepInterval,
+		sweeper.Task{Name: "idempotency records", Run: keys.Sweep},
+		sweeper.Task{Name: "expired uploads", Run: func(ctx context.Context) (int64, error) {
+			n, err := store.ExpireUploads(ctx)
+			return int64(n), err
+		}})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, err := handlers.New(handlers.Deps{
-		Files: store, Keys: keys, Tokens: store, Health: store, Log: log,
+		Files: store, Uploads: store, Keys: keys, Tokens: store, Health: store, Log: log,
 		PublicURL: cfg.PublicURL, Limits: cfg.Limits, Registry: reg,
 		AfterCommit: faultAfterCommit(cfg.FaultAfterCommit),
 	})
@@ -79,28 +85,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
-}
-
-// sweep purges expired idempotency records every interval until ctx ends.
-// Deleting expired rows is idempotent, so instances may sweep at once.
-func sweep(ctx context.Context, log *slog.Logger, keys *idempotency.Store, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		n, err := keys.Sweep(ctx)
-		if err != nil {
-			log.Warn("idempotency sweep failed", "err", err)
-			continue
-		}
-		if n > 0 {
-			log.Info("idempotency sweep", "purged", n)
-		}
-	}
 }
 
 // faultAfterCommit returns the fault-injection hook named by

@@ -82,6 +82,15 @@ func NewServer(t testing.TB, opts Options) *Server {
 	if opts.Limits.MaxUploadBytes == 0 {
 		opts.Limits.MaxUploadBytes = 64 << 20
 	}
+	if opts.Limits.MaxUploadSessionBytes == 0 {
+		opts.Limits.MaxUploadSessionBytes = 1 << 40
+	}
+	if opts.Limits.UploadPartSize == 0 {
+		opts.Limits.UploadPartSize = 5 << 20
+	}
+	if opts.Limits.UploadTTL == 0 {
+		opts.Limits.UploadTTL = time.Hour
+	}
 	if opts.Limits.IdempotencyRetention == 0 {
 		opts.Limits.IdempotencyRetention = 7 * 24 * time.Hour
 	}
@@ -100,7 +109,7 @@ func NewServer(t testing.TB, opts Options) *Server {
 	logs := &lockedBuffer{}
 	srv := httptest.NewUnstartedServer(nil)
 	api, err := handlers.New(handlers.Deps{
-		Files: files, Keys: keys, Tokens: store, Health: store,
+		Files: files, Uploads: store, Keys: keys, Tokens: store, Health: store,
 		Log:       slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		PublicURL: "http://" + srv.Listener.Addr().String(),
 		Limits:    opts.Limits, Registry: prometheus.NewRegistry(),
@@ -111,6 +120,17 @@ func NewServer(t testing.TB, opts Options) *Server {
 	srv.Config.Handler = api
 	srv.Start()
 	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs.mu.Lock()
+			defer logs.mu.Unlock()
+			for _, line := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") {
+					t.Log("server: " + line)
+				}
+			}
+		}
+	})
 	return &Server{URL: srv.URL, Store: store, Keys: keys, Config: cfg, API: api, Logs: &logs.Buffer}
 }
 

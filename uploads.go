@@ -1,0 +1,115 @@
+package agentfs
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Upload session states.
+const (
+	UploadPending    = "pending"
+	UploadCompleting = "completing"
+	UploadCompleted  = "completed"
+	UploadAborted    = "aborted"
+	UploadExpired    = "expired"
+	UploadFailed     = "failed"
+)
+
+// S3 multipart limits the part plan must respect.
+const (
+	MinPartSize = 5 << 20
+	MaxParts    = 10000
+)
+
+// Upload is a multipart upload session: a large file sent in parts that go
+// straight into an S3 multipart upload, then assembled into a file.
+type Upload struct {
+	ID          string
+	Subject     string
+	Path        string
+	SizeBytes   int64
+	ContentType string
+	Replace     bool
+	SHA256      string // the whole file's, when the caller declared it
+	PartSize    int64
+	PartCount   int
+	Status      string
+	Parts       []Part
+	ExpiresAt   time.Time
+	FileID      string
+	Error       []byte // the problem that failed it (JSON)
+	By          Attribution
+	CreatedAt   time.Time
+
+	S3UploadID  string
+	BlobKey     string
+	HashedParts int    // parts 1..HashedParts are folded into HashState
+	HashState   []byte // a marshalled SHA-256 of the content so far
+	Assembled   bool   // the S3 multipart upload was completed into BlobKey
+}
+
+// Part is one received part of an upload.
+type Part struct {
+	Number    int
+	SizeBytes int64
+	SHA256    string
+	ETag      string // S3's, for the complete request
+}
+
+// PlanParts chooses the part size for a file: the preferred size (at least
+// 5 MiB), grown in whole MiB until the file needs at most 10,000 parts.
+func PlanParts(size, preferred int64) (partSize int64, count int) {
+	partSize = max(preferred, MinPartSize)
+	if need := (size + MaxParts - 1) / MaxParts; need > partSize {
+		partSize = (need + (1<<20 - 1)) &^ (1<<20 - 1)
+	}
+	count = int((size + partSize - 1) / partSize)
+	return partSize, max(count, 1)
+}
+
+// PartSizeOf returns the exact size part n must have.
+func (u *Upload) PartSizeOf(n int) (int64, error) {
+	if n < 1 || n > u.PartCount {
+		return 0, fmt.Errorf("%w: part number must be between 1 and %d", ErrPartOutOfRange, u.PartCount)
+	}
+	if n < u.PartCount {
+		return u.PartSize, nil
+	}
+	return u.SizeBytes - int64(u.PartCount-1)*u.PartSize, nil
+}
+
+// MissingParts lists the part numbers not received yet.
+func (u *Upload) MissingParts() []int {
+	have := make(map[int]bool, len(u.Parts))
+	for _, p := range u.Parts {
+		have[p.Number] = true
+	}
+	var missing []int
+	for n := 1; n <= u.PartCount; n++ {
+		if !have[n] {
+			missing = append(missing, n)
+		}
+	}
+	return missing
+}
+
+// UploadStateError says a session is no longer pending.
+type UploadStateError struct{ Status string }
+
+func (e *UploadStateError) Error() string { return "upload session is " + e.Status }
+
+// PartsMissingError says a complete came before every part.
+type PartsMissingError struct{ Missing []int }
+
+func (e *PartsMissingError) Error() string { return fmt.Sprintf("parts missing: %v", e.Missing) }
+
+// Errors of upload sessions.
+var (
+	// ErrSizeMismatch says a body's size is not the size required.
+	ErrSizeMismatch = errors.New("size mismatch")
+	// ErrPartOutOfRange says a part number is outside 1..part_count.
+	ErrPartOutOfRange = errors.New("part number out of range")
+	// ErrUploadCompleting says another request is assembling the session.
+	ErrUploadCompleting = errors.New("upload is being completed by another request")
+)
