@@ -1,0 +1,107 @@
+// Package client is the Go SDK of AgentFS, file storage for AI agents
+// that is safe to retry. Every method takes a context, streams bodies, and
+// retries only what cannot happen twice.
+//
+// # A complete example
+//
+// Upload a report as run "run-1", read it back, list what the run made,
+// and handle the errors that mean something:
+//
+//	package main
+//
+//	import (
+//		"context"
+//		"errors"
+//		"fmt"
+//		"io"
+//		"log"
+//		"os"
+//
+//		"github.com/agentfs/agentfs/client"
+//	)
+//
+//	func main() {
+//		ctx := context.Background()
+//		c, err := client.New(os.Getenv("AGENTFS_URL"), os.Getenv("AGENTFS_TOKEN"),
+//			client.WithAgentID("planner"), client.WithRunID("run-1"))
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//
+//		// An *os.File is an io.ReadSeeker: it streams with its length and
+//		// is rewound if the upload has to be sent again.
+//		local, err := os.Open("summary.md")
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		defer local.Close()
+//		// Without Replace, a live file at the path is PATH_EXISTS; with
+//		// it, that file is replaced and keeps its id and url.
+//		f, err := c.PutFile(ctx, "reports/summary.md", local, client.PutOptions{
+//			ContentType: "text/markdown",
+//		})
+//		var p *client.Problem
+//		switch {
+//		case errors.As(err, &p) && p.Code == "PATH_EXISTS":
+//			log.Fatalf("the path is taken by %s", p.ExistingFileID)
+//		case err != nil:
+//			log.Fatal(err) // a *client.Problem, ctx.Err(), or a network error
+//		}
+//		fmt.Println(f.ID, f.Version, f.URL)
+//
+//		content, err := c.FileContent(ctx, f.ID, client.ContentOptions{})
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		defer content.Close()
+//		if _, err := io.Copy(os.Stdout, content); err != nil {
+//			log.Fatal(err)
+//		}
+//
+//		for f, err := range c.AllFiles(ctx, client.ListOptions{RunID: "run-1"}) {
+//			if err != nil {
+//				log.Fatal(err)
+//			}
+//			fmt.Println(f.Path, f.SizeBytes)
+//		}
+//	}
+//
+// # Errors
+//
+// A server error is a *Problem (RFC 9457): branch on its Code
+// (PATH_EXISTS, PRECONDITION_FAILED, NOT_FOUND, ...; ErrorCode reads it
+// from any error); its RequestID names the request in the server's logs.
+// A cancelled context returns ctx.Err(); anything else (a refused
+// connection, a response that never came) is a wrapped error.
+//
+// # Retries
+//
+// The policy is the server's (GET /v1/protocol; see RetryPolicy):
+//
+//   - 408, 429 and 5xx are retried, and so is a connection that failed
+//     before any response when the request is safe to repeat: reads,
+//     anything with an Idempotency-Key, replace uploads, deletes and
+//     restores. No other 4xx is ever retried: it would fail the same way.
+//   - Every write gets one Idempotency-Key (PutOptions.IdempotencyKey, or
+//     a random one) that all its attempts share, so a retry after a lost
+//     response replays the first outcome instead of writing twice.
+//     WithoutIdempotencyKeys turns generation off; a plain create is then
+//     not repeated after a lost connection.
+//   - Waits use full jitter, a random time up to a delay that doubles from
+//     1 s to 30 s, for at most 8 attempts. Retry-After is a floor: the
+//     client waits at least that long, and stops at once with the problem
+//     when the hint is above RetryPolicy.MaxDelay. Cancelling the context
+//     ends a wait.
+//   - OPERATION_IN_PROGRESS (another request holds the key) is answered by
+//     polling GET /v1/operations/{key} after Retry-After: the recorded
+//     outcome is returned, a recorded problem included. Only a 404, which
+//     proves that nothing happened under the key, sends the write again.
+//   - A body is sent again only if it can be re-read: an io.ReadSeeker
+//     (an *os.File, a bytes.Reader, a strings.Reader), or any reader with
+//     PutOptions.GetBody. A stream that was read is sent once.
+//
+// Keep the key of a write you may need to repeat from another process
+// (NewIdempotencyKey, or one derived from your own job id): the same key
+// and request always get the first outcome, within the server's
+// idempotency retention. Use each key for one request only.
+package client
