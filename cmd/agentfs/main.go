@@ -4,6 +4,7 @@
 //	agentfs migrate               apply database migrations and create the bucket
 //	agentfs token create --subject NAME [--scopes read,write]
 //	agentfs token revoke TOKEN_OR_ID
+//	agentfs put|get|ls|rm|restore|protocol   the client verbs (see --help of each)
 //
 // It is configured by AGENTFS_* environment variables; see the README.
 package main
@@ -49,7 +50,18 @@ Usage:
                                                   print a new bearer token alone on one line
   agentfs token revoke TOKEN_OR_ID                revoke a token
 
+Client (talks to a running server; retries only what is safe to repeat):
+  agentfs put LOCAL REMOTE_PATH [--replace]       upload a file
+  agentfs get ID [LOCAL]                          download a file (stdout without LOCAL)
+  agentfs get --path REMOTE_PATH [LOCAL]          download the live file at a path
+  agentfs ls [--run R] [--agent A] [--prefix P]   list files, newest first
+  agentfs rm ID                                   delete a file (restorable)
+  agentfs restore ID                              undo a delete
+  agentfs protocol                                show the server's retry and idempotency rules
+Each verb explains itself with --help.
+
 Configuration is read from AGENTFS_* environment variables; see the README.
+The client verbs read AGENTFS_URL, AGENTFS_TOKEN, AGENTFS_AGENT_ID and AGENTFS_RUN_ID.
 `
 
 // run is the whole program; main only supplies the process's environment.
@@ -65,6 +77,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return migrateCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "token":
 		return tokenCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "put", "get", "ls", "rm", "restore", "protocol":
+		return clientCmd(ctx, args[0], args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
