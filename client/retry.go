@@ -19,8 +19,10 @@ import (
 // client never waits less than the server asked. A Retry-After above
 // MaxDelay stops the retries and returns the problem.
 type RetryPolicy struct {
-	// MaxAttempts counts every request of one call, the first included;
-	// 1 turns retries off. Polls of /v1/operations count too.
+	// MaxAttempts counts the attempts of one call, the first included;
+	// 1 turns retries off. A poll of /v1/operations/{key} is an attempt
+	// too; one that finds nothing is followed at once by the write, within
+	// the same attempt.
 	MaxAttempts int
 	// InitialDelay is the delay bound before the first retry.
 	InitialDelay time.Duration
