@@ -8,7 +8,7 @@ ARGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help run test build deps fuzz vet clean
+.PHONY: help run test build deps fuzz vet clean bench
 
 help:
 	@echo 'AgentFS make targets:'
@@ -19,6 +19,7 @@ help:
 	@echo '  make deps    install Postgres (apt) and bin/versitygw (go install) if missing'
 	@echo '  make fuzz    run every Go fuzz target for FUZZTIME each (default 20s)'
 	@echo '  make vet     go vet ./...'
+	@echo '  make bench   AgentFS against direct minio-go on throwaway servers (BENCH_QUICK=1: small sizes)'
 	@echo '  make clean   remove bin/agentfs (keeps .data/)'
 
 run:
@@ -38,6 +39,9 @@ fuzz:
 
 vet:
 	$(GO) vet ./...
+
+bench:
+	bash scripts/bench.sh $(ARGS)
 
 clean:
 	rm -rf bin/agentfs

@@ -173,7 +173,14 @@ func writeOutcome(c echo.Context, out idempotency.Outcome) error {
 // fileOutcome is the response to a write that left f: 201 with Location
 // for a new file, else 200.
 func (a *API) fileOutcome(f *agentfs.File, created bool) idempotency.Outcome {
-	body, _ := json.Marshal(a.fileJSON(f))
+	return FileOutcome(a.deps.PublicURL, f, created)
+}
+
+// FileOutcome is the response a standalone upload answers for f (201 with
+// Location when created, else 200), as recorded for replay. The batch
+// runner records it for item keys, so either route replays the other.
+func FileOutcome(publicURL string, f *agentfs.File, created bool) idempotency.Outcome {
+	body, _ := json.Marshal(fileJSONOf(publicURL, f))
 	body = append(body, '\n')
 	out := idempotency.Outcome{
 		Status:   http.StatusOK,

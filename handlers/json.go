@@ -28,18 +28,18 @@ type fileJSON struct {
 	Blocked     bool       `json:"blocked"`
 }
 
-func (a *API) fileJSON(f *agentfs.File) fileJSON {
+func (a *API) fileJSON(f *agentfs.File) fileJSON { return fileJSONOf(a.deps.PublicURL, f) }
+
+func fileJSONOf(publicURL string, f *agentfs.File) fileJSON {
 	return fileJSON{
 		ID: f.ID, Object: "file", Path: f.Path, SizeBytes: f.SizeBytes, ContentType: f.ContentType,
-		SHA256: f.SHA256, ETag: f.ETag(), Version: f.Version, URL: a.contentURL(f.ID),
+		SHA256: f.SHA256, ETag: f.ETag(), Version: f.Version, URL: publicURL + "/v1/files/" + f.ID + "/content",
 		AgentID: nullable(f.AgentID), RunID: nullable(f.RunID),
 		LastAgentID: nullable(f.LastAgentID), LastRunID: nullable(f.LastRunID),
 		CreatedAt: f.CreatedAt.UTC(), UpdatedAt: f.UpdatedAt.UTC(),
 		DeletedAt: utc(f.DeletedAt), PurgeAfter: utc(f.PurgeAfter), Blocked: f.Blocked,
 	}
 }
-
-func (a *API) contentURL(id string) string { return a.deps.PublicURL + "/v1/files/" + id + "/content" }
 
 func nullable(s string) *string {
 	if s == "" {

@@ -75,6 +75,9 @@ func (a *API) protocol(c echo.Context) error {
 			"upload_part_size":          l.UploadPartSize,
 			"upload_max_parts":          agentfs.MaxParts,
 			"upload_ttl_seconds":        int64(l.UploadTTL.Seconds()),
+			"batch_max_items":           l.BatchMaxItems,
+			"batch_max_bytes":           l.BatchMaxBytes,
+			"batch_max_item_bytes":      l.BatchMaxItemBytes,
 		},
 	})
 }

@@ -29,6 +29,7 @@ type Files interface {
 	ListFiles(ctx context.Context, subject string, filter agentfs.FileFilter) ([]*agentfs.File, error)
 	DeleteFile(ctx context.Context, subject, id, ifMatch string, hook storage.CommitHook) (*agentfs.File, error)
 	RestoreFile(ctx context.Context, subject, id string, hook storage.CommitHook) (*agentfs.File, error)
+	Files(ctx context.Context, subject string, ids []string) ([]*agentfs.File, error)
 	OpenBlob(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
 }
 
@@ -56,14 +57,19 @@ type Limits struct {
 	MaxUploadSessionBytes int64
 	UploadPartSize        int64
 	UploadTTL             time.Duration
-	IdempotencyRetention  time.Duration
-	DeletedRetention      time.Duration
+	// Batches: most items, largest body, largest decoded item content.
+	BatchMaxItems        int
+	BatchMaxBytes        int64
+	BatchMaxItemBytes    int64
+	IdempotencyRetention time.Duration
+	DeletedRetention     time.Duration
 }
 
 // Deps are what the API needs; New rejects missing ones.
 type Deps struct {
 	Files     Files
 	Uploads   Uploads
+	Batches   Batches
 	Keys      Keys
 	Tokens    Tokens
 	Health    Pinger
@@ -86,8 +92,10 @@ type API struct {
 // New builds the API and its routes.
 func New(d Deps) (*API, error) {
 	switch {
-	case d.Files == nil, d.Uploads == nil, d.Keys == nil, d.Tokens == nil, d.Health == nil:
-		return nil, errors.New("handlers: Files, Uploads, Keys, Tokens and Health are required")
+	case d.Files == nil, d.Uploads == nil, d.Batches == nil, d.Keys == nil, d.Tokens == nil, d.Health == nil:
+		return nil, errors.New("handlers: Files, Uploads, Batches, Keys, Tokens and Health are required")
+	case d.Limits.BatchMaxItems <= 0, d.Limits.BatchMaxBytes <= 0, d.Limits.BatchMaxItemBytes <= 0:
+		return nil, errors.New("handlers: the batch limits must be positive")
 	case d.Log == nil, d.Registry == nil:
 		return nil, errors.New("handlers: Log and Registry are required")
 	case d.PublicURL == "":
@@ -138,5 +146,7 @@ func (a *API) routes() {
 	v1.PUT("/uploads/:id/parts/:n", a.putPart, mw...)
 	v1.POST("/uploads/:id/complete", a.completeUpload, mw...)
 	v1.DELETE("/uploads/:id", a.abortUpload, mw...)
+	v1.POST("/batch", a.createBatch, mw...)
+	v1.GET("/batch/:id", a.getBatch, mw...)
 	v1.GET("/operations/:idempotency_key", a.getOperation, mw...)
 }

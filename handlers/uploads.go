@@ -49,7 +49,7 @@ type createUploadBody struct {
 // matches (200), so a caller that lost the answer resumes.
 func (a *API) createUpload(c echo.Context) error {
 	var body createUploadBody
-	if err := bindJSON(c, &body, false); err != nil {
+	if _, err := readJSON(c, maxJSONBytes, &body, false); err != nil {
 		return err
 	}
 	req, err := a.newUpload(c, body)
@@ -120,31 +120,44 @@ func (a *API) newUpload(c echo.Context, b createUploadBody) (storage.NewUpload, 
 	return req, nil
 }
 
-// bindJSON decodes a small JSON body strictly: malformed JSON is 400,
-// unknown fields and wrong types are 422 naming the field. An empty body
-// is allowed only when optional.
-func bindJSON(c echo.Context, dst any, optional bool) error {
+// readJSON reads a JSON body of at most limit bytes (413 above) into dst
+// strictly: malformed JSON is 400; unknown fields and wrong types are 422
+// naming the field. An empty body is allowed only when optional. It
+// returns the raw body.
+func readJSON(c echo.Context, limit int64, dst any, optional bool) ([]byte, error) {
 	req := c.Request()
-	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, maxJSONBytes))
+	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, limit))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		if optional {
-			return nil
+			return raw, nil
 		}
-		return problem.Invalid("body", "a JSON object is required")
+		return nil, problem.Invalid("body", "a JSON object is required")
 	}
 	if ct := req.Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
-		return problem.New(problem.UnsupportedMediaType, "send the body as application/json")
+		return nil, problem.New(problem.UnsupportedMediaType, "send the body as application/json")
 	}
+	if err := decodeStrict(raw, dst); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
+// decodeStrict decodes one JSON value into dst, rejecting unknown fields.
+func decodeStrict(raw []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	err = dec.Decode(dst)
+	err := dec.Decode(dst)
 	var typeErr *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &typeErr):
-		return problem.Validation(typeErr.Field, "must be a JSON "+typeErr.Type.String())
+		field := typeErr.Field
+		if field == "" {
+			field = "body"
+		}
+		return problem.Validation(field, "must be a JSON "+typeErr.Type.String())
 	case err != nil && strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return problem.Validation(field, "is not a known field")
@@ -237,7 +250,7 @@ type completeBody struct {
 // the file (201 created, 200 replaced, 200 again on a repeat).
 func (a *API) completeUpload(c echo.Context) error {
 	var body completeBody
-	if err := bindJSON(c, &body, true); err != nil {
+	if _, err := readJSON(c, maxJSONBytes, &body, true); err != nil {
 		return err
 	}
 	req := storage.CompleteRequest{IfMatch: strings.TrimSpace(c.Request().Header.Get("If-Match"))}

@@ -166,9 +166,12 @@ func (s *Store) Operation(ctx context.Context, subject, key string) (*Record, er
 // Sweep deletes outcomes past their retention and claims abandoned for as
 // long, and reports how many rows went.
 func (s *Store) Sweep(ctx context.Context) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM idempotency_keys
-		WHERE (status = 'completed' AND expires_at < now())
-		   OR (status = 'in_progress' AND lease_expires_at < now() - make_interval(secs => $1))`,
+	// A batch's key is kept until the batch is terminal, however old.
+	tag, err := s.pool.Exec(ctx, `DELETE FROM idempotency_keys k
+		WHERE ((k.status = 'completed' AND k.expires_at < now())
+		    OR (k.status = 'in_progress' AND k.lease_expires_at < now() - make_interval(secs => $1)))
+		  AND NOT (k.resource_object = 'batch' AND EXISTS (
+		        SELECT 1 FROM batches b WHERE b.id = k.resource_id AND b.status IN ('queued', 'running')))`,
 		s.retention.Seconds())
 	if err != nil {
 		return 0, storage.Translate(fmt.Errorf("sweep idempotency keys: %w", err))

@@ -21,6 +21,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/agentfs/agentfs"
 )
@@ -72,6 +74,32 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		if err := applyMigration(ctx, conn.Conn(), name); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// migrateQueue brings the batch queue's tables (River's) up to date, under
+// the same lock, so they migrate with ours.
+func migrateQueue(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return Translate(fmt.Errorf("acquire connection: %w", err))
+	}
+	defer conn.Release()
+	const lock = `SELECT pg_advisory_lock(hashtext('agentfs.migrate.river.' || current_schema()))`
+	if _, err := conn.Exec(ctx, lock); err != nil {
+		return Translate(fmt.Errorf("take queue migration lock: %w", err))
+	}
+	defer func() {
+		const unlock = `SELECT pg_advisory_unlock(hashtext('agentfs.migrate.river.' || current_schema()))`
+		_, _ = conn.Exec(context.WithoutCancel(ctx), unlock)
+	}()
+	m, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		return fmt.Errorf("queue migrator: %w", err)
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("migrate queue: %w", err)
 	}
 	return nil
 }
@@ -167,3 +195,5 @@ func NewID(prefix string) string {
 	_, _ = rand.Read(b[:])
 	return prefix + "_" + idEncoding.EncodeToString(b[:])
 }
+
+func errorsIsNotFound(err error) bool { return errors.Is(err, agentfs.ErrNotFound) }

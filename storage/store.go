@@ -71,6 +71,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err := migrate(ctx, s.pool); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
+	if err := migrateQueue(ctx, s.pool); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
 	if err := s.ensureBucket(ctx); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}

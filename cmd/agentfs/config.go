@@ -21,6 +21,14 @@ type config struct {
 	// IdempotencyLease is how long a claim lives without renewal; a claim
 	// of a process that died is taken over after it.
 	IdempotencyLease time.Duration
+	// BatchWorkers is how many batches run at once on this instance;
+	// BatchRescueAfter how long a batch job may run before the queue hands
+	// it to another worker (a batch orphaned by a dead process resumes then).
+	BatchWorkers     int
+	BatchRescueAfter time.Duration
+	// BlobGrace is how old an unreferenced blob must be before the sweeper
+	// removes it: longer than any upload or read in flight.
+	BlobGrace time.Duration
 	// SweepInterval is how often expired idempotency records are purged.
 	SweepInterval time.Duration
 	// FaultAfterCommit, for fault-injection tests only: "exit" kills the
@@ -66,7 +74,15 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseBytes(env("AGENTFS_MAX_UPLOAD_SESSION_BYTES", "5497558138880"), "AGENTFS_MAX_UPLOAD_SESSION_BYTES", &c.Limits.MaxUploadSessionBytes))
 	check(parseBytes(env("AGENTFS_UPLOAD_PART_SIZE", "8388608"), "AGENTFS_UPLOAD_PART_SIZE", &c.Limits.UploadPartSize))
 	check(parseDuration(env("AGENTFS_UPLOAD_TTL", "24h"), "AGENTFS_UPLOAD_TTL", &c.Limits.UploadTTL))
+	var batchItems, batchWorkers int64
+	check(parseBytes(env("AGENTFS_BATCH_MAX_ITEMS", "1000"), "AGENTFS_BATCH_MAX_ITEMS", &batchItems))
+	check(parseBytes(env("AGENTFS_BATCH_MAX_BYTES", "33554432"), "AGENTFS_BATCH_MAX_BYTES", &c.Limits.BatchMaxBytes))
+	check(parseBytes(env("AGENTFS_BATCH_MAX_ITEM_BYTES", "1048576"), "AGENTFS_BATCH_MAX_ITEM_BYTES", &c.Limits.BatchMaxItemBytes))
+	check(parseBytes(env("AGENTFS_BATCH_WORKERS", "2"), "AGENTFS_BATCH_WORKERS", &batchWorkers))
+	check(parseDuration(env("AGENTFS_BATCH_RESCUE_AFTER", "30s"), "AGENTFS_BATCH_RESCUE_AFTER", &c.BatchRescueAfter))
+	c.Limits.BatchMaxItems, c.BatchWorkers = int(batchItems), int(batchWorkers)
 	check(parseDuration(env("AGENTFS_IDEMPOTENCY_LEASE", "30s"), "AGENTFS_IDEMPOTENCY_LEASE", &c.IdempotencyLease))
+	check(parseDuration(env("AGENTFS_BLOB_GRACE", "6h"), "AGENTFS_BLOB_GRACE", &c.BlobGrace))
 	check(parseDuration(env("AGENTFS_SWEEP_INTERVAL", "5m"), "AGENTFS_SWEEP_INTERVAL", &c.SweepInterval))
 	c.Storage.PartSize = uint64(partSize)
 	c.Limits.DeletedRetention = c.Storage.DeletedRetention

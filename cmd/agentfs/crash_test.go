@@ -98,7 +98,7 @@ func (cb *crashBundle) retryUntilDone(t *testing.T, p *process, key string, body
 func (cb *crashBundle) files(t *testing.T) []apitest.File {
 	t.Helper()
 	var l apitest.FileList
-	cb.client(t, cb.b).Do("GET", "/v1/files?include_deleted=true", nil).Expect(t, 200).JSON(t, &l)
+	cb.client(t, cb.b).Do("GET", "/v1/files?include_deleted=true&limit=1000", nil).Expect(t, 200).JSON(t, &l)
 	return l.Data
 }
 

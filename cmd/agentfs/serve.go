@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/batch"
 	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/storage"
@@ -48,11 +50,27 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		sweeper.Task{Name: "expired uploads", Run: func(ctx context.Context) (int64, error) {
 			n, err := store.ExpireUploads(ctx)
 			return int64(n), err
+		}},
+		sweeper.Task{Name: "purged deleted files", Run: store.PurgeDeleted},
+		sweeper.Task{Name: "unreferenced blobs", Run: func(ctx context.Context) (int64, error) {
+			return store.SweepBlobs(ctx, cfg.BlobGrace)
 		}})
+	queue, err := batch.New(store, keys, batch.Config{
+		Workers: cfg.BatchWorkers, RescueAfter: cfg.BatchRescueAfter, Log: log,
+		Render: func(f *agentfs.File, created bool) idempotency.Outcome {
+			return handlers.FileOutcome(cfg.PublicURL, f, created)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if err := queue.Start(ctx); err != nil {
+		return fmt.Errorf("start batch queue: %w", err)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, err := handlers.New(handlers.Deps{
-		Files: store, Uploads: store, Keys: keys, Tokens: store, Health: store, Log: log,
+		Files: store, Uploads: store, Batches: queue, Keys: keys, Tokens: store, Health: store, Log: log,
 		PublicURL: cfg.PublicURL, Limits: cfg.Limits, Registry: reg,
 		AfterCommit: faultAfterCommit(cfg.FaultAfterCommit),
 	})
@@ -83,6 +101,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := queue.Stop(shutdownCtx); err != nil {
+		return fmt.Errorf("stop batch queue: %w", err)
 	}
 	return nil
 }

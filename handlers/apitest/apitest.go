@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/batch"
 	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/storage"
@@ -106,12 +107,34 @@ func NewServer(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if opts.Limits.BatchMaxItems == 0 {
+		opts.Limits.BatchMaxItems = 1000
+	}
+	if opts.Limits.BatchMaxBytes == 0 {
+		opts.Limits.BatchMaxBytes = 8 << 20
+	}
+	if opts.Limits.BatchMaxItemBytes == 0 {
+		opts.Limits.BatchMaxItemBytes = 64 << 10
+	}
 	logs := &lockedBuffer{}
 	srv := httptest.NewUnstartedServer(nil)
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	publicURL := "http://" + srv.Listener.Addr().String()
+	queue, err := batch.New(store, keys, batch.Config{Workers: 2, RescueAfter: 30 * time.Second, Log: log,
+		Render: func(f *agentfs.File, created bool) idempotency.Outcome {
+			return handlers.FileOutcome(publicURL, f, created)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := queue.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = queue.Stop(context.Background()) })
 	api, err := handlers.New(handlers.Deps{
-		Files: files, Uploads: store, Keys: keys, Tokens: store, Health: store,
-		Log:       slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		PublicURL: "http://" + srv.Listener.Addr().String(),
+		Files: files, Uploads: store, Batches: queue, Keys: keys, Tokens: store, Health: store,
+		Log:       log,
+		PublicURL: publicURL,
 		Limits:    opts.Limits, Registry: prometheus.NewRegistry(),
 	})
 	if err != nil {

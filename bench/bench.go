@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// row is one line of the result table.
+type row struct {
+	name, agentfs, direct, ratio, budget, verdict string
+}
+
+type bench struct {
+	cfg  *config
+	api  *api
+	s3   *minio.Client
+	core minio.Core
+	tag  string // makes this run's paths, keys and seeded rows unique
+	rows []row
+	// notes are printed under the table.
+	notes []string
+
+	// big is the file "upload" leaves for "download", on both sides.
+	big struct {
+		fileID, key string
+	}
+}
+
+// putOpts are the options the server itself passes to minio-go for a body
+// of known size (storage.putBlob): unsigned payload, default part size.
+var putOpts = minio.PutObjectOptions{ContentType: "application/octet-stream", DisableContentSha256: true}
+
+func newBench(ctx context.Context, cfg *config) (*bench, error) {
+	b := &bench{cfg: cfg, api: newAPI(cfg.url, cfg.token), tag: strconv.FormatInt(time.Now().UnixNano()%1e10, 36)}
+
+	if _, err := b.api.call(ctx, http.MethodGet, "/readyz", nil, 0, nil, nil, http.StatusOK); err != nil {
+		return nil, fmt.Errorf("AgentFS at %s is not ready: %w", cfg.url, err)
+	}
+	if _, err := b.api.list(ctx, "limit=1"); err != nil {
+		return nil, fmt.Errorf("the token is not accepted: %w", err)
+	}
+	if err := checkComm("-server-pid", cfg.serverPID, "agentfs"); err != nil {
+		return nil, err
+	}
+	if err := checkComm("-s3-pid", cfg.s3PID, "versitygw"); err != nil {
+		return nil, err
+	}
+
+	tr, err := minio.DefaultTransport(false)
+	if err != nil {
+		return nil, err
+	}
+	tr.Proxy = nil // loopback only
+	s3, err := minio.New(cfg.s3Endpoint, &minio.Options{
+		Creds:     credentials.NewStaticV4(cfg.s3AccessKey, cfg.s3SecretKey, ""),
+		Region:    cfg.s3Region,
+		Transport: tr,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("minio client: %w", err)
+	}
+	b.s3, b.core = s3, minio.Core{Client: s3}
+	ok, err := s3.BucketExists(ctx, cfg.directBucket)
+	if err != nil {
+		return nil, fmt.Errorf("S3 at %s: %w", cfg.s3Endpoint, err)
+	}
+	if !ok {
+		if err := s3.MakeBucket(ctx, cfg.directBucket, minio.MakeBucketOptions{Region: cfg.s3Region}); err != nil {
+			return nil, fmt.Errorf("create bucket %s: %w", cfg.directBucket, err)
+		}
+	}
+	return b, nil
+}
+
+// checkComm makes sure a pid given on the command line is the process it
+// is said to be (no pid given is fine).
+func checkComm(flagName string, pid int, want string) error {
+	if pid <= 0 {
+		return nil
+	}
+	comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return fmt.Errorf("%s %d: %w", flagName, pid, err)
+	}
+	if c := strings.TrimSpace(string(comm)); c != want {
+		return fmt.Errorf("%s %d is %q, not %s", flagName, pid, c, want)
+	}
+	return nil
+}
+
+// cpuNow reads the CPU time used so far by this program and the servers.
+func (b *bench) cpuNow() cpuSnap {
+	s := cpuSnap{self: selfCPU()}
+	if b.cfg.serverPID > 0 {
+		s.server, _ = procCPU(b.cfg.serverPID)
+	}
+	if b.cfg.s3PID > 0 {
+		s.s3, _ = procCPU(b.cfg.s3PID)
+	}
+	return s
+}
+
+// cpuNote records where the CPU went for one measurement, both sides.
+func (b *bench) cpuNote(what string, agent, direct cpuAcc) {
+	withS3 := b.cfg.s3PID > 0
+	b.notes = append(b.notes, fmt.Sprintf("%s, CPU seconds per GiB: through AgentFS %s; direct %s.",
+		what, agent.perGiB(b.cfg.serverPID > 0, withS3), direct.perGiB(false, withS3)))
+}
+
+func (b *bench) close() { b.api.hc.CloseIdleConnections() }
+
+func (b *bench) run(ctx context.Context, m string) ([]row, error) {
+	switch m {
+	case "memory":
+		return b.memory(ctx)
+	case "upload":
+		return b.upload(ctx)
+	case "download":
+		return b.download(ctx)
+	case "small":
+		return b.small(ctx)
+	case "multipart":
+		return b.multipart(ctx)
+	case "replay":
+		return b.replay(ctx)
+	case "batch":
+		return b.batch(ctx)
+	case "list":
+		return b.list(ctx)
+	}
+	return nil, fmt.Errorf("unknown measurement %q", m)
+}
+
+func (b *bench) path(name string) string { return "bench/" + b.tag + "/" + name }
+func (b *bench) key(name string) string  { return b.tag + "/" + name }
+
+func ratio(agentfs, direct float64) string {
+	if direct <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", agentfs/direct)
+}
+
+func atLeast(agentfs, direct, budget float64) string {
+	if direct > 0 && agentfs/direct >= budget {
+		return "meets"
+	}
+	return "misses"
+}
+
+func fmtRate(v float64, unit string) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f%s%s", v, sep(unit), unit)
+	}
+	return fmt.Sprintf("%.1f%s%s", v, sep(unit), unit)
+}
+
+// concurrently runs fn from clients goroutines until dur has passed (when
+// dur > 0) or limit calls were started (when limit > 0). It returns how
+// many calls succeeded, the elapsed time and the calls' latencies.
+func concurrently(ctx context.Context, clients int, dur time.Duration, limit int, fn func(ctx context.Context, i int) error) (int, time.Duration, []time.Duration, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next atomic.Int64
+	var mu sync.Mutex
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(dur)
+	for range clients {
+		wg.Go(func() {
+			var mine []time.Duration
+			defer func() {
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			}()
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if limit > 0 && i >= limit || dur > 0 && time.Now().After(deadline) {
+					return
+				}
+				t0 := time.Now()
+				if err := fn(ctx, i); err != nil {
+					cancel(err)
+					return
+				}
+				mine = append(mine, time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := context.Cause(ctx); err != nil {
+		return len(lat), elapsed, lat, err
+	}
+	return len(lat), elapsed, lat, nil
+}
+
+// inParallel runs fn(1..n) on workers goroutines; the first error stops it.
+func inParallel(ctx context.Context, workers, n int, fn func(ctx context.Context, part int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	parts := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for p := range parts {
+				if err := fn(ctx, p); err != nil {
+					cancel(err)
+				}
+			}
+		})
+	}
+feed:
+	for p := 1; p <= n; p++ {
+		select {
+		case parts <- p:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(parts)
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// print writes the header, the table and the notes.
+func (b *bench) print(w io.Writer, total time.Duration, wholePeak int64) {
+	c := b.cfg
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "AgentFS benchmark: %s\n", machine())
+	fmt.Fprintf(w, "Client (this program), AgentFS, versitygw (S3) and Postgres all run on these %d cores and share them;\n", runtime.NumCPU())
+	fmt.Fprintf(w, "the direct column is minio-go from this program to the same S3 server in the same run.\n")
+	mode := "full sizes"
+	if c.quick {
+		mode = "quick sizes (BENCH_QUICK=1)"
+	}
+	fmt.Fprintf(w, "%s; run took %s.\n\n", mode, total.Round(time.Second))
+
+	head := row{"measurement", "AgentFS", "direct minio-go", "ratio", "budget", "verdict"}
+	cells := func(r row) []string { return []string{r.name, r.agentfs, r.direct, r.ratio, r.budget, r.verdict} }
+	width := make([]int, 6)
+	for _, r := range append([]row{head}, b.rows...) {
+		for i, s := range cells(r) {
+			width[i] = max(width[i], len([]rune(s)))
+		}
+	}
+	line := func(cs []string) {
+		var sb strings.Builder
+		sb.WriteString("|")
+		for i, s := range cs {
+			if s == "" {
+				s = "—"
+			}
+			sb.WriteString(" " + s + strings.Repeat(" ", width[i]-len([]rune(s))) + " |")
+		}
+		fmt.Fprintln(w, sb.String())
+	}
+	line(cells(head))
+	sep := make([]string, 6)
+	for i := range sep {
+		sep[i] = strings.Repeat("-", width[i])
+	}
+	line(sep)
+	for _, r := range b.rows {
+		line(cells(r))
+	}
+	fmt.Fprintln(w)
+	notes := b.notes
+	if wholePeak > 0 {
+		notes = append(notes, "server peak RSS over the whole run: "+fmtMiB(wholePeak)+".")
+	}
+	for _, n := range notes {
+		fmt.Fprintln(w, "- "+n)
+	}
+}
+
+// sep puts a space before a word unit (MiB/s) but not before "/s".
+func sep(unit string) string {
+	if strings.HasPrefix(unit, "/") {
+		return ""
+	}
+	return " "
+}

@@ -1,0 +1,322 @@
+// Command bench measures AgentFS against direct minio-go calls to the same
+// S3 server, side by side in one run, and prints one table with the
+// budgets of DESIGN §11 (met or missed: printed, never asserted).
+//
+// scripts/bench.sh (`make bench`) starts throwaway Postgres, versitygw and
+// AgentFS on 127.0.0.1 and runs it; run it by hand with
+//
+//	go run ./bench -url http://127.0.0.1:8080 -token afs_... -server-pid PID \
+//	    -database-url postgres://... -s3-endpoint 127.0.0.1:7070 \
+//	    -s3-access-key KEY -s3-secret-key SECRET
+//
+// Every flag defaults to an environment variable (see -h). It refuses to
+// send traffic anywhere but the loopback interface. It exits 0 when every
+// measurement ran, whatever the verdicts, and 1 when one failed.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+type config struct {
+	url, token   string
+	serverPID    int
+	s3PID        int
+	databaseURL  string
+	s3Endpoint   string
+	s3AccessKey  string
+	s3SecretKey  string
+	s3Bucket     string
+	s3Region     string
+	directBucket string
+
+	quick         bool
+	uploadSize    int64
+	uploadRuns    int
+	smallSize     int64
+	smallClients  int
+	smallDuration time.Duration
+	smallMax      int
+	multipartSize int64
+	multipartRuns int
+	partWorkers   int
+	replayN       int
+	listSmall     int
+	listLarge     int
+	listCalls     int
+	streamSize    int64
+	batchItems    int
+	batchItemSize int64
+	timeout       time.Duration
+	only          map[string]bool
+}
+
+// measurements, in the order they run. Memory goes first so that "idle"
+// means a server that has not yet grown its heap for big transfers, and
+// listing last so that its million rows do not weigh on the others.
+var measurements = []string{"memory", "upload", "download", "small", "multipart", "replay", "batch", "list"}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func parseFlags() (*config, error) {
+	c := &config{
+		uploadSize:    256 << 20,
+		multipartSize: 1 << 30,
+		streamSize:    2 << 30,
+		smallSize:     4 << 10,
+		batchItemSize: 1 << 10,
+	}
+	pid, _ := strconv.Atoi(os.Getenv("BENCH_SERVER_PID"))
+	s3pid, _ := strconv.Atoi(os.Getenv("BENCH_S3_PID"))
+	quickEnv := os.Getenv("BENCH_QUICK") == "1"
+	flag.StringVar(&c.url, "url", env("AGENTFS_URL", ""), "AgentFS base URL (env AGENTFS_URL)")
+	flag.StringVar(&c.token, "token", env("AGENTFS_TOKEN", ""), "bearer token (env AGENTFS_TOKEN)")
+	flag.IntVar(&c.serverPID, "server-pid", pid, "pid of the agentfs serve process, for RSS (env BENCH_SERVER_PID)")
+	flag.IntVar(&c.s3PID, "s3-pid", s3pid, "pid of the S3 server, for its CPU time (env BENCH_S3_PID; optional)")
+	flag.StringVar(&c.databaseURL, "database-url", env("AGENTFS_DATABASE_URL", ""), "the server's Postgres, to seed listing rows (env AGENTFS_DATABASE_URL)")
+	flag.StringVar(&c.s3Endpoint, "s3-endpoint", env("AGENTFS_S3_ENDPOINT", ""), "S3 host:port the server uses (env AGENTFS_S3_ENDPOINT)")
+	flag.StringVar(&c.s3AccessKey, "s3-access-key", env("AGENTFS_S3_ACCESS_KEY", ""), "S3 access key (env AGENTFS_S3_ACCESS_KEY)")
+	flag.StringVar(&c.s3SecretKey, "s3-secret-key", env("AGENTFS_S3_SECRET_KEY", ""), "S3 secret key (env AGENTFS_S3_SECRET_KEY)")
+	flag.StringVar(&c.s3Bucket, "s3-bucket", env("AGENTFS_S3_BUCKET", "agentfs"), "the server's bucket, whose objects the replay check counts (env AGENTFS_S3_BUCKET)")
+	flag.StringVar(&c.s3Region, "s3-region", env("AGENTFS_S3_REGION", "us-east-1"), "S3 region (env AGENTFS_S3_REGION)")
+	flag.StringVar(&c.directBucket, "direct-bucket", "agentfs-bench-direct", "bucket for the direct minio-go side (created if missing)")
+	flag.BoolVar(&c.quick, "quick", quickEnv, "small sizes for a fast check (env BENCH_QUICK=1); explicit size flags still win")
+	flag.Var(sizeFlag{&c.uploadSize}, "upload-size", "single upload/download file size (default 256MiB; quick 32MiB)")
+	flag.IntVar(&c.uploadRuns, "upload-runs", 3, "runs of each side for upload and download; the best counts")
+	flag.Var(sizeFlag{&c.smallSize}, "small-size", "size of the small uploads")
+	flag.IntVar(&c.smallClients, "small-clients", 16, "concurrent clients for small uploads")
+	flag.DurationVar(&c.smallDuration, "small-duration", 10*time.Second, "how long each side uploads small files (quick 2s)")
+	flag.IntVar(&c.smallMax, "small-max", 0, "stop each side after this many small uploads (0: only the duration)")
+	flag.Var(sizeFlag{&c.multipartSize}, "multipart-size", "multipart upload size (default 1GiB; quick 64MiB)")
+	flag.IntVar(&c.multipartRuns, "multipart-runs", 2, "runs of each side for multipart; the best counts")
+	flag.IntVar(&c.partWorkers, "part-workers", 4, "parts uploaded in parallel")
+	flag.IntVar(&c.replayN, "replay-samples", 200, "keyed uploads, then replays, for the replay p50 (quick 50)")
+	flag.IntVar(&c.listSmall, "list-small", 10_000, "seeded rows for the first listing point")
+	flag.IntVar(&c.listLarge, "list-large", 1_000_000, "seeded rows for the second listing point (quick 100000)")
+	flag.IntVar(&c.listCalls, "list-calls", 50, "timed listing calls at each point")
+	flag.Var(sizeFlag{&c.streamSize}, "stream-size", "file streamed through the server while its RSS is sampled (default 2GiB; quick 256MiB)")
+	flag.IntVar(&c.batchItems, "batch-items", 1000, "items in the batch (quick 200)")
+	flag.Var(sizeFlag{&c.batchItemSize}, "batch-item-size", "content size of each batch item")
+	flag.DurationVar(&c.timeout, "timeout", 12*time.Minute, "give up on the whole run after this long")
+	only := flag.String("only", "", "comma-separated subset of: "+strings.Join(measurements, ","))
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", flag.Args())
+	}
+
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.quick {
+		quick := func(name string, apply func()) {
+			if !set[name] {
+				apply()
+			}
+		}
+		quick("upload-size", func() { c.uploadSize = 32 << 20 })
+		quick("small-duration", func() { c.smallDuration = 2 * time.Second })
+		quick("multipart-size", func() { c.multipartSize = 64 << 20 })
+		quick("multipart-runs", func() { c.multipartRuns = 1 })
+		quick("replay-samples", func() { c.replayN = 50 })
+		quick("list-large", func() { c.listLarge = 100_000 })
+		quick("list-calls", func() { c.listCalls = 20 })
+		quick("stream-size", func() { c.streamSize = 256 << 20 })
+		quick("batch-items", func() { c.batchItems = 200 })
+	}
+
+	c.only = map[string]bool{}
+	if *only != "" {
+		for _, m := range strings.Split(*only, ",") {
+			m = strings.TrimSpace(m)
+			known := false
+			for _, k := range measurements {
+				known = known || k == m
+			}
+			if !known {
+				return nil, fmt.Errorf("-only: unknown measurement %q (known: %s)", m, strings.Join(measurements, ","))
+			}
+			c.only[m] = true
+		}
+	}
+
+	switch {
+	case c.url == "" || c.token == "":
+		return nil, errors.New("-url and -token (or AGENTFS_URL and AGENTFS_TOKEN) are required")
+	case c.s3Endpoint == "" || c.s3AccessKey == "" || c.s3SecretKey == "":
+		return nil, errors.New("-s3-endpoint, -s3-access-key and -s3-secret-key are required")
+	case c.uploadRuns < 1 || c.multipartRuns < 1 || c.smallClients < 1 || c.partWorkers < 1:
+		return nil, errors.New("runs, clients and workers must be at least 1")
+	case c.replayN < 1 || c.listCalls < 1 || c.listSmall < 100 || c.listLarge < c.listSmall:
+		return nil, errors.New("-replay-samples and -list-calls must be ≥ 1; -list-large ≥ -list-small ≥ 100")
+	case c.batchItems < 1:
+		return nil, errors.New("-batch-items must be ≥ 1")
+	}
+	if err := loopbackURL("-url", c.url); err != nil {
+		return nil, err
+	}
+	c.url = strings.TrimRight(c.url, "/")
+	if err := loopbackHost("-s3-endpoint", c.s3Endpoint); err != nil {
+		return nil, err
+	}
+	if c.databaseURL != "" {
+		pc, err := pgx.ParseConfig(c.databaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("-database-url: %w", err)
+		}
+		if !isLoopback(pc.Host) {
+			return nil, fmt.Errorf("-database-url: host %q is not loopback; the benchmark only talks to 127.0.0.1", pc.Host)
+		}
+	}
+	return c, nil
+}
+
+func (c *config) wants(m string) bool { return len(c.only) == 0 || c.only[m] }
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func loopbackURL(name, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%s: not a URL: %q", name, raw)
+	}
+	if !isLoopback(u.Hostname()) {
+		return fmt.Errorf("%s: host %q is not loopback; the benchmark only talks to 127.0.0.1", name, u.Hostname())
+	}
+	return nil
+}
+
+func loopbackHost(name, hostport string) error {
+	h, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return fmt.Errorf("%s: want host:port, got %q", name, hostport)
+	}
+	if !isLoopback(h) {
+		return fmt.Errorf("%s: host %q is not loopback; the benchmark only talks to 127.0.0.1", name, h)
+	}
+	return nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}
+
+func main() {
+	cfg, err := parseFlags()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
+	defer cancel()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	b, err := newBench(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	defer b.close()
+
+	var whole *sampler
+	if cfg.serverPID > 0 {
+		whole = startSampler(cfg.serverPID, 100*time.Millisecond)
+	}
+	start, loadStart := time.Now(), loadavg()
+	failed := false
+	for _, m := range measurements {
+		if !cfg.wants(m) {
+			continue
+		}
+		if ctx.Err() != nil {
+			b.rows = append(b.rows, row{name: m, agentfs: "not run: " + context.Cause(ctx).Error()})
+			failed = true
+			continue
+		}
+		logf("%s ...", m)
+		t0 := time.Now()
+		rows, err := b.run(ctx, m)
+		if err != nil {
+			failed = true
+			logf("%s failed: %v", m, err)
+			rows = append(rows, row{name: m, agentfs: "error: " + oneLine(err.Error(), 140), verdict: "error"})
+		}
+		b.rows = append(b.rows, rows...)
+		logf("%s done in %s", m, time.Since(t0).Round(100*time.Millisecond))
+	}
+	var wholePeak int64
+	if whole != nil {
+		wholePeak, _, _ = whole.finish()
+	}
+
+	b.notes = append(b.notes, fmt.Sprintf("1-minute load average: %s at the start, %s at the end (%d cores; anything else running here shows up in the numbers).",
+		loadStart, loadavg(), runtime.NumCPU()))
+	b.print(os.Stdout, time.Since(start), wholePeak)
+	if failed {
+		os.Exit(1)
+	}
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
+}
+
+// loadavg is the 1-minute load average.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
+
+func machine() string {
+	model := ""
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	s := fmt.Sprintf("%d CPUs", runtime.NumCPU())
+	if model != "" {
+		s += " (" + model + ")"
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kb); err == nil {
+			s += fmt.Sprintf(", %.0f GiB RAM", float64(kb)/(1<<20))
+		}
+	}
+	return s + ", " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
+}

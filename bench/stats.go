@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const mib = 1 << 20
+
+// percentile returns the p-th percentile (0–100) of ds, nearest rank.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(p/100*float64(len(s))+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func mibps(bytes int64, d time.Duration) float64 {
+	return float64(bytes) / mib / d.Seconds()
+}
+
+func fmtMS(d time.Duration) string {
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+}
+
+func fmtMiB(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/mib) }
+
+func fmtSize(b int64) string {
+	switch {
+	case b >= 1<<30 && b%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", b>>30)
+	case b >= mib && b%mib == 0:
+		return fmt.Sprintf("%d MiB", b>>20)
+	case b >= 1<<10 && b%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", b>>10)
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+// parseSize reads 256MiB, 1GiB, 4KiB, 1M or a plain byte count.
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}} {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("invalid size %q (use e.g. 256MiB, 1GiB or a byte count)", s)
+	}
+	return n * mult, nil
+}
+
+// sizeFlag is a flag.Value holding a byte count.
+type sizeFlag struct{ n *int64 }
+
+func (f sizeFlag) String() string {
+	if f.n == nil {
+		return ""
+	}
+	return fmtSize(*f.n)
+}
+
+func (f sizeFlag) Set(s string) error {
+	n, err := parseSize(s)
+	if err != nil {
+		return err
+	}
+	*f.n = n
+	return nil
+}
+
+// rss reads VmRSS of a process from /proc, in bytes.
+func rss(pid int) (int64, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			fs := strings.Fields(v)
+			if len(fs) < 1 {
+				break
+			}
+			kb, err := strconv.ParseInt(fs[0], 10, 64)
+			if err != nil {
+				return 0, err
+			}
+			return kb << 10, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, errors.New("no VmRSS line in /proc/" + strconv.Itoa(pid) + "/status")
+}
+
+// sampler records a process's RSS every interval until stopped.
+type sampler struct {
+	pid  int
+	stop chan struct{}
+	done chan struct{}
+	mu   sync.Mutex
+	max  int64
+	n    int
+	err  error
+}
+
+func startSampler(pid int, every time.Duration) *sampler {
+	s := &sampler{pid: pid, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			s.sample()
+			select {
+			case <-s.stop:
+				s.sample()
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) sample() {
+	v, err := rss(s.pid)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		if s.err == nil {
+			s.err = err
+		}
+		return
+	}
+	s.n++
+	s.max = max(s.max, v)
+}
+
+// peak returns the largest sample so far and how many were taken.
+func (s *sampler) peak() (int64, int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.max, s.n, s.err
+}
+
+// finish stops sampling and returns the peak.
+func (s *sampler) finish() (int64, int, error) {
+	close(s.stop)
+	<-s.done
+	return s.peak()
+}
+
+// idleRSS samples n times, every interval, and returns the median.
+func idleRSS(pid, n int, every time.Duration) (int64, error) {
+	var vs []int64
+	for i := range n {
+		if i > 0 {
+			time.Sleep(every)
+		}
+		v, err := rss(pid)
+		if err != nil {
+			return 0, err
+		}
+		vs = append(vs, v)
+	}
+	slices.Sort(vs)
+	return vs[len(vs)/2], nil
+}
+
+// clockTick is USER_HZ, the unit of /proc/PID/stat times (100 on Linux).
+const clockTick = 10 * time.Millisecond
+
+// procCPU returns the user+system CPU time a process has used so far.
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, errors.New("unexpected /proc/PID/stat format")
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, errors.New("unexpected /proc/PID/stat format")
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(u+st) * clockTick, nil
+}
+
+// selfCPU returns the CPU time this process has used so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuSnap is the CPU used so far by this program, the AgentFS server and
+// the S3 server (zero for a process whose pid is unknown).
+type cpuSnap struct{ self, server, s3 time.Duration }
+
+// cpuAcc adds up CPU used per byte moved, for one side of a measurement.
+type cpuAcc struct {
+	self, server, s3 time.Duration
+	bytes            int64
+}
+
+func (a *cpuAcc) add(from, to cpuSnap, bytes int64) {
+	a.self += to.self - from.self
+	a.server += to.server - from.server
+	a.s3 += to.s3 - from.s3
+	a.bytes += bytes
+}
+
+// perGiB formats CPU seconds per GiB moved, per process.
+func (a cpuAcc) perGiB(withServer, withS3 bool) string {
+	if a.bytes == 0 {
+		return ""
+	}
+	per := func(d time.Duration) string {
+		return fmt.Sprintf("%.2f s", d.Seconds()/(float64(a.bytes)/(1<<30)))
+	}
+	s := "client " + per(a.self)
+	if withServer {
+		s += ", agentfs " + per(a.server)
+	}
+	if withS3 {
+		s += ", versitygw " + per(a.s3)
+	}
+	return s
+}

@@ -1,0 +1,329 @@
+package handlers
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/problem"
+	"github.com/agentfs/agentfs/storage"
+)
+
+// Batches stores, queues and shows batches.
+type Batches interface {
+	Create(ctx context.Context, b *agentfs.Batch, hook storage.BatchHook) (*agentfs.Batch, error)
+	Batch(ctx context.Context, subject, id string) (*agentfs.Batch, error)
+}
+
+// maxBatchWait bounds ?wait on POST /v1/batch.
+const maxBatchWait = 30
+
+// batchOp is one operation of a batch request.
+type batchOp struct {
+	Op             string  `json:"op"`
+	Path           *string `json:"path"`
+	Content        *string `json:"content"`
+	Encoding       *string `json:"encoding"`
+	ContentType    *string `json:"content_type"`
+	IfExists       *string `json:"if_exists"`
+	IdempotencyKey *string `json:"idempotency_key"`
+	FileID         *string `json:"file_id"`
+}
+
+// createBatch is POST /v1/batch: validate every item, store and queue the
+// batch with its key's record, answer 202 (or the current state on a
+// repeat, 200).
+func (a *API) createBatch(c echo.Context) error {
+	if key, _ := c.Get(keyKey).(string); key == "" {
+		return problem.New(problem.IdempotencyKeyRequired, "POST /v1/batch runs only with an Idempotency-Key")
+	}
+	wait, err := parseWait(c.QueryParam("wait"))
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Operations []json.RawMessage `json:"operations"`
+	}
+	raw, err := readJSON(c, a.deps.Limits.BatchMaxBytes, &body, false)
+	if err != nil {
+		return err
+	}
+	b := &agentfs.Batch{Subject: principal(c).Subject, By: attributionOf(c)}
+	if b.Items, err = a.batchItems(body.Operations); err != nil {
+		return err
+	}
+	content, err := idempotency.JSONContentHash(raw)
+	if err != nil {
+		return problem.Invalid("body", "malformed JSON")
+	}
+	ctx := c.Request().Context()
+	return a.perform(c, write{
+		request: idempotency.Request{Operation: "batch", MediaType: "application/json", By: b.By},
+		content: func() ([]byte, error) { return content, nil },
+		run: func(rec record) (out idempotency.Outcome, err error) {
+			created, err := a.deps.Batches.Create(ctx, b, func(ctx context.Context, tx pgx.Tx, b *agentfs.Batch) error {
+				out = a.batchOutcome(ctx, b, http.StatusAccepted)
+				if rec == nil {
+					return nil
+				}
+				return rec(ctx, tx, content, out)
+			})
+			if err == nil && wait > 0 {
+				return a.awaitBatch(ctx, created.Subject, created.ID, wait, http.StatusAccepted)
+			}
+			return out, err
+		},
+		current: func(rec *idempotency.Record) (idempotency.Outcome, error) {
+			return a.awaitBatch(ctx, b.Subject, rec.Outcome.Resource.ID, wait, http.StatusOK)
+		},
+	})
+}
+
+func parseWait(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, problem.Invalid("wait", "must be an integer number of seconds")
+	}
+	if n < 0 || n > maxBatchWait {
+		return 0, problem.Validation("wait", fmt.Sprintf("must be between 0 and %d", maxBatchWait))
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
+// batchItems validates every operation before anything runs; the problem
+// names each bad item's index and field.
+func (a *API) batchItems(ops []json.RawMessage) ([]agentfs.BatchItem, error) {
+	l := a.deps.Limits
+	if len(ops) < 1 || len(ops) > l.BatchMaxItems {
+		return nil, problem.Validation("operations", fmt.Sprintf("must hold 1 to %d operations", l.BatchMaxItems))
+	}
+	items := make([]agentfs.BatchItem, len(ops))
+	var errs []problem.FieldError
+	for i, raw := range ops {
+		field := func(name string) string { return fmt.Sprintf("operations[%d].%s", i, name) }
+		var op batchOp
+		if err := decodeStrict(raw, &op); err != nil {
+			errs = append(errs, problem.FieldError{Field: fmt.Sprintf("operations[%d]", i), Message: err.Error()})
+			continue
+		}
+		it, fe := a.batchItem(op, l.BatchMaxItemBytes)
+		for _, e := range fe {
+			errs = append(errs, problem.FieldError{Field: field(e.Field), Message: e.Message})
+		}
+		it.Index = i
+		items[i] = it
+	}
+	if len(errs) > 0 {
+		p := problem.New(problem.ValidationFailed, fmt.Sprintf("%d problem(s) in the batch; nothing ran: %s: %s",
+			len(errs), errs[0].Field, errs[0].Message))
+		p.Errors = errs
+		return nil, p
+	}
+	return items, nil
+}
+
+// batchItem checks one operation and returns it as an item, with the
+// errors of its fields.
+func (a *API) batchItem(op batchOp, maxContent int64) (agentfs.BatchItem, []problem.FieldError) {
+	it := agentfs.BatchItem{Op: op.Op}
+	var errs []problem.FieldError
+	bad := func(f, m string) { errs = append(errs, problem.FieldError{Field: f, Message: m}) }
+	need := func(f string, v *string) string {
+		if v == nil || *v == "" {
+			bad(f, "is required for "+op.Op)
+			return ""
+		}
+		return *v
+	}
+	switch op.Op {
+	case agentfs.OpPut, agentfs.OpCopy:
+		if it.Path = need("path", op.Path); it.Path != "" {
+			if err := agentfs.ValidatePath(it.Path); err != nil {
+				bad("path", err.Error())
+			}
+		}
+		if op.IfExists != nil {
+			var err error
+			if it.Replace, err = parseIfExists(*op.IfExists); err != nil {
+				bad("if_exists", err.Error())
+			}
+		}
+	case agentfs.OpDelete, agentfs.OpRestore:
+	default:
+		bad("op", "must be put, delete, restore or copy")
+		return it, errs
+	}
+	if op.Op == agentfs.OpPut {
+		it.Content, it.ContentType, it.Key = putItemFields(op, maxContent, bad)
+	} else {
+		it.FileID = need("file_id", op.FileID)
+		for name, v := range map[string]*string{"content": op.Content, "encoding": op.Encoding,
+			"content_type": op.ContentType, "idempotency_key": op.IdempotencyKey} {
+			if v != nil {
+				bad(name, "is only for put")
+			}
+		}
+		if op.Op != agentfs.OpCopy && (op.Path != nil || op.IfExists != nil) {
+			bad("path", "is only for put and copy")
+		}
+	}
+	return it, errs
+}
+
+func putItemFields(op batchOp, maxContent int64, bad func(f, m string)) (content []byte, ct, key string) {
+	if op.Content == nil {
+		bad("content", "is required for put")
+	} else if op.Encoding == nil || *op.Encoding == "utf8" {
+		if !utf8.ValidString(*op.Content) {
+			bad("content", "is not valid UTF-8")
+		}
+		content = []byte(*op.Content)
+	} else if *op.Encoding == "base64" {
+		var err error
+		if content, err = base64.StdEncoding.DecodeString(*op.Content); err != nil {
+			bad("content", "is not valid base64")
+		}
+	} else {
+		bad("encoding", "must be utf8 or base64")
+	}
+	if int64(len(content)) > maxContent {
+		bad("content", fmt.Sprintf("is larger than %d bytes", maxContent))
+	}
+	var ctIn string
+	if op.ContentType != nil {
+		ctIn = *op.ContentType
+	}
+	ct, err := normalizeMediaType(ctIn)
+	if err != nil {
+		bad("content_type", "is not a valid media type")
+	}
+	if op.IdempotencyKey != nil {
+		if key, err = idempotency.ParseKey(*op.IdempotencyKey); err != nil {
+			bad("idempotency_key", err.Error())
+		}
+	}
+	return content, ct, key
+}
+
+// awaitBatch waits up to wait for the batch to end, then shows it.
+func (a *API) awaitBatch(ctx context.Context, subject, id string, wait time.Duration, status int) (idempotency.Outcome, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		b, err := a.deps.Batches.Batch(ctx, subject, id)
+		if err != nil {
+			return idempotency.Outcome{}, err
+		}
+		if b.Terminal() || !time.Now().Before(deadline) {
+			return a.batchOutcome(ctx, b, status), nil
+		}
+		select {
+		case <-ctx.Done():
+			return idempotency.Outcome{}, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// getBatch is GET /v1/batch/{id}.
+func (a *API) getBatch(c echo.Context) error {
+	out, err := a.awaitBatch(c.Request().Context(), principal(c).Subject, c.Param("id"), 0, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	return writeOutcome(c, out)
+}
+
+// batchOutcome shows a batch: 202 with Location when just admitted.
+func (a *API) batchOutcome(ctx context.Context, b *agentfs.Batch, status int) idempotency.Outcome {
+	body, _ := json.Marshal(a.batchJSON(ctx, b))
+	out := idempotency.Outcome{Status: status, Header: map[string]string{}, Body: append(body, '\n'),
+		Resource: idempotency.Resource{Object: "batch", ID: b.ID}}
+	if status == http.StatusAccepted {
+		out.Header[echo.HeaderLocation] = "/v1/batch/" + b.ID
+	}
+	return out
+}
+
+type batchJSONT struct {
+	ID     string `json:"id"`
+	Object string `json:"object"`
+	Status string `json:"status"`
+	Counts struct {
+		Total     int `json:"total"`
+		Succeeded int `json:"succeeded"`
+		Failed    int `json:"failed"`
+		Pending   int `json:"pending"`
+	} `json:"counts"`
+	Items       []batchItemJSON `json:"items"`
+	CreatedAt   time.Time       `json:"created_at"`
+	StartedAt   *time.Time      `json:"started_at"`
+	CompletedAt *time.Time      `json:"completed_at"`
+}
+
+type batchItemJSON struct {
+	Index    int             `json:"index"`
+	Op       string          `json:"op"`
+	Path     *string         `json:"path"`
+	Status   string          `json:"status"`
+	Replayed bool            `json:"replayed"`
+	File     *fileJSON       `json:"file"`
+	Error    json.RawMessage `json:"error"`
+}
+
+func (a *API) batchJSON(ctx context.Context, b *agentfs.Batch) batchJSONT {
+	out := batchJSONT{ID: b.ID, Object: "batch", Status: b.Status, Items: make([]batchItemJSON, 0, len(b.Items)),
+		CreatedAt: b.CreatedAt.UTC(), StartedAt: utc(b.StartedAt), CompletedAt: utc(b.CompletedAt)}
+	out.Counts.Total = len(b.Items)
+	out.Counts.Succeeded, out.Counts.Failed, out.Counts.Pending = b.Counts()
+	files := a.resultFiles(ctx, b)
+	for _, it := range b.Items {
+		j := batchItemJSON{Index: it.Index, Op: it.Op, Path: nullable(it.Path), Status: it.Status,
+			Replayed: it.Replayed, Error: json.RawMessage("null")}
+		if f := files[it.ResultID]; f != nil {
+			fj := a.fileJSON(f)
+			j.File = &fj
+		}
+		if len(it.Error) > 0 {
+			j.Error = it.Error
+		}
+		out.Items = append(out.Items, j)
+	}
+	return out
+}
+
+// resultFiles loads the files the batch's items left, by id. A file that
+// cannot be loaded now is shown as null; the item's status still says
+// what happened.
+func (a *API) resultFiles(ctx context.Context, b *agentfs.Batch) map[string]*agentfs.File {
+	var ids []string
+	for _, it := range b.Items {
+		if it.ResultID != "" {
+			ids = append(ids, it.ResultID)
+		}
+	}
+	out := map[string]*agentfs.File{}
+	if len(ids) == 0 {
+		return out
+	}
+	files, err := a.deps.Files.Files(ctx, b.Subject, ids)
+	if err != nil {
+		a.deps.Log.WarnContext(ctx, "load batch result files", "batch_id", b.ID, "err", err)
+	}
+	for _, f := range files {
+		out[f.ID] = f
+	}
+	return out
+}

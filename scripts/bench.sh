@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+#
+# Measure AgentFS against direct minio-go on throwaway servers (DESIGN §11).
+#
+#   scripts/bench.sh                       # DESIGN sizes (a few minutes)
+#   BENCH_QUICK=1 scripts/bench.sh         # small sizes, about a minute
+#   scripts/bench.sh -only upload,download # extra arguments go to the bench program
+#
+# Starts Postgres and versitygw (S3) on free ports in a temporary directory,
+# builds bin/agentfs, migrates, creates a token, starts `agentfs serve` on a
+# free port, runs `go run ./bench` against it and stops everything again.
+# All traffic stays on 127.0.0.1. Postgres runs as in make test (fsync off):
+# versitygw does not fsync either, so neither store pays for durability the
+# other skips. BENCH_KEEP=1 keeps the temporary directory (data and logs).
+set -euo pipefail
+
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO_ROOT"
+
+BENCH_ARGS=("$@")
+
+ensure_deps pg s3
+
+BENCH_TMP=""
+pg_dir=""
+s3_dir=""
+agentfs_pid=""
+
+# shellcheck disable=SC2317 # invoked via trap
+cleanup() {
+	local status=$?
+	trap - EXIT INT TERM
+	set +e
+	[[ -n "$agentfs_pid" ]] && stop_pid "$agentfs_pid" agentfs 20
+	[[ -n "$s3_dir" ]] && s3_stop "$s3_dir"
+	[[ -n "$pg_dir" ]] && pg_stop "$pg_dir"
+	if [[ -n "$BENCH_TMP" ]]; then
+		if [[ "${BENCH_KEEP:-}" == 1 ]]; then
+			log "kept $BENCH_TMP (BENCH_KEEP=1)"
+		else
+			rm -rf "$BENCH_TMP"
+		fi
+	fi
+	exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+BENCH_TMP=$(mktemp -d "${TMPDIR:-/tmp}/agentfs-bench.XXXXXX")
+chmod 755 "$BENCH_TMP"
+LOG_DIR=$BENCH_TMP/log
+mkdir -p "$LOG_DIR"
+
+log "building bin/agentfs ..."
+go build -o bin/agentfs ./cmd/agentfs
+
+pg_port=$(free_port)
+s3_port=$(free_port "$pg_port")
+api_port=$(free_port "$pg_port" "$s3_port")
+
+pg_dir=$BENCH_TMP/pg
+pg_start "$pg_dir" "$pg_port" test
+s3_dir=$BENCH_TMP/s3
+s3_start "$s3_dir" "$s3_port" agentfs-bench agentfs-bench-secret
+s3_pid=$(cat "$LOG_DIR/versitygw.pid" 2>/dev/null || true)
+
+export AGENTFS_LISTEN_ADDR="127.0.0.1:$api_port"
+export AGENTFS_PUBLIC_URL="http://127.0.0.1:$api_port"
+export AGENTFS_DATABASE_URL="postgres://agentfs@127.0.0.1:$pg_port/agentfs?sslmode=disable"
+export AGENTFS_S3_ENDPOINT="127.0.0.1:$s3_port"
+export AGENTFS_S3_ACCESS_KEY=agentfs-bench
+export AGENTFS_S3_SECRET_KEY=agentfs-bench-secret
+export AGENTFS_S3_BUCKET=agentfs
+export AGENTFS_S3_USE_SSL=false
+export AGENTFS_S3_REGION=us-east-1
+export AGENTFS_LOG_LEVEL=warn
+
+bin/agentfs migrate
+token=$(bin/agentfs token create --subject bench | tail -n 1 | tr -d '[:space:]')
+[[ -n "$token" ]] || die "bin/agentfs token create printed no token"
+
+bin/agentfs serve >>"$LOG_DIR/agentfs.log" 2>&1 &
+agentfs_pid=$!
+
+ready=0
+for ((i = 0; i < SERVER_START_TIMEOUT * 10; i++)); do
+	if ! _pid_alive "$agentfs_pid"; then
+		_tail_log "$LOG_DIR/agentfs.log"
+		die "agentfs serve exited during startup"
+	fi
+	code=$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$AGENTFS_PUBLIC_URL/readyz" 2>/dev/null || true)
+	if [[ "$code" == 200 ]]; then
+		ready=1
+		break
+	fi
+	sleep 0.1
+done
+if ((!ready)); then
+	_tail_log "$LOG_DIR/agentfs.log"
+	die "agentfs serve was not ready on $AGENTFS_LISTEN_ADDR within ${SERVER_START_TIMEOUT}s"
+fi
+
+echo "bench servers: AgentFS $AGENTFS_PUBLIC_URL (pid $agentfs_pid), postgres 127.0.0.1:$pg_port, versitygw 127.0.0.1:$s3_port; logs in $LOG_DIR" >&2
+
+set +e
+AGENTFS_URL=$AGENTFS_PUBLIC_URL AGENTFS_TOKEN=$token \
+	BENCH_SERVER_PID=$agentfs_pid BENCH_S3_PID=$s3_pid \
+	go run ./bench "${BENCH_ARGS[@]}"
+status=$?
+set -e
+if ! _pid_alive "$agentfs_pid"; then
+	log "error: agentfs serve is no longer running"
+	_tail_log "$LOG_DIR/agentfs.log"
+	status=1
+fi
+exit "$status"

@@ -1,0 +1,125 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/minio/minio-go/v7"
+
+	"github.com/agentfs/agentfs"
+)
+
+// SweepBlobs removes blobs that no file or upload session references and
+// that are older than grace: blobs superseded by a replace, left by a write
+// that failed or whose process died, or by an identical re-upload. grace
+// must outlast any write still in flight (whose blob is not referenced
+// until it commits) and any read of a superseded blob. It reports how many
+// it removed.
+func (s *Store) SweepBlobs(ctx context.Context, grace time.Duration) (int64, error) {
+	cutoff := time.Now().Add(-grace)
+	var (
+		removed int64
+		page    []string
+	)
+	flush := func() error {
+		n, err := s.removeUnreferenced(ctx, page)
+		removed += n
+		page = page[:0]
+		return err
+	}
+	for obj := range s.s3.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: "blobs/", Recursive: true}) {
+		if obj.Err != nil {
+			return removed, translateS3(fmt.Errorf("list blobs: %w", obj.Err))
+		}
+		if obj.LastModified.After(cutoff) {
+			continue
+		}
+		if page = append(page, obj.Key); len(page) == 500 {
+			if err := flush(); err != nil {
+				return removed, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return removed, err
+	}
+	n, err := s.abortStaleMultipart(ctx, cutoff)
+	return removed + n, err
+}
+
+// removeUnreferenced deletes the keys of page that no row references.
+func (s *Store) removeUnreferenced(ctx context.Context, page []string) (int64, error) {
+	if len(page) == 0 {
+		return 0, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT k FROM unnest($1::text[]) AS k
+		WHERE NOT EXISTS (SELECT 1 FROM files WHERE blob_key = k)
+		  AND NOT EXISTS (SELECT 1 FROM uploads WHERE blob_key = k)`, page)
+	if err != nil {
+		return 0, Translate(fmt.Errorf("find unreferenced blobs: %w", err))
+	}
+	orphans, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, Translate(err)
+	}
+	var n int64
+	for _, key := range orphans {
+		if err := s.s3.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{}); err != nil {
+			return n, translateS3(fmt.Errorf("remove blob: %w", err))
+		}
+		n++
+	}
+	return n, nil
+}
+
+// abortStaleMultipart aborts S3 multipart uploads older than cutoff that
+// no upload session knows (a session whose creation did not commit).
+func (s *Store) abortStaleMultipart(ctx context.Context, cutoff time.Time) (int64, error) {
+	var n int64
+	for up := range s.s3.ListIncompleteUploads(ctx, s.bucket, "blobs/", true) {
+		if up.Err != nil {
+			return n, translateS3(fmt.Errorf("list multipart uploads: %w", up.Err))
+		}
+		if up.Initiated.After(cutoff) {
+			continue
+		}
+		var known bool
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM uploads WHERE s3_upload_id = $1)`, up.UploadID).Scan(&known); err != nil {
+			return n, Translate(err)
+		}
+		if known {
+			continue
+		}
+		if err := s.core().AbortMultipartUpload(ctx, s.bucket, up.Key, up.UploadID); err != nil {
+			return n, translateS3(fmt.Errorf("abort stale multipart upload: %w", err))
+		}
+		n++
+	}
+	return n, nil
+}
+
+// PurgeDeleted removes files deleted longer ago than their retention
+// (purge_after): the row, then its blob, which no other row can reference.
+func (s *Store) PurgeDeleted(ctx context.Context) (int64, error) {
+	var n int64
+	for {
+		var f *agentfs.File
+		err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+			var err error
+			f, err = scanFile(tx.QueryRow(ctx, `DELETE FROM files WHERE id = (
+					SELECT id FROM files WHERE purge_after < now() LIMIT 1 FOR UPDATE SKIP LOCKED)
+				RETURNING `+fileColumns))
+			return err
+		})
+		if err != nil {
+			if errorsIsNotFound(err) {
+				return n, nil
+			}
+			return n, fmt.Errorf("purge deleted files: %w", err)
+		}
+		s.removeBlob(ctx, f.BlobKey)
+		n++
+	}
+}
