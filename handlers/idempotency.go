@@ -207,9 +207,13 @@ func admissionError(err error, key string) error {
 	return err
 }
 
+// maxInProgressWait caps the Retry-After of OPERATION_IN_PROGRESS: the
+// first request may finish any moment, well before its lease would lapse.
+const maxInProgressWait = 5 * time.Second
+
 func inProgress(key string, wait time.Duration) *problem.Problem {
 	p := problem.New(problem.OperationInProgress, "a request with this Idempotency-Key is still running; retry the same key later")
-	p.RetryAfter = max(1, int(wait.Seconds()))
+	p.RetryAfter = max(1, int(min(wait, maxInProgressWait).Seconds()))
 	return p.WithHeader("Link", "</v1/operations/"+url.PathEscape(key)+`>; rel="monitor"`)
 }
 

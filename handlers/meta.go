@@ -54,11 +54,12 @@ func (a *API) protocol(c echo.Context) error {
 			"replay_header":     "Idempotent-Replayed",
 		},
 		"retry": map[string]any{
-			"retryable_statuses": []int{408, 429, 500, 502, 503, 504},
+			"retryable_statuses": []int{408, 429, 500, 501, 502, 503, 504, 505, 506, 507, 508, 510, 511},
 			"safe_operations": []string{
 				"GET", "HEAD", "any write with an Idempotency-Key", "POST /v1/files?if_exists=replace",
 				"DELETE /v1/files/{id}", "POST /v1/files/{id}/restore",
 				"POST /v1/uploads", "PUT /v1/uploads/{id}/parts/{n}", "POST /v1/uploads/{id}/complete", "DELETE /v1/uploads/{id}",
+				"GET /v1/batch/{id}",
 			},
 			"initial_delay_ms": 1000,
 			"max_delay_ms":     30000,

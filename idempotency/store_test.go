@@ -163,6 +163,33 @@ func TestClaims(t *testing.T) {
 	})
 }
 
+func TestSweepKeepsTheKeyOfARunningBatch(t *testing.T) {
+	keys, store := setup(t, time.Second, time.Second)
+	ctx := context.Background()
+	c, _, err := keys.Begin(ctx, "s", "batch-key", "POST", "/v1/batch", request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := store.CreateBatch(ctx, &agentfs.Batch{Subject: "s", Items: []agentfs.BatchItem{{Op: agentfs.OpDelete, FileID: "f"}}},
+		func(ctx context.Context, tx pgx.Tx, b *agentfs.Batch) error {
+			return c.Complete(ctx, tx, nil, idempotency.Outcome{Status: 202, Body: []byte(`{}`),
+				Resource: idempotency.Resource{Object: "batch", ID: b.ID}})
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if n, err := keys.Sweep(ctx); err != nil || n != 0 {
+		t.Fatalf("swept %d (%v) while the batch is queued", n, err)
+	}
+	if _, err := store.Pool().Exec(ctx, `UPDATE batches SET status = 'succeeded' WHERE id = $1`, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := keys.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("swept %d (%v) after the batch ended, want 1", n, err)
+	}
+}
+
 func TestDispositionOf(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

@@ -1,0 +1,107 @@
+package storage_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/minio/minio-go/v7"
+
+	"github.com/agentfs/agentfs/storage"
+	"github.com/agentfs/agentfs/storage/storagetest"
+)
+
+// TestSweepsRemoveOnlyWhatNothingReferences builds every kind of blob a
+// store holds — live, superseded, of a deleted file still kept, of a file
+// due for purge, of a pending upload session, and an orphan — then sweeps
+// with no grace: only the superseded, purged and orphaned ones go.
+func TestSweepsRemoveOnlyWhatNothingReferences(t *testing.T) {
+	store, b := setup(t)
+	ctx := context.Background()
+	mustPut := func(path, body string, replace bool) storage.PutResult {
+		t.Helper()
+		res, err := store.PutFile(ctx, put(path, replace), strings.NewReader(body), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	live := mustPut("live.txt", "live", false).File
+	old := mustPut("replaced.txt", "v1", false).File
+	replaced := mustPut("replaced.txt", "v2", true).File
+	kept := mustPut("kept.txt", "kept", false).File
+	if _, err := store.DeleteFile(ctx, "s", kept.ID, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	purged := mustPut("purged.txt", "purged", false).File
+	if _, err := store.DeleteFile(ctx, "s", purged.ID, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	err := storage.WithTx(ctx, store.Pool(), func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE files SET purge_after = now() - interval '1 second' WHERE id = $1`, purged.ID)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, _, err := store.CreateUpload(ctx, storage.NewUpload{Subject: "s", Path: "up.bin", SizeBytes: 3,
+		ContentType: "application/octet-stream", PartSize: 5 << 20, TTL: time.Hour}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.PutPart(ctx, "s", up.ID, 1, strings.NewReader("abc"), 3, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	s3 := storagetest.S3(t, b.cfg)
+	if _, err := s3.PutObject(ctx, b.cfg.S3Bucket, "blobs/orphan", bytes.NewReader([]byte("x")), 1, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	if n, err := store.PurgeDeleted(ctx); err != nil || n != 1 {
+		t.Fatalf("purge: %d %v, want 1", n, err)
+	}
+	if _, err := store.File(ctx, "s", purged.ID); err == nil {
+		t.Fatal("the purged file's row is still there")
+	}
+	if n, err := store.SweepBlobs(ctx, 0); err != nil || n != 2 {
+		t.Fatalf("blob sweep removed %d (%v), want the superseded blob and the orphan", n, err)
+	}
+	keys := strings.Join(storagetest.ObjectKeys(t, b.cfg), " ")
+	for _, gone := range []string{old.BlobKey, purged.BlobKey, "blobs/orphan"} {
+		if strings.Contains(keys, gone) {
+			t.Errorf("%s survived the sweep", gone)
+		}
+	}
+	for _, f := range []struct{ key, want string }{{live.BlobKey, "live"}, {replaced.BlobKey, "v2"}, {kept.BlobKey, "kept"}} {
+		r, err := store.OpenBlob(ctx, f.key, 0, int64(len(f.want)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || string(got) != f.want {
+			t.Errorf("referenced blob %s: %q %v", f.key, got, err)
+		}
+	}
+	f, _, err := store.CompleteUpload(ctx, "s", up.ID, storage.CompleteRequest{}, nil)
+	if err != nil || f.SizeBytes != 3 {
+		t.Fatalf("the pending upload lost its parts to the sweep: %v", err)
+	}
+}
+
+// TestSweepKeepsRecentBlobs proves the grace period protects writes in
+// flight, whose blobs no row references yet.
+func TestSweepKeepsRecentBlobs(t *testing.T) {
+	store, b := setup(t)
+	ctx := context.Background()
+	if _, err := storagetest.S3(t, b.cfg).PutObject(ctx, b.cfg.S3Bucket, "blobs/in-flight", strings.NewReader("x"), 1, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := store.SweepBlobs(ctx, time.Hour); err != nil || n != 0 {
+		t.Fatalf("swept %d (%v) within the grace period", n, err)
+	}
+}
