@@ -85,6 +85,9 @@ var (
 	ErrChecksumMismatch   = errors.New("checksum mismatch")
 	ErrTooLarge           = errors.New("payload too large")
 	ErrBlocked            = errors.New("content blocked")
+	// ErrBodyStalled says the request body stopped arriving for longer than
+	// the idle limit.
+	ErrBodyStalled = errors.New("request body stalled")
 )
 
 // PathExistsError says a live file already holds the path.

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"errors"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -134,6 +135,9 @@ func readFormHead(req *http.Request) (formHead, error) {
 		// ends before any part (or a wrapped EOF) is truncated.
 		if err == io.EOF && fields > 0 {
 			return head, problem.Validation("file", "the form has no file part")
+		}
+		if errors.Is(err, agentfs.ErrBodyStalled) {
+			return head, err
 		}
 		if err != nil {
 			return head, problem.Invalid("body", "malformed multipart/form-data")

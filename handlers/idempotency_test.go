@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/storage/storagetest"
 )
 
 func keyed(t *testing.T, c *apitest.Client, key, path, body string, headers ...string) *apitest.Response {
@@ -279,4 +281,40 @@ func TestLeaseRenewedWhileBodyStreams(t *testing.T) {
 	if again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatal("the finished slow upload was not replayed")
 	}
+}
+
+// TestStalledBodyTimesOut sends part of a keyed upload and then nothing:
+// after the idle limit the server answers 408, closes the connection,
+// stores nothing and releases the key.
+func TestStalledBodyTimesOut(t *testing.T) {
+	t.Parallel()
+	srv := apitest.NewServer(t, apitest.Options{Limits: handlers.Limits{MaxUploadBytes: 1 << 20, BodyIdleTimeout: time.Second}})
+	c := srv.Client(t, "alice")
+	token := srv.Token(t, "alice")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/files?path=stall.bin HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
+		"Idempotency-Key: stall-1\r\nContent-Length: 100000\r\n\r\npartial body", token)
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "REQUEST_TIMEOUT") || !res.Close {
+		t.Fatalf("stalled body: %d close=%v %s", res.StatusCode, res.Close, body)
+	}
+	if _, err := br.ReadByte(); err == nil {
+		t.Fatal("the connection stayed open")
+	}
+	c.Do("GET", "/v1/operations/stall-1", nil).ExpectProblem(t, 404, "NOT_FOUND")
+	if n := len(list(t, c, "include_deleted=true").Data); n != 0 || len(storagetest.ObjectKeys(t, srv.Config)) != 0 {
+		t.Fatalf("a stalled upload left %d files", n)
+	}
+	keyed(t, c, "stall-1", "stall.bin", "complete body").Expect(t, http.StatusCreated)
 }

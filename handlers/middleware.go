@@ -5,7 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -177,3 +180,44 @@ func attributionOf(c echo.Context) agentfs.Attribution {
 	by, _ := c.Get(attributionKey).(agentfs.Attribution)
 	return by
 }
+
+// bodyIdle fails a request whose body stops arriving for longer than the
+// idle limit (408, connection closed), so a stalled client cannot hold a
+// claim, a connection and an S3 upload open. Each read extends the
+// connection's read deadline.
+func (a *API) bodyIdle(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		idle := a.deps.Limits.BodyIdleTimeout
+		if idle <= 0 || req.Body == nil || req.Body == http.NoBody {
+			return next(c)
+		}
+		body := &idleBody{rc: req.Body, ctl: http.NewResponseController(c.Response().Writer), idle: idle}
+		req.Body = body
+		err := next(c)
+		if body.stalled {
+			c.Response().Header().Set(echo.HeaderConnection, "close")
+		}
+		return err
+	}
+}
+
+type idleBody struct {
+	rc      io.ReadCloser
+	ctl     *http.ResponseController
+	idle    time.Duration
+	stalled bool
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	_ = b.ctl.SetReadDeadline(time.Now().Add(b.idle))
+	n, err := b.rc.Read(p)
+	var ne net.Error
+	if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()) {
+		b.stalled = true
+		return n, fmt.Errorf("%w: %w", agentfs.ErrBodyStalled, err)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error { return b.rc.Close() }

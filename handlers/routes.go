@@ -63,6 +63,9 @@ type Limits struct {
 	BatchMaxItemBytes    int64
 	IdempotencyRetention time.Duration
 	DeletedRetention     time.Duration
+	// BodyIdleTimeout fails a request whose body stalls longer (408); 0
+	// disables it.
+	BodyIdleTimeout time.Duration
 }
 
 // Deps are what the API needs; New rejects missing ones.
@@ -132,7 +135,7 @@ func (a *API) routes() {
 	// Middleware is attached per route, not with Group.Use, which would
 	// turn a wrong method on a known route into a 404 instead of a 405.
 	v1 := e.Group("/v1")
-	mw := []echo.MiddlewareFunc{a.authenticate, requireScope, attribution, idempotencyKey}
+	mw := []echo.MiddlewareFunc{a.authenticate, requireScope, attribution, idempotencyKey, a.bodyIdle}
 	v1.POST("/files", a.createFile, mw...)
 	v1.GET("/files", a.listFiles, mw...)
 	v1.GET("/files/:id", a.getFile, mw...)

@@ -131,6 +131,8 @@ func From(err error) (p *Problem, unexpected bool) {
 		return Validation("part_number", err.Error()), false
 	case errors.Is(err, agentfs.ErrUploadCompleting):
 		return New(OperationInProgress, "another request is completing this upload; retry shortly"), false
+	case errors.Is(err, agentfs.ErrBodyStalled):
+		return New(RequestTimeout, "the request body stalled longer than the idle limit; nothing was stored"), false
 	case errors.Is(err, agentfs.ErrNotFound):
 		return New(NotFound, "no such resource"), false
 	case errors.Is(err, agentfs.ErrPreconditionFailed):

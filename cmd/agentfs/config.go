@@ -82,6 +82,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseDuration(env("AGENTFS_BATCH_RESCUE_AFTER", "30s"), "AGENTFS_BATCH_RESCUE_AFTER", &c.BatchRescueAfter))
 	c.Limits.BatchMaxItems, c.BatchWorkers = int(batchItems), int(batchWorkers)
 	check(parseDuration(env("AGENTFS_IDEMPOTENCY_LEASE", "30s"), "AGENTFS_IDEMPOTENCY_LEASE", &c.IdempotencyLease))
+	check(parseDuration(env("AGENTFS_BODY_IDLE_TIMEOUT", "60s"), "AGENTFS_BODY_IDLE_TIMEOUT", &c.Limits.BodyIdleTimeout))
 	check(parseDuration(env("AGENTFS_BLOB_GRACE", "6h"), "AGENTFS_BLOB_GRACE", &c.BlobGrace))
 	check(parseDuration(env("AGENTFS_SWEEP_INTERVAL", "5m"), "AGENTFS_SWEEP_INTERVAL", &c.SweepInterval))
 	c.Storage.PartSize = uint64(partSize)

@@ -107,6 +107,9 @@ func NewServer(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if opts.Limits.BodyIdleTimeout == 0 {
+		opts.Limits.BodyIdleTimeout = 30 * time.Second
+	}
 	if opts.Limits.BatchMaxItems == 0 {
 		opts.Limits.BatchMaxItems = 1000
 	}
