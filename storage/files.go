@@ -363,3 +363,15 @@ func (s *Store) restoreFile(ctx context.Context, tx pgx.Tx, subject, id string) 
 func (s *Store) lockFile(ctx context.Context, tx pgx.Tx, subject, id string) (*agentfs.File, error) {
 	return scanFile(tx.QueryRow(ctx, `SELECT `+fileColumns+` FROM files WHERE id = $1 AND subject = $2 FOR UPDATE`, id, subject))
 }
+
+// BlockFile marks a file blocked by an operator: its content and any
+// replace answer 451 with reason. Unblock with an empty reason and
+// blocked false. An unknown id is agentfs.ErrNotFound.
+func (s *Store) BlockFile(ctx context.Context, id string, blocked bool, reason string) (*agentfs.File, error) {
+	f, err := scanFile(s.pool.QueryRow(ctx, `UPDATE files SET blocked = $2, block_reason = $3
+		WHERE id = $1 RETURNING `+fileColumns, id, blocked, reason))
+	if err != nil {
+		return nil, fmt.Errorf("block file: %w", err)
+	}
+	return f, nil
+}

@@ -116,3 +116,59 @@ func revokeToken(ctx context.Context, getenv func(string) string, stdout io.Writ
 	fmt.Fprintln(stdout, "revoked")
 	return nil
 }
+
+const adminUsage = `Usage:
+  agentfs admin block FILE_ID --reason TEXT   block a file: its content and replace answer 451 with TEXT
+  agentfs admin unblock FILE_ID               lift the block
+
+Example:
+  agentfs admin block file_0123abcd --reason "reported as malware, under review"
+`
+
+// adminCmd blocks and unblocks files for operators.
+func adminCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || (args[0] != "block" && args[0] != "unblock") {
+		fmt.Fprint(stderr, adminUsage)
+		return fmt.Errorf("%w: admin needs block or unblock", errUsage)
+	}
+	fs := flag.NewFlagSet("admin "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, adminUsage) }
+	reason := fs.String("reason", "", "why the file is blocked (shown to callers)")
+	id, rest := "", args[1:]
+	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		id, rest = rest[0], rest[1:]
+	}
+	if err := fs.Parse(rest); err != nil {
+		return err
+	}
+	if id == "" && fs.NArg() == 1 {
+		id = fs.Arg(0)
+	}
+	block := args[0] == "block"
+	if id == "" || (block && strings.TrimSpace(*reason) == "") {
+		fmt.Fprint(stderr, adminUsage)
+		return fmt.Errorf("%w: admin %s needs a FILE_ID%s", errUsage, args[0], map[bool]string{true: " and --reason"}[block])
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if !block {
+		*reason = ""
+	}
+	f, err := store.BlockFile(ctx, id, block, *reason)
+	if errors.Is(err, agentfs.ErrNotFound) {
+		return fmt.Errorf("no such file %s", id)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s %sblocked\n", f.ID, map[bool]string{false: "un"}[block])
+	return nil
+}

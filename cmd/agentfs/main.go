@@ -4,6 +4,7 @@
 //	agentfs migrate               apply database migrations and create the bucket
 //	agentfs token create --subject NAME [--scopes read,write]
 //	agentfs token revoke TOKEN_OR_ID
+//	agentfs admin block FILE_ID --reason TEXT | unblock FILE_ID
 //	agentfs put|get|ls|rm|restore|protocol   the client verbs (see --help of each)
 //
 // It is configured by AGENTFS_* environment variables; see the README.
@@ -49,6 +50,8 @@ Usage:
   agentfs token create --subject NAME [--scopes read,write]
                                                   print a new bearer token alone on one line
   agentfs token revoke TOKEN_OR_ID                revoke a token
+  agentfs admin block FILE_ID --reason TEXT       block a file (its content and replace answer 451)
+  agentfs admin unblock FILE_ID                   lift the block
 
 Client (talks to a running server; retries only what is safe to repeat):
   agentfs put LOCAL REMOTE_PATH [--replace]       upload a file
@@ -77,6 +80,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return migrateCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "token":
 		return tokenCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "admin":
+		return adminCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "put", "get", "ls", "rm", "restore", "protocol":
 		return clientCmd(ctx, args[0], args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":

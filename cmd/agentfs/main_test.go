@@ -250,3 +250,43 @@ func TestMissingServersFailClearly(t *testing.T) {
 		t.Fatalf("migrate without servers: %v", err)
 	}
 }
+
+// TestAdminBlock blocks a file through the CLI: its content and a replace
+// answer 451 with the reason; unblocking restores both.
+func TestAdminBlock(t *testing.T) {
+	t.Parallel()
+	srv := apitest.NewServer(t, apitest.Options{})
+	c := srv.Client(t, "alice")
+	f := c.Do("POST", "/v1/files?path=b.txt", "body").Expect(t, 201).File(t)
+	env := map[string]string{
+		"AGENTFS_DATABASE_URL": srv.Config.DatabaseURL, "AGENTFS_S3_ENDPOINT": srv.Config.S3Endpoint,
+		"AGENTFS_S3_ACCESS_KEY": srv.Config.S3AccessKey, "AGENTFS_S3_SECRET_KEY": srv.Config.S3SecretKey,
+		"AGENTFS_S3_BUCKET": srv.Config.S3Bucket,
+	}
+	admin := func(args ...string) error {
+		var out bytes.Buffer
+		return run(context.Background(), append([]string{"admin"}, args...), func(k string) string { return env[k] }, &out, &out)
+	}
+	if err := admin("block", f.ID); err == nil || !strings.Contains(err.Error(), "--reason") {
+		t.Fatalf("block without a reason: %v", err)
+	}
+	if err := admin("block", f.ID, "--reason", "under legal review"); err != nil {
+		t.Fatal(err)
+	}
+	p := c.Do("GET", "/v1/files/"+f.ID+"/content", nil).ExpectProblem(t, 451, "CONTENT_BLOCKED")
+	if !strings.Contains(p.Detail, "under legal review") {
+		t.Fatalf("451 detail %q", p.Detail)
+	}
+	c.Do("POST", "/v1/files?path=b.txt&if_exists=replace", "new").ExpectProblem(t, 451, "CONTENT_BLOCKED")
+	if meta := c.Do("GET", "/v1/files/"+f.ID, nil).Expect(t, 200).File(t); !meta.Blocked {
+		t.Fatal("metadata does not show the block")
+	}
+	if err := admin("unblock", f.ID); err != nil {
+		t.Fatal(err)
+	}
+	c.Do("GET", "/v1/files/"+f.ID+"/content", nil).Expect(t, 200)
+	c.Do("POST", "/v1/files?path=b.txt&if_exists=replace", "new").Expect(t, 200)
+	if err := admin("unblock", "file_nope"); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("unknown file: %v", err)
+	}
+}
