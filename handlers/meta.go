@@ -79,6 +79,12 @@ func (a *API) protocol(c echo.Context) error {
 			"batch_max_items":           l.BatchMaxItems,
 			"batch_max_bytes":           l.BatchMaxBytes,
 			"batch_max_item_bytes":      l.BatchMaxItemBytes,
+			"body_idle_timeout_seconds": int64(l.BodyIdleTimeout.Seconds()),
+			"rate_limit_per_second":     l.RatePerSecond,
+			"rate_limit_burst":          l.RateBurst,
+			"rate_limit_scope":          "subject, per instance",
+			"quota_bytes":               l.QuotaBytes,
+			"quota_window_seconds":      int64(l.QuotaWindow.Seconds()),
 		},
 	})
 }

@@ -29,13 +29,13 @@ func TestMetaRoutes(t *testing.T) {
 				RetryableStatuses []int `json:"retryable_statuses"`
 				MaxAttempts       int   `json:"max_attempts"`
 			} `json:"retry"`
-			Limits map[string]int64 `json:"limits"`
+			Limits map[string]any `json:"limits"`
 		}
 		anon.Do("GET", "/v1/protocol", nil).Expect(t, 200).JSON(t, &p)
 		if p.APIVersion != "v1" || p.Idempotency.Header != "Idempotency-Key" || p.Idempotency.RetentionSeconds != 7*24*3600 {
 			t.Fatalf("protocol: %+v", p)
 		}
-		if p.Limits["max_upload_bytes"] != 64<<20 || p.Limits["max_path_bytes"] != 1024 || p.Retry.MaxAttempts != 8 {
+		if p.Limits["max_upload_bytes"] != float64(64<<20) || p.Limits["max_path_bytes"] != float64(1024) || p.Retry.MaxAttempts != 8 {
 			t.Fatalf("protocol limits: %+v", p)
 		}
 	})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/idempotency"
@@ -66,6 +67,14 @@ type Limits struct {
 	// BodyIdleTimeout fails a request whose body stalls longer (408); 0
 	// disables it.
 	BodyIdleTimeout time.Duration
+	// RatePerSecond and RateBurst bound each subject's requests per
+	// instance (429 RATE_LIMITED); 0 disables it.
+	RatePerSecond float64
+	RateBurst     int
+	// QuotaBytes bounds the bytes each subject writes per QuotaWindow, across
+	// instances (429 QUOTA_EXCEEDED); 0 disables it.
+	QuotaBytes  int64
+	QuotaWindow time.Duration
 }
 
 // Deps are what the API needs; New rejects missing ones.
@@ -74,6 +83,7 @@ type Deps struct {
 	Uploads   Uploads
 	Batches   Batches
 	Keys      Keys
+	Quota     Quota
 	Tokens    Tokens
 	Health    Pinger
 	Log       *slog.Logger
@@ -88,15 +98,18 @@ type Deps struct {
 
 // API is the AgentFS HTTP handler.
 type API struct {
-	deps Deps
-	echo *echo.Echo
+	deps  Deps
+	echo  *echo.Echo
+	rates *rateLimits
 }
 
 // New builds the API and its routes.
 func New(d Deps) (*API, error) {
 	switch {
-	case d.Files == nil, d.Uploads == nil, d.Batches == nil, d.Keys == nil, d.Tokens == nil, d.Health == nil:
-		return nil, errors.New("handlers: Files, Uploads, Batches, Keys, Tokens and Health are required")
+	case d.Files == nil, d.Uploads == nil, d.Batches == nil, d.Keys == nil, d.Tokens == nil, d.Health == nil, d.Quota == nil:
+		return nil, errors.New("handlers: Files, Uploads, Batches, Keys, Quota, Tokens and Health are required")
+	case d.Limits.QuotaBytes > 0 && d.Limits.QuotaWindow <= 0:
+		return nil, errors.New("handlers: a byte quota needs a positive QuotaWindow")
 	case d.Limits.BatchMaxItems <= 0, d.Limits.BatchMaxBytes <= 0, d.Limits.BatchMaxItemBytes <= 0:
 		return nil, errors.New("handlers: the batch limits must be positive")
 	case d.Log == nil, d.Registry == nil:
@@ -108,7 +121,8 @@ func New(d Deps) (*API, error) {
 	case d.Limits.UploadPartSize < agentfs.MinPartSize, d.Limits.UploadTTL <= 0:
 		return nil, errors.New("handlers: Limits.UploadPartSize must be at least 5 MiB and UploadTTL positive")
 	}
-	a := &API{deps: d, echo: echo.New()}
+	a := &API{deps: d, echo: echo.New(), rates: &rateLimits{perSec: d.Limits.RatePerSecond,
+		burst: max(d.Limits.RateBurst, 1), buckets: map[string]*rate.Limiter{}}}
 	a.routes()
 	return a, nil
 }
@@ -135,7 +149,7 @@ func (a *API) routes() {
 	// Middleware is attached per route, not with Group.Use, which would
 	// turn a wrong method on a known route into a 404 instead of a 405.
 	v1 := e.Group("/v1")
-	mw := []echo.MiddlewareFunc{a.authenticate, requireScope, attribution, idempotencyKey, a.bodyIdle}
+	mw := []echo.MiddlewareFunc{a.authenticate, a.limitRate, requireScope, attribution, idempotencyKey, a.limitBytes, a.bodyIdle}
 	v1.POST("/files", a.createFile, mw...)
 	v1.GET("/files", a.listFiles, mw...)
 	v1.GET("/files/:id", a.getFile, mw...)

@@ -82,6 +82,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseDuration(env("AGENTFS_BATCH_RESCUE_AFTER", "30s"), "AGENTFS_BATCH_RESCUE_AFTER", &c.BatchRescueAfter))
 	c.Limits.BatchMaxItems, c.BatchWorkers = int(batchItems), int(batchWorkers)
 	check(parseDuration(env("AGENTFS_IDEMPOTENCY_LEASE", "30s"), "AGENTFS_IDEMPOTENCY_LEASE", &c.IdempotencyLease))
+	var burst int64
+	check(parseFloat(env("AGENTFS_RATE_LIMIT", "200"), "AGENTFS_RATE_LIMIT", &c.Limits.RatePerSecond))
+	check(parseBytes(env("AGENTFS_RATE_BURST", "400"), "AGENTFS_RATE_BURST", &burst))
+	c.Limits.RateBurst = int(burst)
+	if v := env("AGENTFS_QUOTA_BYTES", "0"); v != "0" {
+		check(parseBytes(v, "AGENTFS_QUOTA_BYTES", &c.Limits.QuotaBytes))
+	}
+	check(parseDuration(env("AGENTFS_QUOTA_WINDOW", "1h"), "AGENTFS_QUOTA_WINDOW", &c.Limits.QuotaWindow))
 	check(parseDuration(env("AGENTFS_BODY_IDLE_TIMEOUT", "60s"), "AGENTFS_BODY_IDLE_TIMEOUT", &c.Limits.BodyIdleTimeout))
 	check(parseDuration(env("AGENTFS_BLOB_GRACE", "6h"), "AGENTFS_BLOB_GRACE", &c.BlobGrace))
 	check(parseDuration(env("AGENTFS_SWEEP_INTERVAL", "5m"), "AGENTFS_SWEEP_INTERVAL", &c.SweepInterval))
@@ -120,6 +128,15 @@ func parseBool(v, name string, dst *bool) error {
 		return fmt.Errorf("%s must be true or false", name)
 	}
 	*dst = b
+	return nil
+}
+
+func parseFloat(v, name string, dst *float64) error {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 {
+		return fmt.Errorf("%s must be a number ≥ 0 (0 disables it)", name)
+	}
+	*dst = f
 	return nil
 }
 

@@ -52,6 +52,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 			return int64(n), err
 		}},
 		sweeper.Task{Name: "purged deleted files", Run: store.PurgeDeleted},
+		sweeper.Task{Name: "old quota windows", Run: func(ctx context.Context) (int64, error) {
+			return store.SweepQuota(ctx, time.Now().Add(-cfg.Limits.QuotaWindow-time.Hour))
+		}},
 		sweeper.Task{Name: "unreferenced blobs", Run: func(ctx context.Context) (int64, error) {
 			return store.SweepBlobs(ctx, cfg.BlobGrace)
 		}})
@@ -70,7 +73,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, err := handlers.New(handlers.Deps{
-		Files: store, Uploads: store, Batches: queue, Keys: keys, Tokens: store, Health: store, Log: log,
+		Files: store, Uploads: store, Batches: queue, Keys: keys, Quota: store, Tokens: store, Health: store, Log: log,
 		PublicURL: cfg.PublicURL, Limits: cfg.Limits, Registry: reg,
 		AfterCommit: faultAfterCommit(cfg.FaultAfterCommit),
 	})

@@ -135,7 +135,7 @@ func NewServer(t testing.TB, opts Options) *Server {
 	}
 	t.Cleanup(func() { _ = queue.Stop(context.Background()) })
 	api, err := handlers.New(handlers.Deps{
-		Files: files, Uploads: store, Batches: queue, Keys: keys, Tokens: store, Health: store,
+		Files: files, Uploads: store, Batches: queue, Keys: keys, Quota: store, Tokens: store, Health: store,
 		Log:       log,
 		PublicURL: publicURL,
 		Limits:    opts.Limits, Registry: prometheus.NewRegistry(),

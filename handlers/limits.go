@@ -1,0 +1,120 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"golang.org/x/time/rate"
+
+	"github.com/agentfs/agentfs/problem"
+)
+
+// Quota keeps the bytes each subject wrote per window, in Postgres, so the
+// quota holds across instances.
+type Quota interface {
+	QuotaUsed(ctx context.Context, subject string, start time.Time) (int64, error)
+	AddQuota(ctx context.Context, subject string, start time.Time, n int64) error
+}
+
+// rateLimits holds one token bucket per subject. The request rate is
+// limited per instance (documented in /v1/protocol and the README); the
+// byte quota is global.
+type rateLimits struct {
+	mu      sync.Mutex
+	perSec  float64
+	burst   int
+	buckets map[string]*rate.Limiter
+}
+
+func (r *rateLimits) bucket(subject string) *rate.Limiter {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.buckets[subject]
+	if !ok {
+		b = rate.NewLimiter(rate.Limit(r.perSec), r.burst)
+		r.buckets[subject] = b
+	}
+	return b
+}
+
+// limitRate answers 429 RATE_LIMITED, with the wait until a request would
+// be allowed as Retry-After, when a subject exceeds its request rate.
+func (a *API) limitRate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if a.rates.perSec <= 0 {
+			return next(c)
+		}
+		res := a.rates.bucket(principal(c).Subject).Reserve()
+		if d := res.Delay(); d > 0 {
+			res.Cancel()
+			p := problem.New(problem.RateLimited, fmt.Sprintf("more than %g requests per second", a.rates.perSec))
+			p.RetryAfter = int(math.Ceil(d.Seconds()))
+			return p
+		}
+		return next(c)
+	}
+}
+
+// limitBytes enforces the per-subject quota of bytes written per window:
+// a write is refused (429 QUOTA_EXCEEDED, Retry-After until the window
+// ends) before its body is read when the window is used up or its
+// declared length would exceed it; the bytes of a write that succeeded are
+// counted after it.
+func (a *API) limitBytes(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		l := a.deps.Limits
+		req := c.Request()
+		if l.QuotaBytes <= 0 || req.Method == http.MethodGet || req.Method == http.MethodHead || req.Body == nil {
+			return next(c)
+		}
+		subject := principal(c).Subject
+		start := time.Now().Truncate(l.QuotaWindow)
+		used, err := a.deps.Quota.QuotaUsed(req.Context(), subject, start)
+		if err != nil {
+			return err
+		}
+		if (used >= l.QuotaBytes || req.ContentLength > 0 && used+req.ContentLength > l.QuotaBytes) && !a.replayable(c) {
+			p := problem.New(problem.QuotaExceeded, fmt.Sprintf("this subject wrote %d of %d bytes allowed per %v", used, l.QuotaBytes, l.QuotaWindow))
+			p.RetryAfter = max(1, int(math.Ceil(time.Until(start.Add(l.QuotaWindow)).Seconds())))
+			c.Response().Header().Set(echo.HeaderConnection, "close") // the body is not read
+			return p
+		}
+		body := &countingBody{ReadCloser: req.Body}
+		req.Body = body
+		err = next(c)
+		if st := c.Response().Status; err == nil && st < 300 && body.n > 0 && c.Response().Header().Get(replayHeader) == "" {
+			if qerr := a.deps.Quota.AddQuota(context.WithoutCancel(req.Context()), subject, start, body.n); qerr != nil {
+				a.deps.Log.WarnContext(req.Context(), "count quota", "err", qerr)
+			}
+		}
+		return err
+	}
+}
+
+// replayable reports whether the request's key already holds an outcome:
+// a replay writes nothing, so no quota refuses it.
+func (a *API) replayable(c echo.Context) bool {
+	key, _ := c.Get(keyKey).(string)
+	if key == "" {
+		return false
+	}
+	rec, err := a.deps.Keys.Operation(c.Request().Context(), principal(c).Subject, key)
+	return err == nil && rec.Completed
+}
+
+type countingBody struct {
+	io.ReadCloser
+	n int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	return n, err
+}
