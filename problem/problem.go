@@ -217,6 +217,12 @@ func Write(c echo.Context, p *Problem) {
 		out.Instance = c.Request().URL.Path
 	}
 	h := c.Response().Header()
+	// Headers set for the representation the handler meant to send do not
+	// describe a problem.
+	for _, k := range []string{"Content-Length", "Content-Disposition", "Content-Range", "ETag",
+		"Repr-Digest", "Last-Modified", "Accept-Ranges", "Location"} {
+		h.Del(k)
+	}
 	for k, vs := range out.Header {
 		h[k] = vs
 	}
@@ -226,8 +232,6 @@ func Write(c echo.Context, p *Problem) {
 	if out.Status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="agentfs"`)
 	}
-	h.Del("Content-Disposition")
-	h.Del("ETag")
 	h.Set(echo.HeaderContentType, ContentType)
 	body, _ := json.Marshal(out)
 	if c.Request().Method == http.MethodHead {

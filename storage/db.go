@@ -11,11 +11,13 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -175,7 +177,9 @@ func unavailable(err error) bool {
 		// Connection exceptions, resource exhaustion, operator intervention.
 		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "53") ||
 			strings.HasPrefix(pgErr.Code, "57P")
-	case errors.As(err, &connErr), errors.As(err, &netErr), pgconn.SafeToRetry(err), pgconn.Timeout(err):
+	case errors.As(err, &connErr), errors.As(err, &netErr), pgconn.SafeToRetry(err), pgconn.Timeout(err),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
 		return true
 	}
 	return false

@@ -2,8 +2,11 @@ package storage
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -51,6 +54,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		Creds:  credentials.NewStaticV4(cfg.S3AccessKey, cfg.S3SecretKey, ""),
 		Secure: cfg.S3UseSSL,
 		Region: cfg.S3Region,
+		// Fail over to a 503 quickly when S3 is down; clients retry.
+		MaxRetries: 3,
+		Transport:  s3Transport(cfg.S3UseSSL),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("storage: s3 client: %w", err)
@@ -60,6 +66,26 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	return &Store{pool: pool, s3: s3, bucket: cfg.S3Bucket, cfg: cfg}, nil
+}
+
+// s3Transport bounds how long S3 may take to connect and to start
+// answering, so an S3 that hangs becomes a 503, not a stuck request.
+func s3Transport(secure bool) http.RoundTripper {
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ResponseHeaderTimeout: 2 * time.Minute,
+		DisableCompression:    true,
+	}
+	if secure {
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	return tr
 }
 
 // Close releases the database connections.

@@ -73,12 +73,20 @@ type Options struct {
 	Wrap func(*storage.Store) handlers.Files
 	// Lease is the idempotency claim lease (default 30s).
 	Lease time.Duration
+	// Config, when set, is the storage to use instead of a fresh schema and
+	// bucket on the shared test servers (outage tests bring their own).
+	Config *storage.Config
 }
 
 // NewServer starts the API on a fresh schema and bucket.
 func NewServer(t testing.TB, opts Options) *Server {
 	t.Helper()
-	cfg := storagetest.Config(t)
+	var cfg storage.Config
+	if opts.Config != nil {
+		cfg = *opts.Config
+	} else {
+		cfg = storagetest.Config(t)
+	}
 	store := storagetest.OpenConfig(t, cfg)
 	if opts.Limits.MaxUploadBytes == 0 {
 		opts.Limits.MaxUploadBytes = 64 << 20

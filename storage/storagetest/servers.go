@@ -1,0 +1,219 @@
+package storagetest
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentfs/agentfs/storage"
+)
+
+// S3Server is a versitygw process of the test's own, so the test can stop
+// and restart it (outage tests). Its data survives a restart.
+type S3Server struct {
+	Endpoint, AccessKey, SecretKey string
+
+	t         testing.TB
+	bin, root string
+	sidecar   string
+	cmd       *exec.Cmd
+}
+
+// StartS3 starts a private versitygw (./bin/versitygw, installed by
+// `make deps` or `make test`; or AGENTFS_TEST_VERSITYGW) on a free port.
+func StartS3(t testing.TB) *S3Server {
+	t.Helper()
+	bin := os.Getenv("AGENTFS_TEST_VERSITYGW")
+	if bin == "" {
+		bin = filepath.Join(repoRoot(t), "bin", "versitygw")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("no versitygw at %s: run `make deps` (or `make test`, which installs it)", bin)
+	}
+	dir := t.TempDir()
+	s := &S3Server{Endpoint: freeAddr(t), AccessKey: "outage-test", SecretKey: "outage-test-secret",
+		t: t, bin: bin, root: filepath.Join(dir, "root") + "/", sidecar: filepath.Join(dir, "sidecar")}
+	for _, d := range []string{s.root, s.sidecar} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Start (re)starts the server on its address and waits until it listens.
+func (s *S3Server) Start() {
+	s.t.Helper()
+	s.cmd = exec.Command(s.bin, "--port", s.Endpoint, "--quiet", "posix", "--sidecar", s.sidecar, s.root)
+	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatalf("start versitygw: %v", err)
+	}
+	waitListening(s.t, s.Endpoint)
+}
+
+// Stop stops the server (a clean stop, as an operator would).
+func (s *S3Server) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil || s.cmd.ProcessState != nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// ConfigOn returns a fresh schema (on the test Postgres, reached at pgAddr
+// when it is not empty) and a fresh bucket on s3.
+func ConfigOn(t testing.TB, s3 *S3Server, pgAddr string) storage.Config {
+	t.Helper()
+	cfg := Config(t)
+	cfg.S3Endpoint, cfg.S3AccessKey, cfg.S3SecretKey = s3.Endpoint, s3.AccessKey, s3.SecretKey
+	if pgAddr != "" {
+		u, err := url.Parse(cfg.DatabaseURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Host = pgAddr
+		cfg.DatabaseURL = u.String()
+	}
+	return cfg
+}
+
+// PostgresAddr is the host:port of the test Postgres.
+func PostgresAddr(t testing.TB) string {
+	u, err := url.Parse(os.Getenv("AGENTFS_TEST_DATABASE_URL"))
+	if err != nil || u.Host == "" {
+		t.Fatalf("no test Postgres: %s", howToStart)
+	}
+	return u.Host
+}
+
+// Proxy forwards TCP connections to a target until it is cut: then every
+// connection is dropped and new ones are refused, as if the target went
+// down, until Restore.
+type Proxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cut    bool
+	conns  map[net.Conn]bool
+}
+
+// NewProxy starts a proxy to target on a free loopback port.
+func NewProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	go p.serve()
+	t.Cleanup(func() { ln.Close(); p.Cut() })
+	return p
+}
+
+// Addr is where the proxy listens.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Cut drops every connection and refuses new ones.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = map[net.Conn]bool{}
+}
+
+// Restore forwards connections again.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+}
+
+func (p *Proxy) serve() {
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		go p.forward(in)
+	}
+}
+
+func (p *Proxy) forward(in net.Conn) {
+	p.mu.Lock()
+	if p.cut {
+		p.mu.Unlock()
+		in.Close()
+		return
+	}
+	out, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	if err != nil {
+		p.mu.Unlock()
+		in.Close()
+		return
+	}
+	p.conns[in], p.conns[out] = true, true
+	p.mu.Unlock()
+	go func() { _, _ = io.Copy(out, in); out.Close() }()
+	_, _ = io.Copy(in, out)
+	in.Close()
+}
+
+func freeAddr(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitListening(t testing.TB, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("nothing listens on %s", addr)
+}
+
+func repoRoot(t testing.TB) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal(errors.New("no go.mod above the test's directory"))
+		}
+		dir = parent
+	}
+}
