@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,4 +14,16 @@ func decodeJSON(res *http.Response, v any) error {
 		return fmt.Errorf("agentfs: decode %d response: %w", res.StatusCode, err)
 	}
 	return nil
+}
+
+// withJSON sets v, encoded, as the request's body: a byte slice, so every
+// attempt sends it whole.
+func (r *request) withJSON(v any) (*request, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("agentfs: encode %s body: %w", r.Route, err)
+	}
+	r.body = newBody(bytes.NewReader(b), nil)
+	r.header.Set("Content-Type", "application/json")
+	return r, nil
 }

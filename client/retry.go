@@ -75,9 +75,12 @@ const (
 	routeRestoreFile  = "POST /v1/files/{id}/restore"
 	routeOperation    = "GET /v1/operations/{idempotency_key}"
 	routeCreateUpload = "POST /v1/uploads"
+	routeUpload       = "GET /v1/uploads/{id}"
 	routeUploadPart   = "PUT /v1/uploads/{id}/parts/{n}"
 	routeComplete     = "POST /v1/uploads/{id}/complete"
 	routeAbortUpload  = "DELETE /v1/uploads/{id}"
+	routeCreateBatch  = "POST /v1/batch"
+	routeBatch        = "GET /v1/batch/{id}"
 )
 
 // call is what the retry classification knows about a request.
@@ -127,7 +130,8 @@ func (v verdict) String() string {
 
 // classify is the whole retry policy for one attempt: 408, 429 and 5xx
 // are retried; a failed connection only when the request is safe to
-// repeat; OPERATION_IN_PROGRESS is answered by polling the key; every other
+// repeat; OPERATION_IN_PROGRESS is answered by polling the key, or, without
+// a key, by sending again a request that is safe to repeat; every other
 // status stops. A body that cannot be sent again stops everything but a
 // poll, and so does a Retry-After above maxDelay.
 func classify(c call, r result, maxDelay time.Duration) verdict {
@@ -135,8 +139,13 @@ func classify(c call, r result, maxDelay time.Duration) verdict {
 		return stop
 	}
 	if r.Status == http.StatusConflict && r.Code == codeInProgress {
-		if c.Keyed {
+		switch {
+		case c.Keyed:
 			return poll
+		case c.safeToRepeat() && !r.BodyLost:
+			// Another request holds what this one acts on (a complete of
+			// the same session): repeating it cannot do anything twice.
+			return retry
 		}
 		return stop
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // TestClassify is the retry policy of DESIGN §10 for every route the client
-// sends, and those it will send for upload sessions.
+// sends.
 func TestClassify(t *testing.T) {
 	t.Parallel()
 	const maxDelay = 30 * time.Second
@@ -37,6 +37,11 @@ func TestClassify(t *testing.T) {
 		{call{Route: routeUploadPart}, true},
 		{call{Route: routeComplete}, true},
 		{call{Route: routeAbortUpload}, true},
+		{call{Route: routeUpload}, true},
+		{call{Route: routeBatch}, true},
+		// POST /v1/batch always carries a key (CreateBatch makes one);
+		// without it the server refuses it, so it is never repeated.
+		{call{Route: routeCreateBatch}, false},
 	}
 	type row struct {
 		name  string
@@ -59,7 +64,8 @@ func TestClassify(t *testing.T) {
 		{"503RetryAfterAboveCap", result{Status: 503, RetryAfter: maxDelay + time.Second}, stop, stop},
 		{"429RetryAfterAboveCap", result{Status: 429, RetryAfter: time.Hour}, stop, stop},
 		{"503BodyLost", result{Status: 503, BodyLost: true}, stop, stop},
-		{"InProgress", result{Status: 409, Code: "OPERATION_IN_PROGRESS", RetryAfter: time.Second}, poll, stop},
+		{"InProgress", result{Status: 409, Code: "OPERATION_IN_PROGRESS", RetryAfter: time.Second}, poll, bySafety},
+		{"InProgressNoRetryAfter", result{Status: 409, Code: "OPERATION_IN_PROGRESS"}, poll, bySafety},
 		{"InProgressBodyLost", result{Status: 409, Code: "OPERATION_IN_PROGRESS", BodyLost: true}, poll, stop},
 		{"InProgressRetryAfterAboveCap", result{Status: 409, Code: "OPERATION_IN_PROGRESS", RetryAfter: time.Minute}, stop, stop},
 		{"400", result{Status: 400, Code: "INVALID_REQUEST"}, stop, stop},
@@ -70,6 +76,11 @@ func TestClassify(t *testing.T) {
 		{"409PathExists", result{Status: 409, Code: "PATH_EXISTS"}, stop, stop},
 		{"409Conflict", result{Status: 409, Code: "IDEMPOTENCY_CONFLICT"}, stop, stop},
 		{"409UploadCompleted", result{Status: 409, Code: "UPLOAD_COMPLETED"}, stop, stop},
+		{"409UploadAborted", result{Status: 409, Code: "UPLOAD_ABORTED"}, stop, stop},
+		{"409UploadExpired", result{Status: 409, Code: "UPLOAD_EXPIRED"}, stop, stop},
+		{"422SizeMismatch", result{Status: 422, Code: "SIZE_MISMATCH"}, stop, stop},
+		{"422PartsMissing", result{Status: 422, Code: "PARTS_MISSING"}, stop, stop},
+		{"400KeyRequired", result{Status: 400, Code: "IDEMPOTENCY_KEY_REQUIRED"}, stop, stop},
 		{"409WithRetryAfter", result{Status: 409, Code: "PATH_EXISTS", RetryAfter: time.Second}, stop, stop},
 		{"411", result{Status: 411, Code: "LENGTH_REQUIRED"}, stop, stop},
 		{"412", result{Status: 412, Code: "PRECONDITION_FAILED"}, stop, stop},
@@ -111,6 +122,8 @@ func TestServerRoute(t *testing.T) {
 		routeDeleteFile:  "/v1/files/:id",
 		routeRestoreFile: "/v1/files/:id/restore",
 		routeUploadPart:  "/v1/uploads/:id/parts/:n",
+		routeComplete:    "/v1/uploads/:id/complete",
+		routeCreateBatch: "/v1/batch",
 	} {
 		if got := serverRoute(route); got != want {
 			t.Errorf("serverRoute(%q) = %q, want %q", route, got, want)

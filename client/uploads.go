@@ -1,0 +1,286 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Upload is a multipart upload session (openapi.yaml, schema Upload): a
+// file of SizeBytes bytes sent in PartCount parts of PartSize bytes (the
+// last holds the rest), then assembled into a file by CompleteUpload.
+type Upload struct {
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Path        string `json:"path"`
+	SizeBytes   int64  `json:"size_bytes"`
+	ContentType string `json:"content_type"`
+	// IfExists is "error" or "replace": what the complete does when a live
+	// file holds the path.
+	IfExists string `json:"if_exists"`
+	// SHA256 is the whole file's SHA-256 declared at the start; nil when
+	// none was.
+	SHA256 *string `json:"sha256"`
+	// PartSize is chosen by the server: every part but the last has
+	// exactly this many bytes.
+	PartSize  int64 `json:"part_size"`
+	PartCount int   `json:"part_count"`
+	// Status is one of UploadPending, UploadCompleting, UploadCompleted,
+	// UploadAborted, UploadExpired and UploadFailed.
+	Status string `json:"status"`
+	// Parts are the parts received so far, by part number: what a resume
+	// need not send again.
+	Parts     []UploadPart `json:"parts"`
+	ExpiresAt time.Time    `json:"expires_at"`
+	// File is the file the session completed into; nil until completed.
+	File *File `json:"file"`
+	// Error is the problem that failed the session (CHECKSUM_MISMATCH);
+	// nil unless failed.
+	Error     *Problem  `json:"error"`
+	AgentID   *string   `json:"agent_id"`
+	RunID     *string   `json:"run_id"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// UploadPart is one stored part of an upload session (schema UploadPart;
+// Object and UploadID are set on the answer to PutPart only).
+type UploadPart struct {
+	Object     string `json:"object,omitempty"`
+	UploadID   string `json:"upload_id,omitempty"`
+	PartNumber int    `json:"part_number"`
+	SizeBytes  int64  `json:"size_bytes"`
+	// SHA256 is the lowercase hex SHA-256 of the part as the server stored it.
+	SHA256 string `json:"sha256"`
+}
+
+// Upload session states (Upload.Status).
+const (
+	UploadPending    = "pending"
+	UploadCompleting = "completing"
+	UploadCompleted  = "completed"
+	UploadAborted    = "aborted"
+	UploadExpired    = "expired"
+	UploadFailed     = "failed"
+)
+
+// CreateUploadOptions adjust CreateUpload.
+type CreateUploadOptions struct {
+	// ContentType is the file's media type; the server's default is
+	// application/octet-stream.
+	ContentType string
+	// Replace makes the complete replace a live file at the path
+	// (if_exists=replace) instead of failing with PATH_EXISTS.
+	Replace bool
+	// SHA256 is the whole file's SHA-256, lowercase hex: the assembled
+	// content is checked against it.
+	SHA256 string
+	// IdempotencyKey names this create; generated when empty. A create is
+	// safe to repeat without one too.
+	IdempotencyKey string
+}
+
+// CreateUpload starts an upload session for a file of size bytes at path
+// (POST /v1/uploads). When the subject already has a live pending session
+// with the same path, size, content type and SHA-256, that session comes
+// back instead, with the parts it holds: send only the missing ones.
+func (c *Client) CreateUpload(ctx context.Context, path string, size int64, opts CreateUploadOptions) (*Upload, error) {
+	body := map[string]any{"path": path, "size_bytes": size}
+	if opts.ContentType != "" {
+		body["content_type"] = opts.ContentType
+	}
+	if opts.Replace {
+		body["if_exists"] = "replace"
+	}
+	if opts.SHA256 != "" {
+		body["sha256"] = opts.SHA256
+	}
+	r, err := newRequest(routeCreateUpload, "/v1/uploads").withKey(c.keyFor(opts.IdempotencyKey)).withJSON(body)
+	if err != nil {
+		return nil, err
+	}
+	return c.uploadCall(ctx, r)
+}
+
+// Upload returns an upload session with the parts received so far (GET
+// /v1/uploads/{id}). A pending session past its ExpiresAt shows as
+// UploadExpired.
+func (c *Client) Upload(ctx context.Context, id string) (*Upload, error) {
+	return c.uploadCall(ctx, newRequest(routeUpload, uploadPath(id)))
+}
+
+// PartOptions adjust PutPart.
+type PartOptions struct {
+	// ContentDigest is the part's RFC 9530 digest, "sha-256=:BASE64:" (see
+	// Digest): a mismatching body is refused and the stored part kept, and
+	// a keyed repeat is answered before the body is read.
+	ContentDigest string
+	// IdempotencyKey names this part upload; generated when empty. A part
+	// is safe to repeat without one too.
+	IdempotencyKey string
+	// GetBody returns a fresh copy of the body for a repeat attempt, for a
+	// body that is not an io.ReadSeeker.
+	GetBody func() (io.ReadCloser, error)
+}
+
+// PutPart stores body, size bytes, as part n (from 1) of a pending session
+// (PUT /v1/uploads/{id}/parts/{n}); sending a part again replaces it.
+// Every part but the last must have exactly the session's PartSize bytes.
+// An io.ReadSeeker body (io.NewSectionReader over a file, say) is rewound
+// for every attempt and must hold exactly size bytes from its offset;
+// any other reader is sent once.
+func (c *Client) PutPart(ctx context.Context, id string, n int, body io.Reader, size int64, opts PartOptions) (*UploadPart, error) {
+	r := newRequest(routeUploadPart, uploadPath(id)+"/parts/"+strconv.Itoa(n)).withKey(c.keyFor(opts.IdempotencyKey))
+	r.body = newBody(body, opts.GetBody)
+	switch {
+	case size < 0:
+		return nil, fmt.Errorf("agentfs: part %d: negative size %d", n, size)
+	case r.body.size < 0:
+		r.body.size = size // a stream: sent with the length it was said to have
+	case r.body.size != size:
+		return nil, fmt.Errorf("agentfs: part %d: the body holds %d bytes, not %d", n, r.body.size, size)
+	}
+	r.header.Set("Content-Type", "application/octet-stream")
+	setIf(r.header, "Content-Digest", opts.ContentDigest)
+	res, err := c.do(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	var p UploadPart
+	if err := decodeJSON(res, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// CompleteOptions adjust CompleteUpload; empty fields keep the session's.
+type CompleteOptions struct {
+	// IfExists overrides the session's if_exists: "error" or "replace".
+	IfExists string
+	// SHA256 overrides the whole-file SHA-256 declared at the start.
+	SHA256 string
+	// IfMatch completes only while the live file at the path has this
+	// ETag (412 otherwise).
+	IfMatch string
+	// IdempotencyKey names this complete; generated when empty. A complete
+	// is safe to repeat without one too.
+	IdempotencyKey string
+}
+
+// CompleteUpload assembles the session's parts into the file at its path
+// (POST /v1/uploads/{id}/complete) and returns the file. Completing a
+// completed session returns the same file. PARTS_MISSING lists in
+// MissingParts what to send first; a CHECKSUM_MISMATCH fails the session
+// for good. Should the server answer that it finishes in the background
+// (202), the session is polled until it ends.
+func (c *Client) CompleteUpload(ctx context.Context, id string, opts CompleteOptions) (*File, error) {
+	r := newRequest(routeComplete, uploadPath(id)+"/complete").withKey(c.keyFor(opts.IdempotencyKey))
+	body := map[string]any{}
+	if opts.IfExists != "" {
+		body["if_exists"] = opts.IfExists
+	}
+	if opts.SHA256 != "" {
+		body["sha256"] = opts.SHA256
+	}
+	if len(body) > 0 {
+		if _, err := r.withJSON(body); err != nil {
+			return nil, err
+		}
+	}
+	setIf(r.header, "If-Match", opts.IfMatch)
+	res, err := c.do(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode != http.StatusAccepted {
+		var f File
+		if err := decodeJSON(res, &f); err != nil {
+			return nil, err
+		}
+		return &f, nil
+	}
+	var u Upload
+	if err := decodeJSON(res, &u); err != nil {
+		return nil, err
+	}
+	return c.awaitCompletion(ctx, &u)
+}
+
+// awaitCompletion polls a session that completes in the background until
+// it has a file or has failed.
+func (c *Client) awaitCompletion(ctx context.Context, u *Upload) (*File, error) {
+	wait := newPollInterval()
+	for {
+		switch {
+		case u.Status == UploadCompleted && u.File != nil:
+			return u.File, nil
+		case u.Status == UploadFailed && u.Error != nil:
+			return nil, u.Error
+		case u.Status != UploadCompleting && u.Status != UploadCompleted:
+			return nil, fmt.Errorf("agentfs: upload %s ended %s while completing", u.ID, u.Status)
+		}
+		if err := wait.sleep(ctx); err != nil {
+			return nil, err
+		}
+		var err error
+		if u, err = c.Upload(ctx, u.ID); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// AbortOptions adjust AbortUpload.
+type AbortOptions struct {
+	// IdempotencyKey names this abort; generated when empty. An abort is
+	// safe to repeat without one too.
+	IdempotencyKey string
+}
+
+// AbortUpload aborts a session (DELETE /v1/uploads/{id}): its parts are
+// removed and it takes no more. Aborting an aborted, expired or failed
+// session returns it unchanged; a completed one is UPLOAD_COMPLETED.
+func (c *Client) AbortUpload(ctx context.Context, id string, opts AbortOptions) (*Upload, error) {
+	return c.uploadCall(ctx, newRequest(routeAbortUpload, uploadPath(id)).withKey(c.keyFor(opts.IdempotencyKey)))
+}
+
+func (c *Client) uploadCall(ctx context.Context, r *request) (*Upload, error) {
+	res, err := c.do(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	var u Upload
+	if err := decodeJSON(res, &u); err != nil {
+		return nil, err
+	}
+	return &u, nil
+}
+
+func uploadPath(id string) string { return "/v1/uploads/" + url.PathEscape(id) }
+
+// pollInterval spaces the polls of something the server finishes in the
+// background: 100 ms, growing by half up to 2 s.
+type pollInterval struct{ next time.Duration }
+
+// Bounds of pollInterval.
+const (
+	pollFirst = 100 * time.Millisecond
+	pollMax   = 2 * time.Second
+)
+
+func newPollInterval() *pollInterval { return &pollInterval{next: pollFirst} }
+
+// sleep waits for the next poll, or until ctx ends.
+func (p *pollInterval) sleep(ctx context.Context) error {
+	t := time.NewTimer(p.next)
+	defer t.Stop()
+	p.next = min(p.next*3/2, pollMax)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
