@@ -93,7 +93,8 @@ func WithRandom(src rand.Source) Option {
 // WithoutIdempotencyKeys stops the client from generating an
 // Idempotency-Key for writes that were not given one. Such a write is then
 // repeated after a lost connection only when it is safe without a key
-// (replace uploads, deletes, restores); a plain create is not.
+// (replace uploads, deletes, restores, upload sessions); a plain create is
+// not. CreateBatch still generates one: the server requires it.
 func WithoutIdempotencyKeys() Option {
 	return func(c *Client) error {
 		c.autoKeys = false

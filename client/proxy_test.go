@@ -34,6 +34,7 @@ type fault struct {
 // seenRequest is one request as the proxy saw it.
 type seenRequest struct {
 	Method, Path, Key string
+	Digest            string // Content-Digest
 	At                time.Time
 	// Status is what the client got (0: the connection was dropped);
 	// ServerStatus what the server answered, if the request reached it.
@@ -59,9 +60,7 @@ func newFaultProxy(t *testing.T, target string) *faultProxy {
 // path (a path ending in * matches its prefix).
 func (p *faultProxy) inject(method, path string, times int,
 	act func(p *faultProxy, w http.ResponseWriter, r *http.Request, rec *seenRequest)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.faults = append(p.faults, &fault{times: times, act: act, match: func(r *http.Request) bool {
+	p.injectWhere(func(r *http.Request) bool {
 		if r.Method != method {
 			return false
 		}
@@ -69,7 +68,15 @@ func (p *faultProxy) inject(method, path string, times int,
 			return strings.HasPrefix(r.URL.Path, prefix)
 		}
 		return r.URL.Path == path
-	}})
+	}, times, act)
+}
+
+// injectWhere adds a fault for the next times requests that match.
+func (p *faultProxy) injectWhere(match func(*http.Request) bool, times int,
+	act func(p *faultProxy, w http.ResponseWriter, r *http.Request, rec *seenRequest)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.faults = append(p.faults, &fault{times: times, act: act, match: match})
 }
 
 // clearFaults drops the faults not used up yet.
@@ -80,7 +87,8 @@ func (p *faultProxy) clearFaults() {
 }
 
 func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := &seenRequest{Method: r.Method, Path: r.URL.Path, Key: r.Header.Get("Idempotency-Key"), At: time.Now()}
+	rec := &seenRequest{Method: r.Method, Path: r.URL.Path, Key: r.Header.Get("Idempotency-Key"),
+		Digest: r.Header.Get("Content-Digest"), At: time.Now()}
 	p.mu.Lock()
 	p.seen = append(p.seen, rec)
 	var f *fault
@@ -195,6 +203,19 @@ func answerProblem(status int, code, retryAfter string) func(*faultProxy, http.R
 		rec.Status = status
 		p.mu.Unlock()
 	}
+}
+
+// where returns the requests seen that match.
+func (p *faultProxy) where(match func(seenRequest) bool) []seenRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []seenRequest
+	for _, s := range p.seen {
+		if match(*s) {
+			out = append(out, *s)
+		}
+	}
+	return out
 }
 
 // requests returns the requests seen with this method and path.
