@@ -1,0 +1,212 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// BatchOp is one operation of a batch (schema BatchOperation). Build it
+// with BatchPut, BatchDelete, BatchRestore or BatchCopy, or fill it in.
+type BatchOp struct {
+	// Op is "put", "delete", "restore" or "copy".
+	Op string `json:"op"`
+	// Path is where a put or copy writes.
+	Path string `json:"path,omitempty"`
+	// FileID is the file a delete or restore acts on, or a copy's source.
+	FileID string `json:"file_id,omitempty"`
+	// Content is a put's content, encoded as Encoding says; it is always
+	// sent for a put, so an empty one makes an empty file.
+	Content string `json:"content,omitempty"`
+	// Encoding is "utf8" (the default) or "base64".
+	Encoding    string `json:"encoding,omitempty"`
+	ContentType string `json:"content_type,omitempty"`
+	// IfExists is "error" (the default) or "replace", for a put or copy.
+	IfExists string `json:"if_exists,omitempty"`
+	// IdempotencyKey is a put's own key, shared with standalone uploads:
+	// the same put under it gives the stored file (the item is Replayed).
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// MarshalJSON writes the operation with content for every put, an empty
+// one included.
+func (o BatchOp) MarshalJSON() ([]byte, error) {
+	type plain BatchOp
+	if o.Op != BatchOpPut {
+		return json.Marshal(plain(o))
+	}
+	return json.Marshal(struct {
+		plain
+		Content string `json:"content"`
+	}{plain(o), o.Content})
+}
+
+// Batch operations (BatchOp.Op).
+const (
+	BatchOpPut     = "put"
+	BatchOpDelete  = "delete"
+	BatchOpRestore = "restore"
+	BatchOpCopy    = "copy"
+)
+
+// BatchPut stores content at path: as text when it is valid UTF-8, else
+// base64-encoded.
+func BatchPut(path string, content []byte) BatchOp {
+	if utf8.Valid(content) {
+		return BatchOp{Op: BatchOpPut, Path: path, Content: string(content)}
+	}
+	return BatchOp{Op: BatchOpPut, Path: path, Content: base64.StdEncoding.EncodeToString(content), Encoding: "base64"}
+}
+
+// BatchDelete soft-deletes the file id.
+func BatchDelete(id string) BatchOp { return BatchOp{Op: BatchOpDelete, FileID: id} }
+
+// BatchRestore restores the deleted file id.
+func BatchRestore(id string) BatchOp { return BatchOp{Op: BatchOpRestore, FileID: id} }
+
+// BatchCopy writes the content and content type of the live file id at
+// path.
+func BatchCopy(id, path string) BatchOp { return BatchOp{Op: BatchOpCopy, FileID: id, Path: path} }
+
+// Batch is many operations run in order in the background (schema Batch).
+type Batch struct {
+	ID     string `json:"id"`
+	Object string `json:"object"`
+	// Status is BatchQueued or BatchRunning until it is terminal:
+	// BatchSucceeded, BatchPartiallySucceeded or BatchFailed.
+	Status      string      `json:"status"`
+	Counts      BatchCounts `json:"counts"`
+	Items       []BatchItem `json:"items"`
+	CreatedAt   time.Time   `json:"created_at"`
+	StartedAt   *time.Time  `json:"started_at"`
+	CompletedAt *time.Time  `json:"completed_at"`
+}
+
+// BatchCounts are a batch's items by status; Total is the sum of the rest.
+type BatchCounts struct {
+	Total     int `json:"total"`
+	Succeeded int `json:"succeeded"`
+	Failed    int `json:"failed"`
+	Pending   int `json:"pending"`
+}
+
+// BatchItem is one operation of a batch and its outcome.
+type BatchItem struct {
+	// Index is the operation's position in the request, from 0.
+	Index int    `json:"index"`
+	Op    string `json:"op"`
+	// Path is a put's or copy's target; nil for delete and restore.
+	Path *string `json:"path"`
+	// Status is BatchItemPending, BatchItemSucceeded or BatchItemFailed.
+	Status string `json:"status"`
+	// Replayed: the put's idempotency_key already held this outcome.
+	Replayed bool `json:"replayed"`
+	// File is the file the item left; nil unless it succeeded.
+	File *File `json:"file"`
+	// Error is the problem a standalone request would have returned
+	// (PATH_EXISTS, NOT_FOUND, ...); nil unless the item failed.
+	Error *Problem `json:"error"`
+}
+
+// Batch and batch item states.
+const (
+	BatchQueued             = "queued"
+	BatchRunning            = "running"
+	BatchSucceeded          = "succeeded"
+	BatchPartiallySucceeded = "partially_succeeded"
+	BatchFailed             = "failed"
+	BatchItemPending        = "pending"
+	BatchItemSucceeded      = "succeeded"
+	BatchItemFailed         = "failed"
+)
+
+// Terminal reports whether every item has run.
+func (b *Batch) Terminal() bool {
+	return b.Status == BatchSucceeded || b.Status == BatchPartiallySucceeded || b.Status == BatchFailed
+}
+
+// FailedItems returns the items that failed, in order.
+func (b *Batch) FailedItems() []BatchItem {
+	var out []BatchItem
+	for _, it := range b.Items {
+		if it.Status == BatchItemFailed {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// MaxBatchWait is the longest BatchOptions.Wait the server accepts.
+const MaxBatchWait = 30 * time.Second
+
+// BatchOptions adjust CreateBatch.
+type BatchOptions struct {
+	// IdempotencyKey names the batch; generated when empty, also by a
+	// client WithoutIdempotencyKeys, since the server requires one. The
+	// same key and operations again return the same batch, admitted once.
+	IdempotencyKey string
+	// Wait asks the server to answer once the batch is terminal or Wait
+	// has passed, whichever is first; whole seconds, at most MaxBatchWait.
+	Wait time.Duration
+}
+
+// CreateBatch admits ops as one batch (POST /v1/batch) and returns it:
+// queued, or as it stood after opts.Wait. The whole batch is validated
+// first; one bad operation is a VALIDATION_FAILED naming it, and nothing
+// runs. Items then run in order in the background; WaitBatch waits for
+// them.
+func (c *Client) CreateBatch(ctx context.Context, ops []BatchOp, opts BatchOptions) (*Batch, error) {
+	if opts.Wait < 0 || opts.Wait > MaxBatchWait {
+		return nil, fmt.Errorf("agentfs: CreateBatch: Wait %v is outside 0 to %v", opts.Wait, MaxBatchWait)
+	}
+	key := opts.IdempotencyKey
+	if key == "" {
+		key = NewIdempotencyKey()
+	}
+	r, err := newRequest(routeCreateBatch, "/v1/batch").withKey(key).withJSON(map[string]any{"operations": ops})
+	if err != nil {
+		return nil, err
+	}
+	if secs := int64((opts.Wait + time.Second - 1) / time.Second); secs > 0 {
+		r.query = url.Values{"wait": {strconv.FormatInt(secs, 10)}}
+	}
+	return c.batchCall(ctx, r)
+}
+
+// Batch returns a batch with every item's outcome so far (GET
+// /v1/batch/{id}).
+func (c *Client) Batch(ctx context.Context, id string) (*Batch, error) {
+	return c.batchCall(ctx, newRequest(routeBatch, "/v1/batch/"+url.PathEscape(id)))
+}
+
+// WaitBatch polls a batch until it is terminal and returns it; ctx bounds
+// the wait. Polls start 100 ms apart and slow to one every 2 s.
+func (c *Client) WaitBatch(ctx context.Context, id string) (*Batch, error) {
+	wait := newPollInterval()
+	for {
+		b, err := c.Batch(ctx, id)
+		if err != nil || b.Terminal() {
+			return b, err
+		}
+		if err := wait.sleep(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (c *Client) batchCall(ctx context.Context, r *request) (*Batch, error) {
+	res, err := c.do(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	var b Batch
+	if err := decodeJSON(res, &b); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
