@@ -66,6 +66,50 @@
 //		}
 //	}
 //
+// # Large files
+//
+// PutPath sends a local file with one POST below 64 MiB
+// (PutPathOptions.Threshold) and through an upload session from there on;
+// UploadFile always uses a session:
+//
+//	f, err := c.UploadFile(ctx, "train.parquet", "datasets/train.parquet", client.UploadOptions{
+//		Replace:  true,
+//		Parallel: 4, // parts sent at once
+//		Progress: func(sent, total int64) { log.Printf("%d/%d", sent, total) },
+//	})
+//
+// The content's SHA-256 is computed first (streaming, unless
+// UploadOptions.SHA256 gives it) and declared with the session, so the
+// server checks the assembled file. The server chooses the part size; each
+// part is read through its own io.NewSectionReader, so a retry sends it
+// again whole, with its Content-Digest. An upload that failed leaves its
+// session pending: the same call again resumes it, and sends only the
+// parts the session lacks or holds with other bytes. CreateUpload,
+// PutPart, CompleteUpload and AbortUpload are the session routes one by
+// one.
+//
+// # Batches
+//
+// CreateBatch admits many small operations in one request; they run in
+// order in the background, and WaitBatch polls until every item has run:
+//
+//	b, err := c.CreateBatch(ctx, []client.BatchOp{
+//		client.BatchPut("notes/a.md", []byte("# A")),
+//		client.BatchDelete("file_01jd8x2m4k9q7v3t5r6w8y0z1a"),
+//	}, client.BatchOptions{IdempotencyKey: "nightly-2025-01-02"})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	if b, err = c.WaitBatch(ctx, b.ID); err != nil {
+//		log.Fatal(err)
+//	}
+//	for _, it := range b.FailedItems() {
+//		log.Printf("item %d: %s", it.Index, it.Error.Code) // a *Problem
+//	}
+//
+// A batch always carries an Idempotency-Key: the same key and operations
+// again return the same batch, admitted once.
+//
 // # Errors
 //
 // A server error is a *Problem (RFC 9457): branch on its Code
@@ -80,13 +124,15 @@
 //
 //   - 408, 429 and 5xx are retried, and so is a connection that failed
 //     before any response when the request is safe to repeat: reads,
-//     anything with an Idempotency-Key, replace uploads, deletes and
-//     restores. No other 4xx is ever retried: it would fail the same way.
+//     anything with an Idempotency-Key, replace uploads, deletes,
+//     restores, and the upload session routes (create, parts, complete,
+//     abort). No other 4xx is ever retried: it would fail the same way.
 //   - Every write gets one Idempotency-Key (PutOptions.IdempotencyKey, or
 //     a random one) that all its attempts share, so a retry after a lost
 //     response replays the first outcome instead of writing twice.
 //     WithoutIdempotencyKeys turns generation off; a plain create is then
-//     not repeated after a lost connection.
+//     not repeated after a lost connection. A batch, which the server
+//     admits only with a key, always gets one.
 //   - Waits use full jitter, a random time up to a delay that doubles from
 //     1 s to 30 s, for at most 8 attempts. Retry-After is a floor: the
 //     client waits at least that long, and stops at once with the problem
@@ -96,6 +142,8 @@
 //     polling GET /v1/operations/{key} after Retry-After: the recorded
 //     outcome is returned, a recorded problem included. Only a 404, which
 //     proves that nothing happened under the key, sends the write again.
+//     Without a key, a request that is safe to repeat (a complete while
+//     another complete of the session runs) is simply sent again.
 //   - A body is sent again only if it can be re-read: an io.ReadSeeker
 //     (an *os.File, a bytes.Reader, a strings.Reader), or any reader with
 //     PutOptions.GetBody. A stream that was read is sent once.

@@ -107,11 +107,24 @@ type ProtocolRetry struct {
 
 // ProtocolLimits are the server's limits.
 type ProtocolLimits struct {
+	// MaxUploadBytes bounds one POST /v1/files; larger files go through
+	// upload sessions.
 	MaxUploadBytes          int64 `json:"max_upload_bytes"`
 	MaxPathBytes            int   `json:"max_path_bytes"`
 	ListLimitDefault        int   `json:"list_limit_default"`
 	ListLimitMax            int   `json:"list_limit_max"`
 	DeletedRetentionSeconds int64 `json:"deleted_retention_seconds"`
+	// Upload sessions: the largest file, the preferred part size, the most
+	// parts, and how long a session lives.
+	MaxUploadSessionBytes int64 `json:"max_upload_session_bytes"`
+	UploadPartSize        int64 `json:"upload_part_size"`
+	UploadMaxParts        int   `json:"upload_max_parts"`
+	UploadTTLSeconds      int64 `json:"upload_ttl_seconds"`
+	// Batches: the most items, the largest body, the largest decoded
+	// content of one item.
+	BatchMaxItems     int   `json:"batch_max_items"`
+	BatchMaxBytes     int64 `json:"batch_max_bytes"`
+	BatchMaxItemBytes int64 `json:"batch_max_item_bytes"`
 }
 
 // Protocol returns the server's protocol description (GET /v1/protocol).
