@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/storage"
 )
 
 // migrateCmd applies migrations and creates the bucket, then exits.
@@ -81,6 +82,18 @@ func parseScopes(s string) ([]string, error) {
 }
 
 func createToken(ctx context.Context, getenv func(string) string, stdout io.Writer, subject string, scopes []string) error {
+	return withStore(ctx, getenv, func(store *storage.Store) error {
+		token, _, err := store.CreateToken(ctx, subject, scopes)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, token)
+		return nil
+	})
+}
+
+// withStore opens the configured store (migrating it) for one command.
+func withStore(ctx context.Context, getenv func(string) string, fn func(*storage.Store) error) error {
 	cfg, err := loadConfig(getenv)
 	if err != nil {
 		return err
@@ -90,31 +103,19 @@ func createToken(ctx context.Context, getenv func(string) string, stdout io.Writ
 		return err
 	}
 	defer store.Close()
-	token, _, err := store.CreateToken(ctx, subject, scopes)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, token)
-	return nil
+	return fn(store)
 }
 
 func revokeToken(ctx context.Context, getenv func(string) string, stdout io.Writer, tokenOrID string) error {
-	cfg, err := loadConfig(getenv)
-	if err != nil {
-		return err
-	}
-	store, err := openStore(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	if err := store.RevokeToken(ctx, tokenOrID); errors.Is(err, agentfs.ErrNotFound) {
-		return errors.New("no such token")
-	} else if err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, "revoked")
-	return nil
+	return withStore(ctx, getenv, func(store *storage.Store) error {
+		if err := store.RevokeToken(ctx, tokenOrID); errors.Is(err, agentfs.ErrNotFound) {
+			return errors.New("no such token")
+		} else if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "revoked")
+		return nil
+	})
 }
 
 const adminUsage = `Usage:
@@ -150,25 +151,18 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprint(stderr, adminUsage)
 		return fmt.Errorf("%w: admin %s needs a FILE_ID%s", errUsage, args[0], map[bool]string{true: " and --reason"}[block])
 	}
-	cfg, err := loadConfig(getenv)
-	if err != nil {
-		return err
-	}
-	store, err := openStore(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
 	if !block {
 		*reason = ""
 	}
-	f, err := store.BlockFile(ctx, id, block, *reason)
-	if errors.Is(err, agentfs.ErrNotFound) {
-		return fmt.Errorf("no such file %s", id)
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%s %sblocked\n", f.ID, map[bool]string{false: "un"}[block])
-	return nil
+	return withStore(ctx, getenv, func(store *storage.Store) error {
+		f, err := store.BlockFile(ctx, id, block, *reason)
+		if errors.Is(err, agentfs.ErrNotFound) {
+			return fmt.Errorf("no such file %s", id)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s %sblocked\n", f.ID, map[bool]string{false: "un"}[block])
+		return nil
+	})
 }
