@@ -43,17 +43,48 @@ type clientVerb struct {
 }
 
 var clientVerbs = map[string]clientVerb{
-	"put": {usage: `Usage: agentfs put LOCAL REMOTE_PATH [--replace] [--content-type TYPE] [--if-match ETAG] [--key KEY]
+	"put": {usage: `Usage: agentfs put LOCAL REMOTE_PATH [--replace] [--content-type TYPE] [--if-match ETAG] [--key KEY] [--threshold SIZE]
 
 Uploads the local file LOCAL (or - for stdin) to REMOTE_PATH and prints the
 file. Without --replace a live file at REMOTE_PATH is 409 PATH_EXISTS; with
 it that file is replaced and keeps its id and url. The upload is retried
 with one Idempotency-Key (--key to choose it, so that running the same
 command again replays instead of writing twice). Stdin is sent once.
+A file of --threshold or more (default 64MiB), or one the server finds too
+large for one request, goes through a resumable upload session, as with
+agentfs upload; a progress bar shows on stderr when it is a terminal.
 
 Example:
   agentfs put ./summary.md reports/summary.md --replace
 `, flags: putFlags},
+	"upload": {usage: `Usage: agentfs upload LOCAL REMOTE_PATH [--replace] [--parallel N] [--content-type TYPE] [--if-match ETAG] [--sha256 HEX]
+
+Uploads the local file LOCAL to REMOTE_PATH through an upload session and
+prints the file: its SHA-256 is computed first, then the server chooses the
+part size and --parallel parts are sent at once, each retried whole. An
+interrupted upload is resumed by running the same command again: the live
+session comes back and only the parts it lacks are sent. A progress bar
+shows on stderr when it is a terminal.
+
+Example:
+  agentfs upload ./train.parquet datasets/train.parquet --replace --parallel 8
+`, flags: uploadFlags},
+	"batch": {usage: `Usage: agentfs batch FILE.json [--wait] [--key KEY]
+
+Admits the operations in FILE.json (or - for stdin) as one batch and prints
+the batch as JSON. FILE.json holds {"operations":[...]}, each one of
+  {"op":"put","path":P,"content":C,"encoding":"utf8"|"base64","content_type":T,"if_exists":"error"|"replace","idempotency_key":K}
+  {"op":"delete","file_id":ID}   {"op":"restore","file_id":ID}
+  {"op":"copy","file_id":ID,"path":P,"if_exists":"error"|"replace"}
+The whole batch is validated first; then its items run in order in the
+background. --wait waits until every item has run; the command then exits 1
+if any failed, after printing each failed item's code on stderr. The batch
+is sent with one Idempotency-Key (--key to choose it: the same command with
+the same key returns the same batch instead of running it twice).
+
+Example:
+  agentfs batch ops.json --wait --key nightly-2025-01-02
+`, flags: batchFlags},
 	"get": {usage: `Usage: agentfs get ID [LOCAL]
        agentfs get --path REMOTE_PATH [LOCAL]
 
@@ -244,26 +275,28 @@ func putFlags(fs *flag.FlagSet) func(context.Context, *cliRun, []string) error {
 	contentType := fs.String("content-type", "", "the file's media type (default: from LOCAL's extension)")
 	ifMatch := fs.String("if-match", "", "replace only while the file has this ETag (needs --replace)")
 	key := fs.String("key", "", "Idempotency-Key of this upload (default: a new random one)")
+	threshold := sizeFlag(fs, "threshold", client.DefaultSessionThreshold, "send a file of this `SIZE` or more (bytes, or with KiB, MiB, GiB) through an upload session")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 2 {
 			return usagef("put needs LOCAL and REMOTE_PATH")
 		}
 		local, remote := args[0], args[1]
-		var body io.Reader = os.Stdin
-		if local != "-" {
-			f, err := os.Open(local)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			body = f // an *os.File can be rewound, so the upload can be retried
-			if *contentType == "" {
-				*contentType = mime.TypeByExtension(filepath.Ext(local))
-			}
+		var (
+			f   *client.File
+			err error
+		)
+		if local == "-" {
+			f, err = cli.client.PutFile(ctx, remote, os.Stdin, client.PutOptions{
+				Replace: *replace, ContentType: *contentType, IfMatch: *ifMatch, IdempotencyKey: *key,
+			})
+		} else {
+			opts := client.PutPathOptions{Threshold: *threshold, IdempotencyKey: *key, UploadOptions: client.UploadOptions{
+				Replace: *replace, ContentType: cmpOr(*contentType, mime.TypeByExtension(filepath.Ext(local))), IfMatch: *ifMatch,
+			}}
+			bar := cli.progressBar(&opts.UploadOptions)
+			f, err = cli.client.PutPath(ctx, local, remote, opts)
+			bar.end()
 		}
-		f, err := cli.client.PutFile(ctx, remote, body, client.PutOptions{
-			Replace: *replace, ContentType: *contentType, IfMatch: *ifMatch, IdempotencyKey: *key,
-		})
 		if err != nil {
 			return err
 		}

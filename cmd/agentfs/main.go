@@ -5,7 +5,7 @@
 //	agentfs token create --subject NAME [--scopes read,write]
 //	agentfs token revoke TOKEN_OR_ID
 //	agentfs admin block FILE_ID --reason TEXT | unblock FILE_ID
-//	agentfs put|get|ls|rm|restore|protocol   the client verbs (see --help of each)
+//	agentfs put|upload|batch|get|ls|rm|restore|protocol   the client verbs (see --help of each)
 //
 // It is configured by AGENTFS_* environment variables; see the README.
 package main
@@ -54,7 +54,9 @@ Usage:
   agentfs admin unblock FILE_ID                   lift the block
 
 Client (talks to a running server; retries only what is safe to repeat):
-  agentfs put LOCAL REMOTE_PATH [--replace]       upload a file
+  agentfs put LOCAL REMOTE_PATH [--replace]       upload a file (a session from 64 MiB on)
+  agentfs upload LOCAL REMOTE_PATH [--parallel N] upload a large file in parallel parts, resumable
+  agentfs batch FILE.json [--wait]                run many operations as one batch
   agentfs get ID [LOCAL]                          download a file (stdout without LOCAL)
   agentfs get --path REMOTE_PATH [LOCAL]          download the live file at a path
   agentfs ls [--run R] [--agent A] [--prefix P]   list files, newest first
@@ -82,7 +84,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return tokenCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "admin":
 		return adminCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "put", "get", "ls", "rm", "restore", "protocol":
+	case "put", "upload", "batch", "get", "ls", "rm", "restore", "protocol":
 		return clientCmd(ctx, args[0], args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/agentfs/agentfs/client"
+)
+
+func batchFlags(fs *flag.FlagSet) func(context.Context, *cliRun, []string) error {
+	wait := fs.Bool("wait", false, "wait until every item has run; exit 1 if any failed")
+	key := fs.String("key", "", "Idempotency-Key of this batch (default: a new random one)")
+	return func(ctx context.Context, cli *cliRun, args []string) error {
+		if len(args) != 1 {
+			return usagef("batch needs one FILE.json (or - for stdin)")
+		}
+		ops, err := readBatchFile(args[0], os.Stdin)
+		if err != nil {
+			return err
+		}
+		opts := client.BatchOptions{IdempotencyKey: *key}
+		if *wait {
+			opts.Wait = client.MaxBatchWait // the server answers as soon as the batch ends
+		}
+		b, err := cli.client.CreateBatch(ctx, ops, opts)
+		if err != nil {
+			return err
+		}
+		if *wait && !b.Terminal() {
+			if b, err = cli.client.WaitBatch(ctx, b.ID); err != nil {
+				return err
+			}
+		}
+		if err := cli.printBatch(b); err != nil {
+			return err
+		}
+		return cli.batchOutcome(b)
+	}
+}
+
+// readBatchFile reads {"operations":[...]} from the file name, or from
+// stdin for "-". Unknown fields are refused here, before anything is sent.
+func readBatchFile(name string, stdin io.Reader) ([]client.BatchOp, error) {
+	var (
+		raw []byte
+		err error
+	)
+	if name == "-" {
+		raw, err = io.ReadAll(stdin)
+		name = "stdin"
+	} else {
+		raw, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Operations []json.RawMessage `json:"operations"`
+	}
+	if err := strictJSON(raw, &doc); err != nil {
+		return nil, fmt.Errorf("%s: want {\"operations\":[...]}: %w", name, err)
+	}
+	if len(doc.Operations) == 0 {
+		return nil, fmt.Errorf("%s: no operations", name)
+	}
+	ops := make([]client.BatchOp, len(doc.Operations))
+	for i, op := range doc.Operations {
+		var content struct {
+			Content *string `json:"content"`
+		}
+		err := strictJSON(op, &ops[i])
+		if err == nil && ops[i].Op == client.BatchOpPut {
+			if err = json.Unmarshal(op, &content); err == nil && content.Content == nil {
+				err = fmt.Errorf("a put needs content (\"\" for an empty file)")
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: operations[%d]: %w", name, i, err)
+		}
+	}
+	return ops, nil
+}
+
+func strictJSON(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("more than one JSON value")
+	}
+	return nil
+}
+
+// printBatch prints the batch as JSON, indented on a terminal.
+func (cli *cliRun) printBatch(b *client.Batch) error {
+	enc := json.NewEncoder(cli.stdout)
+	if cli.human {
+		enc.SetIndent("", "  ")
+	}
+	return enc.Encode(b)
+}
+
+// batchOutcome prints each failed item of a batch that ended with
+// failures on stderr, and fails the command.
+func (cli *cliRun) batchOutcome(b *client.Batch) error {
+	if b.Status != client.BatchFailed && b.Status != client.BatchPartiallySucceeded {
+		return nil
+	}
+	failed := b.FailedItems()
+	for _, it := range failed {
+		target := ""
+		if it.Path != nil {
+			target = " " + *it.Path
+		}
+		line := fmt.Sprintf("item %d (%s%s) failed", it.Index, it.Op, target)
+		if p := it.Error; p != nil {
+			line += fmt.Sprintf(": %d %s: %s", p.Status, p.Code, cmpOr(p.Detail, p.Title))
+			if p.ExistingFileID != "" {
+				line += " (existing_file_id " + p.ExistingFileID + ")"
+			}
+		}
+		fmt.Fprintln(cli.stderr, line)
+	}
+	return fmt.Errorf("batch %s %s: %d of %d items failed", b.ID, b.Status, len(failed), b.Counts.Total)
+}
