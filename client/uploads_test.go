@@ -283,6 +283,37 @@ func TestUploadRepeatsWithoutKeys(t *testing.T) {
 	expectContent(t, b, f, data)
 }
 
+// TestUploadReplaysLostResponses: with keys, a create, parts and a
+// complete whose responses were lost are sent again with the same key and
+// answered from what the server recorded.
+func TestUploadReplaysLostResponses(t *testing.T) {
+	t.Parallel()
+	c, b := setup(t)
+	local, data, _ := localFile(t, 6<<20, 9)
+	complete := func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/complete") }
+	b.proxy.inject("POST", "/v1/uploads", 1, dropAfterCommit)
+	b.proxy.injectWhere(isPart("1"), 1, dropAfterCommit)
+	b.proxy.injectWhere(isPart("2"), 1, dropAfterCommit)
+	b.proxy.injectWhere(complete, 1, dropAfterCommit)
+	f, err := c.UploadFile(context.Background(), local, "keyed.bin", client.UploadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts := map[string][]seenRequest{}
+	for _, s := range b.proxy.where(func(seenRequest) bool { return true }) {
+		name := s.Method + " " + s.Path[strings.LastIndex(s.Path, "/")+1:]
+		attempts[name] = append(attempts[name], s)
+	}
+	for _, name := range []string{"POST uploads", "PUT 1", "PUT 2", "POST complete"} {
+		a := attempts[name]
+		if len(a) != 2 || a[0].Status != 0 || a[0].ServerStatus/100 != 2 || !a[1].Replayed || a[1].Key == "" || a[1].Key != a[0].Key {
+			t.Fatalf("%s: attempts %+v, want a lost answer, then a replay with the same key", name, a)
+		}
+	}
+	b.expectOneFile(t, "keyed.bin", f.ID)
+	expectContent(t, b, f, data)
+}
+
 // TestUploadSessionRoutes drives the session routes one by one.
 func TestUploadSessionRoutes(t *testing.T) {
 	t.Parallel()
