@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -88,7 +89,21 @@ var (
 	// ErrBodyStalled says the request body stopped arriving for longer than
 	// the idle limit.
 	ErrBodyStalled = errors.New("request body stalled")
+	// ErrBadBody says the request body could not be read (a malformed
+	// chunked encoding, a client gone mid-body).
+	ErrBadBody = errors.New("request body unreadable")
 )
+
+// BodyError classifies a failure to read a request body: too large and
+// stalled keep their meaning; anything else (a malformed chunked encoding,
+// a client gone mid-body) is ErrBadBody.
+func BodyError(err error) error {
+	var tooBig *http.MaxBytesError
+	if err == nil || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrBodyStalled) || errors.As(err, &tooBig) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrBadBody, err)
+}
 
 // PathExistsError says a live file already holds the path.
 type PathExistsError struct {

@@ -112,4 +112,6 @@ var (
 	ErrPartOutOfRange = errors.New("part number out of range")
 	// ErrUploadCompleting says another request is assembling the session.
 	ErrUploadCompleting = errors.New("upload is being completed by another request")
+	// ErrIfMatchWithoutReplace says If-Match came without if_exists=replace.
+	ErrIfMatchWithoutReplace = errors.New("If-Match asks for a conditional replace; send if_exists=replace with it")
 )

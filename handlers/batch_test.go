@@ -87,7 +87,7 @@ func TestBatch(t *testing.T) {
 		b, _ := runBatch(t, c, "b-2", []map[string]any{
 			{"op": "put", "path": "ok.txt", "content": "fine"},
 			{"op": "put", "path": "taken.txt", "content": "second"},
-			{"op": "delete", "file_id": "file_missing"},
+			{"op": "delete", "file_id": missingFileID},
 		}, http.StatusAccepted)
 		if b.Status != "partially_succeeded" || b.Counts.Succeeded != 1 || b.Counts.Failed != 2 {
 			t.Fatalf("batch: %+v", b)
@@ -99,7 +99,7 @@ func TestBatch(t *testing.T) {
 		if e := b.Items[2].Error; e == nil || e.Code != "NOT_FOUND" {
 			t.Fatalf("item 2 error: %+v", e)
 		}
-		allFailed, _ := runBatch(t, c, "b-3", []map[string]any{{"op": "restore", "file_id": "file_missing"}}, http.StatusAccepted)
+		allFailed, _ := runBatch(t, c, "b-3", []map[string]any{{"op": "restore", "file_id": missingFileID}}, http.StatusAccepted)
 		if allFailed.Status != "failed" {
 			t.Fatalf("a batch whose items all failed: %s", allFailed.Status)
 		}

@@ -238,8 +238,9 @@ func validateFilter(f agentfs.FileFilter) error {
 			return pathProblem(err)
 		}
 	}
-	if len(f.Prefix) > agentfs.MaxPathBytes || !utf8.ValidString(f.Prefix) {
-		return problem.Validation("prefix", "must be at most 1024 bytes of UTF-8")
+	if len(f.Prefix) > agentfs.MaxPathBytes || !utf8.ValidString(f.Prefix) ||
+		strings.ContainsFunc(f.Prefix, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return problem.Validation("prefix", "must be at most 1024 bytes of UTF-8 without control characters")
 	}
 	return nil
 }

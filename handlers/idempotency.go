@@ -223,7 +223,7 @@ func hashBody(body io.Reader, limit int64) ([]byte, error) {
 	h := sha256.New()
 	n, err := io.Copy(h, io.LimitReader(body, limit+1))
 	if err != nil {
-		return nil, err
+		return nil, agentfs.BodyError(err)
 	}
 	if n > limit {
 		return nil, agentfs.ErrTooLarge

@@ -70,7 +70,8 @@ func (a *API) limitBytes(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		l := a.deps.Limits
 		req := c.Request()
-		if l.QuotaBytes <= 0 || req.Method == http.MethodGet || req.Method == http.MethodHead || req.Body == nil {
+		if l.QuotaBytes <= 0 || req.Method == http.MethodGet || req.Method == http.MethodHead ||
+			req.ContentLength == 0 || req.Body == nil || req.Body == http.NoBody {
 			return next(c)
 		}
 		subject := principal(c).Subject

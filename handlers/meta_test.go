@@ -109,15 +109,21 @@ func TestSpecCoversEveryRoute(t *testing.T) {
 	}
 }
 
+// Ids of the right form that the panicking store treats specially.
+var (
+	panicID = "file_" + strings.Repeat("p", 26)
+	failID  = "file_" + strings.Repeat("f", 26)
+)
+
 // panicking is the real store except that reading one id panics, to prove a
 // panic becomes a generic 500 problem.
 type panicking struct{ *storage.Store }
 
 func (p panicking) File(ctx context.Context, subject, id string) (*agentfs.File, error) {
-	if id == "file_panic" {
+	if id == panicID {
 		panic("boom: secret internal detail")
 	}
-	if id == "file_fail" {
+	if id == failID {
 		return nil, errors.New("pq: secret internal detail")
 	}
 	return p.Store.File(ctx, subject, id)
@@ -127,7 +133,7 @@ func TestInternalErrorsDoNotLeak(t *testing.T) {
 	t.Parallel()
 	srv := apitest.NewServer(t, apitest.Options{Wrap: func(s *storage.Store) handlers.Files { return panicking{s} }})
 	c := srv.Client(t, "alice")
-	for _, id := range []string{"file_panic", "file_fail"} {
+	for _, id := range []string{panicID, failID} {
 		res := c.Do("GET", "/v1/files/"+id, nil)
 		p := res.ExpectProblem(t, 500, "INTERNAL")
 		if strings.Contains(string(res.Body), "secret") || !p.Retryable {
@@ -139,7 +145,7 @@ func TestInternalErrorsDoNotLeak(t *testing.T) {
 	}
 	c.Do("GET", "/healthz", nil).Expect(t, 200) // the server survived
 	var body map[string]any
-	if err := json.Unmarshal(c.Do("GET", "/v1/files/file_fail", nil).Body, &body); err != nil || body["code"] != "INTERNAL" {
+	if err := json.Unmarshal(c.Do("GET", "/v1/files/"+failID, nil).Body, &body); err != nil || body["code"] != "INTERNAL" {
 		t.Fatalf("body %v err %v", body, err)
 	}
 }

@@ -128,7 +128,7 @@ func readJSON(c echo.Context, limit int64, dst any, optional bool) ([]byte, erro
 	req := c.Request()
 	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, limit))
 	if err != nil {
-		return nil, err
+		return nil, agentfs.BodyError(err)
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		if optional {

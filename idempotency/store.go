@@ -119,6 +119,9 @@ func (s *Store) Begin(ctx context.Context, subject, key, method, route string, r
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim idempotency key: %w", err)
 	}
+	if claim != nil {
+		go claim.renew() // only once the claim is committed
+	}
 	return claim, rec, nil
 }
 
@@ -209,9 +212,7 @@ type Claim struct {
 }
 
 func (s *Store) newClaim(subject, key string, fence int64) *Claim {
-	c := &Claim{store: s, subject: subject, key: key, fence: fence, stop: make(chan struct{})}
-	go c.renew()
-	return c
+	return &Claim{store: s, subject: subject, key: key, fence: fence, stop: make(chan struct{})}
 }
 
 // renew extends the lease while the request runs (a long body streaming),

@@ -130,7 +130,13 @@ func From(err error) (p *Problem, unexpected bool) {
 	case errors.Is(err, agentfs.ErrPartOutOfRange):
 		return Validation("part_number", err.Error()), false
 	case errors.Is(err, agentfs.ErrUploadCompleting):
-		return New(OperationInProgress, "another request is completing this upload; retry shortly"), false
+		p := New(OperationInProgress, "another request is completing this upload; retry shortly")
+		p.RetryAfter = 1
+		return p, false
+	case errors.Is(err, agentfs.ErrIfMatchWithoutReplace):
+		return Validation("If-Match", "asks for a conditional replace; send if_exists=replace with it"), false
+	case errors.Is(err, agentfs.ErrBadBody):
+		return New(InvalidRequest, "the request body could not be read"), false
 	case errors.Is(err, agentfs.ErrBodyStalled):
 		return New(RequestTimeout, "the request body stalled longer than the idle limit; nothing was stored"), false
 	case errors.Is(err, agentfs.ErrNotFound):

@@ -88,6 +88,9 @@ type querier2 interface {
 
 // Batch returns the subject's batch with every item's outcome.
 func (s *Store) Batch(ctx context.Context, subject, id string) (*agentfs.Batch, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
 	b, err := scanBatch(s.pool.QueryRow(ctx, `SELECT `+batchColumns+` FROM batches WHERE id = $1 AND subject = $2`, id, subject))
 	if err != nil {
 		return nil, fmt.Errorf("get batch: %w", err)

@@ -33,12 +33,15 @@ import (
 var migrations embed.FS
 
 // openPool connects to Postgres and checks that it answers.
-func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+func openPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
@@ -201,3 +204,31 @@ func NewID(prefix string) string {
 }
 
 func errorsIsNotFound(err error) bool { return errors.Is(err, agentfs.ErrNotFound) }
+
+// wellFormedID reports whether id could be one NewID made; other strings
+// (a NUL byte, say) are not sent to Postgres at all.
+func wellFormedID(id string) bool {
+	prefix, rest, ok := strings.Cut(id, "_")
+	if !ok || prefix == "" || len(prefix) > 8 || len(rest) != 26 {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		if prefix[i] < 'a' || prefix[i] > 'z' {
+			return false
+		}
+	}
+	for i := 0; i < len(rest); i++ {
+		if !strings.ContainsRune("0123456789abcdefghjkmnpqrstvwxyz", rune(rest[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkID is agentfs.ErrNotFound for an id no resource can have.
+func checkID(id string) error {
+	if !wellFormedID(id) {
+		return fmt.Errorf("%w: malformed id", agentfs.ErrNotFound)
+	}
+	return nil
+}

@@ -103,7 +103,7 @@ func (s *Store) writeBlob(ctx context.Context, put agentfs.Put, fileID string, b
 	err := s.putBlob(ctx, key, hr, put.Size, put.ContentType, b.tags)
 	n, sum, srcErr := hr.finish()
 	if srcErr != nil {
-		err = srcErr // the caller's body failed or was too large, not S3
+		err = agentfs.BodyError(srcErr) // the caller's body failed or was too large, not S3
 	}
 	if err == nil {
 		b.size, b.sha256 = n, hex.EncodeToString(sum)
@@ -229,6 +229,9 @@ func (s *Store) fileExists(ctx context.Context, q querier, id string) (bool, err
 
 // File returns the subject's file with this id, deleted or not.
 func (s *Store) File(ctx context.Context, subject, id string) (*agentfs.File, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
 	f, err := scanFile(s.pool.QueryRow(ctx, `SELECT `+fileColumns+` FROM files WHERE id = $1 AND subject = $2`, id, subject))
 	if err != nil {
 		return nil, fmt.Errorf("get file: %w", err)
@@ -291,6 +294,9 @@ func likePrefix(p string) string {
 // path, and is purged after the retention. Deleting a deleted file returns
 // it unchanged. ifMatch, when set, must name the file's etag.
 func (s *Store) DeleteFile(ctx context.Context, subject, id, ifMatch string, hook CommitHook) (*agentfs.File, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
 	var f *agentfs.File
 	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -324,6 +330,9 @@ func (s *Store) deleteFile(ctx context.Context, tx pgx.Tx, subject, id, ifMatch 
 // RestoreFile undoes a delete. Restoring a live file returns it unchanged; a
 // path taken meanwhile by another live file is a *agentfs.PathExistsError.
 func (s *Store) RestoreFile(ctx context.Context, subject, id string, hook CommitHook) (*agentfs.File, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
 	var f *agentfs.File
 	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -368,6 +377,9 @@ func (s *Store) lockFile(ctx context.Context, tx pgx.Tx, subject, id string) (*a
 // replace answer 451 with reason. Unblock with an empty reason and
 // blocked false. An unknown id is agentfs.ErrNotFound.
 func (s *Store) BlockFile(ctx context.Context, id string, blocked bool, reason string) (*agentfs.File, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
 	f, err := scanFile(s.pool.QueryRow(ctx, `UPDATE files SET blocked = $2, block_reason = $3
 		WHERE id = $1 RETURNING `+fileColumns, id, blocked, reason))
 	if err != nil {

@@ -28,6 +28,9 @@ type Config struct {
 	// PartSize bounds the memory minio-go uses per streamed upload whose size
 	// is unknown; it buffers one part at a time.
 	PartSize uint64
+	// MaxConns sizes the Postgres pool (0: 32). Each running batch holds one
+	// connection for its lock and uses another for its items.
+	MaxConns int32
 }
 
 // Store is the AgentFS state: a Postgres pool and an S3 bucket. It is safe
@@ -50,6 +53,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.PartSize == 0 {
 		cfg.PartSize = 16 << 20
 	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = 32
+	}
 	s3, err := minio.New(cfg.S3Endpoint, &minio.Options{
 		Creds:  credentials.NewStaticV4(cfg.S3AccessKey, cfg.S3SecretKey, ""),
 		Secure: cfg.S3UseSSL,
@@ -61,7 +67,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: s3 client: %w", err)
 	}
-	pool, err := openPool(ctx, cfg.DatabaseURL)
+	pool, err := openPool(ctx, cfg.DatabaseURL, cfg.MaxConns)
 	if err != nil {
 		return nil, err
 	}

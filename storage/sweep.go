@@ -12,11 +12,12 @@ import (
 )
 
 // SweepBlobs removes blobs that no file or upload session references and
-// that are older than grace: blobs superseded by a replace, left by a write
-// that failed or whose process died, or by an identical re-upload. grace
-// must outlast any write still in flight (whose blob is not referenced
-// until it commits) and any read of a superseded blob. It reports how many
-// it removed.
+// that were written longer ago than grace: blobs superseded by a replace,
+// left by a write that failed or whose process died, or by an identical
+// re-upload. grace must outlast the longest write in flight (its blob is
+// not referenced until it commits). A superseded blob older than grace goes
+// at the next sweep, so a read that began before the replace must finish
+// within the sweep interval. It reports how many it removed.
 func (s *Store) SweepBlobs(ctx context.Context, grace time.Duration) (int64, error) {
 	cutoff := time.Now().Add(-grace)
 	var (
@@ -74,8 +75,9 @@ func (s *Store) removeUnreferenced(ctx context.Context, page []string) (int64, e
 	return n, nil
 }
 
-// abortStaleMultipart aborts S3 multipart uploads older than cutoff that
-// no upload session knows (a session whose creation did not commit).
+// abortStaleMultipart aborts S3 multipart uploads older than cutoff that no
+// live upload session owns: a session whose creation did not commit, one
+// aborted whose drop failed, or a streamed upload of a process that died.
 func (s *Store) abortStaleMultipart(ctx context.Context, cutoff time.Time) (int64, error) {
 	var n int64
 	for up := range s.s3.ListIncompleteUploads(ctx, s.bucket, "blobs/", true) {
@@ -86,7 +88,8 @@ func (s *Store) abortStaleMultipart(ctx context.Context, cutoff time.Time) (int6
 			continue
 		}
 		var known bool
-		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM uploads WHERE s3_upload_id = $1)`, up.UploadID).Scan(&known); err != nil {
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM uploads WHERE s3_upload_id = $1
+				AND status IN ('pending', 'completing'))`, up.UploadID).Scan(&known); err != nil {
 			return n, Translate(err)
 		}
 		if known {

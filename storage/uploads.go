@@ -28,8 +28,9 @@ type UploadHook = func(ctx context.Context, tx pgx.Tx, u *agentfs.Upload, create
 type PartHook = func(ctx context.Context, tx pgx.Tx, p *agentfs.Part) error
 
 // completionLease bounds how long a complete holds a session in completing
-// before another complete may take over from a process that died.
-const completionLease = 2 * time.Minute
+// before another complete may take over (from a process that died, or one
+// slower than this); the taken-over complete then cannot commit.
+const completionLease = 10 * time.Minute
 
 const uploadColumns = `id, subject, path, size_bytes, content_type, replace, sha256, part_size, part_count,
 	status, s3_upload_id, blob_key, hashed_parts, coalesce(hash_state, ''::bytea), assembled,
@@ -139,6 +140,9 @@ func (s *Store) loadParts(ctx context.Context, q pgx.Tx, u *agentfs.Upload) erro
 
 // Upload returns the subject's session with the parts received so far.
 func (s *Store) Upload(ctx context.Context, subject, id string) (*agentfs.Upload, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
 	var u *agentfs.Upload
 	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -176,6 +180,9 @@ func ensurePending(u *agentfs.Upload) error {
 // overwrites the earlier one. Parts that arrive in order also extend the
 // session's running hash of the whole content.
 func (s *Store) PutPart(ctx context.Context, subject, id string, n int, body io.Reader, size int64, digest []byte, hook PartHook) (*agentfs.Part, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
 	u, err := scanUpload(s.pool.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads WHERE id = $1 AND subject = $2`, id, subject))
 	if err != nil {
 		return nil, fmt.Errorf("put part: %w", err)
@@ -243,7 +250,7 @@ func (s *Store) sendPart(ctx context.Context, u *agentfs.Upload, n int, body io.
 	got, sum, srcErr := hr.finish()
 	switch {
 	case srcErr != nil:
-		return nil, srcErr
+		return nil, agentfs.BodyError(srcErr)
 	case err != nil && digest != nil && minio.ToErrorResponse(err).Code == "XAmzContentSHA256Mismatch":
 		return nil, agentfs.ErrChecksumMismatch
 	case err != nil && minio.ToErrorResponse(err).Code == "NoSuchUpload":
@@ -329,13 +336,16 @@ type CompleteRequest struct {
 // reading back what the running hash lacks. A declared sha256 that does
 // not match fails the session. A completed session answers with its file.
 func (s *Store) CompleteUpload(ctx context.Context, subject, id string, req CompleteRequest, hook CommitHook) (*agentfs.File, bool, error) {
-	u, put, done, err := s.beginComplete(ctx, subject, id, req, hook)
+	if err := checkID(id); err != nil {
+		return nil, false, err
+	}
+	u, put, token, done, err := s.beginComplete(ctx, subject, id, req, hook)
 	if err != nil || done != nil {
 		return done, false, err
 	}
-	f, created, err := s.assemble(ctx, u, put, req, hook)
+	f, created, err := s.assemble(ctx, u, put, req, token, hook)
 	if err != nil {
-		s.abandonComplete(ctx, u.ID)
+		s.abandonComplete(ctx, u.ID, token)
 		return nil, false, fmt.Errorf("complete upload: %w", err)
 	}
 	return f, created, nil
@@ -344,7 +354,9 @@ func (s *Store) CompleteUpload(ctx context.Context, subject, id string, req Comp
 // beginComplete decides a complete against the session and the path, and
 // marks the session completing. A session already completed returns its
 // file as done (with hook run, so a keyed repeat is recorded).
-func (s *Store) beginComplete(ctx context.Context, subject, id string, req CompleteRequest, hook CommitHook) (u *agentfs.Upload, put agentfs.Put, done *agentfs.File, err error) {
+// The returned token (the completing_until it set) is the complete's claim:
+// only the holder of the current token may commit the file.
+func (s *Store) beginComplete(ctx context.Context, subject, id string, req CompleteRequest, hook CommitHook) (u *agentfs.Upload, put agentfs.Put, token time.Time, done *agentfs.File, err error) {
 	err = WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		u, err = scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+`
@@ -373,6 +385,9 @@ func (s *Store) beginComplete(ctx context.Context, subject, id string, req Compl
 			return &agentfs.PartsMissingError{Missing: missing}
 		}
 		put = putFor(u, req)
+		if put.IfMatch != "" && !put.Replace {
+			return agentfs.ErrIfMatchWithoutReplace
+		}
 		live, err := s.liveFile(ctx, tx, subject, u.Path)
 		if err != nil {
 			return err
@@ -380,18 +395,16 @@ func (s *Store) beginComplete(ctx context.Context, subject, id string, req Compl
 		if err := put.CheckAgainst(live); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `UPDATE uploads SET status = 'completing',
-				completing_until = now() + make_interval(secs => $2)
-			WHERE id = $1 AND (status = 'pending' OR completing_until < now())`, id, completionLease.Seconds())
-		if err != nil {
-			return Translate(err)
-		}
-		if tag.RowsAffected() == 0 {
+		err = tx.QueryRow(ctx, `UPDATE uploads SET status = 'completing',
+				completing_until = clock_timestamp() + make_interval(secs => $2)
+			WHERE id = $1 AND (status = 'pending' OR completing_until < now())
+			RETURNING completing_until`, id, completionLease.Seconds()).Scan(&token)
+		if errors.Is(err, pgx.ErrNoRows) {
 			return agentfs.ErrUploadCompleting
 		}
-		return nil
+		return Translate(err)
 	})
-	return u, put, done, err
+	return u, put, token, done, err
 }
 
 func putFor(u *agentfs.Upload, req CompleteRequest) agentfs.Put {
@@ -407,7 +420,7 @@ func putFor(u *agentfs.Upload, req CompleteRequest) agentfs.Put {
 
 // assemble completes the S3 multipart upload, establishes the content's
 // SHA-256 and commits the file and the session's completion together.
-func (s *Store) assemble(ctx context.Context, u *agentfs.Upload, put agentfs.Put, req CompleteRequest, hook CommitHook) (*agentfs.File, bool, error) {
+func (s *Store) assemble(ctx context.Context, u *agentfs.Upload, put agentfs.Put, req CompleteRequest, token time.Time, hook CommitHook) (*agentfs.File, bool, error) {
 	if err := s.completeMultipart(ctx, u); err != nil {
 		return nil, false, err
 	}
@@ -420,7 +433,7 @@ func (s *Store) assemble(ctx context.Context, u *agentfs.Upload, put agentfs.Put
 		want = req.SHA256
 	}
 	if want != "" && want != sum {
-		return nil, false, s.failUpload(ctx, u)
+		return nil, false, s.failUpload(ctx, u, token)
 	}
 	live, err := s.liveFile(ctx, s.pool, u.Subject, u.Path)
 	if err != nil {
@@ -431,16 +444,20 @@ func (s *Store) assemble(ctx context.Context, u *agentfs.Upload, put agentfs.Put
 		return nil, false, err
 	}
 	f, created, used, err := s.commitPut(ctx, put, b.tags["file-id"], b, func(ctx context.Context, tx pgx.Tx, f *agentfs.File, created bool) error {
-		if _, err := tx.Exec(ctx, `UPDATE uploads SET status = 'completed', file_id = $2, completing_until = NULL
-			WHERE id = $1`, u.ID, f.ID); err != nil {
+		tag, err := tx.Exec(ctx, `UPDATE uploads SET status = 'completed', file_id = $2, completing_until = NULL
+			WHERE id = $1 AND status = 'completing' AND completing_until = $3`, u.ID, f.ID, token)
+		if err != nil {
 			return Translate(err)
+		}
+		if tag.RowsAffected() == 0 {
+			return agentfs.ErrUploadCompleting // another complete took over; it commits, not this one
 		}
 		if hook != nil {
 			return hook(ctx, tx, f, created)
 		}
 		return nil
 	})
-	if err == nil && !used {
+	if err == nil && !used && f.BlobKey != u.BlobKey {
 		s.removeBlob(ctx, u.BlobKey) // the file already held these bytes
 	}
 	return f, created, err
@@ -533,28 +550,40 @@ func (s *Store) contentHash(ctx context.Context, u *agentfs.Upload) (string, err
 
 // failUpload marks a session failed because its content does not match the
 // declared sha256, and removes the assembled object. No file is made.
-func (s *Store) failUpload(ctx context.Context, u *agentfs.Upload) error {
-	_, err := s.pool.Exec(context.WithoutCancel(ctx), `UPDATE uploads SET status = 'failed', completing_until = NULL,
-		error = $2 WHERE id = $1`, u.ID, []byte(`{"code":"CHECKSUM_MISMATCH","detail":"the assembled content does not match the declared sha256"}`))
-	s.removeBlob(ctx, u.BlobKey)
+func (s *Store) failUpload(ctx context.Context, u *agentfs.Upload, token time.Time) error {
+	tag, err := s.pool.Exec(context.WithoutCancel(ctx), `UPDATE uploads SET status = 'failed', completing_until = NULL,
+		error = $2 WHERE id = $1 AND status = 'completing' AND completing_until = $3`,
+		u.ID, []byte(`{"code":"CHECKSUM_MISMATCH","detail":"the assembled content does not match the declared sha256"}`), token)
 	if err != nil {
 		return Translate(err)
 	}
+	if tag.RowsAffected() == 0 {
+		return agentfs.ErrUploadCompleting
+	}
+	s.removeBlob(ctx, u.BlobKey)
 	return agentfs.ErrChecksumMismatch
 }
 
 // abandonComplete puts a session whose complete failed back to pending, so
 // a later complete can try again (S3 may have assembled it already).
-func (s *Store) abandonComplete(ctx context.Context, id string) {
+func (s *Store) abandonComplete(ctx context.Context, id string, token time.Time) {
 	_, _ = s.pool.Exec(context.WithoutCancel(ctx), `UPDATE uploads SET status = 'pending', completing_until = NULL
-		WHERE id = $1 AND status = 'completing'`, id)
+		WHERE id = $1 AND status = 'completing' AND completing_until = $2`, id, token)
 }
 
 // AbortUpload ends a session and removes its parts from S3. Aborting an
 // aborted, expired or failed session returns it unchanged; a completed one
-// is an *agentfs.UploadStateError.
+// is an *agentfs.UploadStateError. The session is marked aborted first and
+// its S3 upload dropped after that commits (the sweeper retries a drop
+// that failed), so S3 never loses parts of a session still pending.
 func (s *Store) AbortUpload(ctx context.Context, subject, id string, hook UploadHook) (*agentfs.Upload, error) {
-	var u *agentfs.Upload
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	var (
+		u       *agentfs.Upload
+		aborted bool
+	)
 	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		if u, err = scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads
@@ -565,13 +594,10 @@ func (s *Store) AbortUpload(ctx context.Context, subject, id string, hook Upload
 		case agentfs.UploadCompleted, agentfs.UploadCompleting:
 			return &agentfs.UploadStateError{Status: agentfs.UploadCompleted}
 		case agentfs.UploadPending:
-			if err := s.dropMultipart(ctx, u); err != nil {
-				return err
-			}
 			if _, err := tx.Exec(ctx, `UPDATE uploads SET status = 'aborted' WHERE id = $1`, id); err != nil {
 				return Translate(err)
 			}
-			u.Status = agentfs.UploadAborted
+			u.Status, aborted = agentfs.UploadAborted, true
 		}
 		if err := s.loadParts(ctx, tx, u); err != nil {
 			return err
@@ -583,6 +609,9 @@ func (s *Store) AbortUpload(ctx context.Context, subject, id string, hook Upload
 	})
 	if err != nil {
 		return nil, fmt.Errorf("abort upload: %w", err)
+	}
+	if aborted {
+		_ = s.dropMultipart(ctx, u)
 	}
 	return u, nil
 }

@@ -1,8 +1,9 @@
-// Package sweeper runs the periodic clean-up tasks of AgentFS (expired
-// idempotency records, expired upload sessions) in one place. Every task is
-// safe to run on several instances at once, so no leader is needed: each
-// deletes only what has expired, and takes rows with SKIP LOCKED where it
-// acts on S3 too.
+// Package sweeper runs the periodic clean-up tasks of AgentFS in one place
+// (serve wires them: expired idempotency records, expired upload sessions,
+// deleted files past purge_after, old quota windows, unreferenced blobs).
+// Every task is safe to run on several instances at once, so no leader is
+// needed: each removes only what has expired or what no row references,
+// and the tasks that change rows take them with SKIP LOCKED.
 package sweeper
 
 import (

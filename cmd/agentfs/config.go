@@ -29,7 +29,7 @@ type config struct {
 	// BlobGrace is how old an unreferenced blob must be before the sweeper
 	// removes it: longer than any upload or read in flight.
 	BlobGrace time.Duration
-	// SweepInterval is how often expired idempotency records are purged.
+	// SweepInterval is how often every sweeper task runs.
 	SweepInterval time.Duration
 	// FaultAfterCommit, for fault-injection tests only: "exit" kills the
 	// process after a keyed write committed, before its response.
@@ -91,6 +91,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	check(parseDuration(env("AGENTFS_QUOTA_WINDOW", "1h"), "AGENTFS_QUOTA_WINDOW", &c.Limits.QuotaWindow))
 	check(parseDuration(env("AGENTFS_BODY_IDLE_TIMEOUT", "60s"), "AGENTFS_BODY_IDLE_TIMEOUT", &c.Limits.BodyIdleTimeout))
+	var maxConns int64
+	check(parseBytes(env("AGENTFS_DB_MAX_CONNS", "32"), "AGENTFS_DB_MAX_CONNS", &maxConns))
+	c.Storage.MaxConns = int32(min(maxConns, 10000))
 	check(parseDuration(env("AGENTFS_BLOB_GRACE", "6h"), "AGENTFS_BLOB_GRACE", &c.BlobGrace))
 	check(parseDuration(env("AGENTFS_SWEEP_INTERVAL", "5m"), "AGENTFS_SWEEP_INTERVAL", &c.SweepInterval))
 	c.Storage.PartSize = uint64(partSize)
