@@ -147,10 +147,15 @@ func WithTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) erro
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return Translate(fmt.Errorf("commit: %w", err))
+		return Translate(fmt.Errorf("%w: %w", errCommitUncertain, err))
 	}
 	return nil
 }
+
+// errCommitUncertain says a commit failed in a way that leaves unknown
+// whether it took effect (the connection died on it): what the transaction
+// referenced must not be removed; the sweeper decides later from the rows.
+var errCommitUncertain = errors.New("commit outcome unknown")
 
 // Translate turns driver errors into the domain's: no rows is
 // agentfs.ErrNotFound, a lost or refused connection is agentfs.ErrUnavailable.

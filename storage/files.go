@@ -155,7 +155,9 @@ func (s *Store) commitPut(ctx context.Context, put agentfs.Put, fileID string, b
 			continue
 		}
 		if err != nil {
-			used = false
+			// Keep the blob when the commit may have happened; the sweeper
+			// removes it if no row references it.
+			used = errors.Is(err, errCommitUncertain)
 		}
 		return f, created, used, err
 	}
