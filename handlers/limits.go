@@ -87,7 +87,7 @@ func (a *API) limitBytes(next echo.HandlerFunc) echo.HandlerFunc {
 			return p
 		}
 		body := &countingBody{ReadCloser: req.Body}
-		req.Body = body
+		replaceBody(c, body)
 		err = next(c)
 		if st := c.Response().Status; err == nil && st < 300 && body.n > 0 && c.Response().Header().Get(replayHeader) == "" {
 			if qerr := a.deps.Quota.AddQuota(context.WithoutCancel(req.Context()), subject, start, body.n); qerr != nil {

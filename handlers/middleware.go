@@ -193,7 +193,7 @@ func (a *API) bodyIdle(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		body := &idleBody{rc: req.Body, ctl: http.NewResponseController(c.Response().Writer), idle: idle}
-		req.Body = body
+		replaceBody(c, body)
 		err := next(c)
 		if body.stalled {
 			c.Response().Header().Set(echo.HeaderConnection, "close")
@@ -221,3 +221,13 @@ func (b *idleBody) Read(p []byte) (int, error) {
 }
 
 func (b *idleBody) Close() error { return b.rc.Close() }
+
+// replaceBody gives the handlers a request whose body is wrapped, leaving
+// the server's own request untouched: net/http inspects that body's type
+// after the handler to decide whether to drain an unread body or close the
+// connection, and must not block draining one that never comes.
+func replaceBody(c echo.Context, body io.ReadCloser) {
+	r := *c.Request()
+	r.Body = body
+	c.SetRequest(&r)
+}
