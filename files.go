@@ -102,7 +102,7 @@ func ParseCursor(s string) (Cursor, error) {
 		return Cursor{}, ErrInvalidCursor
 	}
 	micros, id, ok := strings.Cut(string(raw), "|")
-	if !ok || !strings.HasPrefix(id, "file_") || len(id) > 64 {
+	if !ok || !fileIDForm(id) {
 		return Cursor{}, ErrInvalidCursor
 	}
 	us, err := strconv.ParseInt(micros, 10, 64)
@@ -110,4 +110,19 @@ func ParseCursor(s string) (Cursor, error) {
 		return Cursor{}, ErrInvalidCursor
 	}
 	return Cursor{CreatedAt: time.UnixMicro(us).UTC(), ID: id}, nil
+}
+
+// fileIDForm reports whether id has the form of a file id: file_ and 26
+// characters of the id alphabet.
+func fileIDForm(id string) bool {
+	rest, ok := strings.CutPrefix(id, "file_")
+	if !ok || len(rest) != 26 {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		if !strings.ContainsRune("0123456789abcdefghjkmnpqrstvwxyz", rune(rest[i])) {
+			return false
+		}
+	}
+	return true
 }

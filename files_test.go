@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"math"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -179,10 +180,9 @@ func TestCursor(t *testing.T) {
 	t.Run("RoundTrips", func(t *testing.T) {
 		t.Parallel()
 		for _, c := range []agentfs.Cursor{
-			{CreatedAt: at, ID: "file_abc"},
-			{CreatedAt: time.UnixMicro(0).UTC(), ID: "file_"},
-			{CreatedAt: time.UnixMicro(math.MaxInt64).UTC(), ID: "file_" + strings.Repeat("z", 59)},
-			{CreatedAt: at, ID: "file_a|b"},
+			{CreatedAt: at, ID: "file_" + strings.Repeat("a", 26)},
+			{CreatedAt: time.UnixMicro(0).UTC(), ID: "file_" + strings.Repeat("0", 26)},
+			{CreatedAt: time.UnixMicro(math.MaxInt64).UTC(), ID: "file_" + strings.Repeat("z", 26)},
 		} {
 			got, err := agentfs.ParseCursor(c.String())
 			if err != nil {
@@ -196,7 +196,7 @@ func TestCursor(t *testing.T) {
 
 	t.Run("ParsesToUTC", func(t *testing.T) {
 		t.Parallel()
-		local := agentfs.Cursor{CreatedAt: at.In(time.FixedZone("X", 5*3600)), ID: "file_x"}
+		local := agentfs.Cursor{CreatedAt: at.In(time.FixedZone("X", 5*3600)), ID: "file_" + strings.Repeat("x", 26)}
 		got, err := agentfs.ParseCursor(local.String())
 		if err != nil {
 			t.Fatal(err)
@@ -208,7 +208,7 @@ func TestCursor(t *testing.T) {
 
 	t.Run("TruncatesToMicroseconds", func(t *testing.T) {
 		t.Parallel()
-		c := agentfs.Cursor{CreatedAt: at.Add(789 * time.Nanosecond), ID: "file_x"}
+		c := agentfs.Cursor{CreatedAt: at.Add(789 * time.Nanosecond), ID: "file_" + strings.Repeat("x", 26)}
 		got, err := agentfs.ParseCursor(c.String())
 		if err != nil {
 			t.Fatal(err)
@@ -234,6 +234,8 @@ func TestCursor(t *testing.T) {
 		{"RejectsStdBase64Alphabet", strings.ReplaceAll(strings.ReplaceAll(enc("1|file_>?>?"), "-", "+"), "_", "/")},
 		{"RejectsMissingSeparator", enc("1file_a")},
 		{"RejectsWrongIDPrefix", enc("1|upl_a")},
+		{"RejectsMalformedID", enc("1|file_\x00")},
+		{"RejectsIDOutsideAlphabet", enc("1|file_" + strings.Repeat("i", 26))},
 		{"RejectsEmptyTime", enc("|file_a")},
 		{"RejectsNonNumericTime", enc("abc|file_a")},
 		{"RejectsNegativeTime", enc("-1|file_a")},
@@ -291,8 +293,11 @@ func FuzzParseCursor(f *testing.F) {
 	})
 }
 
+var fileIDRE = regexp.MustCompile(`^file_[0-9a-hjkmnp-tv-z]{26}$`)
+
 func FuzzCursorString(f *testing.F) {
 	f.Add(int64(1714979289123456), "file_abc")
+	f.Add(int64(1714979289123456), "file_"+strings.Repeat("a", 26))
 	f.Add(int64(0), "file_")
 	f.Add(int64(math.MaxInt64), "file_a|b|c")
 	f.Add(int64(-1), "file_a")
@@ -303,7 +308,7 @@ func FuzzCursorString(f *testing.F) {
 	f.Fuzz(func(t *testing.T, us int64, id string) {
 		c := agentfs.Cursor{CreatedAt: time.UnixMicro(us), ID: id}
 		got, err := agentfs.ParseCursor(c.String())
-		valid := us >= 0 && strings.HasPrefix(id, "file_") && len(id) <= 64
+		valid := us >= 0 && fileIDRE.MatchString(id)
 		if !valid {
 			if err == nil {
 				t.Fatalf("ParseCursor accepted %+v: %+v", c, got)

@@ -161,6 +161,12 @@ func (b *blobReader) Read(p []byte) (int, error) {
 
 func (b *blobReader) Close() error { return b.obj.Close() }
 
+// transientS3Codes are S3 error codes that say "try again", whatever the
+// status the client library kept.
+var transientS3Codes = map[string]bool{
+	"InternalError": true, "ServiceUnavailable": true, "SlowDown": true, "RequestTimeout": true,
+}
+
 // translateS3 turns minio errors into the domain's: a missing object is
 // agentfs.ErrNotFound; a refused connection or a 5xx is agentfs.ErrUnavailable.
 func translateS3(err error) error {
@@ -175,7 +181,7 @@ func translateS3(err error) error {
 	switch {
 	case resp.Code == "NoSuchKey":
 		return fmt.Errorf("%w: %w", agentfs.ErrNotFound, err)
-	case resp.StatusCode >= http.StatusInternalServerError,
+	case resp.StatusCode >= http.StatusInternalServerError, transientS3Codes[resp.Code],
 		errors.As(err, &netErr), errors.As(err, &urlErr),
 		errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("%w: %w", agentfs.ErrUnavailable, err)
