@@ -112,17 +112,28 @@ func ParseCursor(s string) (Cursor, error) {
 	return Cursor{CreatedAt: time.UnixMicro(us).UTC(), ID: id}, nil
 }
 
-// fileIDForm reports whether id has the form of a file id: file_ and 26
-// characters of the id alphabet.
-func fileIDForm(id string) bool {
-	rest, ok := strings.CutPrefix(id, "file_")
-	if !ok || len(rest) != 26 {
+// IDAlphabet is the lowercase base32 alphabet of every resource id: a type
+// prefix, '_', then 26 of these characters (128 random bits).
+const IDAlphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+
+// WellFormedID reports whether id has the form of a resource id with this
+// prefix ("file", "upl", "batch"); an empty prefix accepts any.
+func WellFormedID(prefix, id string) bool {
+	p, rest, ok := strings.Cut(id, "_")
+	if !ok || p == "" || len(p) > 8 || (prefix != "" && p != prefix) || len(rest) != 26 {
 		return false
 	}
+	for i := 0; i < len(p); i++ {
+		if p[i] < 'a' || p[i] > 'z' {
+			return false
+		}
+	}
 	for i := 0; i < len(rest); i++ {
-		if !strings.ContainsRune("0123456789abcdefghjkmnpqrstvwxyz", rune(rest[i])) {
+		if !strings.ContainsRune(IDAlphabet, rune(rest[i])) {
 			return false
 		}
 	}
 	return true
 }
+
+func fileIDForm(id string) bool { return WellFormedID("file", id) }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -25,9 +24,6 @@ type Batches interface {
 	Create(ctx context.Context, b *agentfs.Batch, hook storage.BatchHook) (*agentfs.Batch, error)
 	Batch(ctx context.Context, subject, id string) (*agentfs.Batch, error)
 }
-
-// fileIDPattern is the form of every file id.
-var fileIDPattern = regexp.MustCompile(`^file_[0-9a-hjkmnp-tv-z]{26}$`)
 
 // maxBatchWait bounds ?wait on POST /v1/batch.
 const maxBatchWait = 30
@@ -173,7 +169,7 @@ func (a *API) batchItem(op batchOp, maxContent int64) (agentfs.BatchItem, []prob
 	if op.Op == agentfs.OpPut {
 		it.Content, it.ContentType, it.Key = putItemFields(op, maxContent, bad)
 	} else {
-		if it.FileID = need("file_id", op.FileID); it.FileID != "" && !fileIDPattern.MatchString(it.FileID) {
+		if it.FileID = need("file_id", op.FileID); it.FileID != "" && !agentfs.WellFormedID("file", it.FileID) {
 			bad("file_id", "is not a file id (file_ followed by 26 characters)")
 		}
 		for name, v := range map[string]*string{"content": op.Content, "encoding": op.Encoding,

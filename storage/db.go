@@ -199,7 +199,7 @@ func uniqueViolation(err error, constraint string) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == constraint
 }
 
-var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
+var idEncoding = base32.NewEncoding(agentfs.IDAlphabet).WithPadding(base32.NoPadding)
 
 // NewID returns a random identifier with a type prefix, such as file_….
 func NewID(prefix string) string {
@@ -210,29 +210,9 @@ func NewID(prefix string) string {
 
 func errorsIsNotFound(err error) bool { return errors.Is(err, agentfs.ErrNotFound) }
 
-// wellFormedID reports whether id could be one NewID made; other strings
-// (a NUL byte, say) are not sent to Postgres at all.
-func wellFormedID(id string) bool {
-	prefix, rest, ok := strings.Cut(id, "_")
-	if !ok || prefix == "" || len(prefix) > 8 || len(rest) != 26 {
-		return false
-	}
-	for i := 0; i < len(prefix); i++ {
-		if prefix[i] < 'a' || prefix[i] > 'z' {
-			return false
-		}
-	}
-	for i := 0; i < len(rest); i++ {
-		if !strings.ContainsRune("0123456789abcdefghjkmnpqrstvwxyz", rune(rest[i])) {
-			return false
-		}
-	}
-	return true
-}
-
 // checkID is agentfs.ErrNotFound for an id no resource can have.
 func checkID(id string) error {
-	if !wellFormedID(id) {
+	if !agentfs.WellFormedID("", id) {
 		return fmt.Errorf("%w: malformed id", agentfs.ErrNotFound)
 	}
 	return nil
