@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
@@ -138,6 +139,9 @@ func readJSON(c echo.Context, limit int64, dst any, optional bool) ([]byte, erro
 	}
 	if ct := req.Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
 		return nil, problem.New(problem.UnsupportedMediaType, "send the body as application/json")
+	}
+	if !utf8.Valid(raw) {
+		return nil, problem.Invalid("body", "JSON must be valid UTF-8")
 	}
 	if err := decodeStrict(raw, dst); err != nil {
 		return nil, err

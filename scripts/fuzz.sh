@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 #
 # Run every Go fuzz target (func FuzzXxx) in the module for FUZZTIME each
-# (default 20s), one target at a time, without test servers.
+# (default 20s), one target at a time. Each runs through scripts/test.sh, so
+# the handler targets, which drive the real API, get throwaway Postgres and
+# S3 servers like every other test.
 #
 #   scripts/fuzz.sh              # what `make fuzz` runs
 #   FUZZTIME=2m scripts/fuzz.sh
@@ -12,11 +14,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 
 FUZZTIME=${FUZZTIME:-20s}
-
-# Fuzzing runs against no servers: tests that need them skip.
-unset AGENTFS_TEST_DATABASE_URL AGENTFS_TEST_S3_ENDPOINT \
-	AGENTFS_TEST_S3_ACCESS_KEY AGENTFS_TEST_S3_SECRET_KEY \
-	AGENTFS_TEST_S3_USE_SSL AGENTFS_TEST_S3_REGION
 
 # `go test -list` prints the matching names of a package, then "ok <pkg> ...".
 listing=$(go test -list '^Fuzz' ./...)
@@ -39,7 +36,7 @@ for t in "${targets[@]}"; do
 	pkg=${t% *}
 	name=${t#* }
 	echo "==> fuzzing $name in $pkg for $FUZZTIME"
-	if ! go test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" "$pkg"; then
+	if ! bash scripts/test.sh "$pkg" -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" -fuzzminimizetime=20x; then
 		failed+=("$pkg $name")
 	fi
 done
