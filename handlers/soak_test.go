@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand"
+	"os"
+	"strconv"
 	"sort"
 	"sync"
 	"testing"
@@ -17,7 +19,8 @@ import (
 
 // TestSoak runs many clients uploading, replacing and retrying with keys
 // while the S3 server is restarted once, all bounded in count and on
-// loopback. Afterwards every acknowledged write is there with the right
+// loopback (AGENTFS_SOAK_OPS=500 make test ARGS='./handlers/ -run TestSoak'
+// for a longer run). Afterwards every acknowledged write is there with the right
 // SHA-256, no path has two live files, a sweep leaves no unreferenced blob,
 // and no response was a 5xx other than 503.
 func TestSoak(t *testing.T) {
@@ -25,7 +28,13 @@ func TestSoak(t *testing.T) {
 	s3 := storagetest.StartS3(t)
 	cfg := storagetest.ConfigOn(t, s3, "")
 	srv := apitest.NewServer(t, apitest.Options{Config: &cfg})
-	const clients, ops = 8, 30
+	// AGENTFS_SOAK_OPS lengthens the soak (operations per client; 30 keep
+	// it to seconds in make test).
+	const clients = 8
+	ops := 30
+	if v, err := strconv.Atoi(os.Getenv("AGENTFS_SOAK_OPS")); err == nil && v > 0 {
+		ops = v
+	}
 	var (
 		mu    sync.Mutex
 		acked = map[string]string{} // path -> sha256 of the last acknowledged content
