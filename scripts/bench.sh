@@ -11,7 +11,8 @@
 # free port, runs `go run ./bench` against it and stops everything again.
 # All traffic stays on 127.0.0.1. Postgres runs as in make test (fsync off):
 # versitygw does not fsync either, so neither store pays for durability the
-# other skips. BENCH_KEEP=1 keeps the temporary directory (data and logs).
+# other skips. The per-subject rate limit and byte quota are turned off.
+# BENCH_KEEP=1 keeps the temporary directory (data and logs).
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -76,6 +77,9 @@ export AGENTFS_S3_BUCKET=agentfs
 export AGENTFS_S3_USE_SSL=false
 export AGENTFS_S3_REGION=us-east-1
 export AGENTFS_LOG_LEVEL=warn
+# The benchmark measures throughput, not the per-subject limits.
+export AGENTFS_RATE_LIMIT=0
+export AGENTFS_QUOTA_BYTES=0
 
 bin/agentfs migrate
 token=$(bin/agentfs token create --subject bench | tail -n 1 | tr -d '[:space:]')
