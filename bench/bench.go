@@ -102,7 +102,7 @@ func checkComm(flagName string, pid int, want string) error {
 
 // cpuNow reads the CPU time used so far by this program and the servers.
 func (b *bench) cpuNow() cpuSnap {
-	s := cpuSnap{self: selfCPU()}
+	s := cpuSnap{self: selfCPU(), total: machineCPU()}
 	if b.cfg.serverPID > 0 {
 		s.server, _ = procCPU(b.cfg.serverPID)
 	}
@@ -113,11 +113,14 @@ func (b *bench) cpuNow() cpuSnap {
 }
 
 // cpuNote records where the CPU went for one measurement, both sides.
-func (b *bench) cpuNote(what string, agent, direct cpuAcc) {
+func (b *bench) cpuNote(what, unit string, agent, direct cpuAcc) {
 	withS3 := b.cfg.s3PID > 0
-	b.notes = append(b.notes, fmt.Sprintf("%s, CPU seconds per GiB: through AgentFS %s; direct %s.",
-		what, agent.perGiB(b.cfg.serverPID > 0, withS3), direct.perGiB(false, withS3)))
+	b.notes = append(b.notes, fmt.Sprintf("%s, CPU seconds per %s: through AgentFS %s; direct %s.",
+		what, unit, agent.per(b.cfg.serverPID > 0, withS3), direct.per(false, withS3)))
 }
+
+// gib is a byte count in GiB, the unit of the throughput CPU notes.
+func gib(n int64) float64 { return float64(n) / (1 << 30) }
 
 func (b *bench) close() { b.api.hc.CloseIdleConnections() }
 

@@ -106,7 +106,7 @@ func (b *bench) upload(ctx context.Context) ([]row, error) {
 				return err
 			}
 			ar = mibps(size, time.Since(t0))
-			agentCPU.add(c0, b.cpuNow(), size)
+			agentCPU.add(c0, b.cpuNow(), gib(size))
 			if b.big.fileID == "" {
 				b.big.fileID = f.ID
 			} else {
@@ -121,7 +121,7 @@ func (b *bench) upload(ctx context.Context) ([]row, error) {
 				return fmt.Errorf("direct PutObject: %w", err)
 			}
 			dr = mibps(size, time.Since(t0))
-			directCPU.add(c0, b.cpuNow(), size)
+			directCPU.add(c0, b.cpuNow(), gib(size))
 			if b.big.key == "" {
 				b.big.key = key
 			} else {
@@ -150,7 +150,7 @@ func (b *bench) upload(ctx context.Context) ([]row, error) {
 	for _, k := range spareKeys {
 		_ = b.s3.RemoveObject(ctx, c.directBucket, k, minio.RemoveObjectOptions{})
 	}
-	b.cpuNote("upload "+fmtSize(size), agentCPU, directCPU)
+	b.cpuNote("upload "+fmtSize(size), "GiB", agentCPU, directCPU)
 	return []row{{
 		name:    fmt.Sprintf("upload %s, best of %d", fmtSize(size), c.uploadRuns),
 		agentfs: fmtRate(agentBest, "MiB/s"),
@@ -195,7 +195,7 @@ func (b *bench) download(ctx context.Context) ([]row, error) {
 				return fmt.Errorf("AgentFS download: %d bytes, want %d", n, size)
 			}
 			ar = mibps(size, time.Since(t0))
-			agentCPU.add(c0, b.cpuNow(), size)
+			agentCPU.add(c0, b.cpuNow(), gib(size))
 			return nil
 		}
 		direct := func() error {
@@ -213,7 +213,7 @@ func (b *bench) download(ctx context.Context) ([]row, error) {
 				return fmt.Errorf("direct download: %d bytes, want %d", n, size)
 			}
 			dr = mibps(size, time.Since(t0))
-			directCPU.add(c0, b.cpuNow(), size)
+			directCPU.add(c0, b.cpuNow(), gib(size))
 			return nil
 		}
 		first, second := agent, direct
@@ -233,7 +233,7 @@ func (b *bench) download(ctx context.Context) ([]row, error) {
 		return nil, err
 	}
 	_ = b.s3.RemoveObject(ctx, c.directBucket, b.big.key, minio.RemoveObjectOptions{})
-	b.cpuNote("download "+fmtSize(size), agentCPU, directCPU)
+	b.cpuNote("download "+fmtSize(size), "GiB", agentCPU, directCPU)
 	return []row{{
 		name:    fmt.Sprintf("download %s, best of %d", fmtSize(size), c.uploadRuns),
 		agentfs: fmtRate(agentBest, "MiB/s"),
@@ -250,6 +250,7 @@ func (b *bench) small(ctx context.Context) ([]row, error) {
 	data := chunk(0, int(c.smallSize))
 	label := fmtSize(c.smallSize)
 
+	c0 := b.cpuNow()
 	dn, dd, dlat, err := concurrently(ctx, c.smallClients, c.smallDuration, c.smallMax, func(ctx context.Context, i int) error {
 		_, err := b.s3.PutObject(ctx, c.directBucket, b.key(fmt.Sprintf("small/%d", i)), bytes.NewReader(data), int64(len(data)), putOpts)
 		if err != nil {
@@ -260,6 +261,9 @@ func (b *bench) small(ctx context.Context) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
+	var agentCPU, directCPU cpuAcc
+	c1 := b.cpuNow()
+	directCPU.add(c0, c1, float64(dn)/1000)
 	an, ad, alat, err := concurrently(ctx, c.smallClients, c.smallDuration, c.smallMax, func(ctx context.Context, i int) error {
 		_, _, err := b.api.putFile(ctx, b.path(fmt.Sprintf("small/%d", i)), bytes.NewReader(data), int64(len(data)), nil)
 		return err
@@ -267,6 +271,8 @@ func (b *bench) small(ctx context.Context) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
+	agentCPU.add(c1, b.cpuNow(), float64(an)/1000)
+	b.cpuNote(label+" uploads", "1000 uploads", agentCPU, directCPU)
 	ar, dr := float64(an)/ad.Seconds(), float64(dn)/dd.Seconds()
 	logf("  %s × %d clients: AgentFS %d in %s (p50 %s), direct %d in %s (p50 %s)",
 		label, c.smallClients, an, ad.Round(time.Millisecond), fmtMS(percentile(alat, 50)),
@@ -317,7 +323,7 @@ func (b *bench) multipart(ctx context.Context) ([]row, error) {
 				return err
 			}
 			ar = mibps(size, time.Since(t0))
-			agentCPU.add(c0, b.cpuNow(), size)
+			agentCPU.add(c0, b.cpuNow(), gib(size))
 			took := time.Since(tc).Round(10 * time.Millisecond)
 			completes = append(completes, took.String())
 			logf("  AgentFS multipart: %d parts of %s, complete took %s", u.PartCount, fmtSize(u.PartSize), took)
@@ -352,7 +358,7 @@ func (b *bench) multipart(ctx context.Context) ([]row, error) {
 				return fmt.Errorf("direct CompleteMultipartUpload: %w", err)
 			}
 			dr = mibps(size, time.Since(t0))
-			directCPU.add(c0, b.cpuNow(), size)
+			directCPU.add(c0, b.cpuNow(), gib(size))
 			return b.s3.RemoveObject(ctx, c.directBucket, key, minio.RemoveObjectOptions{})
 		}
 		// The server picks the part size, so AgentFS goes first in the
@@ -370,7 +376,7 @@ func (b *bench) multipart(ctx context.Context) ([]row, error) {
 		logf("  multipart %s run %d/%d: AgentFS %.0f MiB/s, direct %.0f MiB/s", fmtSize(size), i+1, c.multipartRuns, ar, dr)
 		agentBest, directBest = max(agentBest, ar), max(directBest, dr)
 	}
-	b.cpuNote("multipart "+fmtSize(size), agentCPU, directCPU)
+	b.cpuNote("multipart "+fmtSize(size), "GiB", agentCPU, directCPU)
 	b.notes = append(b.notes, fmt.Sprintf("multipart %s: AgentFS complete took %s (per run).", fmtSize(size), strings.Join(completes, ", ")))
 	return []row{{
 		name:    fmt.Sprintf("multipart %s, %d × %s parts, %d parallel, best of %d", fmtSize(size), partCount, fmtSize(partSize), c.partWorkers, c.multipartRuns),

@@ -225,37 +225,67 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// cpuSnap is the CPU used so far by this program, the AgentFS server and
-// the S3 server (zero for a process whose pid is unknown).
-type cpuSnap struct{ self, server, s3 time.Duration }
-
-// cpuAcc adds up CPU used per byte moved, for one side of a measurement.
-type cpuAcc struct {
-	self, server, s3 time.Duration
-	bytes            int64
+// machineCPU returns the CPU time all processes have used so far (busy
+// time from /proc/stat, all cores).
+func machineCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	var busy int64
+	for i, v := range f[1:9] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		busy += n
+	}
+	return time.Duration(busy) * clockTick
 }
 
-func (a *cpuAcc) add(from, to cpuSnap, bytes int64) {
+// cpuSnap is the CPU used so far by this program, the AgentFS server, the
+// S3 server (zero for a process whose pid is unknown) and the whole machine.
+type cpuSnap struct{ self, server, s3, total time.Duration }
+
+// cpuAcc adds up CPU used per unit of work (a GiB moved, a thousand
+// uploads), for one side of a measurement.
+type cpuAcc struct {
+	self, server, s3, total time.Duration
+	units                   float64
+}
+
+func (a *cpuAcc) add(from, to cpuSnap, units float64) {
 	a.self += to.self - from.self
 	a.server += to.server - from.server
 	a.s3 += to.s3 - from.s3
-	a.bytes += bytes
+	a.total += to.total - from.total
+	a.units += units
 }
 
-// perGiB formats CPU seconds per GiB moved, per process.
-func (a cpuAcc) perGiB(withServer, withS3 bool) string {
-	if a.bytes == 0 {
+// per formats CPU seconds per unit, per process; "rest" is every other
+// process on the machine (Postgres, mostly, and anything else running).
+func (a cpuAcc) per(withServer, withS3 bool) string {
+	if a.units == 0 {
 		return ""
 	}
-	per := func(d time.Duration) string {
-		return fmt.Sprintf("%.2f s", d.Seconds()/(float64(a.bytes)/(1<<30)))
-	}
-	s := "client " + per(a.self)
+	f := func(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()/a.units) }
+	s := "client " + f(a.self)
+	rest := a.total - a.self
 	if withServer {
-		s += ", agentfs " + per(a.server)
+		s += ", agentfs " + f(a.server)
+		rest -= a.server
 	}
 	if withS3 {
-		s += ", versitygw " + per(a.s3)
+		s += ", versitygw " + f(a.s3)
+		rest -= a.s3
+		if a.total > 0 {
+			s += ", rest " + f(max(0, rest))
+		}
 	}
 	return s
 }

@@ -57,18 +57,32 @@ mkdir -p "$LOG_DIR"
 log "building bin/agentfs ..."
 go build -o bin/agentfs ./cmd/agentfs
 
-pg_port=$(free_port)
-s3_port=$(free_port "$pg_port")
-api_port=$(free_port "$pg_port" "$s3_port")
-
+# A free port can be taken by someone else before the server binds it, so
+# each start gets three tries on fresh ports (in a subshell, since the
+# helpers exit on some failures).
 pg_dir=$BENCH_TMP/pg
-pg_start "$pg_dir" "$pg_port" test
+pg_port=""
+for attempt in 1 2 3; do
+	pg_port=$(free_port)
+	if (pg_start "$pg_dir" "$pg_port" test); then
+		break
+	fi
+	((attempt < 3)) || die "could not start Postgres"
+	log "retrying Postgres on another port ..."
+done
+
 s3_dir=$BENCH_TMP/s3
-s3_start "$s3_dir" "$s3_port" agentfs-bench agentfs-bench-secret
+s3_port=""
+for attempt in 1 2 3; do
+	s3_port=$(free_port "$pg_port")
+	if (s3_start "$s3_dir" "$s3_port" agentfs-bench agentfs-bench-secret); then
+		break
+	fi
+	((attempt < 3)) || die "could not start versitygw"
+	log "retrying versitygw on another port ..."
+done
 s3_pid=$(cat "$LOG_DIR/versitygw.pid" 2>/dev/null || true)
 
-export AGENTFS_LISTEN_ADDR="127.0.0.1:$api_port"
-export AGENTFS_PUBLIC_URL="http://127.0.0.1:$api_port"
 export AGENTFS_DATABASE_URL="postgres://agentfs@127.0.0.1:$pg_port/agentfs?sslmode=disable"
 export AGENTFS_S3_ENDPOINT="127.0.0.1:$s3_port"
 export AGENTFS_S3_ACCESS_KEY=agentfs-bench
@@ -85,26 +99,39 @@ bin/agentfs migrate
 token=$(bin/agentfs token create --subject bench | tail -n 1 | tr -d '[:space:]')
 [[ -n "$token" ]] || die "bin/agentfs token create printed no token"
 
-bin/agentfs serve >>"$LOG_DIR/agentfs.log" 2>&1 &
-agentfs_pid=$!
-
-ready=0
-for ((i = 0; i < SERVER_START_TIMEOUT * 10; i++)); do
-	if ! _pid_alive "$agentfs_pid"; then
-		_tail_log "$LOG_DIR/agentfs.log"
-		die "agentfs serve exited during startup"
-	fi
-	code=$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$AGENTFS_PUBLIC_URL/readyz" 2>/dev/null || true)
-	if [[ "$code" == 200 ]]; then
-		ready=1
-		break
-	fi
-	sleep 0.1
-done
-if ((!ready)); then
+# start_agentfs: start agentfs serve on a free port and wait for /readyz.
+# Returns 1 when it exits during startup (a port taken meanwhile, say).
+start_agentfs() {
+	local port code i
+	port=$(free_port "$pg_port" "$s3_port")
+	export AGENTFS_LISTEN_ADDR="127.0.0.1:$port"
+	export AGENTFS_PUBLIC_URL="http://127.0.0.1:$port"
+	bin/agentfs serve >>"$LOG_DIR/agentfs.log" 2>&1 &
+	agentfs_pid=$!
+	for ((i = 0; i < SERVER_START_TIMEOUT * 10; i++)); do
+		if ! _pid_alive "$agentfs_pid"; then
+			wait "$agentfs_pid" 2>/dev/null || true
+			agentfs_pid=""
+			_tail_log "$LOG_DIR/agentfs.log"
+			return 1
+		fi
+		code=$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$AGENTFS_PUBLIC_URL/readyz" 2>/dev/null || true)
+		if [[ "$code" == 200 ]]; then
+			return 0
+		fi
+		sleep 0.1
+	done
 	_tail_log "$LOG_DIR/agentfs.log"
 	die "agentfs serve was not ready on $AGENTFS_LISTEN_ADDR within ${SERVER_START_TIMEOUT}s"
-fi
+}
+
+for attempt in 1 2 3; do
+	if start_agentfs; then
+		break
+	fi
+	((attempt < 3)) || die "agentfs serve exited during startup"
+	log "retrying agentfs serve on another port ..."
+done
 
 echo "bench servers: AgentFS $AGENTFS_PUBLIC_URL (pid $agentfs_pid), postgres 127.0.0.1:$pg_port, versitygw 127.0.0.1:$s3_port; logs in $LOG_DIR" >&2
 
