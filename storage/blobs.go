@@ -90,6 +90,9 @@ func (hr *hashingReader) finish() (int64, []byte, error) {
 	return hr.n, hr.h.Sum(nil), hr.err
 }
 
+// maxSinglePut is the largest object one S3 PUT may carry.
+const maxSinglePut = 5 << 30
+
 // putBlob streams r into a new object at key. size is -1 when unknown, in
 // which case minio-go buffers one part (Config.PartSize) at a time.
 func (s *Store) putBlob(ctx context.Context, key string, r io.Reader, size int64, contentType string, tagSet map[string]string) error {
@@ -98,6 +101,9 @@ func (s *Store) putBlob(ctx context.Context, key string, r io.Reader, size int64
 		UserTags:             tagSet,
 		PartSize:             s.cfg.PartSize,
 		DisableContentSha256: true,
+		// A body of known length streams to S3 as one PUT, with no part
+		// buffered; only a body of unknown length goes up in parts.
+		DisableMultipart: size >= 0 && size <= maxSinglePut,
 	})
 	if err != nil {
 		return translateS3(fmt.Errorf("put blob: %w", err))
@@ -132,8 +138,9 @@ func (s *Store) BlobTags(ctx context.Context, key string) (map[string]string, er
 	return t.ToMap(), nil
 }
 
-// OpenBlob opens length bytes of a blob from offset. The returned reader
-// fetches lazily; its first Read reports a missing object or an outage.
+// OpenBlob opens length bytes of a blob from offset (the whole blob when
+// length is 0). It reads the S3 response body directly, so a missing
+// object or an outage is reported here, before any byte is sent on.
 func (s *Store) OpenBlob(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	opts := minio.GetObjectOptions{}
 	if length > 0 {
@@ -141,25 +148,25 @@ func (s *Store) OpenBlob(ctx context.Context, key string, offset, length int64) 
 			return nil, fmt.Errorf("open blob: %w", err)
 		}
 	}
-	obj, err := s.s3.GetObject(ctx, s.bucket, key, opts)
+	body, _, _, err := s.core().GetObject(ctx, s.bucket, key, opts)
 	if err != nil {
 		return nil, translateS3(fmt.Errorf("open blob: %w", err))
 	}
-	return &blobReader{obj: obj}, nil
+	return &blobReader{body: body}, nil
 }
 
 // blobReader translates S3 errors met while reading.
-type blobReader struct{ obj *minio.Object }
+type blobReader struct{ body io.ReadCloser }
 
 func (b *blobReader) Read(p []byte) (int, error) {
-	n, err := b.obj.Read(p)
+	n, err := b.body.Read(p)
 	if err != nil && err != io.EOF {
 		err = translateS3(err)
 	}
 	return n, err
 }
 
-func (b *blobReader) Close() error { return b.obj.Close() }
+func (b *blobReader) Close() error { return b.body.Close() }
 
 // transientS3Codes are S3 error codes that say "try again", whatever the
 // status the client library kept.
@@ -173,7 +180,10 @@ func translateS3(err error) error {
 	if err == nil {
 		return nil
 	}
-	resp := minio.ToErrorResponse(err)
+	var resp minio.ErrorResponse
+	if !errors.As(err, &resp) { // the operation's context may wrap it
+		resp = minio.ToErrorResponse(err)
+	}
 	var (
 		netErr net.Error
 		urlErr *url.Error
