@@ -1,11 +1,11 @@
 package handlers
 
 import (
-	"bufio"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"path"
@@ -18,7 +18,10 @@ import (
 )
 
 // copyBufferSize is the chunk in which content is copied to the client.
-const copyBufferSize = 256 << 10
+const copyBufferSize = 1 << 20
+
+// writerOnly is an io.Writer and nothing more.
+type writerOnly struct{ io.Writer }
 
 // getContent is GET and HEAD /v1/files/{id}/content: the bytes of a live
 // file, whole or one range, with conditional GET.
@@ -98,18 +101,30 @@ func (a *API) streamBlob(c echo.Context, f *agentfs.File, status int, rng byteRa
 		return err
 	}
 	defer blob.Close()
-	br := bufio.NewReaderSize(blob, copyBufferSize)
-	if _, err := br.Peek(1); err != nil {
+	// The first bytes are read before the status is sent, so a failure of
+	// S3 right away is still answered as a problem.
+	buf := make([]byte, copyBufferSize)
+	n, err := blob.Read(buf)
+	if err != nil && err != io.EOF && n == 0 {
 		if errors.Is(err, agentfs.ErrNotFound) {
 			return fmt.Errorf("blob %s of file %s is missing: %w", f.BlobKey, f.ID, agentfs.ErrUnavailable)
 		}
 		return err
 	}
 	c.Response().WriteHeader(status)
-	if _, err := br.WriteTo(c.Response()); err != nil {
+	_, werr := c.Response().Write(buf[:n])
+	if werr == nil && err != nil && err != io.EOF {
+		werr = err // S3 failed after the first bytes
+	}
+	if werr == nil && err == nil {
+		// One large buffer, written straight through: writerOnly hides
+		// ReadFrom, whose generic path would copy in 32 KiB steps.
+		_, werr = io.CopyBuffer(writerOnly{c.Response()}, blob, buf)
+	}
+	if werr != nil {
 		// The status is sent; all that is left is to cut the connection so
 		// the client sees a short body, never a silently truncated one.
-		a.deps.Log.WarnContext(c.Request().Context(), "content stream failed", "file_id", f.ID, "err", err)
+		a.deps.Log.WarnContext(c.Request().Context(), "content stream failed", "file_id", f.ID, "err", werr)
 		panic(http.ErrAbortHandler)
 	}
 	return nil
