@@ -158,7 +158,7 @@ func (s *fuzzServer) do(t *testing.T, r *fuzzRequest, token string) *apitest.Res
 	}
 	req, err := http.NewRequest(r.method, s.srv.URL+r.target, body)
 	if err != nil {
-		t.Skipf("not a request Go's client sends: %v", err)
+		return nil // not a request Go's client sends: nothing reaches the server to check
 	}
 	if token != "" {
 		r.header.Set("Authorization", token)
@@ -168,6 +168,9 @@ func (s *fuzzServer) do(t *testing.T, r *fuzzRequest, token string) *apitest.Res
 	}
 	res, err := s.client.Do(req)
 	if err != nil {
+		if clientRefused(err) {
+			return nil // Go's client would not send it, so the server never sees it
+		}
 		s.broken(t, r, err)
 	}
 	defer res.Body.Close()
@@ -180,15 +183,21 @@ func (s *fuzzServer) do(t *testing.T, r *fuzzRequest, token string) *apitest.Res
 	return out
 }
 
-// broken fails on an exchange that ended without a whole response.
-func (s *fuzzServer) broken(t *testing.T, r *fuzzRequest, err error) {
-	t.Helper()
+// clientRefused reports whether Go's client refused to send a request
+// (an input no real client of this kind can produce).
+func clientRefused(err error) bool {
 	msg := err.Error()
 	for _, refused := range []string{"invalid header field", "invalid method", "can't write control character", "invalid trailer"} {
 		if strings.Contains(msg, refused) {
-			t.Skipf("Go's client refuses to send it: %v", err)
+			return true
 		}
 	}
+	return false
+}
+
+// broken fails on an exchange that ended without a whole response.
+func (s *fuzzServer) broken(t *testing.T, r *fuzzRequest, err error) {
+	t.Helper()
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		t.Fatalf("no answer within %v (a hang): %v\nrequest: %s", fuzzTimeout, err, r)
