@@ -1,6 +1,8 @@
 package handlers_test
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -57,6 +59,84 @@ func TestStorageOutages(t *testing.T) {
 		pg.Restore()
 		eventually(t, func() bool { return anon.Do("GET", "/readyz", nil).Status == http.StatusOK })
 		upload(t, c, "pg.txt", "x").Expect(t, http.StatusCreated)
+	})
+}
+
+// TestStorageHangs freezes the S3 server (SIGSTOP) and holds every byte
+// between the API and Postgres: requests that need the frozen part answer
+// 503 STORAGE_UNAVAILABLE once the configured bound passes, instead of
+// hanging; a download S3 stops feeding midway is cut off rather than left
+// open; nothing half-written appears; and service resumes by itself.
+func TestStorageHangs(t *testing.T) {
+	t.Parallel()
+	s3 := storagetest.StartS3(t)
+	pg := storagetest.NewProxy(t, storagetest.PostgresAddr(t))
+	cfg := storagetest.ConfigOn(t, s3, pg.Addr())
+	cfg.DBTimeout, cfg.S3Timeout = 2*time.Second, 2*time.Second
+	srv := apitest.NewServer(t, apitest.Options{Config: &cfg})
+	token := srv.Token(t, "alice")
+	c := apitest.NewClient(t, srv.URL, token)
+	anon := apitest.NewClient(t, srv.URL, "")
+	big := bytes.Repeat([]byte("0123456789abcdef"), 4<<20) // 64 MiB: more than every socket buffer on the way holds
+	bigFile := c.Do("POST", "/v1/files?path=big.bin", big).Expect(t, http.StatusCreated).File(t)
+
+	unavailable := func(res *apitest.Response) {
+		t.Helper()
+		res.ExpectProblem(t, http.StatusServiceUnavailable, "STORAGE_UNAVAILABLE")
+		if res.Header.Get("Retry-After") == "" {
+			t.Fatal("503 without Retry-After")
+		}
+	}
+
+	t.Run("S3Hangs", func(t *testing.T) {
+		req, err := http.NewRequest("GET", srv.URL+"/v1/files/"+bigFile.ID+"/content", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("download: %d", res.StatusCode)
+		}
+		if _, err := io.ReadFull(res.Body, make([]byte, 1<<20)); err != nil {
+			t.Fatal(err)
+		}
+
+		s3.Pause()
+		n, err := io.Copy(io.Discard, res.Body)
+		if err == nil || 1<<20+n >= int64(len(big)) {
+			t.Fatalf("a download S3 stopped feeding ended with %d of %d bytes and error %v; want it cut short", 1<<20+n, len(big), err)
+		}
+		unavailable(keyed(t, c, "during-s3-hang", "during.txt", "lost?"))
+		unavailable(c.Do("GET", "/v1/files/"+bigFile.ID+"/content", nil))
+		unavailable(anon.Do("GET", "/readyz", nil))
+		c.Do("GET", "/v1/files/"+bigFile.ID, nil).Expect(t, http.StatusOK) // metadata needs only Postgres
+		if l := list(t, c, "path=during.txt&include_deleted=true"); len(l.Data) != 0 {
+			t.Fatal("a failed upload left a file")
+		}
+		s3.Resume()
+		eventually(t, func() bool { return anon.Do("GET", "/readyz", nil).Status == http.StatusOK })
+		keyed(t, c, "during-s3-hang", "during.txt", "lost?").Expect(t, http.StatusCreated) // the key was released
+		if got := c.Do("GET", "/v1/files/"+bigFile.ID+"/content", nil).Expect(t, 200); !bytes.Equal(got.Body, big) {
+			t.Fatal("content changed across the hang")
+		}
+	})
+
+	t.Run("PostgresHangs", func(t *testing.T) {
+		pg.Stall()
+		unavailable(c.Do("GET", "/v1/files", nil))
+		unavailable(keyed(t, c, "during-pg-hang", "pg.txt", "x"))
+		unavailable(anon.Do("GET", "/readyz", nil))
+		pg.Restore()
+		eventually(t, func() bool { return anon.Do("GET", "/readyz", nil).Status == http.StatusOK })
+		if l := list(t, c, "path=pg.txt&include_deleted=true"); len(l.Data) != 0 {
+			t.Fatalf("an upload answered 503 left a file: %+v", l.Data)
+		}
+		keyed(t, c, "during-pg-hang", "pg.txt", "x").Expect(t, http.StatusCreated)
 	})
 }
 

@@ -169,17 +169,27 @@ func (s *Store) Operation(ctx context.Context, subject, key string) (*Record, er
 // Sweep deletes outcomes past their retention and claims abandoned for as
 // long, and reports how many rows went.
 func (s *Store) Sweep(ctx context.Context) (int64, error) {
-	// A batch's key is kept until the batch is terminal, however old.
-	tag, err := s.pool.Exec(ctx, `DELETE FROM idempotency_keys k
-		WHERE ((k.status = 'completed' AND k.expires_at < now())
-		    OR (k.status = 'in_progress' AND k.lease_expires_at < now() - make_interval(secs => $1)))
-		  AND NOT (k.resource_object = 'batch' AND EXISTS (
-		        SELECT 1 FROM batches b WHERE b.id = k.resource_id AND b.status IN ('queued', 'running')))`,
-		s.retention.Seconds())
-	if err != nil {
-		return 0, storage.Translate(fmt.Errorf("sweep idempotency keys: %w", err))
+	// A batch's key is kept until the batch is terminal, however old. Keys
+	// go in chunks, so each statement stays short however many expired.
+	const chunk = 5000
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE ctid = ANY (ARRAY(
+			SELECT k.ctid FROM idempotency_keys k
+			WHERE ((k.status = 'completed' AND k.expires_at < now())
+			    OR (k.status = 'in_progress' AND k.lease_expires_at < now() - make_interval(secs => $1)))
+			  AND NOT (k.resource_object = 'batch' AND EXISTS (
+			        SELECT 1 FROM batches b WHERE b.id = k.resource_id AND b.status IN ('queued', 'running')))
+			LIMIT $2))`,
+			s.retention.Seconds(), chunk)
+		if err != nil {
+			return total, storage.Translate(fmt.Errorf("sweep idempotency keys: %w", err))
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < chunk {
+			return total, nil
+		}
 	}
-	return tag.RowsAffected(), nil
 }
 
 const recordColumns = `key, method, route, status = 'completed', coalesce(content_hash, ''::bytea),

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/tags"
@@ -140,7 +142,8 @@ func (s *Store) BlobTags(ctx context.Context, key string) (map[string]string, er
 
 // OpenBlob opens length bytes of a blob from offset (the whole blob when
 // length is 0). It reads the S3 response body directly, so a missing
-// object or an outage is reported here, before any byte is sent on.
+// object or an outage is reported here, before any byte is sent on. A read
+// that S3 leaves unanswered for Config.S3Timeout fails as unavailable.
 func (s *Store) OpenBlob(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	opts := minio.GetObjectOptions{}
 	if length > 0 {
@@ -148,25 +151,48 @@ func (s *Store) OpenBlob(ctx context.Context, key string, offset, length int64) 
 			return nil, fmt.Errorf("open blob: %w", err)
 		}
 	}
+	ctx, cancel := context.WithCancel(ctx)
 	body, _, _, err := s.core().GetObject(ctx, s.bucket, key, opts)
 	if err != nil {
+		cancel()
 		return nil, translateS3(fmt.Errorf("open blob: %w", err))
 	}
-	return &blobReader{body: body}, nil
+	b := &blobReader{body: body, cancel: cancel, limit: s.cfg.S3Timeout}
+	b.watchdog = time.AfterFunc(time.Hour, func() { b.stalled.Store(true); cancel() })
+	b.watchdog.Stop()
+	return b, nil
 }
 
-// blobReader translates S3 errors met while reading.
-type blobReader struct{ body io.ReadCloser }
+// blobReader translates S3 errors met while reading, and gives up on a read
+// S3 does not answer within limit. The watchdog runs only while a read is
+// outstanding, so a slow consumer is not mistaken for a stalled S3.
+type blobReader struct {
+	body     io.ReadCloser
+	cancel   context.CancelFunc
+	limit    time.Duration
+	watchdog *time.Timer
+	stalled  atomic.Bool
+}
 
 func (b *blobReader) Read(p []byte) (int, error) {
+	b.watchdog.Reset(b.limit)
 	n, err := b.body.Read(p)
-	if err != nil && err != io.EOF {
+	b.watchdog.Stop()
+	switch {
+	case err == nil || err == io.EOF:
+	case b.stalled.Load():
+		err = fmt.Errorf("%w: S3 sent nothing for %s in the middle of a blob", agentfs.ErrUnavailable, b.limit)
+	default:
 		err = translateS3(err)
 	}
 	return n, err
 }
 
-func (b *blobReader) Close() error { return b.body.Close() }
+func (b *blobReader) Close() error {
+	b.watchdog.Stop()
+	defer b.cancel()
+	return b.body.Close()
+}
 
 // transientS3Codes are S3 error codes that say "try again", whatever the
 // status the client library kept.

@@ -33,12 +33,14 @@ import (
 var migrations embed.FS
 
 // openPool connects to Postgres and checks that it answers.
-func openPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+// Each statement is bounded by statementTimeout (see statementBound).
+func openPool(ctx context.Context, url string, maxConns int32, statementTimeout time.Duration) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	cfg.ConnConfig.Tracer = statementBound{limit: statementTimeout}
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}

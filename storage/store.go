@@ -31,6 +31,12 @@ type Config struct {
 	// MaxConns sizes the Postgres pool (0: 32). Each running batch holds one
 	// connection for its lock and uses another for its items.
 	MaxConns int32
+	// DBTimeout bounds each Postgres statement (0: 10 s); S3Timeout bounds
+	// how long S3 may take to answer a request and how long it may stall
+	// in the middle of a body (0: 30 s). Past either, the operation fails as
+	// unavailable (503), so a dependency that hangs cannot pin requests.
+	DBTimeout time.Duration
+	S3Timeout time.Duration
 }
 
 // Store is the AgentFS state: a Postgres pool and an S3 bucket. It is safe
@@ -56,36 +62,50 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = 32
 	}
+	if cfg.DBTimeout <= 0 {
+		cfg.DBTimeout = 10 * time.Second
+	}
+	if cfg.S3Timeout <= 0 {
+		cfg.S3Timeout = 30 * time.Second
+	}
 	s3, err := minio.New(cfg.S3Endpoint, &minio.Options{
 		Creds:  credentials.NewStaticV4(cfg.S3AccessKey, cfg.S3SecretKey, ""),
 		Secure: cfg.S3UseSSL,
 		Region: cfg.S3Region,
 		// Fail over to a 503 quickly when S3 is down; clients retry.
 		MaxRetries: 3,
-		Transport:  s3Transport(cfg.S3UseSSL),
+		Transport:  s3Transport(cfg.S3UseSSL, cfg.S3Timeout),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("storage: s3 client: %w", err)
 	}
-	pool, err := openPool(ctx, cfg.DatabaseURL, cfg.MaxConns)
+	pool, err := openPool(ctx, cfg.DatabaseURL, cfg.MaxConns, cfg.DBTimeout)
 	if err != nil {
 		return nil, err
 	}
 	return &Store{pool: pool, s3: s3, bucket: cfg.S3Bucket, cfg: cfg}, nil
 }
 
-// s3Transport bounds how long S3 may take to connect and to start
-// answering, so an S3 that hangs becomes a 503, not a stuck request.
-func s3Transport(secure bool) http.RoundTripper {
+// s3Transport bounds how long S3 may take to connect, to take the bytes of
+// a request and to start answering, so an S3 that hangs becomes a 503, not
+// a stuck request.
+func s3Transport(secure bool, limit time.Duration) http.RoundTripper {
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return writeBoundConn{Conn: c, limit: limit}, nil
+		},
 		MaxIdleConns:          256,
 		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
-		ResponseHeaderTimeout: 2 * time.Minute,
+		ResponseHeaderTimeout: limit,
 		DisableCompression:    true,
 	}
 	if secure {
@@ -100,6 +120,7 @@ func (s *Store) Close() { s.pool.Close() }
 // Migrate brings the schema up to date and creates the bucket if missing.
 // Several instances may call it at once.
 func (s *Store) Migrate(ctx context.Context) error {
+	ctx = unbounded(ctx) // building an index or waiting for another instance may take long
 	if err := migrate(ctx, s.pool); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}

@@ -93,6 +93,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseDuration(env("AGENTFS_BODY_IDLE_TIMEOUT", "60s"), "AGENTFS_BODY_IDLE_TIMEOUT", &c.Limits.BodyIdleTimeout))
 	var maxConns int64
 	check(parseBytes(env("AGENTFS_DB_MAX_CONNS", "32"), "AGENTFS_DB_MAX_CONNS", &maxConns))
+	check(parseDuration(env("AGENTFS_DB_TIMEOUT", "10s"), "AGENTFS_DB_TIMEOUT", &c.Storage.DBTimeout))
+	check(parseDuration(env("AGENTFS_S3_TIMEOUT", "30s"), "AGENTFS_S3_TIMEOUT", &c.Storage.S3Timeout))
 	c.Storage.MaxConns = int32(min(maxConns, 10000))
 	check(parseDuration(env("AGENTFS_BLOB_GRACE", "6h"), "AGENTFS_BLOB_GRACE", &c.BlobGrace))
 	check(parseDuration(env("AGENTFS_SWEEP_INTERVAL", "5m"), "AGENTFS_SWEEP_INTERVAL", &c.SweepInterval))

@@ -2,7 +2,6 @@ package storagetest
 
 import (
 	"errors"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -62,11 +61,26 @@ func (s *S3Server) Start() {
 	waitListening(s.t, s.Endpoint)
 }
 
+// Pause freezes the server (SIGSTOP): it still accepts connections, as the
+// kernel does that, but answers nothing, as a hung server would.
+func (s *S3Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume lets a paused server go on (SIGCONT).
+func (s *S3Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *S3Server) signal(sig syscall.Signal) {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("signal versitygw: %v", err)
+	}
+}
+
 // Stop stops the server (a clean stop, as an operator would).
 func (s *S3Server) Stop() {
 	if s.cmd == nil || s.cmd.Process == nil || s.cmd.ProcessState != nil {
 		return
 	}
+	_ = s.cmd.Process.Signal(syscall.SIGCONT) // a paused server cannot stop
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() { _ = s.cmd.Wait(); close(done) }()
@@ -106,13 +120,16 @@ func PostgresAddr(t testing.TB) string {
 
 // Proxy forwards TCP connections to a target until it is cut: then every
 // connection is dropped and new ones are refused, as if the target went
-// down, until Restore.
+// down, until Restore. It can also stall: connections stay open and new
+// ones are accepted, but no byte passes either way, as if the target hung.
 type Proxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	cut    bool
-	conns  map[net.Conn]bool
+	ln      net.Listener
+	target  string
+	mu      sync.Mutex
+	moving  *sync.Cond // broadcast when cut or stalled change
+	cut     bool
+	stalled bool
+	conns   map[net.Conn]bool
 }
 
 // NewProxy starts a proxy to target on a free loopback port.
@@ -123,6 +140,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 		t.Fatal(err)
 	}
 	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	p.moving = sync.NewCond(&p.mu)
 	go p.serve()
 	t.Cleanup(func() { ln.Close(); p.Cut() })
 	return p
@@ -140,13 +158,22 @@ func (p *Proxy) Cut() {
 		c.Close()
 	}
 	p.conns = map[net.Conn]bool{}
+	p.moving.Broadcast()
 }
 
-// Restore forwards connections again.
+// Stall holds every byte in flight, both ways, until Restore.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stalled = true
+}
+
+// Restore forwards connections again, and releases held bytes.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cut = false
+	p.cut, p.stalled = false, false
+	p.moving.Broadcast()
 }
 
 func (p *Proxy) serve() {
@@ -174,9 +201,30 @@ func (p *Proxy) forward(in net.Conn) {
 	}
 	p.conns[in], p.conns[out] = true, true
 	p.mu.Unlock()
-	go func() { _, _ = io.Copy(out, in); out.Close() }()
-	_, _ = io.Copy(in, out)
-	in.Close()
+	go p.pipe(out, in)
+	p.pipe(in, out)
+}
+
+// pipe copies src to dst, holding each chunk while the proxy is stalled.
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			for p.stalled && !p.cut {
+				p.moving.Wait()
+			}
+			p.mu.Unlock()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func freeAddr(t testing.TB) string {

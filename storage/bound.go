@@ -1,0 +1,89 @@
+package storage
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// statementBound gives every statement, batch and COPY sent through the pool
+// a deadline, so a Postgres that stops answering (or a network that holds
+// its bytes) turns into an error, and so a 503, within DBTimeout instead of
+// a request that hangs. It is a pgx tracer because pgx runs each statement
+// under the context its tracer returns: that is the one place that sees
+// every statement, ours and River's alike.
+//
+// When the deadline passes, pgx closes the connection; the pool dials a new
+// one for the next statement.
+type statementBound struct{ limit time.Duration }
+
+type (
+	boundCancelKey struct{}
+	unboundedKey   struct{}
+)
+
+// unbounded marks ctx so its statements wait as long as ctx allows:
+// migrations, which may build indexes and wait for another instance's lock.
+func unbounded(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unboundedKey{}, true)
+}
+
+func (b statementBound) start(ctx context.Context) context.Context {
+	if ctx.Value(unboundedKey{}) != nil {
+		return ctx
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.limit)
+	return context.WithValue(ctx, boundCancelKey{}, cancel)
+}
+
+func (statementBound) end(ctx context.Context) {
+	if cancel, ok := ctx.Value(boundCancelKey{}).(context.CancelFunc); ok {
+		cancel()
+	}
+}
+
+func (b statementBound) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return b.start(ctx)
+}
+
+func (b statementBound) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	b.end(ctx)
+}
+
+func (b statementBound) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return b.start(ctx)
+}
+
+func (statementBound) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (b statementBound) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
+	b.end(ctx)
+}
+
+func (b statementBound) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
+	return b.start(ctx)
+}
+
+func (b statementBound) TraceCopyFromEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromEndData) {
+	b.end(ctx)
+}
+
+// writeBoundConn bounds each write on an S3 connection, so an S3 server that
+// stops taking the bytes of a body becomes an error after limit rather than
+// an upload that hangs. Reads are not bounded here: the transport reads an
+// idle connection all the time, and a response may rightly take as long as
+// the request body takes to send. Response headers are bounded by the
+// transport's ResponseHeaderTimeout, and response bodies by blobReader.
+type writeBoundConn struct {
+	net.Conn
+	limit time.Duration
+}
+
+func (c writeBoundConn) Write(p []byte) (int, error) {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.limit)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
+}
