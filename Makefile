@@ -8,13 +8,14 @@ ARGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help run test build deps fuzz vet clean bench
+.PHONY: help run test test-minio build deps fuzz vet clean bench
 
 help:
 	@echo 'AgentFS make targets:'
 	@echo '  make run     build and run AgentFS with a local Postgres and versitygw (data in .data/)'
 	@echo '  make test    run go test -race against throwaway Postgres and versitygw'
 	@echo "               (extra go test arguments: make test ARGS='./handlers/ -run X')"
+	@echo '  make test-minio  the same tests against a throwaway MinIO (built into bin/minio the first time)'
 	@echo '  make build   build bin/agentfs'
 	@echo '  make deps    install Postgres (apt) and bin/versitygw (go install) if missing'
 	@echo '  make fuzz    run every Go fuzz target for FUZZTIME each (default 20s)'
@@ -27,6 +28,9 @@ run:
 
 test:
 	bash scripts/test.sh $(ARGS)
+
+test-minio:
+	AGENTFS_S3_SERVER=minio bash scripts/test.sh $(ARGS)
 
 build:
 	$(GO) build -o bin/agentfs ./cmd/agentfs

@@ -4,15 +4,21 @@
 # do not execute it.
 #
 #   ensure_deps [pg] [s3]             install Postgres server binaries (apt) and
-#                                     ./bin/versitygw (go install) when missing
+#                                     the S3 server (go install into ./bin) when
+#                                     missing
 #   free_port [EXCLUDED_PORT...]      print a free TCP port on 127.0.0.1
 #   pg_start DIR PORT [test]          init (if empty) and start Postgres with data
 #                                     dir DIR on 127.0.0.1:PORT; database agentfs,
 #                                     role agentfs, trust auth
 #   pg_stop DIR                       stop the Postgres using data dir DIR
-#   s3_start DIR PORT ACCESS SECRET   start versitygw on 127.0.0.1:PORT serving
-#                                     buckets from DIR (metadata in DIR-sidecar)
-#   s3_stop DIR                       stop the versitygw started for DIR
+#   s3_start DIR PORT ACCESS SECRET   start the S3 server on 127.0.0.1:PORT serving
+#                                     buckets from DIR (versitygw keeps metadata
+#                                     in DIR-sidecar)
+#   s3_stop DIR                       stop the S3 server started for DIR
+#
+# AGENTFS_S3_SERVER chooses the S3 server: versitygw (the default) or minio.
+# MinIO is built from source by go install, which takes several minutes the
+# first time.
 #
 # Logs and pid files go to $LOG_DIR when it is set, otherwise to the parent
 # directory of DIR.
@@ -25,6 +31,17 @@ _AGENTFS_LIB_SOURCED=1
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VERSITYGW_VERSION="${VERSITYGW_VERSION:-v1.8.0}"
 VERSITYGW_BIN="$REPO_ROOT/bin/versitygw"
+MINIO_VERSION="${MINIO_VERSION:-v0.0.0-20260212201848-7aac2a2c5b7c}"
+MINIO_BIN="$REPO_ROOT/bin/minio"
+S3_SERVER="${AGENTFS_S3_SERVER:-versitygw}"
+case "$S3_SERVER" in
+versitygw) S3_BIN=$VERSITYGW_BIN ;;
+minio) S3_BIN=$MINIO_BIN ;;
+*)
+	printf 'error: AGENTFS_S3_SERVER must be versitygw or minio, not %s\n' "$S3_SERVER" >&2
+	exit 1
+	;;
+esac
 
 # Seconds to wait for a server to become ready.
 SERVER_START_TIMEOUT="${SERVER_START_TIMEOUT:-60}"
@@ -139,6 +156,15 @@ ensure_deps() {
 	fi
 
 	if ((want_s3)); then
+		if [[ "$S3_SERVER" == minio && ! -x "$MINIO_BIN" ]]; then
+			log "installing MinIO $MINIO_VERSION into $REPO_ROOT/bin (a long build the first time) ..."
+			mkdir -p "$REPO_ROOT/bin"
+			(cd "$REPO_ROOT" && GOBIN="$REPO_ROOT/bin" GOFLAGS=-mod=mod \
+				go install "github.com/minio/minio@$MINIO_VERSION") ||
+				die "go install minio@$MINIO_VERSION failed"
+		fi
+		# versitygw is needed whichever server is chosen: the outage tests
+		# start private ones they can stop and freeze.
 		if [[ ! -x "$VERSITYGW_BIN" ]]; then
 			log "installing versitygw $VERSITYGW_VERSION into $REPO_ROOT/bin ..."
 			mkdir -p "$REPO_ROOT/bin"
@@ -146,7 +172,7 @@ ensure_deps() {
 				go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION") ||
 				die "go install versitygw@$VERSITYGW_VERSION failed"
 		fi
-		[[ -x "$VERSITYGW_BIN" ]] || die "$VERSITYGW_BIN missing after install"
+		[[ -x "$S3_BIN" ]] || die "$S3_BIN missing after install"
 	fi
 }
 
@@ -354,16 +380,16 @@ _s3_files() {
 	local state
 	state=$(_state_dir "$1")
 	mkdir -p "$state"
-	_s3_pidfile=$state/versitygw.pid
-	_s3_portfile=$state/versitygw.port
-	_s3_logfile=$state/versitygw.log
+	_s3_pidfile=$state/$S3_SERVER.pid
+	_s3_portfile=$state/$S3_SERVER.port
+	_s3_logfile=$state/$S3_SERVER.log
 }
 
 _s3_running_pid() {
 	local pid
 	[[ -f "$_s3_pidfile" ]] || return 1
 	pid=$(cat "$_s3_pidfile" 2>/dev/null || true)
-	_pid_alive "$pid" versitygw || return 1
+	_pid_alive "$pid" "$S3_SERVER" || return 1
 	printf '%s\n' "$pid"
 }
 
@@ -376,23 +402,23 @@ s3_start() {
 	access=$3
 	secret=$4
 	sidecar=$dir-sidecar
-	[[ -x "$VERSITYGW_BIN" ]] || die "$VERSITYGW_BIN not found (run ensure_deps)"
+	[[ -x "$S3_BIN" ]] || die "$S3_BIN not found (run ensure_deps)"
 	_s3_files "$dir"
 	mkdir -p "$dir" "$sidecar"
 
 	if pid=$(_s3_running_pid); then
 		oldport=$(cat "$_s3_portfile" 2>/dev/null || true)
 		if [[ "$oldport" == "$port" ]]; then
-			log "reusing versitygw (pid $pid) already serving $dir on port $port"
+			log "reusing $S3_SERVER (pid $pid) already serving $dir on port $port"
 			return 0
 		fi
-		log "versitygw for $dir is running on port ${oldport:-?}; restarting it on $port"
+		log "$S3_SERVER for $dir is running on port ${oldport:-?}; restarting it on $port"
 		s3_stop "$dir"
 	fi
 	rm -f "$_s3_pidfile" "$_s3_portfile"
 
 	if port_in_use "$port"; then
-		die "port $port on 127.0.0.1 is already in use; cannot start versitygw there"
+		die "port $port on 127.0.0.1 is already in use; cannot start $S3_SERVER there"
 	fi
 
 	# The root is passed with a trailing slash: versitygw rejects a sidecar
@@ -401,16 +427,20 @@ s3_start() {
 	# New session (setsid) so that a Ctrl-C in the terminal does not stop it
 	# before AgentFS; the trap in the calling script stops it instead. The
 	# inner shell writes its own pid and execs, so the pid file holds the
-	# versitygw pid whether or not setsid forks.
+	# server's pid whether or not setsid forks.
 	local -a launcher=()
 	if command -v setsid >/dev/null 2>&1; then
 		launcher=(setsid)
 	fi
+	local -a server=("$VERSITYGW_BIN" --port "127.0.0.1:$port" --quiet posix --sidecar "$sidecar" "$dir/")
+	if [[ "$S3_SERVER" == minio ]]; then
+		server=("$MINIO_BIN" server --quiet --address "127.0.0.1:$port" "$dir")
+	fi
 	# shellcheck disable=SC2016 # $$ and $@ are for the inner shell
 	ROOT_ACCESS_KEY=$access ROOT_SECRET_KEY=$secret \
-		"${launcher[@]}" bash -c 'echo $$ >"$1"; shift; exec "$@"' versitygw-launch \
-		"$_s3_pidfile" "$VERSITYGW_BIN" --port "127.0.0.1:$port" --quiet \
-		posix --sidecar "$sidecar" "$dir/" \
+		MINIO_ROOT_USER=$access MINIO_ROOT_PASSWORD=$secret MINIO_BROWSER=off \
+		"${launcher[@]}" bash -c 'echo $$ >"$1"; shift; exec "$@"' s3-launch \
+		"$_s3_pidfile" "${server[@]}" \
 		</dev/null >>"$_s3_logfile" 2>&1 &
 	printf '%s\n' "$port" >"$_s3_portfile"
 
@@ -426,14 +456,14 @@ s3_start() {
 			if [[ "$pid" =~ ^[0-9]+$ ]] && ! _pid_alive "$pid"; then
 				wait "$pid" 2>/dev/null || true
 				rm -f "$_s3_pidfile" "$_s3_portfile"
-				log "error: versitygw exited during startup (port $port)"
+				log "error: $S3_SERVER exited during startup (port $port)"
 				_tail_log "$_s3_logfile"
 				return 1
 			fi
 		fi
 		sleep 0.25
 	done
-	log "error: versitygw did not answer on 127.0.0.1:$port within ${SERVER_START_TIMEOUT}s"
+	log "error: $S3_SERVER did not answer on 127.0.0.1:$port within ${SERVER_START_TIMEOUT}s"
 	_tail_log "$_s3_logfile"
 	s3_stop "$dir"
 	return 1
@@ -448,7 +478,7 @@ s3_stop() {
 	[[ -f "$_s3_pidfile" ]] || return 0
 	pid=$(cat "$_s3_pidfile" 2>/dev/null || true)
 	if [[ "$pid" =~ ^[0-9]+$ ]]; then
-		stop_pid "$pid" versitygw 15
+		stop_pid "$pid" "$S3_SERVER" 15
 	fi
 	rm -f "$_s3_pidfile" "$_s3_portfile"
 }

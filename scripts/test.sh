@@ -10,6 +10,7 @@
 # If AGENTFS_TEST_DATABASE_URL or AGENTFS_TEST_S3_ENDPOINT is already set,
 # that server is used instead of starting one. AGENTFS_TEST_KEEP=1 keeps
 # the temporary directory (server data and logs) for inspection.
+# AGENTFS_S3_SERVER=minio starts MinIO instead of versitygw (`make test-minio`).
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -87,7 +88,7 @@ if ((start_s3)); then
 	export AGENTFS_TEST_S3_ENDPOINT="127.0.0.1:$s3_port"
 	export AGENTFS_TEST_S3_USE_SSL=false
 	export AGENTFS_TEST_S3_REGION=us-east-1
-	s3_where="versitygw 127.0.0.1:$s3_port (throwaway)"
+	s3_where="$S3_SERVER 127.0.0.1:$s3_port (throwaway)"
 else
 	export AGENTFS_TEST_S3_ENDPOINT
 	if [[ -z "${AGENTFS_TEST_S3_ACCESS_KEY:-}" || -z "${AGENTFS_TEST_S3_SECRET_KEY:-}" ]]; then
