@@ -14,6 +14,7 @@ import (
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
+	"github.com/agentfs/agentfs/storage"
 )
 
 // createFile is POST /v1/files: a raw body, or multipart/form-data whose
@@ -27,8 +28,15 @@ func (a *API) createFile(c echo.Context) error {
 	return a.perform(c, write{
 		request: idempotency.PutRequest(put),
 		run: func(rec record) (out idempotency.Outcome, err error) {
-			res, err := a.deps.Files.PutFile(c.Request().Context(), put, body, a.fileHook(rec, &out, fileContent))
+			var hook storage.CommitHook // without a key, the put commits alone: fewer round trips
+			if rec != nil {
+				hook = a.fileHook(rec, &out, fileContent)
+			}
+			res, err := a.deps.Files.PutFile(c.Request().Context(), put, body, hook)
 			read = res.ContentSHA256
+			if err == nil && rec == nil {
+				out = a.fileOutcome(res.File, res.Created)
+			}
 			return out, err
 		},
 		content: func() ([]byte, error) {

@@ -218,7 +218,7 @@ func (s *Store) CopyFile(ctx context.Context, srcID string, put agentfs.Put, hoo
 	if err != nil {
 		return nil, false, translateS3(fmt.Errorf("copy blob: %w", err))
 	}
-	f, created, used, err := s.commitPut(ctx, put, b.tags["file-id"], b, hook)
+	f, created, used, err := s.commitPut(ctx, put, live, b.tags["file-id"], b, hook)
 	if !used {
 		s.removeBlob(ctx, b.key)
 	}

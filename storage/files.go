@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentfs/agentfs"
 )
@@ -63,7 +64,7 @@ func (s *Store) PutFile(ctx context.Context, put agentfs.Put, body io.Reader, ho
 		return res, err
 	}
 	res.ContentSHA256, _ = hex.DecodeString(blob.sha256)
-	f, created, used, err := s.commitPut(ctx, put, fileID, blob, hook)
+	f, created, used, err := s.commitPut(ctx, put, live, fileID, blob, hook)
 	if !used {
 		s.removeBlob(ctx, blob.key)
 	}
@@ -138,12 +139,26 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 }
 
 // commitPut points the file at the blob in one transaction, deciding the put
-// again against the state it locks. used says whether the blob is now
-// referenced; if not, the caller removes it.
-func (s *Store) commitPut(ctx context.Context, put agentfs.Put, fileID string, b *writtenBlob, hook CommitHook) (f *agentfs.File, created, used bool, err error) {
+// again against the state it locks. seen is the live file the put was first
+// decided against (nil when there was none); fileID is the id the blob was
+// tagged with. used says whether the blob is now referenced; if not, the
+// caller removes it.
+func (s *Store) commitPut(ctx context.Context, put agentfs.Put, seen *agentfs.File, fileID string, b *writtenBlob, hook CommitHook) (f *agentfs.File, created, used bool, err error) {
+	if hook == nil {
+		f, created, err := s.commitPutAlone(ctx, put, seen, fileID, b)
+		switch {
+		case f != nil:
+			return f, created, true, nil
+		case err != nil:
+			// Postgres refusing the statement committed nothing; any other
+			// failure (the connection died on it) may hide a commit, so the
+			// blob is kept for the sweeper to decide.
+			return nil, false, !isPgError(err), err
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		err = WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-			f, created, used, err = s.applyPut(ctx, tx, put, fileID, b)
+			f, created, used, err = s.applyPut(ctx, tx, put, seen == nil, fileID, b)
 			if err == nil && hook != nil {
 				err = hook(ctx, tx, f, created)
 			}
@@ -163,7 +178,39 @@ func (s *Store) commitPut(ctx context.Context, put agentfs.Put, fileID string, b
 	}
 }
 
-func (s *Store) applyPut(ctx context.Context, tx pgx.Tx, put agentfs.Put, fileID string, b *writtenBlob) (*agentfs.File, bool, bool, error) {
+// commitPutAlone commits a put that has nothing else to commit with it in
+// one statement, when the state is still the one the put was decided
+// against: no live file at the path (the insert's unique index says so), or
+// the same version of the same live, unblocked file. It returns a nil file
+// and no error when the state moved on, for the transaction to decide.
+// This saves the 3 round trips of a transaction on the common path.
+func (s *Store) commitPutAlone(ctx context.Context, put agentfs.Put, seen *agentfs.File, fileID string, b *writtenBlob) (*agentfs.File, bool, error) {
+	if seen == nil {
+		f, err := s.insertFile(ctx, s.pool, put, fileID, b)
+		if uniqueViolation(err, "files_live_path") {
+			return nil, false, nil
+		}
+		return f, f != nil, err
+	}
+	if seen.SHA256 == b.sha256 && seen.ContentType == put.ContentType {
+		return nil, false, nil // identical bytes: decided under the lock
+	}
+	f, err := s.updateFile(ctx, s.pool, put, seen.ID, b,
+		"AND version = $8 AND deleted_at IS NULL AND NOT blocked", seen.Version)
+	if errors.Is(err, agentfs.ErrNotFound) { // no longer that version
+		return nil, false, nil
+	}
+	return f, false, err
+}
+
+func isPgError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr)
+}
+
+// applyPut decides and commits the put in tx. fresh says fileID was made
+// for this put, so no row can have it.
+func (s *Store) applyPut(ctx context.Context, tx pgx.Tx, put agentfs.Put, fresh bool, fileID string, b *writtenBlob) (*agentfs.File, bool, bool, error) {
 	live, err := s.liveFile(ctx, tx, put.Subject, put.Path, "FOR UPDATE")
 	if err != nil {
 		return nil, false, false, err
@@ -177,10 +224,14 @@ func (s *Store) applyPut(ctx context.Context, tx pgx.Tx, put agentfs.Put, fileID
 	id := fileID
 	if live != nil {
 		id = live.ID
-	} else if exists, err := s.fileExists(ctx, tx, fileID); err != nil {
-		return nil, false, false, err
-	} else if exists {
-		id = NewID("file") // the file seen before the body was deleted meanwhile
+	} else if !fresh {
+		exists, err := s.fileExists(ctx, tx, fileID)
+		if err != nil {
+			return nil, false, false, err
+		}
+		if exists {
+			id = NewID("file") // the file seen before the body was deleted meanwhile
+		}
 	}
 	if id != b.tags["file-id"] {
 		b.tags["file-id"] = id
@@ -189,19 +240,29 @@ func (s *Store) applyPut(ctx context.Context, tx pgx.Tx, put agentfs.Put, fileID
 		}
 	}
 	if live == nil {
-		f, err := scanFile(tx.QueryRow(ctx, `INSERT INTO files
-			(id, subject, path, size_bytes, content_type, sha256, blob_key, agent_id, run_id, last_agent_id, last_run_id)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, nullif($8, ''), nullif($9, ''), nullif($8, ''), nullif($9, ''))
-			RETURNING `+fileColumns,
-			id, put.Subject, put.Path, b.size, put.ContentType, b.sha256, b.key, put.By.AgentID, put.By.RunID))
+		f, err := s.insertFile(ctx, tx, put, id, b)
 		return f, true, err == nil, err
 	}
-	f, err := scanFile(tx.QueryRow(ctx, `UPDATE files SET size_bytes = $2, content_type = $3, sha256 = $4,
+	f, err := s.updateFile(ctx, tx, put, id, b, "")
+	return f, false, err == nil, err
+}
+
+func (s *Store) insertFile(ctx context.Context, q querier, put agentfs.Put, id string, b *writtenBlob) (*agentfs.File, error) {
+	return scanFile(q.QueryRow(ctx, `INSERT INTO files
+		(id, subject, path, size_bytes, content_type, sha256, blob_key, agent_id, run_id, last_agent_id, last_run_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, nullif($8, ''), nullif($9, ''), nullif($8, ''), nullif($9, ''))
+		RETURNING `+fileColumns,
+		id, put.Subject, put.Path, b.size, put.ContentType, b.sha256, b.key, put.By.AgentID, put.By.RunID))
+}
+
+// updateFile points file id at blob b; cond adds to the WHERE clause, with
+// its arguments from $8.
+func (s *Store) updateFile(ctx context.Context, q querier, put agentfs.Put, id string, b *writtenBlob, cond string, args ...any) (*agentfs.File, error) {
+	return scanFile(q.QueryRow(ctx, `UPDATE files SET size_bytes = $2, content_type = $3, sha256 = $4,
 			blob_key = $5, version = version + 1, last_agent_id = nullif($6, ''), last_run_id = nullif($7, ''),
 			updated_at = now()
-		WHERE id = $1 RETURNING `+fileColumns,
-		id, b.size, put.ContentType, b.sha256, b.key, put.By.AgentID, put.By.RunID))
-	return f, false, err == nil, err
+		WHERE id = $1 `+cond+` RETURNING `+fileColumns,
+		append([]any{id, b.size, put.ContentType, b.sha256, b.key, put.By.AgentID, put.By.RunID}, args...)...))
 }
 
 // querier is what both a pool and a transaction offer.

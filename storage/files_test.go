@@ -4,16 +4,21 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
 )
+
+func sha(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
 
 type testBundle struct {
 	cfg storage.Config
@@ -113,6 +118,70 @@ func TestPutFile(t *testing.T) {
 			t.Fatalf("old blob: %q %v", b, err)
 		}
 	})
+
+	// A put without a hook commits in one statement when the state is the
+	// one it was decided against; with a hook it commits in a transaction.
+	// Both must decide again when the state moved on while the body streamed.
+	hooks := map[string]storage.CommitHook{
+		"Alone":    nil,
+		"WithHook": func(context.Context, pgx.Tx, *agentfs.File, bool) error { return nil },
+	}
+	for name, hook := range hooks {
+		t.Run("ReplaceRacingAReplace/"+name, func(t *testing.T) {
+			store, b := setup(t)
+			res, err := store.PutFile(ctx, put("r.txt", false), strings.NewReader("v1"), hook)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := &onFirstRead{Reader: strings.NewReader("v3"), fn: func() {
+				if _, err := store.PutFile(ctx, put("r.txt", true), strings.NewReader("v2"), hook); err != nil {
+					t.Errorf("concurrent replace: %v", err)
+				}
+			}}
+			res, err = store.PutFile(ctx, put("r.txt", true), body, hook)
+			if err != nil || res.Created || res.File.Version != 3 || res.File.SHA256 != hex.EncodeToString(sha([]byte("v3"))) {
+				t.Fatalf("replace after a replace: %+v err=%v, want version 3 holding v3", res.File, err)
+			}
+			if n := len(storagetest.ObjectKeys(t, b.cfg)); n != 3 {
+				t.Fatalf("%d objects, want 3 (two superseded until a sweep)", n)
+			}
+		})
+
+		t.Run("ReplaceOfAFileBlockedMidUpload/"+name, func(t *testing.T) {
+			store, b := setup(t)
+			res, err := store.PutFile(ctx, put("b.txt", false), strings.NewReader("v1"), hook)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := &onFirstRead{Reader: strings.NewReader("v2"), fn: func() {
+				if _, err := store.BlockFile(ctx, res.File.ID, true, "legal hold"); err != nil {
+					t.Errorf("block: %v", err)
+				}
+			}}
+			_, err = store.PutFile(ctx, put("b.txt", true), body, hook)
+			var blocked *agentfs.BlockedError
+			if !errors.As(err, &blocked) || blocked.Reason != "legal hold" {
+				t.Fatalf("err %v, want BlockedError", err)
+			}
+			if n := len(storagetest.ObjectKeys(t, b.cfg)); n != 1 {
+				t.Fatalf("%d objects, want 1: the refused blob must be removed", n)
+			}
+		})
+
+		t.Run("CreateRacingACreate/"+name, func(t *testing.T) {
+			store, _ := setup(t)
+			body := &onFirstRead{Reader: strings.NewReader("late"), fn: func() {
+				if _, err := store.PutFile(ctx, put("c.txt", false), strings.NewReader("early"), hook); err != nil {
+					t.Errorf("concurrent put: %v", err)
+				}
+			}}
+			p := put("c.txt", true)
+			res, err := store.PutFile(ctx, p, body, hook)
+			if err != nil || res.Created || res.File.Version != 2 {
+				t.Fatalf("create-or-replace after a create: %+v created=%v err=%v, want a replace", res.File, res.Created, err)
+			}
+		})
+	}
 
 	t.Run("MissingBlobIsNotFound", func(t *testing.T) {
 		store, _ := setup(t)

@@ -443,7 +443,7 @@ func (s *Store) assemble(ctx context.Context, u *agentfs.Upload, put agentfs.Put
 	if err := s.retagBlob(ctx, b.key, b.tags); err != nil {
 		return nil, false, err
 	}
-	f, created, used, err := s.commitPut(ctx, put, b.tags["file-id"], b, func(ctx context.Context, tx pgx.Tx, f *agentfs.File, created bool) error {
+	f, created, used, err := s.commitPut(ctx, put, live, b.tags["file-id"], b, func(ctx context.Context, tx pgx.Tx, f *agentfs.File, created bool) error {
 		tag, err := tx.Exec(ctx, `UPDATE uploads SET status = 'completed', file_id = $2, completing_until = NULL
 			WHERE id = $1 AND status = 'completing' AND completing_until = $3`, u.ID, f.ID, token)
 		if err != nil {
