@@ -54,7 +54,7 @@ func newBench(ctx context.Context, cfg *config) (*bench, error) {
 	if err := checkComm("-server-pid", cfg.serverPID, "agentfs"); err != nil {
 		return nil, err
 	}
-	if err := checkComm("-s3-pid", cfg.s3PID, "versitygw"); err != nil {
+	if err := checkComm("-s3-pid", cfg.s3PID, cfg.s3Name); err != nil {
 		return nil, err
 	}
 
@@ -114,9 +114,12 @@ func (b *bench) cpuNow() cpuSnap {
 
 // cpuNote records where the CPU went for one measurement, both sides.
 func (b *bench) cpuNote(what, unit string, agent, direct cpuAcc) {
-	withS3 := b.cfg.s3PID > 0
+	s3Name := ""
+	if b.cfg.s3PID > 0 {
+		s3Name = b.cfg.s3Name
+	}
 	b.notes = append(b.notes, fmt.Sprintf("%s, CPU seconds per %s: through AgentFS %s; direct %s.",
-		what, unit, agent.per(b.cfg.serverPID > 0, withS3), direct.per(false, withS3)))
+		what, unit, agent.per(b.cfg.serverPID > 0, s3Name), direct.per(false, s3Name)))
 }
 
 // gib is a byte count in GiB, the unit of the throughput CPU notes.
@@ -245,7 +248,7 @@ func (b *bench) print(w io.Writer, total time.Duration, wholePeak int64) {
 	c := b.cfg
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "AgentFS benchmark: %s\n", machine())
-	fmt.Fprintf(w, "Client (this program), AgentFS, versitygw (S3) and Postgres all run on these %d cores and share them;\n", runtime.NumCPU())
+	fmt.Fprintf(w, "Client (this program), AgentFS, %s (S3) and Postgres all run on these %d cores and share them;\n", c.s3Name, runtime.NumCPU())
 	fmt.Fprintf(w, "the direct column is minio-go from this program to the same S3 server in the same run.\n")
 	mode := "full sizes"
 	if c.quick {

@@ -267,9 +267,10 @@ func (a *cpuAcc) add(from, to cpuSnap, units float64) {
 	a.units += units
 }
 
-// per formats CPU seconds per unit, per process; "rest" is every other
+// per formats CPU seconds per unit, per process (the S3 server's when
+// s3Name is set); "rest" is every other
 // process on the machine (Postgres, mostly, and anything else running).
-func (a cpuAcc) per(withServer, withS3 bool) string {
+func (a cpuAcc) per(withServer bool, s3Name string) string {
 	if a.units == 0 {
 		return ""
 	}
@@ -280,8 +281,8 @@ func (a cpuAcc) per(withServer, withS3 bool) string {
 		s += ", agentfs " + f(a.server)
 		rest -= a.server
 	}
-	if withS3 {
-		s += ", versitygw " + f(a.s3)
+	if s3Name != "" {
+		s += ", " + s3Name + " " + f(a.s3)
 		rest -= a.s3
 		if a.total > 0 {
 			s += ", rest " + f(max(0, rest))

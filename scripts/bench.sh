@@ -6,7 +6,7 @@
 #   BENCH_QUICK=1 scripts/bench.sh         # small sizes, about a minute
 #   scripts/bench.sh -only upload,download # extra arguments go to the bench program
 #
-# Starts Postgres and versitygw (S3) on free ports in a temporary directory,
+# Starts Postgres and versitygw (S3; AGENTFS_S3_SERVER=minio for MinIO) on free ports in a temporary directory,
 # builds bin/agentfs, migrates, creates a token, starts `agentfs serve` on a
 # free port, runs `go run ./bench` against it and stops everything again.
 # All traffic stays on 127.0.0.1. Postgres runs as in make test (fsync off):
@@ -78,10 +78,10 @@ for attempt in 1 2 3; do
 	if (s3_start "$s3_dir" "$s3_port" agentfs-bench agentfs-bench-secret); then
 		break
 	fi
-	((attempt < 3)) || die "could not start versitygw"
-	log "retrying versitygw on another port ..."
+	((attempt < 3)) || die "could not start $S3_SERVER"
+	log "retrying $S3_SERVER on another port ..."
 done
-s3_pid=$(cat "$LOG_DIR/versitygw.pid" 2>/dev/null || true)
+s3_pid=$(cat "$LOG_DIR/$S3_SERVER.pid" 2>/dev/null || true)
 
 export AGENTFS_DATABASE_URL="postgres://agentfs@127.0.0.1:$pg_port/agentfs?sslmode=disable"
 export AGENTFS_S3_ENDPOINT="127.0.0.1:$s3_port"
@@ -133,11 +133,11 @@ for attempt in 1 2 3; do
 	log "retrying agentfs serve on another port ..."
 done
 
-echo "bench servers: AgentFS $AGENTFS_PUBLIC_URL (pid $agentfs_pid), postgres 127.0.0.1:$pg_port, versitygw 127.0.0.1:$s3_port; logs in $LOG_DIR" >&2
+echo "bench servers: AgentFS $AGENTFS_PUBLIC_URL (pid $agentfs_pid), postgres 127.0.0.1:$pg_port, $S3_SERVER 127.0.0.1:$s3_port; logs in $LOG_DIR" >&2
 
 set +e
 AGENTFS_URL=$AGENTFS_PUBLIC_URL AGENTFS_TOKEN=$token \
-	BENCH_SERVER_PID=$agentfs_pid BENCH_S3_PID=$s3_pid \
+	BENCH_SERVER_PID=$agentfs_pid BENCH_S3_PID=$s3_pid BENCH_S3_NAME=$S3_SERVER \
 	go run ./bench "${BENCH_ARGS[@]}"
 status=$?
 set -e

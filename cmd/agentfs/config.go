@@ -31,6 +31,9 @@ type config struct {
 	BlobGrace time.Duration
 	// SweepInterval is how often every sweeper task runs.
 	SweepInterval time.Duration
+	// PprofAddr, when set, serves net/http/pprof there (keep it on
+	// loopback): for profiling only.
+	PprofAddr string
 	// FaultAfterCommit, for fault-injection tests only: "exit" kills the
 	// process after a keyed write committed, before its response.
 	FaultAfterCommit string
@@ -49,6 +52,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		LogFormat:        env("AGENTFS_LOG_FORMAT", "text"),
 		LogLevel:         env("AGENTFS_LOG_LEVEL", "info"),
 		FaultAfterCommit: env("AGENTFS_FAULT_AFTER_COMMIT", ""),
+		PprofAddr:        env("AGENTFS_PPROF_ADDR", ""),
 		Storage: storage.Config{
 			DatabaseURL: env("AGENTFS_DATABASE_URL", ""),
 			S3Endpoint:  env("AGENTFS_S3_ENDPOINT", ""),

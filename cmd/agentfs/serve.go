@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"time"
@@ -91,6 +92,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	if cfg.PprofAddr != "" {
+		if err := servePprof(ctx, cfg.PprofAddr, log); err != nil {
+			return err
+		}
+	}
 	log.Info("agentfs listening", "addr", ln.Addr().String(), "public_url", cfg.PublicURL)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -108,6 +114,26 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err := queue.Stop(shutdownCtx); err != nil {
 		return fmt.Errorf("stop batch queue: %w", err)
 	}
+	return nil
+}
+
+// servePprof serves the runtime profiles (net/http/pprof) on addr, a
+// listener of their own, until ctx ends. They are never on the API's port.
+func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen for pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	log.Warn("pprof listening: profiles reveal internals, keep it on loopback", "addr", ln.Addr().String())
 	return nil
 }
 
