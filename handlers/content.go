@@ -117,9 +117,7 @@ func (a *API) streamBlob(c echo.Context, f *agentfs.File, status int, rng byteRa
 		werr = err // S3 failed after the first bytes
 	}
 	if werr == nil && err == nil {
-		// One large buffer, written straight through: writerOnly hides
-		// ReadFrom, whose generic path would copy in 32 KiB steps.
-		_, werr = io.CopyBuffer(writerOnly{c.Response()}, blob, buf)
+		werr = relay(c.Response(), blob, buf)
 	}
 	if werr != nil {
 		// The status is sent; all that is left is to cut the connection so
@@ -128,4 +126,19 @@ func (a *API) streamBlob(c echo.Context, f *agentfs.File, status int, rng byteRa
 		panic(http.ErrAbortHandler)
 	}
 	return nil
+}
+
+// relay copies the rest of blob to the response. A blob that can write
+// itself out is given the server's own response writer, whose ReadFrom
+// moves bytes socket to socket; any other is copied through one large
+// buffer (writerOnly hides ReadFrom, whose generic path would copy in
+// 32 KiB steps).
+func relay(res *echo.Response, blob io.Reader, buf []byte) error {
+	if wt, ok := blob.(io.WriterTo); ok {
+		n, err := wt.WriteTo(res.Writer)
+		res.Size += n
+		return err
+	}
+	_, err := io.CopyBuffer(writerOnly{res}, blob, buf)
+	return err
 }

@@ -1,6 +1,9 @@
 package handlers_test
 
 import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"testing"
 )
@@ -76,4 +79,32 @@ func TestContent(t *testing.T) {
 		}
 		c.Do("HEAD", "/v1/files/file_nope", nil).Expect(t, http.StatusNotFound)
 	})
+}
+
+// TestLargeContent reads content big enough to come from S3 over a
+// connection of its own and be spliced to the client: whole, ranged, and a
+// small range that takes the ordinary path.
+func TestLargeContent(t *testing.T) {
+	c, _ := setup(t)
+	data := make([]byte, 12<<20+123)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	f := c.Do("POST", "/v1/files?path=big.bin", data).Expect(t, http.StatusCreated).File(t)
+	content := "/v1/files/" + f.ID + "/content"
+	if got := c.Do("GET", content, nil).Expect(t, http.StatusOK).Body; !bytes.Equal(got, data) {
+		t.Fatalf("whole content differs: %d bytes, want %d", len(got), len(data))
+	}
+	for _, tc := range []struct{ start, end int }{
+		{1000, 1000 + 6<<20 - 1},
+		{len(data) - 5<<20, len(data) - 1},
+		{4 << 20, 4<<20 + 1023},
+	} {
+		hdr := fmt.Sprintf("bytes=%d-%d", tc.start, tc.end)
+		res := c.Do("GET", content, nil, "Range", hdr).Expect(t, http.StatusPartialContent)
+		if !bytes.Equal(res.Body, data[tc.start:tc.end+1]) {
+			t.Errorf("%s: %d bytes that differ from the stored range", hdr, len(res.Body))
+		}
+	}
 }

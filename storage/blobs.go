@@ -151,6 +151,9 @@ func (s *Store) OpenBlob(ctx context.Context, key string, offset, length int64) 
 			return nil, fmt.Errorf("open blob: %w", err)
 		}
 	}
+	if b, err := s.openDirect(ctx, key, offset, length); !errors.Is(err, errNoDirect) {
+		return b, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	body, _, _, err := s.core().GetObject(ctx, s.bucket, key, opts)
 	if err != nil {

@@ -41,6 +41,7 @@ func openPool(ctx context.Context, url string, maxConns int32, statementTimeout 
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	cfg.ConnConfig.Tracer = statementBound{limit: statementTimeout}
+	cfg.PingTimeout = statementTimeout // the pool pings idle connections outside any statement
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}

@@ -185,13 +185,36 @@ func TestPutFile(t *testing.T) {
 
 	t.Run("MissingBlobIsNotFound", func(t *testing.T) {
 		store, _ := setup(t)
-		r, err := store.OpenBlob(ctx, "blobs/none", 0, 0)
-		if err == nil {
-			_, err = r.Read(make([]byte, 1))
-			r.Close()
+		for _, length := range []int64{0, 64 << 20} { // whole, and a read large enough for its own connection
+			r, err := store.OpenBlob(ctx, "blobs/none", 0, length)
+			if err == nil {
+				_, err = r.Read(make([]byte, 1))
+				r.Close()
+			}
+			if !errors.Is(err, agentfs.ErrNotFound) {
+				t.Fatalf("length %d: err %v, want ErrNotFound", length, err)
+			}
 		}
-		if !errors.Is(err, agentfs.ErrNotFound) {
-			t.Fatalf("err %v, want ErrNotFound", err)
+	})
+
+	t.Run("LargeReadsComeOverTheirOwnConnection", func(t *testing.T) {
+		store, _ := setup(t)
+		data := bytes.Repeat([]byte("0123456789abcdef"), 1<<19) // 8 MiB
+		res, err := store.PutFile(ctx, put("big.bin", false), bytes.NewReader(data), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := store.OpenBlob(ctx, res.File.BlobKey, 3, int64(len(data))-3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if _, ok := r.(io.WriterTo); !ok {
+			t.Fatalf("a large read is a %T, not one that can splice itself to the client", r)
+		}
+		var got bytes.Buffer
+		if _, err := io.Copy(&got, r); err != nil || !bytes.Equal(got.Bytes(), data[3:]) {
+			t.Fatalf("read %d bytes, err %v; want the stored bytes from offset 3", got.Len(), err)
 		}
 	})
 }

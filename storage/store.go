@@ -135,7 +135,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 
 // Ping reports whether Postgres and the bucket both answer.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
+	pingCtx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout) // a ping is not a traced statement
+	defer cancel()
+	if err := s.pool.Ping(pingCtx); err != nil {
 		return Translate(fmt.Errorf("ping postgres: %w", err))
 	}
 	ok, err := s.s3.BucketExists(ctx, s.bucket)

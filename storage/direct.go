@@ -1,0 +1,180 @@
+package storage
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/agentfs/agentfs"
+)
+
+// Large reads of a blob are fetched over a connection of their own, so the
+// bytes can go from the S3 socket to the client's socket inside the kernel
+// (splice) instead of being copied through the process twice. On the two
+// cores a relay shares with its client and S3, those copies are most of the
+// cost of a download. Smaller reads, TLS to S3 and proxied S3 use the
+// ordinary client.
+
+// directMin is the smallest read worth a connection of its own.
+const directMin = 4 << 20
+
+// spliceChunk is how much one splice call may move; the idle bound is set
+// again before each, so a stalled S3 is noticed within Config.S3Timeout of
+// its last chunk.
+const spliceChunk = 4 << 20
+
+// errNoDirect says the direct path does not apply; the caller falls back.
+var errNoDirect = errors.New("direct read not possible")
+
+// openDirect sends a presigned ranged GET on a new connection and returns
+// the body, positioned at its first byte. Any answer but the expected 206
+// is errNoDirect: the ordinary client asks again and reports the error in
+// its own terms.
+func (s *Store) openDirect(ctx context.Context, key string, offset, length int64) (*directBlob, error) {
+	if s.cfg.S3UseSSL || length < directMin {
+		return nil, errNoDirect
+	}
+	u, err := s.s3.PresignedGetObject(ctx, s.bucket, key, time.Hour, nil)
+	if err != nil {
+		return nil, errNoDirect
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, errNoDirect
+	}
+	if proxy, err := http.ProxyFromEnvironment(req); err != nil || proxy != nil {
+		return nil, errNoDirect
+	}
+	req.Header.Set("Range", "bytes="+strconv.FormatInt(offset, 10)+"-"+strconv.FormatInt(offset+length-1, 10))
+	req.Close = true
+	conn, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", u.Host)
+	if err != nil {
+		return nil, translateS3(fmt.Errorf("open blob: %w", err))
+	}
+	tcp, ok := conn.(*net.TCPConn)
+	if !ok {
+		conn.Close()
+		return nil, errNoDirect
+	}
+	b := &directBlob{conn: tcp, left: length, limit: s.cfg.S3Timeout}
+	b.stopWatch = context.AfterFunc(ctx, func() { tcp.Close() }) // the client left
+	if err := b.start(req); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// directBlob is a ranged blob body read straight off its own connection.
+type directBlob struct {
+	conn      *net.TCPConn
+	head      []byte // body bytes that arrived with the headers
+	left      int64  // body bytes still on conn
+	limit     time.Duration
+	stopWatch func() bool
+}
+
+func (b *directBlob) start(req *http.Request) error {
+	if err := b.conn.SetDeadline(time.Now().Add(b.limit)); err != nil {
+		return errNoDirect
+	}
+	if err := req.Write(b.conn); err != nil {
+		return translateS3(fmt.Errorf("open blob: %w", err))
+	}
+	br := bufio.NewReaderSize(b.conn, 64<<10)
+	res, err := http.ReadResponse(br, req)
+	if err != nil {
+		return translateS3(fmt.Errorf("open blob: %w", err))
+	}
+	if res.StatusCode != http.StatusPartialContent || res.ContentLength != b.left || len(res.TransferEncoding) > 0 {
+		return errNoDirect
+	}
+	head, _ := br.Peek(br.Buffered())
+	if int64(len(head)) > b.left {
+		return errNoDirect
+	}
+	b.head = head
+	b.left -= int64(len(head))
+	return b.conn.SetDeadline(time.Time{})
+}
+
+func (b *directBlob) Read(p []byte) (int, error) {
+	if len(b.head) > 0 {
+		n := copy(p, b.head)
+		b.head = b.head[n:]
+		return n, nil
+	}
+	if b.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	if err := b.conn.SetReadDeadline(time.Now().Add(b.limit)); err != nil {
+		return 0, b.fail(err)
+	}
+	n, err := b.conn.Read(p)
+	b.left -= int64(n)
+	if err != nil {
+		return n, b.fail(err)
+	}
+	return n, nil
+}
+
+// WriteTo sends the rest of the body to w. When w can read from a socket
+// itself (an HTTP server's response writer on a TCP connection can), the
+// bytes move socket to socket in the kernel.
+func (b *directBlob) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	if len(b.head) > 0 {
+		n, err := w.Write(b.head)
+		total += int64(n)
+		b.head = b.head[n:]
+		if err != nil {
+			return total, err
+		}
+	}
+	rf, ok := w.(io.ReaderFrom)
+	if !ok {
+		n, err := io.CopyBuffer(struct{ io.Writer }{w}, struct{ io.Reader }{b}, make([]byte, 1<<20))
+		return total + n, err
+	}
+	for b.left > 0 {
+		if err := b.conn.SetReadDeadline(time.Now().Add(b.limit)); err != nil {
+			return total, b.fail(err)
+		}
+		n, err := rf.ReadFrom(&io.LimitedReader{R: b.conn, N: min(b.left, spliceChunk)})
+		total += n
+		b.left -= n
+		switch {
+		case err != nil:
+			return total, b.fail(err)
+		case n == 0:
+			return total, b.fail(io.ErrUnexpectedEOF)
+		}
+	}
+	return total, nil
+}
+
+// fail names what went wrong: S3 stalling or closing early is an outage.
+func (b *directBlob) fail(err error) error {
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("%w: S3 sent nothing for %s in the middle of a blob", agentfs.ErrUnavailable, b.limit)
+	case err == io.EOF && b.left > 0:
+		err = io.ErrUnexpectedEOF
+	}
+	return translateS3(err)
+}
+
+func (b *directBlob) Close() error {
+	b.stopWatch()
+	return b.conn.Close()
+}
