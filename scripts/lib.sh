@@ -404,7 +404,8 @@ s3_start() {
 	sidecar=$dir-sidecar
 	[[ -x "$S3_BIN" ]] || die "$S3_BIN not found (run ensure_deps)"
 	_s3_files "$dir"
-	mkdir -p "$dir" "$sidecar"
+	mkdir -p "$dir"
+	[[ "$S3_SERVER" == versitygw ]] && mkdir -p "$sidecar"
 
 	if pid=$(_s3_running_pid); then
 		oldport=$(cat "$_s3_portfile" 2>/dev/null || true)

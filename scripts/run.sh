@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 #
-# Run AgentFS locally with a development Postgres and versitygw (S3).
+# Run AgentFS locally with a development Postgres and versitygw (S3), or
+# MinIO with AGENTFS_S3_SERVER=minio.
 #
-# Data lives in .data/ (pg, s3, s3-sidecar, log) and is reused by the next
-# run. Ctrl-C stops AgentFS, Postgres and versitygw.
+# Data lives in .data/ (pg, s3 and s3-sidecar for versitygw, minio for MinIO,
+# log) and is reused by the next run. Ctrl-C stops everything it started.
 #
 # Environment (all optional):
 #   AGENTFS_DEV_PG_PORT   Postgres port (default 54329)
-#   AGENTFS_DEV_S3_PORT   versitygw port (default 7070)
+#   AGENTFS_DEV_S3_PORT   S3 server port (default 7070)
 #   AGENTFS_*             passed to agentfs as set; defaults are filled in
 #                         for the local servers. When AGENTFS_DATABASE_URL or
 #                         AGENTFS_S3_ENDPOINT is set, that server is used and
@@ -22,6 +23,9 @@ DATA_DIR=$REPO_ROOT/.data
 LOG_DIR=$DATA_DIR/log
 PG_DIR=$DATA_DIR/pg
 S3_DIR=$DATA_DIR/s3 # versitygw keeps its metadata in $S3_DIR-sidecar
+if [[ "$S3_SERVER" == minio ]]; then
+	S3_DIR=$DATA_DIR/minio # its own layout; never mixed with versitygw's
+fi
 RUN_PIDFILE=$LOG_DIR/run.pid
 AGENTFS_PIDFILE=$LOG_DIR/agentfs.pid
 
@@ -158,7 +162,7 @@ Dev token (subject "dev"):
 Try it:
   curl -sS -X POST "$AGENTFS_URL/v1/files?path=hello.txt" -H "Authorization: Bearer $token" -H "X-Run-ID: run-1" -H "Content-Type: text/plain" --data-binary 'hello'
 
-Press Ctrl-C to stop AgentFS, Postgres and versitygw.
+Press Ctrl-C to stop AgentFS, Postgres and $S3_SERVER.
 
 EOF
 
