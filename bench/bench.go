@@ -39,8 +39,10 @@ type bench struct {
 }
 
 // putOpts are the options the server itself passes to minio-go for a body
-// of known size (storage.putBlob): unsigned payload, default part size.
-var putOpts = minio.PutObjectOptions{ContentType: "application/octet-stream", DisableContentSha256: true}
+// of known size (storage.putBlob): unsigned payload, one PUT. They are also
+// the fastest way minio-go has to store such a body, so the direct side is
+// the best a client could do without AgentFS.
+var putOpts = minio.PutObjectOptions{ContentType: "application/octet-stream", DisableContentSha256: true, DisableMultipart: true}
 
 func newBench(ctx context.Context, cfg *config) (*bench, error) {
 	b := &bench{cfg: cfg, api: newAPI(cfg.url, cfg.token), tag: strconv.FormatInt(time.Now().UnixNano()%1e10, 36)}

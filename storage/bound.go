@@ -2,7 +2,9 @@ package storage
 
 import (
 	"context"
+	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -79,6 +81,18 @@ func (b statementBound) TraceCopyFromEnd(ctx context.Context, _ *pgx.Conn, _ pgx
 type writeBoundConn struct {
 	net.Conn
 	limit time.Duration
+}
+
+// copyBuffers hold the bytes of bodies on their way to S3.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// ReadFrom sends r in large writes. Without it the transport copies a
+// request body through its 4 KiB write buffer: a read of the client's body
+// and a write to S3 for every 4 KiB.
+func (c writeBoundConn) ReadFrom(r io.Reader) (int64, error) {
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	return io.CopyBuffer(struct{ io.Writer }{c}, r, *buf)
 }
 
 func (c writeBoundConn) Write(p []byte) (int, error) {
