@@ -16,6 +16,14 @@ import (
 func migrateCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: agentfs migrate
+
+Apply database migrations and create the bucket, then exit. serve does the
+same at start; this is for deploy steps that migrate first. It reads the
+same environment as serve (agentfs serve --help).
+`)
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -293,6 +293,14 @@ func TestCLIUsage(t *testing.T) {
 			}
 		})
 	}
+	for verb, want := range map[string]string{"serve": "AGENTFS_DATABASE_URL", "migrate": "agentfs serve --help"} {
+		t.Run("Help/"+verb, func(t *testing.T) {
+			_, stderr, err := cliEnv{}.run(verb, "--help")
+			if !errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr, "Usage: agentfs "+verb) || !strings.Contains(stderr, want) {
+				t.Fatalf("%s --help: %v\nstderr: %s", verb, err, stderr)
+			}
+		})
+	}
 	for _, tc := range []struct {
 		name string
 		env  cliEnv

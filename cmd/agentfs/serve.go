@@ -26,9 +26,32 @@ import (
 )
 
 // serve runs the API until ctx is cancelled, then drains requests.
+const serveUsage = `Usage: agentfs serve
+
+Run the HTTP API. Migrations are applied first (safe when several instances
+start together); SIGINT or SIGTERM stops it gracefully.
+
+Configuration comes from the environment. Required:
+  AGENTFS_DATABASE_URL   Postgres URL, e.g. postgres://agentfs@127.0.0.1:5432/agentfs
+  AGENTFS_S3_ENDPOINT    S3 host:port, with AGENTFS_S3_ACCESS_KEY and AGENTFS_S3_SECRET_KEY
+Often set:
+  AGENTFS_LISTEN_ADDR    default 127.0.0.1:8080
+  AGENTFS_PUBLIC_URL     base of every file's url (default http:// + the listen address)
+  AGENTFS_S3_BUCKET      default agentfs; created if missing
+  AGENTFS_DB_TIMEOUT, AGENTFS_S3_TIMEOUT
+                         how long Postgres (10s) and S3 (30s) may hang before 503
+Every variable, with its default and meaning, is in the README ("Operating it").
+
+Example:
+  AGENTFS_DATABASE_URL=postgres://agentfs@127.0.0.1:5432/agentfs \
+  AGENTFS_S3_ENDPOINT=127.0.0.1:9000 AGENTFS_S3_ACCESS_KEY=minioadmin \
+  AGENTFS_S3_SECRET_KEY=minioadmin agentfs serve
+`
+
 func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, serveUsage) }
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
