@@ -161,11 +161,15 @@ func ratio(agentfs, direct float64) string {
 	return fmt.Sprintf("%.2f×", agentfs/direct)
 }
 
-func atLeast(agentfs, direct, budget float64) string {
+// rateRow is a row whose budget is a least ratio of AgentFS's rate to the
+// direct one, both in unit.
+func rateRow(name string, agentfs, direct float64, unit string, budget float64) row {
+	verdict := "misses"
 	if direct > 0 && agentfs/direct >= budget {
-		return "meets"
+		verdict = "meets"
 	}
-	return "misses"
+	return row{name: name, agentfs: fmtRate(agentfs, unit), direct: fmtRate(direct, unit),
+		ratio: ratio(agentfs, direct), budget: fmt.Sprintf("≥ %g×", budget), verdict: verdict}
 }
 
 func fmtRate(v float64, unit string) string {

@@ -165,14 +165,8 @@ func (b *bench) upload(ctx context.Context) ([]row, error) {
 		_ = b.s3.RemoveObject(ctx, c.directBucket, k, minio.RemoveObjectOptions{})
 	}
 	b.cpuNote("upload "+fmtSize(size), "GiB", agentCPU, directCPU)
-	return []row{{
-		name:    fmt.Sprintf("upload %s, best of %d", fmtSize(size), c.uploadRuns),
-		agentfs: fmtRate(agentBest, "MiB/s"),
-		direct:  fmtRate(directBest, "MiB/s"),
-		ratio:   ratio(agentBest, directBest),
-		budget:  "≥ 0.95×",
-		verdict: atLeast(agentBest, directBest, 0.95),
-	}}, nil
+	return []row{rateRow(fmt.Sprintf("upload %s, best of %d", fmtSize(size), c.uploadRuns),
+		agentBest, directBest, "MiB/s", 0.95)}, nil
 }
 
 // download: the file upload left, AgentFS GET content against minio-go
@@ -248,14 +242,8 @@ func (b *bench) download(ctx context.Context) ([]row, error) {
 	}
 	_ = b.s3.RemoveObject(ctx, c.directBucket, b.big.key, minio.RemoveObjectOptions{})
 	b.cpuNote("download "+fmtSize(size), "GiB", agentCPU, directCPU)
-	return []row{{
-		name:    fmt.Sprintf("download %s, best of %d", fmtSize(size), c.uploadRuns),
-		agentfs: fmtRate(agentBest, "MiB/s"),
-		direct:  fmtRate(directBest, "MiB/s"),
-		ratio:   ratio(agentBest, directBest),
-		budget:  "≥ 0.9×",
-		verdict: atLeast(agentBest, directBest, 0.9),
-	}}, nil
+	return []row{rateRow(fmt.Sprintf("download %s, best of %d", fmtSize(size), c.uploadRuns),
+		agentBest, directBest, "MiB/s", 0.9)}, nil
 }
 
 // small: many small uploads from concurrent clients, unique paths.
@@ -293,14 +281,7 @@ func (b *bench) small(ctx context.Context) ([]row, error) {
 		dn, dd.Round(time.Millisecond), fmtMS(percentile(dlat, 50)))
 	b.notes = append(b.notes, fmt.Sprintf("%s uploads: %d clients for %s per side; p50 latency AgentFS %s, direct %s.",
 		label, c.smallClients, c.smallDuration, fmtMS(percentile(alat, 50)), fmtMS(percentile(dlat, 50))))
-	return []row{{
-		name:    fmt.Sprintf("%s uploads/s, %d clients", label, c.smallClients),
-		agentfs: fmtRate(ar, "/s"),
-		direct:  fmtRate(dr, "/s"),
-		ratio:   ratio(ar, dr),
-		budget:  "≥ 0.5×",
-		verdict: atLeast(ar, dr, 0.5),
-	}}, nil
+	return []row{rateRow(fmt.Sprintf("%s uploads/s, %d clients", label, c.smallClients), ar, dr, "/s", 0.5)}, nil
 }
 
 // multipart: an upload session with parallel parts against a direct

@@ -26,19 +26,12 @@ func TestStorageOutages(t *testing.T) {
 	anon := apitest.NewClient(t, srv.URL, "")
 	before := upload(t, c, "before.txt", "kept").Expect(t, http.StatusCreated).File(t)
 
-	unavailable := func(res *apitest.Response) {
-		t.Helper()
-		res.ExpectProblem(t, http.StatusServiceUnavailable, "STORAGE_UNAVAILABLE")
-		if res.Header.Get("Retry-After") == "" {
-			t.Fatal("503 without Retry-After")
-		}
-	}
 
 	t.Run("S3Down", func(t *testing.T) {
 		s3.Stop()
-		unavailable(keyed(t, c, "during-s3-outage", "during.txt", "lost?"))
-		unavailable(c.Do("GET", "/v1/files/"+before.ID+"/content", nil))
-		unavailable(anon.Do("GET", "/readyz", nil))
+		unavailable(t, keyed(t, c, "during-s3-outage", "during.txt", "lost?"))
+		unavailable(t, c.Do("GET", "/v1/files/"+before.ID+"/content", nil))
+		unavailable(t, anon.Do("GET", "/readyz", nil))
 		c.Do("GET", "/v1/files/"+before.ID, nil).Expect(t, http.StatusOK) // metadata needs only Postgres
 		if l := list(t, c, "path=during.txt&include_deleted=true"); len(l.Data) != 0 {
 			t.Fatal("a failed upload left a file")
@@ -53,9 +46,9 @@ func TestStorageOutages(t *testing.T) {
 
 	t.Run("PostgresDown", func(t *testing.T) {
 		pg.Cut()
-		unavailable(c.Do("GET", "/v1/files", nil))
-		unavailable(upload(t, c, "pg.txt", "x"))
-		unavailable(anon.Do("GET", "/readyz", nil))
+		unavailable(t, c.Do("GET", "/v1/files", nil))
+		unavailable(t, upload(t, c, "pg.txt", "x"))
+		unavailable(t, anon.Do("GET", "/readyz", nil))
 		pg.Restore()
 		eventually(t, func() bool { return anon.Do("GET", "/readyz", nil).Status == http.StatusOK })
 		upload(t, c, "pg.txt", "x").Expect(t, http.StatusCreated)
@@ -80,13 +73,6 @@ func TestStorageHangs(t *testing.T) {
 	big := bytes.Repeat([]byte("0123456789abcdef"), 4<<20) // 64 MiB: more than every socket buffer on the way holds
 	bigFile := c.Do("POST", "/v1/files?path=big.bin", big).Expect(t, http.StatusCreated).File(t)
 
-	unavailable := func(res *apitest.Response) {
-		t.Helper()
-		res.ExpectProblem(t, http.StatusServiceUnavailable, "STORAGE_UNAVAILABLE")
-		if res.Header.Get("Retry-After") == "" {
-			t.Fatal("503 without Retry-After")
-		}
-	}
 
 	t.Run("S3Hangs", func(t *testing.T) {
 		req, err := http.NewRequest("GET", srv.URL+"/v1/files/"+bigFile.ID+"/content", nil)
@@ -111,9 +97,9 @@ func TestStorageHangs(t *testing.T) {
 		if err == nil || 1<<20+n >= int64(len(big)) {
 			t.Fatalf("a download S3 stopped feeding ended with %d of %d bytes and error %v; want it cut short", 1<<20+n, len(big), err)
 		}
-		unavailable(keyed(t, c, "during-s3-hang", "during.txt", "lost?"))
-		unavailable(c.Do("GET", "/v1/files/"+bigFile.ID+"/content", nil))
-		unavailable(anon.Do("GET", "/readyz", nil))
+		unavailable(t, keyed(t, c, "during-s3-hang", "during.txt", "lost?"))
+		unavailable(t, c.Do("GET", "/v1/files/"+bigFile.ID+"/content", nil))
+		unavailable(t, anon.Do("GET", "/readyz", nil))
 		c.Do("GET", "/v1/files/"+bigFile.ID, nil).Expect(t, http.StatusOK) // metadata needs only Postgres
 		if l := list(t, c, "path=during.txt&include_deleted=true"); len(l.Data) != 0 {
 			t.Fatal("a failed upload left a file")
@@ -128,9 +114,9 @@ func TestStorageHangs(t *testing.T) {
 
 	t.Run("PostgresHangs", func(t *testing.T) {
 		pg.Stall()
-		unavailable(c.Do("GET", "/v1/files", nil))
-		unavailable(keyed(t, c, "during-pg-hang", "pg.txt", "x"))
-		unavailable(anon.Do("GET", "/readyz", nil))
+		unavailable(t, c.Do("GET", "/v1/files", nil))
+		unavailable(t, keyed(t, c, "during-pg-hang", "pg.txt", "x"))
+		unavailable(t, anon.Do("GET", "/readyz", nil))
 		pg.Restore()
 		eventually(t, func() bool { return anon.Do("GET", "/readyz", nil).Status == http.StatusOK })
 		if l := list(t, c, "path=pg.txt&include_deleted=true"); len(l.Data) != 0 {
@@ -138,6 +124,15 @@ func TestStorageHangs(t *testing.T) {
 		}
 		keyed(t, c, "during-pg-hang", "pg.txt", "x").Expect(t, http.StatusCreated)
 	})
+}
+
+// unavailable expects 503 STORAGE_UNAVAILABLE with a Retry-After.
+func unavailable(t *testing.T, res *apitest.Response) {
+	t.Helper()
+	res.ExpectProblem(t, http.StatusServiceUnavailable, "STORAGE_UNAVAILABLE")
+	if res.Header.Get("Retry-After") == "" {
+		t.Fatal("503 without Retry-After")
+	}
 }
 
 // eventually polls cond for up to 30 s.
