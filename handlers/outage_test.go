@@ -26,7 +26,6 @@ func TestStorageOutages(t *testing.T) {
 	anon := apitest.NewClient(t, srv.URL, "")
 	before := upload(t, c, "before.txt", "kept").Expect(t, http.StatusCreated).File(t)
 
-
 	t.Run("S3Down", func(t *testing.T) {
 		s3.Stop()
 		unavailable(t, keyed(t, c, "during-s3-outage", "during.txt", "lost?"))
@@ -72,7 +71,6 @@ func TestStorageHangs(t *testing.T) {
 	anon := apitest.NewClient(t, srv.URL, "")
 	big := bytes.Repeat([]byte("0123456789abcdef"), 4<<20) // 64 MiB: more than every socket buffer on the way holds
 	bigFile := c.Do("POST", "/v1/files?path=big.bin", big).Expect(t, http.StatusCreated).File(t)
-
 
 	t.Run("S3Hangs", func(t *testing.T) {
 		req, err := http.NewRequest("GET", srv.URL+"/v1/files/"+bigFile.ID+"/content", nil)
