@@ -72,7 +72,10 @@ func TestStorageHangs(t *testing.T) {
 	big := bytes.Repeat([]byte("0123456789abcdef"), 4<<20) // 64 MiB: more than every socket buffer on the way holds
 	bigFile := c.Do("POST", "/v1/files?path=big.bin", big).Expect(t, http.StatusCreated).File(t)
 
-	t.Run("S3Hangs", func(t *testing.T) {
+	// download starts reading the big file and returns the body after its
+	// first MiB.
+	download := func(t *testing.T) io.ReadCloser {
+		t.Helper()
 		req, err := http.NewRequest("GET", srv.URL+"/v1/files/"+bigFile.ID+"/content", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -82,16 +85,29 @@ func TestStorageHangs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer res.Body.Close()
+		t.Cleanup(func() { res.Body.Close() })
 		if res.StatusCode != http.StatusOK {
 			t.Fatalf("download: %d", res.StatusCode)
 		}
 		if _, err := io.ReadFull(res.Body, make([]byte, 1<<20)); err != nil {
 			t.Fatal(err)
 		}
+		return res.Body
+	}
 
-		s3.Pause()
-		n, err := io.Copy(io.Discard, res.Body)
+	t.Run("SlowClientIsNotAStall", func(t *testing.T) {
+		body := download(t)
+		time.Sleep(2 * cfg.S3Timeout) // the client stops reading; S3 is fine
+		rest, err := io.ReadAll(body)
+		if err != nil || !bytes.Equal(rest, big[1<<20:]) {
+			t.Fatalf("a client that paused got %d more bytes and error %v; want the rest of the file", len(rest), err)
+		}
+	})
+
+	t.Run("S3Hangs", func(t *testing.T) {
+		body := download(t)
+		s3.Pause(t)
+		n, err := io.Copy(io.Discard, body)
 		if err == nil || 1<<20+n >= int64(len(big)) {
 			t.Fatalf("a download S3 stopped feeding ended with %d of %d bytes and error %v; want it cut short", 1<<20+n, len(big), err)
 		}
@@ -102,7 +118,7 @@ func TestStorageHangs(t *testing.T) {
 		if l := list(t, c, "path=during.txt&include_deleted=true"); len(l.Data) != 0 {
 			t.Fatal("a failed upload left a file")
 		}
-		s3.Resume()
+		s3.Resume(t)
 		eventually(t, func() bool { return anon.Do("GET", "/readyz", nil).Status == http.StatusOK })
 		keyed(t, c, "during-s3-hang", "during.txt", "lost?").Expect(t, http.StatusCreated) // the key was released
 		if got := c.Do("GET", "/v1/files/"+bigFile.ID+"/content", nil).Expect(t, 200); !bytes.Equal(got.Body, big) {
@@ -110,17 +126,17 @@ func TestStorageHangs(t *testing.T) {
 		}
 	})
 
+	// Every request looks its token up first, so with Postgres held each
+	// one ends there: this checks the bound and the recovery, not what a
+	// write half done would leave (S3Hangs and the crash tests do that).
 	t.Run("PostgresHangs", func(t *testing.T) {
 		pg.Stall()
 		unavailable(t, c.Do("GET", "/v1/files", nil))
-		unavailable(t, keyed(t, c, "during-pg-hang", "pg.txt", "x"))
+		unavailable(t, upload(t, c, "pg.txt", "x"))
 		unavailable(t, anon.Do("GET", "/readyz", nil))
 		pg.Restore()
 		eventually(t, func() bool { return anon.Do("GET", "/readyz", nil).Status == http.StatusOK })
-		if l := list(t, c, "path=pg.txt&include_deleted=true"); len(l.Data) != 0 {
-			t.Fatalf("an upload answered 503 left a file: %+v", l.Data)
-		}
-		keyed(t, c, "during-pg-hang", "pg.txt", "x").Expect(t, http.StatusCreated)
+		upload(t, c, "pg.txt", "x").Expect(t, http.StatusCreated)
 	})
 }
 

@@ -212,7 +212,7 @@ func (s *Store) CopyFile(ctx context.Context, srcID string, put agentfs.Put, hoo
 	}
 	b := &writtenBlob{key: "blobs/" + NewID("blob")[len("blob_"):], size: src.SizeBytes, sha256: src.SHA256,
 		tags: blobTags(fileIDFor(live), put.By)}
-	_, err = s.s3.CopyObject(ctx,
+	_, err = s.s3Long.CopyObject(ctx,
 		minio.CopyDestOptions{Bucket: s.bucket, Object: b.key, UserTags: b.tags, ReplaceTags: true},
 		minio.CopySrcOptions{Bucket: s.bucket, Object: src.BlobKey})
 	if err != nil {

@@ -151,8 +151,11 @@ func (s *Store) OpenBlob(ctx context.Context, key string, offset, length int64) 
 			return nil, fmt.Errorf("open blob: %w", err)
 		}
 	}
-	if b, err := s.openDirect(ctx, key, offset, length); !errors.Is(err, errNoDirect) {
-		return b, err
+	switch b, err := s.openDirect(ctx, key, offset, length); {
+	case err == nil:
+		return b, nil
+	case !errors.Is(err, errNoDirect):
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	body, _, _, err := s.core().GetObject(ctx, s.bucket, key, opts)

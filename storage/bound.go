@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// statementBound gives every statement, batch and COPY sent through the pool
-// a deadline, so a Postgres that stops answering (or a network that holds
+// statementBound gives every statement, batch and COPY sent through the pool,
+// and every wait for a pooled connection, a deadline, so a Postgres that stops answering (or a network that holds
 // its bytes) turns into an error, and so a 503, within DBTimeout instead of
 // a request that hangs. It is a pgx tracer because pgx runs each statement
 // under the context its tracer returns: that is the one place that sees
@@ -51,6 +52,16 @@ func (b statementBound) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.
 }
 
 func (b statementBound) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	b.end(ctx)
+}
+
+// TraceAcquireStart bounds taking a connection from the pool: the pool
+// pings connections that sat idle, and dials new ones, before any statement.
+func (b statementBound) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
+	return b.start(ctx)
+}
+
+func (b statementBound) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireEndData) {
 	b.end(ctx)
 }
 

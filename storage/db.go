@@ -41,7 +41,7 @@ func openPool(ctx context.Context, url string, maxConns int32, statementTimeout 
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	cfg.ConnConfig.Tracer = statementBound{limit: statementTimeout}
-	cfg.PingTimeout = statementTimeout // the pool pings idle connections outside any statement
+	cfg.PingTimeout = statementTimeout // within the acquire's bound, per ping
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"time"
@@ -41,7 +42,7 @@ func (s *Store) openDirect(ctx context.Context, key string, offset, length int64
 	if s.cfg.S3UseSSL || length < directMin {
 		return nil, errNoDirect
 	}
-	u, err := s.s3.PresignedGetObject(ctx, s.bucket, key, time.Hour, nil)
+	u, err := s.s3.PresignedGetObject(ctx, s.bucket, key, 5*time.Minute, nil)
 	if err != nil {
 		return nil, errNoDirect
 	}
@@ -54,9 +55,11 @@ func (s *Store) openDirect(ctx context.Context, key string, offset, length int64
 	}
 	req.Header.Set("Range", "bytes="+strconv.FormatInt(offset, 10)+"-"+strconv.FormatInt(offset+length-1, 10))
 	req.Close = true
-	conn, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", u.Host)
+	// A failed dial falls back too: the ordinary client retries it and
+	// reports the outage in its own terms.
+	conn, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", dialAddr(u))
 	if err != nil {
-		return nil, translateS3(fmt.Errorf("open blob: %w", err))
+		return nil, errNoDirect
 	}
 	tcp, ok := conn.(*net.TCPConn)
 	if !ok {
@@ -70,6 +73,16 @@ func (s *Store) openDirect(ctx context.Context, key string, offset, length int64
 		return nil, err
 	}
 	return b, nil
+}
+
+// dialAddr is the host:port of a plain-HTTP URL; presigned URLs leave out
+// the default port 80.
+func dialAddr(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+	}
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
 // directBlob is a ranged blob body read straight off its own connection.
@@ -143,7 +156,7 @@ func (b *directBlob) WriteTo(w io.Writer) (int64, error) {
 	}
 	rf, ok := w.(io.ReaderFrom)
 	if !ok {
-		n, err := io.CopyBuffer(struct{ io.Writer }{w}, struct{ io.Reader }{b}, make([]byte, 1<<20))
+		n, err := io.Copy(struct{ io.Writer }{w}, struct{ io.Reader }{b})
 		return total + n, err
 	}
 	for b.left > 0 {
@@ -154,6 +167,9 @@ func (b *directBlob) WriteTo(w io.Writer) (int64, error) {
 		total += n
 		b.left -= n
 		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded) && n > 0:
+			// The time went to a slow client, not to S3: a chunk that moved
+			// bytes is progress, and the bound starts again.
 		case err != nil:
 			return total, b.fail(err)
 		case n == 0:

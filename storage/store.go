@@ -44,6 +44,7 @@ type Config struct {
 type Store struct {
 	pool   *pgxpool.Pool
 	s3     *minio.Client
+	s3Long *minio.Client // for operations S3 answers only when done (copy, complete)
 	bucket string
 	cfg    Config
 }
@@ -68,28 +69,44 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.S3Timeout <= 0 {
 		cfg.S3Timeout = 30 * time.Second
 	}
-	s3, err := minio.New(cfg.S3Endpoint, &minio.Options{
-		Creds:  credentials.NewStaticV4(cfg.S3AccessKey, cfg.S3SecretKey, ""),
-		Secure: cfg.S3UseSSL,
-		Region: cfg.S3Region,
-		// Fail over to a 503 quickly when S3 is down; clients retry.
-		MaxRetries: 3,
-		Transport:  s3Transport(cfg.S3UseSSL, cfg.S3Timeout),
-	})
+	s3, err := newS3(cfg, cfg.S3Timeout)
 	if err != nil {
-		return nil, fmt.Errorf("storage: s3 client: %w", err)
+		return nil, err
+	}
+	// Server-side copies and multipart completes work in proportion to the
+	// object's size before S3 answers; they get ten times the wait.
+	s3Long, err := newS3(cfg, 10*cfg.S3Timeout)
+	if err != nil {
+		return nil, err
 	}
 	pool, err := openPool(ctx, cfg.DatabaseURL, cfg.MaxConns, cfg.DBTimeout)
 	if err != nil {
 		return nil, err
 	}
-	return &Store{pool: pool, s3: s3, bucket: cfg.S3Bucket, cfg: cfg}, nil
+	return &Store{pool: pool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket, cfg: cfg}, nil
+}
+
+// newS3 is an S3 client that waits at most answerWait for S3 to start
+// answering a request.
+func newS3(cfg Config, answerWait time.Duration) (*minio.Client, error) {
+	c, err := minio.New(cfg.S3Endpoint, &minio.Options{
+		Creds:  credentials.NewStaticV4(cfg.S3AccessKey, cfg.S3SecretKey, ""),
+		Secure: cfg.S3UseSSL,
+		Region: cfg.S3Region,
+		// Fail over to a 503 quickly when S3 is down; clients retry.
+		MaxRetries: 3,
+		Transport:  s3Transport(cfg.S3UseSSL, cfg.S3Timeout, answerWait),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: s3 client: %w", err)
+	}
+	return c, nil
 }
 
 // s3Transport bounds how long S3 may take to connect, to take the bytes of
 // a request and to start answering, so an S3 that hangs becomes a 503, not
 // a stuck request.
-func s3Transport(secure bool, limit time.Duration) http.RoundTripper {
+func s3Transport(secure bool, limit, answerWait time.Duration) http.RoundTripper {
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
@@ -105,7 +122,7 @@ func s3Transport(secure bool, limit time.Duration) http.RoundTripper {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
-		ResponseHeaderTimeout: limit,
+		ResponseHeaderTimeout: answerWait,
 		DisableCompression:    true,
 	}
 	if secure {

@@ -473,7 +473,7 @@ func (s *Store) completeMultipart(ctx context.Context, u *agentfs.Upload) error 
 		parts[i] = minio.CompletePart{PartNumber: p.Number, ETag: p.ETag}
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i].PartNumber < parts[j].PartNumber })
-	_, err := s.core().CompleteMultipartUpload(ctx, s.bucket, u.BlobKey, u.S3UploadID, parts, minio.PutObjectOptions{})
+	_, err := (minio.Core{Client: s.s3Long}).CompleteMultipartUpload(ctx, s.bucket, u.BlobKey, u.S3UploadID, parts, minio.PutObjectOptions{})
 	if err != nil && minio.ToErrorResponse(err).Code == "InvalidPart" {
 		return s.reconcileParts(ctx, u)
 	}

@@ -62,16 +62,17 @@ func (s *S3Server) Start() {
 }
 
 // Pause freezes the server (SIGSTOP): it still accepts connections, as the
-// kernel does that, but answers nothing, as a hung server would.
-func (s *S3Server) Pause() { s.signal(syscall.SIGSTOP) }
+// kernel does that, but answers nothing, as a hung server would. t is the
+// calling (sub)test.
+func (s *S3Server) Pause(t testing.TB) { s.signal(t, syscall.SIGSTOP) }
 
 // Resume lets a paused server go on (SIGCONT).
-func (s *S3Server) Resume() { s.signal(syscall.SIGCONT) }
+func (s *S3Server) Resume(t testing.TB) { s.signal(t, syscall.SIGCONT) }
 
-func (s *S3Server) signal(sig syscall.Signal) {
-	s.t.Helper()
+func (s *S3Server) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
 	if err := s.cmd.Process.Signal(sig); err != nil {
-		s.t.Fatalf("signal versitygw: %v", err)
+		t.Fatalf("signal versitygw: %v", err)
 	}
 }
 
