@@ -72,7 +72,7 @@ func New(store *storage.Store, keys *idempotency.Store, cfg Config) (*Queue, err
 	if err := river.AddWorkerSafely(workers, &worker{q: q}); err != nil {
 		return nil, fmt.Errorf("batch: %w", err)
 	}
-	client, err := river.NewClient(riverpgxv5.New(store.Pool()), &river.Config{
+	client, err := river.NewClient(riverpgxv5.New(store.QueuePool()), &river.Config{
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
 		Workers:              workers,
 		JobTimeout:           cfg.RescueAfter * 2 / 3,

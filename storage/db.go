@@ -33,15 +33,18 @@ import (
 var migrations embed.FS
 
 // openPool connects to Postgres and checks that it answers.
-// Each statement is bounded by statementTimeout (see statementBound).
-func openPool(ctx context.Context, url string, maxConns int32, statementTimeout time.Duration) (*pgxpool.Pool, error) {
+// Each statement is bounded by statementTimeout (see statementBound) when
+// bounded is set; pings of idle connections always are.
+func openPool(ctx context.Context, url string, maxConns int32, statementTimeout time.Duration, bounded bool) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
-	cfg.ConnConfig.Tracer = statementBound{limit: statementTimeout}
-	cfg.PingTimeout = statementTimeout // within the acquire's bound, per ping
+	if bounded {
+		cfg.ConnConfig.Tracer = statementBound{limit: statementTimeout}
+	}
+	cfg.PingTimeout = statementTimeout
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}

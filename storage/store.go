@@ -42,11 +42,15 @@ type Config struct {
 // Store is the AgentFS state: a Postgres pool and an S3 bucket. It is safe
 // for concurrent use.
 type Store struct {
-	pool   *pgxpool.Pool
-	s3     *minio.Client
-	s3Long *minio.Client // for operations S3 answers only when done (copy, complete)
-	bucket string
-	cfg    Config
+	pool *pgxpool.Pool
+	// queuePool is the batch queue's (River's) own: River bounds its
+	// statements itself, and some of its maintenance (REINDEX CONCURRENTLY)
+	// must not be cut short by DBTimeout.
+	queuePool *pgxpool.Pool
+	s3        *minio.Client
+	s3Long    *minio.Client // for operations S3 answers only when done (copy, complete)
+	bucket    string
+	cfg       Config
 }
 
 // Open connects to Postgres and S3. It does not migrate; call Migrate.
@@ -79,11 +83,16 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	pool, err := openPool(ctx, cfg.DatabaseURL, cfg.MaxConns, cfg.DBTimeout)
+	pool, err := openPool(ctx, cfg.DatabaseURL, cfg.MaxConns, cfg.DBTimeout, true)
 	if err != nil {
 		return nil, err
 	}
-	return &Store{pool: pool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket, cfg: cfg}, nil
+	queuePool, err := openPool(ctx, cfg.DatabaseURL, 8, cfg.DBTimeout, false)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket, cfg: cfg}, nil
 }
 
 // newS3 is an S3 client that waits at most answerWait for S3 to start
@@ -132,7 +141,10 @@ func s3Transport(secure bool, limit, answerWait time.Duration) http.RoundTripper
 }
 
 // Close releases the database connections.
-func (s *Store) Close() { s.pool.Close() }
+func (s *Store) Close() {
+	s.pool.Close()
+	s.queuePool.Close()
+}
 
 // Migrate brings the schema up to date and creates the bucket if missing.
 // Several instances may call it at once.
@@ -173,3 +185,7 @@ func (s *Store) DeletedRetention() time.Duration { return s.cfg.DeletedRetention
 // Pool is the Postgres pool, for packages whose writes join this store's
 // transactions (idempotency records).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// QueuePool is the pool the batch queue's client runs on. Work that must
+// commit with AgentFS's own writes goes through Pool's transactions instead.
+func (s *Store) QueuePool() *pgxpool.Pool { return s.queuePool }
