@@ -43,9 +43,9 @@ type Config struct {
 // for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
-	// queuePool is the batch queue's (River's) own: River bounds its
-	// statements itself, and some of its maintenance (REINDEX CONCURRENTLY)
-	// must not be cut short by DBTimeout.
+	// queuePool is the batch queue's (River's) own: River puts its own
+	// timeouts on most of its statements, and some of its maintenance
+	// (REINDEX CONCURRENTLY) must not be cut short by DBTimeout.
 	queuePool *pgxpool.Pool
 	s3        *minio.Client
 	s3Long    *minio.Client // for operations S3 answers only when done (copy, complete)
