@@ -55,6 +55,7 @@ func (s *S3Server) Start() {
 	s.t.Helper()
 	s.cmd = exec.Command(s.bin, "--port", s.Endpoint, "--quiet", "posix", "--sidecar", s.sidecar, s.root)
 	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
+	s.cmd.SysProcAttr = dieWithParent()
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start versitygw: %v", err)
 	}
