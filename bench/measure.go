@@ -129,14 +129,7 @@ func (b *bench) upload(ctx context.Context) ([]row, error) {
 			}
 			return nil
 		}
-		first, second := agent, direct
-		if i%2 == 1 {
-			first, second = direct, agent
-		}
-		if err := first(); err != nil {
-			return nil, err
-		}
-		if err := second(); err != nil {
+		if err := alternate(i, agent, direct); err != nil {
 			return nil, err
 		}
 		logf("  upload %s run %d/%d: AgentFS %.0f MiB/s, direct %.0f MiB/s", fmtSize(size), i+1, c.uploadRuns, ar, dr)
@@ -224,14 +217,7 @@ func (b *bench) download(ctx context.Context) ([]row, error) {
 			directCPU.add(c0, b.cpuNow(), gib(size))
 			return nil
 		}
-		first, second := agent, direct
-		if i%2 == 1 {
-			first, second = direct, agent
-		}
-		if err := first(); err != nil {
-			return nil, err
-		}
-		if err := second(); err != nil {
+		if err := alternate(i, agent, direct); err != nil {
 			return nil, err
 		}
 		logf("  download %s run %d/%d: AgentFS %.0f MiB/s, direct %.0f MiB/s", fmtSize(size), i+1, c.uploadRuns, ar, dr)
@@ -357,15 +343,8 @@ func (b *bench) multipart(ctx context.Context) ([]row, error) {
 			return b.s3.RemoveObject(ctx, c.directBucket, key, minio.RemoveObjectOptions{})
 		}
 		// The server picks the part size, so AgentFS goes first in the
-		// first round; then the order alternates.
-		first, second := agent, direct
-		if i%2 == 1 {
-			first, second = direct, agent
-		}
-		if err := first(); err != nil {
-			return nil, err
-		}
-		if err := second(); err != nil {
+		// first round.
+		if err := alternate(i, agent, direct); err != nil {
 			return nil, err
 		}
 		logf("  multipart %s run %d/%d: AgentFS %.0f MiB/s, direct %.0f MiB/s", fmtSize(size), i+1, c.multipartRuns, ar, dr)
@@ -754,4 +733,18 @@ func (w tableWork) since(from tableWork, calls int64) string {
 	}
 	per := func(v int64) float64 { return float64(v) / float64(calls) }
 	return fmt.Sprintf("%.1f rows fetched, %.1f pages", per(w.rows-from.rows), per(w.pages-from.pages))
+}
+
+// alternate runs one round of a side-by-side measurement: AgentFS first in
+// even rounds, direct first in odd ones, so neither side always meets a
+// warm (or a busy) machine.
+func alternate(round int, agent, direct func() error) error {
+	first, second := agent, direct
+	if round%2 == 1 {
+		first, second = direct, agent
+	}
+	if err := first(); err != nil {
+		return err
+	}
+	return second()
 }
