@@ -77,6 +77,19 @@ type Attribution struct {
 	RunID   string
 }
 
+// Caller is who asks for a write and under which Idempotency-Key: what
+// every door (an HTTP route, a batch item, an MCP tool) hands the admission
+// core with the write itself.
+type Caller struct {
+	Subject string
+	// Key is the Idempotency-Key, "" for a write without one.
+	Key string
+	By  Attribution
+	// RequestID names the request that carries the write, for what the
+	// write records (events, the problems of batch items).
+	RequestID string
+}
+
 // Sentinel errors shared by storage and handlers; problem maps them to
 // statuses and codes.
 var (
@@ -103,6 +116,24 @@ func BodyError(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrBadBody, err)
+}
+
+// ConflictError says an Idempotency-Key was used for a different request.
+type ConflictError struct{ Key string }
+
+func (e *ConflictError) Error() string {
+	return "Idempotency-Key " + e.Key + " was used for a different request"
+}
+
+// InProgressError says the first request with an Idempotency-Key is still
+// running; RetryAfter is how long until it may have finished.
+type InProgressError struct {
+	Key        string
+	RetryAfter time.Duration
+}
+
+func (e *InProgressError) Error() string {
+	return "a request with Idempotency-Key " + e.Key + " is in progress"
 }
 
 // PathExistsError says a live file already holds the path.

@@ -29,6 +29,7 @@ type Batch struct {
 	Subject     string
 	Status      string
 	By          Attribution
+	RequestID   string // of the request that admitted it
 	Items       []BatchItem
 	CreatedAt   time.Time
 	StartedAt   *time.Time

@@ -49,6 +49,27 @@ type Upload struct {
 	Assembled   bool   // the S3 multipart upload was completed into BlobKey
 }
 
+// NewUpload is what a caller asks of a new upload session.
+type NewUpload struct {
+	Subject     string
+	Path        string
+	SizeBytes   int64
+	ContentType string
+	Replace     bool
+	SHA256      string
+	By          Attribution
+	PartSize    int64         // preferred; the plan may grow it
+	TTL         time.Duration // how long the session lives
+}
+
+// CompleteRequest overrides a session's if_exists and declared sha256, and
+// adds a precondition, at complete time.
+type CompleteRequest struct {
+	Replace *bool
+	SHA256  string
+	IfMatch string
+}
+
 // Part is one received part of an upload.
 type Part struct {
 	Number    int

@@ -1,9 +1,9 @@
-// Package batch runs batches: it stores them, queues them durably in
-// Postgres (River, with its tables migrated beside AgentFS's), and applies
-// their items in order in the background. Each item's effect and its status
-// commit in one transaction that applies the item only while it is still
-// pending, so a batch resumed after a crash, or held by two workers at once,
-// never applies an item twice.
+// Package batch runs batches: it queues them durably in Postgres (River,
+// with its tables migrated beside AgentFS's) and applies their items in
+// order in the background, each through the admission core, which commits
+// an item's effect with its status and only while the item is still
+// pending, so a batch resumed after a crash, or held by two workers at
+// once, never applies an item twice.
 package batch
 
 import (
@@ -15,11 +15,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/agentfs/agentfs"
-	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/admission"
 	"github.com/agentfs/agentfs/storage"
 )
 
@@ -32,7 +33,34 @@ type Args struct {
 // Kind names the job kind in the queue.
 func (Args) Kind() string { return "agentfs_batch" }
 
-// Config tunes the queue.
+// insertOpts keeps a batch's job alive however often a transient failure
+// sends it back: a batch ends only when every item did.
+var insertOpts = &river.InsertOpts{MaxAttempts: 100000}
+
+// Enqueuer puts batches on the queue in the transaction that creates them
+// (admission.Queue).
+type Enqueuer struct {
+	client *river.Client[pgx.Tx]
+}
+
+// NewEnqueuer returns an insert-only queue client on pool.
+func NewEnqueuer(pool *pgxpool.Pool, log *slog.Logger) (*Enqueuer, error) {
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("batch: queue client: %w", err)
+	}
+	return &Enqueuer{client: client}, nil
+}
+
+// Enqueue queues the batch in tx: it runs once tx commits, never otherwise.
+func (e *Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, batchID string) error {
+	if _, err := e.client.InsertTx(ctx, tx, Args{BatchID: batchID}, insertOpts); err != nil {
+		return storage.Translate(fmt.Errorf("queue batch: %w", err))
+	}
+	return nil
+}
+
+// Config tunes the runner.
 type Config struct {
 	// Workers is how many batches run at once on this instance.
 	Workers int
@@ -42,24 +70,21 @@ type Config struct {
 	// runs a batch in slices of two thirds of it and re-queues the rest at
 	// once: a long batch is never cut off, only continued.
 	RescueAfter time.Duration
-	// Render is the response a standalone upload would have returned for a
-	// file, recorded for item keys so either route replays the other.
-	Render func(f *agentfs.File, created bool) idempotency.Outcome
-	Log    *slog.Logger
+	Log         *slog.Logger
 }
 
-// Queue stores, queues and runs batches.
-type Queue struct {
+// Runner runs queued batches.
+type Runner struct {
 	store  *storage.Store
-	keys   *idempotency.Store
+	core   *admission.Core
 	cfg    Config
 	client *river.Client[pgx.Tx]
 }
 
-// New returns a queue; Start runs its workers.
-func New(store *storage.Store, keys *idempotency.Store, cfg Config) (*Queue, error) {
-	if store == nil || keys == nil || cfg.Render == nil || cfg.Log == nil {
-		return nil, errors.New("batch: store, keys, Render and Log are required")
+// NewRunner returns a runner whose items go through core; Start runs it.
+func NewRunner(store *storage.Store, core *admission.Core, cfg Config) (*Runner, error) {
+	if store == nil || core == nil || cfg.Log == nil {
+		return nil, errors.New("batch: store, core and Log are required")
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 2
@@ -67,9 +92,9 @@ func New(store *storage.Store, keys *idempotency.Store, cfg Config) (*Queue, err
 	if cfg.RescueAfter <= 0 {
 		cfg.RescueAfter = 30 * time.Second
 	}
-	q := &Queue{store: store, keys: keys, cfg: cfg}
+	r := &Runner{store: store, core: core, cfg: cfg}
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &worker{q: q}); err != nil {
+	if err := river.AddWorkerSafely(workers, &worker{r: r}); err != nil {
 		return nil, fmt.Errorf("batch: %w", err)
 	}
 	client, err := river.NewClient(riverpgxv5.New(store.QueuePool()), &river.Config{
@@ -82,39 +107,20 @@ func New(store *storage.Store, keys *idempotency.Store, cfg Config) (*Queue, err
 	if err != nil {
 		return nil, fmt.Errorf("batch: queue client: %w", err)
 	}
-	q.client = client
-	return q, nil
+	r.client = client
+	return r, nil
 }
 
 // Start runs the workers until Stop.
-func (q *Queue) Start(ctx context.Context) error { return q.client.Start(ctx) }
+func (r *Runner) Start(ctx context.Context) error { return r.client.Start(ctx) }
 
 // Stop lets running batches reach a safe point and stops the workers.
-func (q *Queue) Stop(ctx context.Context) error { return q.client.Stop(ctx) }
-
-// Create stores a batch and queues it in one transaction with hook (which
-// records the request's idempotency key).
-func (q *Queue) Create(ctx context.Context, b *agentfs.Batch, hook storage.BatchHook) (*agentfs.Batch, error) {
-	return q.store.CreateBatch(ctx, b, func(ctx context.Context, tx pgx.Tx, b *agentfs.Batch) error {
-		if _, err := q.client.InsertTx(ctx, tx, Args{BatchID: b.ID}, &river.InsertOpts{MaxAttempts: 100000}); err != nil {
-			return storage.Translate(fmt.Errorf("queue batch: %w", err))
-		}
-		if hook != nil {
-			return hook(ctx, tx, b)
-		}
-		return nil
-	})
-}
-
-// Batch returns the subject's batch with its items' outcomes.
-func (q *Queue) Batch(ctx context.Context, subject, id string) (*agentfs.Batch, error) {
-	return q.store.Batch(ctx, subject, id)
-}
+func (r *Runner) Stop(ctx context.Context) error { return r.client.Stop(ctx) }
 
 // worker runs batch jobs.
 type worker struct {
 	river.WorkerDefaults[Args]
-	q *Queue
+	r *Runner
 }
 
 // NextRetry backs off a batch that met a transient failure (storage down,
@@ -126,29 +132,22 @@ func (w *worker) NextRetry(job *river.Job[Args]) time.Time {
 }
 
 func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
-	return w.q.run(ctx, job.Args.BatchID)
+	return w.r.run(ctx, job.Args.BatchID)
 }
 
 // run applies a batch's pending items in order, then settles its state. A
 // session advisory lock (released if this process dies) keeps a second
 // worker, handed the job by a rescue, waiting while the first is alive.
-func (q *Queue) run(ctx context.Context, id string) error {
-	conn, err := q.store.Pool().Acquire(ctx)
+func (r *Runner) run(ctx context.Context, id string) error {
+	unlock, mine, err := r.store.LockBatch(ctx, id)
 	if err != nil {
-		return storage.Translate(err)
-	}
-	defer conn.Release()
-	var mine bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext('agentfs.batch.' || $1))`, id).Scan(&mine); err != nil {
-		return storage.Translate(err)
+		return err
 	}
 	if !mine {
 		return river.JobSnooze(10 * time.Second)
 	}
-	defer func() {
-		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext('agentfs.batch.' || $1))`, id)
-	}()
-	b, err := q.store.StartBatch(ctx, id)
+	defer unlock()
+	b, err := r.store.StartBatch(ctx, id)
 	if errors.Is(err, agentfs.ErrNotFound) {
 		return nil // purged
 	}
@@ -159,13 +158,13 @@ func (q *Queue) run(ctx context.Context, id string) error {
 		if it.Status != agentfs.ItemPending {
 			continue
 		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < q.cfg.RescueAfter/6 {
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < r.cfg.RescueAfter/6 {
 			return river.JobSnooze(0) // this slice is over; continue at once
 		}
-		if err := q.apply(ctx, b, it); err != nil {
-			q.cfg.Log.WarnContext(ctx, "batch item will be retried", "batch_id", b.ID, "index", it.Index, "err", err)
+		if err := r.core.RunItem(ctx, b, it); err != nil {
+			r.cfg.Log.WarnContext(ctx, "batch item will be retried", "batch_id", b.ID, "index", it.Index, "err", err)
 			return err
 		}
 	}
-	return q.store.FinishBatch(ctx, id)
+	return r.store.FinishBatch(ctx, id)
 }

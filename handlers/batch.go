@@ -1,29 +1,19 @@
 package handlers
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
-	"github.com/agentfs/agentfs/storage"
 )
-
-// Batches stores, queues and shows batches.
-type Batches interface {
-	Create(ctx context.Context, b *agentfs.Batch, hook storage.BatchHook) (*agentfs.Batch, error)
-	Batch(ctx context.Context, subject, id string) (*agentfs.Batch, error)
-}
 
 // maxBatchWait bounds ?wait on POST /v1/batch.
 const maxBatchWait = 30
@@ -58,35 +48,12 @@ func (a *API) createBatch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	b := &agentfs.Batch{Subject: principal(c).Subject, By: attributionOf(c)}
+	b := &agentfs.Batch{}
 	if b.Items, err = a.batchItems(body.Operations); err != nil {
 		return err
 	}
-	content, err := idempotency.JSONContentHash(raw)
-	if err != nil {
-		return problem.Invalid("body", "malformed JSON")
-	}
-	ctx := c.Request().Context()
-	return a.perform(c, write{
-		request: idempotency.Request{Operation: "batch", MediaType: "application/json", By: b.By},
-		content: func() ([]byte, error) { return content, nil },
-		run: func(rec record) (out idempotency.Outcome, err error) {
-			created, err := a.deps.Batches.Create(ctx, b, func(ctx context.Context, tx pgx.Tx, b *agentfs.Batch) error {
-				out = a.batchOutcome(ctx, b, http.StatusAccepted)
-				if rec == nil {
-					return nil
-				}
-				return rec(ctx, tx, content, out)
-			})
-			if err == nil && wait > 0 {
-				return a.awaitBatch(ctx, created.Subject, created.ID, wait, http.StatusAccepted)
-			}
-			return out, err
-		},
-		current: func(rec *idempotency.Record) (idempotency.Outcome, error) {
-			return a.awaitBatch(ctx, b.Subject, rec.Outcome.Resource.ID, wait, http.StatusOK)
-		},
-	})
+	res, err := a.deps.Writes.CreateBatch(c.Request().Context(), caller(c), b, raw, wait)
+	return writeResult(c, res, err)
 }
 
 func parseWait(v string) (time.Duration, error) {
@@ -220,112 +187,8 @@ func putItemFields(op batchOp, maxContent int64, bad func(f, m string)) (content
 	return content, ct, key
 }
 
-// awaitBatch waits up to wait for the batch to end, then shows it.
-func (a *API) awaitBatch(ctx context.Context, subject, id string, wait time.Duration, status int) (idempotency.Outcome, error) {
-	deadline := time.Now().Add(wait)
-	for {
-		b, err := a.deps.Batches.Batch(ctx, subject, id)
-		if err != nil {
-			return idempotency.Outcome{}, err
-		}
-		if b.Terminal() || !time.Now().Before(deadline) {
-			return a.batchOutcome(ctx, b, status), nil
-		}
-		select {
-		case <-ctx.Done():
-			return idempotency.Outcome{}, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // getBatch is GET /v1/batch/{id}.
 func (a *API) getBatch(c echo.Context) error {
-	out, err := a.awaitBatch(c.Request().Context(), principal(c).Subject, c.Param("id"), 0, http.StatusOK)
-	if err != nil {
-		return err
-	}
-	return writeOutcome(c, out)
-}
-
-// batchOutcome shows a batch: 202 with Location when just admitted.
-func (a *API) batchOutcome(ctx context.Context, b *agentfs.Batch, status int) idempotency.Outcome {
-	body, _ := json.Marshal(a.batchJSON(ctx, b))
-	out := idempotency.Outcome{Status: status, Header: map[string]string{}, Body: append(body, '\n'),
-		Resource: idempotency.Resource{Object: "batch", ID: b.ID}}
-	if status == http.StatusAccepted {
-		out.Header[echo.HeaderLocation] = "/v1/batch/" + b.ID
-	}
-	return out
-}
-
-type batchJSONT struct {
-	ID     string `json:"id"`
-	Object string `json:"object"`
-	Status string `json:"status"`
-	Counts struct {
-		Total     int `json:"total"`
-		Succeeded int `json:"succeeded"`
-		Failed    int `json:"failed"`
-		Pending   int `json:"pending"`
-	} `json:"counts"`
-	Items       []batchItemJSON `json:"items"`
-	CreatedAt   time.Time       `json:"created_at"`
-	StartedAt   *time.Time      `json:"started_at"`
-	CompletedAt *time.Time      `json:"completed_at"`
-}
-
-type batchItemJSON struct {
-	Index    int             `json:"index"`
-	Op       string          `json:"op"`
-	Path     *string         `json:"path"`
-	Status   string          `json:"status"`
-	Replayed bool            `json:"replayed"`
-	File     *fileJSON       `json:"file"`
-	Error    json.RawMessage `json:"error"`
-}
-
-func (a *API) batchJSON(ctx context.Context, b *agentfs.Batch) batchJSONT {
-	out := batchJSONT{ID: b.ID, Object: "batch", Status: b.Status, Items: make([]batchItemJSON, 0, len(b.Items)),
-		CreatedAt: b.CreatedAt.UTC(), StartedAt: utc(b.StartedAt), CompletedAt: utc(b.CompletedAt)}
-	out.Counts.Total = len(b.Items)
-	out.Counts.Succeeded, out.Counts.Failed, out.Counts.Pending = b.Counts()
-	files := a.resultFiles(ctx, b)
-	for _, it := range b.Items {
-		j := batchItemJSON{Index: it.Index, Op: it.Op, Path: nullable(it.Path), Status: it.Status,
-			Replayed: it.Replayed, Error: json.RawMessage("null")}
-		if f := files[it.ResultID]; f != nil {
-			fj := a.fileJSON(f)
-			j.File = &fj
-		}
-		if len(it.Error) > 0 {
-			j.Error = it.Error
-		}
-		out.Items = append(out.Items, j)
-	}
-	return out
-}
-
-// resultFiles loads the files the batch's items left, by id. A file that
-// cannot be loaded now is shown as null; the item's status still says
-// what happened.
-func (a *API) resultFiles(ctx context.Context, b *agentfs.Batch) map[string]*agentfs.File {
-	var ids []string
-	for _, it := range b.Items {
-		if it.ResultID != "" {
-			ids = append(ids, it.ResultID)
-		}
-	}
-	out := map[string]*agentfs.File{}
-	if len(ids) == 0 {
-		return out
-	}
-	files, err := a.deps.Files.Files(ctx, b.Subject, ids)
-	if err != nil {
-		a.deps.Log.WarnContext(ctx, "load batch result files", "batch_id", b.ID, "err", err)
-	}
-	for _, f := range files {
-		out[f.ID] = f
-	}
-	return out
+	out, err := a.deps.Writes.CurrentBatch(c.Request().Context(), caller(c), c.Param("id"))
+	return writeResult(c, idempotency.Result{Outcome: out}, err)
 }

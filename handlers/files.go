@@ -12,9 +12,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/agentfs/agentfs"
-	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/problem"
-	"github.com/agentfs/agentfs/storage"
 )
 
 // createFile is POST /v1/files: a raw body, or multipart/form-data whose
@@ -24,31 +23,8 @@ func (a *API) createFile(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var read []byte // the content's SHA-256 once PutFile has read it
-	return a.perform(c, write{
-		request: idempotency.PutRequest(put),
-		run: func(rec record) (out idempotency.Outcome, err error) {
-			var hook storage.CommitHook // without a key, the put commits alone: fewer round trips
-			if rec != nil {
-				hook = a.fileHook(rec, &out, fileContent)
-			}
-			res, err := a.deps.Files.PutFile(c.Request().Context(), put, body, hook)
-			read = res.ContentSHA256
-			if err == nil && rec == nil {
-				out = a.fileOutcome(res.File, res.Created)
-			}
-			return out, err
-		},
-		content: func() ([]byte, error) {
-			switch {
-			case put.Digest != nil: // stands for the content: answered before the body is read
-				return put.Digest, nil
-			case read != nil:
-				return read, nil
-			}
-			return hashBody(body, put.MaxBytes)
-		},
-	})
+	res, err := a.deps.Writes.Put(c.Request().Context(), caller(c), put, body)
+	return writeResult(c, res, err)
 }
 
 // bindPut reads everything about an upload but its content, which it
@@ -183,7 +159,7 @@ func (a *API) listFiles(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := fileListJSON{Data: make([]fileJSON, 0, min(len(files), limit))}
+	out := api.FileList{Data: make([]api.File, 0, min(len(files), limit))}
 	if len(files) > limit {
 		files, out.HasMore = files[:limit], true
 		last := files[limit-1]
@@ -191,7 +167,7 @@ func (a *API) listFiles(c echo.Context) error {
 		out.NextCursor = &next
 	}
 	for _, f := range files {
-		out.Data = append(out.Data, a.fileJSON(f))
+		out.Data = append(out.Data, api.NewFile(a.deps.PublicURL, f))
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -263,36 +239,20 @@ func (a *API) getFile(c echo.Context) error {
 	if inm := c.Request().Header.Get("If-None-Match"); inm != "" && agentfs.ETagMatches(inm, f.ETag()) {
 		return c.NoContent(http.StatusNotModified)
 	}
-	return c.JSON(http.StatusOK, a.fileJSON(f))
+	return c.JSON(http.StatusOK, api.NewFile(a.deps.PublicURL, f))
 }
 
 // deleteFile is DELETE /v1/files/{id}: a soft delete, safe to repeat.
 func (a *API) deleteFile(c echo.Context) error {
-	id, ifMatch := c.Param("id"), strings.TrimSpace(c.Request().Header.Get("If-Match"))
-	return a.perform(c, write{
-		request: idempotency.Request{Operation: "delete", Target: id,
-			Params: map[string]string{"if_match": ifMatch}, By: attributionOf(c)},
-		run: func(rec record) (out idempotency.Outcome, err error) {
-			_, err = a.deps.Files.DeleteFile(c.Request().Context(), principal(c).Subject, id, ifMatch,
-				a.fileHook(rec, &out, noFileContent))
-			return out, err
-		},
-		content: noContent,
-	})
+	ifMatch := strings.TrimSpace(c.Request().Header.Get("If-Match"))
+	res, err := a.deps.Writes.Delete(c.Request().Context(), caller(c), c.Param("id"), ifMatch)
+	return writeResult(c, res, err)
 }
 
 // restoreFile is POST /v1/files/{id}/restore: undo a delete, safe to repeat.
 func (a *API) restoreFile(c echo.Context) error {
-	id := c.Param("id")
-	return a.perform(c, write{
-		request: idempotency.Request{Operation: "restore", Target: id, By: attributionOf(c)},
-		run: func(rec record) (out idempotency.Outcome, err error) {
-			_, err = a.deps.Files.RestoreFile(c.Request().Context(), principal(c).Subject, id,
-				a.fileHook(rec, &out, noFileContent))
-			return out, err
-		},
-		content: noContent,
-	})
+	res, err := a.deps.Writes.Restore(c.Request().Context(), caller(c), c.Param("id"))
+	return writeResult(c, res, err)
 }
 
 func headerProblem(name string, err error) *problem.Problem {

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"golang.org/x/time/rate"
 
+	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
 )
 
@@ -89,7 +90,7 @@ func (a *API) limitBytes(next echo.HandlerFunc) echo.HandlerFunc {
 		body := &countingBody{ReadCloser: req.Body}
 		replaceBody(c, body)
 		err = next(c)
-		if st := c.Response().Status; err == nil && st < 300 && body.n > 0 && c.Response().Header().Get(replayHeader) == "" {
+		if st := c.Response().Status; err == nil && st < 300 && body.n > 0 && c.Response().Header().Get(idempotency.ReplayHeader) == "" {
 			if qerr := a.deps.Quota.AddQuota(context.WithoutCancel(req.Context()), subject, start, body.n); qerr != nil {
 				a.deps.Log.WarnContext(req.Context(), "count quota", "err", qerr)
 			}
@@ -105,7 +106,7 @@ func (a *API) replayable(c echo.Context) bool {
 	if key == "" {
 		return false
 	}
-	rec, err := a.deps.Keys.Operation(c.Request().Context(), principal(c).Subject, key)
+	rec, err := a.deps.Writes.Operation(c.Request().Context(), principal(c).Subject, key)
 	return err == nil && rec.Completed
 }
 

@@ -181,6 +181,13 @@ func attributionOf(c echo.Context) agentfs.Attribution {
 	return by
 }
 
+// caller is who asks for the request's write, under which key.
+func caller(c echo.Context) agentfs.Caller {
+	key, _ := c.Get(keyKey).(string)
+	return agentfs.Caller{Subject: principal(c).Subject, Key: key, By: attributionOf(c),
+		RequestID: c.Response().Header().Get(problem.RequestIDHeader)}
+}
+
 // bodyIdle fails a request whose body stops arriving for longer than the
 // idle limit (408, connection closed), so a stalled client cannot hold a
 // claim, a connection and an S3 upload open. Each read extends the

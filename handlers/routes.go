@@ -1,6 +1,8 @@
-// Package handlers is the HTTP face of AgentFS: Echo routes that bind and
-// validate a request, make one call into the store, and write one response.
-// Errors are returned, never written: package problem answers them.
+// Package handlers is the HTTP door of AgentFS: Echo routes that bind and
+// validate a request, make one call (a write into the admission core, a
+// read into the store), and write one response. Errors are returned, never
+// written: package problem answers them. This file lists every route and
+// its middleware on one screen.
 package handlers
 
 import (
@@ -18,25 +20,31 @@ import (
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
-	"github.com/agentfs/agentfs/storage"
 )
 
-// Files is the file store the handlers use.
-// Writes take a hook that runs in their committing transaction; keyed
-// writes record their idempotency outcome there.
+// Files reads files: metadata, listings and bytes. Writes go through
+// Writes.
 type Files interface {
-	PutFile(ctx context.Context, put agentfs.Put, body io.Reader, hook storage.CommitHook) (storage.PutResult, error)
 	File(ctx context.Context, subject, id string) (*agentfs.File, error)
 	ListFiles(ctx context.Context, subject string, filter agentfs.FileFilter) ([]*agentfs.File, error)
-	DeleteFile(ctx context.Context, subject, id, ifMatch string, hook storage.CommitHook) (*agentfs.File, error)
-	RestoreFile(ctx context.Context, subject, id string, hook storage.CommitHook) (*agentfs.File, error)
-	Files(ctx context.Context, subject string, ids []string) ([]*agentfs.File, error)
 	OpenBlob(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
 }
 
-// Keys is the idempotency store: claims, recorded outcomes, operations.
-type Keys interface {
-	Begin(ctx context.Context, subject, key, method, route string, request []byte) (*idempotency.Claim, *idempotency.Record, error)
+// Writes is the admission core (package admission): every write the API
+// serves goes through it, so a route only binds its input, calls one
+// method and answers with the Result. It also shows the resources whose
+// rendering a replay shares (sessions, batches) and what a key holds.
+type Writes interface {
+	Put(ctx context.Context, who agentfs.Caller, put agentfs.Put, body io.Reader) (idempotency.Result, error)
+	Delete(ctx context.Context, who agentfs.Caller, id, ifMatch string) (idempotency.Result, error)
+	Restore(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
+	CreateUpload(ctx context.Context, who agentfs.Caller, req agentfs.NewUpload) (idempotency.Result, error)
+	PutPart(ctx context.Context, who agentfs.Caller, id string, n int, body io.Reader, size int64, digest []byte) (idempotency.Result, error)
+	CompleteUpload(ctx context.Context, who agentfs.Caller, id string, req agentfs.CompleteRequest) (idempotency.Result, error)
+	AbortUpload(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
+	CreateBatch(ctx context.Context, who agentfs.Caller, b *agentfs.Batch, raw []byte, wait time.Duration) (idempotency.Result, error)
+	CurrentUpload(ctx context.Context, who agentfs.Caller, id string) (idempotency.Outcome, error)
+	CurrentBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Outcome, error)
 	Operation(ctx context.Context, subject, key string) (*idempotency.Record, error)
 }
 
@@ -80,9 +88,7 @@ type Limits struct {
 // Deps are what the API needs; New rejects missing ones.
 type Deps struct {
 	Files     Files
-	Uploads   Uploads
-	Batches   Batches
-	Keys      Keys
+	Writes    Writes
 	Quota     Quota
 	Tokens    Tokens
 	Health    Pinger
@@ -91,9 +97,6 @@ type Deps struct {
 	Limits    Limits
 	// Registry receives the HTTP metrics and is served at /metrics.
 	Registry *prometheus.Registry
-	// AfterCommit, when set, runs after a keyed write committed and before
-	// its response is sent. Fault-injection tests use it to crash there.
-	AfterCommit func()
 }
 
 // API is the AgentFS HTTP handler.
@@ -106,8 +109,8 @@ type API struct {
 // New builds the API and its routes.
 func New(d Deps) (*API, error) {
 	switch {
-	case d.Files == nil, d.Uploads == nil, d.Batches == nil, d.Keys == nil, d.Tokens == nil, d.Health == nil, d.Quota == nil:
-		return nil, errors.New("handlers: Files, Uploads, Batches, Keys, Quota, Tokens and Health are required")
+	case d.Files == nil, d.Writes == nil, d.Tokens == nil, d.Health == nil, d.Quota == nil:
+		return nil, errors.New("handlers: Files, Writes, Quota, Tokens and Health are required")
 	case d.Limits.QuotaBytes > 0 && d.Limits.QuotaWindow <= 0:
 		return nil, errors.New("handlers: a byte quota needs a positive QuotaWindow")
 	case d.Limits.BatchMaxItems <= 0, d.Limits.BatchMaxBytes <= 0, d.Limits.BatchMaxItemBytes <= 0:

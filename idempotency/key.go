@@ -1,5 +1,7 @@
 // Package idempotency holds the rules of the Idempotency-Key header: which
-// keys are valid and how a request is recognised when it is repeated.
+// keys are valid, how a request is recognised when it is repeated, and what
+// a key records. It is pure: the claims live in Postgres (storage/keys.go)
+// and the admission core (package admission) runs writes under them.
 package idempotency
 
 import (

@@ -45,12 +45,26 @@ type Kind struct {
 	Title       string `json:"title"`
 	Retryable   bool   `json:"retryable"`
 	Description string `json:"description"`
+	// Recorded says whether a keyed write that ends in this problem keeps
+	// it under its Idempotency-Key (it was decided against stored state, so
+	// repeating the request answers the same) or releases the key (it may
+	// pass when repeated). DESIGN §6.
+	Recorded bool `json:"-"`
 }
 
 var catalog = map[string]Kind{}
 
+// entry is a line of the catalog as written below.
+type entry struct {
+	Code        string
+	Status      int
+	Title       string
+	Retryable   bool
+	Description string
+}
+
 func init() {
-	for _, k := range []Kind{
+	for _, k := range []entry{
 		{InvalidRequest, 400, "Invalid request", false, "The request could not be parsed: malformed JSON or multipart, a non-numeric number, an unreadable cursor. Fix the request; repeating it unchanged fails the same way."},
 		{InvalidHeader, 400, "Invalid header", false, "A header has a value outside its syntax, e.g. X-Agent-ID or X-Run-ID outside 1-128 characters of A-Z a-z 0-9 . _ : / = + @ - starting with a letter or digit, or a malformed Content-Digest or Range."},
 		{InvalidIdempotencyKey, 400, "Invalid Idempotency-Key", false, "Idempotency-Key must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$ (a quoted structured-field string is accepted)."},
@@ -82,9 +96,23 @@ func init() {
 		{Internal, 500, "Internal error", true, "The server failed unexpectedly. Retry with backoff; quote request_id when reporting it."},
 		{StorageUnavailable, 503, "Storage unavailable", true, "Postgres or the object store is unreachable or too slow. Nothing half-written is visible; retry after Retry-After seconds."},
 	} {
-		catalog[k.Code] = k
+		catalog[k.Code] = Kind{Code: k.Code, Status: k.Status, Title: k.Title, Retryable: k.Retryable,
+			Description: k.Description, Recorded: recorded[k.Code]}
 	}
 }
+
+// recorded lists the outcomes a keyed write keeps under its key (DESIGN §6:
+// 404, 409, 412, 451 and the 422s decided against stored state). Every other
+// failure releases the key; OPERATION_IN_PROGRESS and IDEMPOTENCY_CONFLICT
+// never run the write at all.
+var recorded = map[string]bool{
+	NotFound: true, PathExists: true, UploadCompleted: true, UploadAborted: true, UploadExpired: true,
+	PreconditionFailed: true, SizeMismatch: true, PartsMissing: true, ContentBlocked: true,
+}
+
+// Recorded reports whether a keyed write that ended in p keeps p under its
+// key (see Kind.Recorded).
+func Recorded(p *Problem) bool { return catalog[p.Code].Recorded }
 
 // Lookup returns the description of code.
 func Lookup(code string) (Kind, bool) {

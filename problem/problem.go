@@ -9,7 +9,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -105,10 +107,17 @@ func From(err error) (p *Problem, unexpected bool) {
 		tooBig  *http.MaxBytesError
 		state   *agentfs.UploadStateError
 		missing *agentfs.PartsMissingError
+		reused  *agentfs.ConflictError
+		busy    *agentfs.InProgressError
 	)
 	switch {
 	case errors.As(err, &pe):
 		return pe, false
+	case errors.As(err, &reused):
+		return New(IdempotencyConflict, "Idempotency-Key "+strconv.Quote(reused.Key)+
+			" was used for a different request; use a new key for a new request"), false
+	case errors.As(err, &busy):
+		return inProgress(busy), false
 	case errors.As(err, &exists):
 		p := New(PathExists, "a live file already holds path "+strconv.Quote(exists.Path))
 		p.ExistingFileID = exists.ExistingFileID
@@ -153,6 +162,16 @@ func From(err error) (p *Problem, unexpected bool) {
 		return New(RequestTimeout, "the request was cancelled before it completed"), false
 	}
 	return New(Internal, "an internal error occurred"), true
+}
+
+// maxInProgressWait caps the Retry-After of OPERATION_IN_PROGRESS: the
+// first request may finish any moment, well before its lease would lapse.
+const maxInProgressWait = 5 * time.Second
+
+func inProgress(e *agentfs.InProgressError) *Problem {
+	p := New(OperationInProgress, "a request with this Idempotency-Key is still running; retry the same key later")
+	p.RetryAfter = max(1, int(min(e.RetryAfter, maxInProgressWait).Seconds()))
+	return p.WithHeader("Link", "</v1/operations/"+url.PathEscape(e.Key)+`>; rel="monitor"`)
 }
 
 func uploadState(status string) *Problem {
@@ -213,6 +232,13 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		}
 		Write(c, p)
 	}
+}
+
+// Encode is the problem as JSON, as it is stored to be shown later (the
+// error of a batch item, a recorded outcome).
+func Encode(p *Problem) []byte {
+	b, _ := json.Marshal(p)
+	return b
 }
 
 // Write sends p as the response.

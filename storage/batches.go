@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/minio/minio-go/v7"
@@ -11,60 +12,47 @@ import (
 	"github.com/agentfs/agentfs"
 )
 
-// BatchHook runs at the end of the transaction that creates a batch (to
-// record its idempotency key and enqueue it, so all three commit together).
-type BatchHook = func(ctx context.Context, tx pgx.Tx, b *agentfs.Batch) error
-
 // ErrItemDone says a batch item is no longer pending: another worker
 // applied it, so this attempt must not.
 var ErrItemDone = errors.New("batch item is no longer pending")
 
-const batchColumns = `id, subject, status, coalesce(agent_id, ''), coalesce(run_id, ''), created_at, started_at, completed_at`
+const batchColumns = `id, subject, status, coalesce(agent_id, ''), coalesce(run_id, ''), coalesce(request_id, ''),
+	created_at, started_at, completed_at`
 
 func scanBatch(row pgx.Row) (*agentfs.Batch, error) {
 	var b agentfs.Batch
-	if err := row.Scan(&b.ID, &b.Subject, &b.Status, &b.By.AgentID, &b.By.RunID, &b.CreatedAt, &b.StartedAt, &b.CompletedAt); err != nil {
+	if err := row.Scan(&b.ID, &b.Subject, &b.Status, &b.By.AgentID, &b.By.RunID, &b.RequestID,
+		&b.CreatedAt, &b.StartedAt, &b.CompletedAt); err != nil {
 		return nil, Translate(err)
 	}
 	return &b, nil
 }
 
-// CreateBatch stores a batch and its items (content included) as queued,
-// and runs hook in the same transaction.
-func (s *Store) CreateBatch(ctx context.Context, b *agentfs.Batch, hook BatchHook) (*agentfs.Batch, error) {
-	var out *agentfs.Batch
-	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		out, err = scanBatch(tx.QueryRow(ctx, `INSERT INTO batches (id, subject, status, agent_id, run_id)
-			VALUES ($1, $2, 'queued', nullif($3, ''), nullif($4, '')) RETURNING `+batchColumns,
-			NewID("batch"), b.Subject, b.By.AgentID, b.By.RunID))
-		if err != nil {
-			return err
-		}
-		rows := make([][]any, len(b.Items))
-		for i, it := range b.Items {
-			rows[i] = []any{out.ID, i, it.Op, it.Path, it.FileID, it.Content, it.ContentType, it.Replace, it.Key}
-		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"batch_items"},
-			[]string{"batch_id", "idx", "op", "path", "file_id", "content", "content_type", "replace", "item_key"},
-			pgx.CopyFromRows(rows)); err != nil {
-			return Translate(fmt.Errorf("store batch items: %w", err))
-		}
-		if err := s.loadItems(ctx, tx, out); err != nil {
-			return err
-		}
-		if hook != nil {
-			return hook(ctx, tx, out)
-		}
-		return nil
-	})
+// CreateBatchTx stores a batch and its items (content included) as queued
+// in tx, and returns it as stored.
+func (s *Store) CreateBatchTx(ctx context.Context, tx pgx.Tx, b *agentfs.Batch) (*agentfs.Batch, error) {
+	out, err := scanBatch(tx.QueryRow(ctx, `INSERT INTO batches (id, subject, status, agent_id, run_id, request_id)
+		VALUES ($1, $2, 'queued', nullif($3, ''), nullif($4, ''), nullif($5, '')) RETURNING `+batchColumns,
+		NewID("batch"), b.Subject, b.By.AgentID, b.By.RunID, b.RequestID))
 	if err != nil {
+		return nil, fmt.Errorf("create batch: %w", err)
+	}
+	rows := make([][]any, len(b.Items))
+	for i, it := range b.Items {
+		rows[i] = []any{out.ID, i, it.Op, it.Path, it.FileID, it.Content, it.ContentType, it.Replace, it.Key}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"batch_items"},
+		[]string{"batch_id", "idx", "op", "path", "file_id", "content", "content_type", "replace", "item_key"},
+		pgx.CopyFromRows(rows)); err != nil {
+		return nil, Translate(fmt.Errorf("store batch items: %w", err))
+	}
+	if err := s.loadItems(ctx, tx, out); err != nil {
 		return nil, fmt.Errorf("create batch: %w", err)
 	}
 	return out, nil
 }
 
-func (s *Store) loadItems(ctx context.Context, q querier2, b *agentfs.Batch) error {
+func (s *Store) loadItems(ctx context.Context, q querier, b *agentfs.Batch) error {
 	rows, err := q.Query(ctx, `SELECT idx, op, path, file_id, content_type, replace, item_key, status, replayed,
 			coalesce(result_id, ''), coalesce(error, ''::bytea)
 		FROM batch_items WHERE batch_id = $1 ORDER BY idx`, b.ID)
@@ -80,12 +68,6 @@ func (s *Store) loadItems(ctx context.Context, q querier2, b *agentfs.Batch) err
 	return Translate(err)
 }
 
-// querier2 runs queries on a pool or a transaction.
-type querier2 interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // Batch returns the subject's batch with every item's outcome.
 func (s *Store) Batch(ctx context.Context, subject, id string) (*agentfs.Batch, error) {
 	if err := checkID(id); err != nil {
@@ -99,6 +81,42 @@ func (s *Store) Batch(ctx context.Context, subject, id string) (*agentfs.Batch, 
 		return nil, fmt.Errorf("get batch: %w", err)
 	}
 	return b, nil
+}
+
+// AwaitBatch returns the subject's batch once it is terminal, or as it is
+// when wait has passed.
+func (s *Store) AwaitBatch(ctx context.Context, subject, id string, wait time.Duration) (*agentfs.Batch, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		b, err := s.Batch(ctx, subject, id)
+		if err != nil || b.Terminal() || !time.Now().Before(deadline) {
+			return b, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// BatchFiles loads the files a batch's items left, by id.
+func (s *Store) BatchFiles(ctx context.Context, b *agentfs.Batch) (map[string]*agentfs.File, error) {
+	var ids []string
+	for _, it := range b.Items {
+		if it.ResultID != "" {
+			ids = append(ids, it.ResultID)
+		}
+	}
+	out := map[string]*agentfs.File{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	files, err := s.Files(ctx, b.Subject, ids)
+	for _, f := range files {
+		out[f.ID] = f
+	}
+	return out, err
 }
 
 // Files returns the subject's files with these ids (for showing batch
@@ -118,6 +136,28 @@ func (s *Store) Files(ctx context.Context, subject string, ids []string) ([]*age
 		out = append(out, f)
 	}
 	return out, Translate(rows.Err())
+}
+
+// LockBatch takes the session advisory lock that lets one worker at a
+// time run the batch (released with the connection if the process dies).
+// mine is false when another worker holds it; unlock releases it.
+func (s *Store) LockBatch(ctx context.Context, id string) (unlock func(), mine bool, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, Translate(err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext('agentfs.batch.' || $1))`, id).Scan(&mine); err != nil {
+		conn.Release()
+		return nil, false, Translate(err)
+	}
+	if !mine {
+		conn.Release()
+		return nil, false, nil
+	}
+	return func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext('agentfs.batch.' || $1))`, id)
+		conn.Release()
+	}, true, nil
 }
 
 // StartBatch marks a batch running (it may already be, when a worker
@@ -169,7 +209,7 @@ func MarkItemTx(ctx context.Context, tx pgx.Tx, batchID string, idx int, out Ite
 
 // MarkItem records the outcome of an item that had no effect.
 func (s *Store) MarkItem(ctx context.Context, batchID string, idx int, out ItemOutcome) error {
-	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error { return MarkItemTx(ctx, tx, batchID, idx, out) })
+	err := s.WithTx(ctx, func(tx pgx.Tx) error { return MarkItemTx(ctx, tx, batchID, idx, out) })
 	if errors.Is(err, ErrItemDone) {
 		return nil
 	}
@@ -189,26 +229,27 @@ func (s *Store) FinishBatch(ctx context.Context, id string) error {
 	return Translate(err)
 }
 
-// CopyFile makes a new file (or replaces one) at put.Path with the content
-// of the subject's live file srcID, copied inside S3 into a new blob.
-func (s *Store) CopyFile(ctx context.Context, srcID string, put agentfs.Put, hook CommitHook) (*agentfs.File, bool, error) {
+// PrepareCopy prepares a put at put.Path with the content of the subject's
+// live file srcID, copied inside S3 into a new blob; commit it like any
+// pending put.
+func (s *Store) PrepareCopy(ctx context.Context, srcID string, put agentfs.Put) (*PendingPut, error) {
 	src, err := s.File(ctx, put.Subject, srcID)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if !src.Live() {
-		return nil, false, agentfs.ErrNotFound
+		return nil, agentfs.ErrNotFound
 	}
 	if src.Blocked {
-		return nil, false, &agentfs.BlockedError{FileID: src.ID, Reason: src.BlockReason}
+		return nil, &agentfs.BlockedError{FileID: src.ID, Reason: src.BlockReason}
 	}
 	put.ContentType = src.ContentType
 	live, err := s.liveFile(ctx, s.pool, put.Subject, put.Path)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if err := put.CheckAgainst(live); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	b := &writtenBlob{key: "blobs/" + NewID("blob")[len("blob_"):], size: src.SizeBytes, sha256: src.SHA256,
 		tags: blobTags(fileIDFor(live), put.By)}
@@ -216,11 +257,7 @@ func (s *Store) CopyFile(ctx context.Context, srcID string, put agentfs.Put, hoo
 		minio.CopyDestOptions{Bucket: s.bucket, Object: b.key, UserTags: b.tags, ReplaceTags: true},
 		minio.CopySrcOptions{Bucket: s.bucket, Object: src.BlobKey})
 	if err != nil {
-		return nil, false, translateS3(fmt.Errorf("copy blob: %w", err))
+		return nil, translateS3(fmt.Errorf("copy blob: %w", err))
 	}
-	f, created, used, err := s.commitPut(ctx, put, live, b.tags["file-id"], b, hook)
-	if !used {
-		s.removeBlob(ctx, b.key)
-	}
-	return f, created, err
+	return &PendingPut{store: s, put: put, seen: live, fileID: b.tags["file-id"], blob: b}, nil
 }

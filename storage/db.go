@@ -1,7 +1,9 @@
 // Package storage keeps AgentFS's state: metadata in Postgres (pgx) and file
 // bytes in an S3-compatible object store (minio-go). It is the only package
-// that speaks either protocol; everything it returns is in the vocabulary of
-// package agentfs.
+// that speaks S3 and the only one that writes SQL; everything it returns is
+// in the vocabulary of package agentfs. Writes that must commit together
+// take the caller's transaction (the helpers named …Tx, and the Apply of a
+// pending write); the admission core owns that transaction.
 package storage
 
 import (
@@ -141,9 +143,30 @@ func applyMigration(ctx context.Context, conn *pgx.Conn, name string) error {
 	})
 }
 
-// WithTx runs fn in a transaction and commits it when fn returns nil. The
+// WithTx runs fn in a transaction of the store's pool and commits it when
+// fn returns nil. The caller owns the transaction and hands it down to the
+// helpers that write in it (those named …Tx), so everything they write
+// commits together or not at all.
+func (s *Store) WithTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return withTx(ctx, s.pool, fn)
+}
+
+// WithTxRetry is WithTx run again, up to 3 more times, when the transaction
+// lost a race that deciding again resolves: a concurrent write took a live
+// path between the decision and the insert, so the next attempt sees that
+// file and decides against it.
+func (s *Store) WithTxRetry(ctx context.Context, fn func(pgx.Tx) error) error {
+	for attempt := 0; ; attempt++ {
+		err := withTx(ctx, s.pool, fn)
+		if !uniqueViolation(err, "files_live_path") || attempt == 3 {
+			return err
+		}
+	}
+}
+
+// withTx runs fn in a transaction and commits it when fn returns nil. The
 // rollback on failure survives a cancelled request context.
-func WithTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
+func withTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return Translate(fmt.Errorf("begin: %w", err))

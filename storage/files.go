@@ -31,45 +31,58 @@ func scanFile(row pgx.Row) (*agentfs.File, error) {
 	return &f, nil
 }
 
-// CommitHook runs at the end of the transaction that commits a file
-// change, so what it writes (an idempotency record) commits with the change
-// or not at all. An error rolls the change back.
-type CommitHook = func(ctx context.Context, tx pgx.Tx, f *agentfs.File, created bool) error
-
-// PutResult is the outcome of PutFile.
-type PutResult struct {
-	File    *agentfs.File
-	Created bool // else it replaced a file, or found it holding these bytes
-	// ContentSHA256 is the SHA-256 of the body when it was read whole, also
-	// when the put failed afterwards; nil when the put ended before the body.
-	ContentSHA256 []byte
+// PendingPut is a put whose bytes are in a new blob, decided against the
+// state before the body was read and waiting to be committed. Apply commits
+// it in a transaction the caller owns (with whatever else must commit with
+// it); Finish then removes the blob unless a committed row references it.
+type PendingPut struct {
+	store  *Store
+	put    agentfs.Put
+	seen   *agentfs.File // the live file decided against; nil when there was none
+	fileID string        // the id the blob is tagged with
+	blob   *writtenBlob
+	used   bool // the last Apply pointed a file at the blob
 }
 
-// PutFile stores content at a path as DESIGN §5 says. The put is decided
-// against the live file before the body is read, the bytes stream into a new
-// immutable blob while they are hashed, and one transaction then decides
-// again, points the file at the blob and runs hook (which may be nil).
-func (s *Store) PutFile(ctx context.Context, put agentfs.Put, body io.Reader, hook CommitHook) (PutResult, error) {
-	var res PutResult
+// PreparePut decides put against the live file at its path before the body
+// is read (preconditions, if_exists, a block), then streams the body into a
+// new immutable blob while hashing it. A refusal before the body leaves the
+// body unread.
+func (s *Store) PreparePut(ctx context.Context, put agentfs.Put, body io.Reader) (*PendingPut, error) {
 	live, err := s.liveFile(ctx, s.pool, put.Subject, put.Path)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	if err := put.CheckAgainst(live); err != nil {
-		return res, err
+		return nil, err
 	}
 	fileID := fileIDFor(live)
 	blob, err := s.writeBlob(ctx, put, fileID, body)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	res.ContentSHA256, _ = hex.DecodeString(blob.sha256)
-	f, created, used, err := s.commitPut(ctx, put, live, fileID, blob, hook)
-	if !used {
-		s.removeBlob(ctx, blob.key)
+	return &PendingPut{store: s, put: put, seen: live, fileID: fileID, blob: blob}, nil
+}
+
+// Sum is the SHA-256 of the content.
+func (p *PendingPut) Sum() []byte { b, _ := hex.DecodeString(p.blob.sha256); return b }
+
+// Apply decides the put again against the state it locks in tx and points
+// the file at the blob: a new file (created), a replace, or nothing when the
+// live file already holds these bytes.
+func (p *PendingPut) Apply(ctx context.Context, tx pgx.Tx) (f *agentfs.File, created bool, err error) {
+	f, created, p.used, err = p.store.applyPut(ctx, tx, p.put, p.seen == nil, p.fileID, p.blob)
+	return f, created, err
+}
+
+// Finish ends the put once its transaction is over (err is how it ended):
+// the blob is removed unless a committed file references it, or the commit
+// may have happened (the sweeper then decides from the rows).
+func (p *PendingPut) Finish(ctx context.Context, err error) {
+	keep := p.used && err == nil || errors.Is(err, errCommitUncertain)
+	if !keep {
+		p.store.removeBlob(ctx, p.blob.key)
 	}
-	res.File, res.Created = f, created
-	return res, err
 }
 
 func fileIDFor(live *agentfs.File) string {
@@ -138,69 +151,40 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// commitPut points the file at the blob in one transaction, deciding the put
-// again against the state it locks. seen is the live file the put was first
-// decided against (nil when there was none); fileID is the id the blob was
-// tagged with. used says whether the blob is now referenced; if not, the
-// caller removes it.
-func (s *Store) commitPut(ctx context.Context, put agentfs.Put, seen *agentfs.File, fileID string, b *writtenBlob, hook CommitHook) (f *agentfs.File, created, used bool, err error) {
-	if hook == nil {
-		f, created, err := s.commitPutAlone(ctx, put, seen, fileID, b)
-		switch {
-		case f != nil:
-			return f, created, true, nil
-		case err != nil:
-			// Postgres refusing the statement committed nothing; any other
-			// failure (the connection died on it) may hide a commit, so the
-			// blob is kept for the sweeper to decide.
-			return nil, false, !isPgError(err), err
-		}
-	}
-	for attempt := 0; ; attempt++ {
-		err = WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-			f, created, used, err = s.applyPut(ctx, tx, put, seen == nil, fileID, b)
-			if err == nil && hook != nil {
-				err = hook(ctx, tx, f, created)
-			}
-			return err
-		})
-		// A concurrent create took the path between our check and insert:
-		// decide again against that file.
-		if uniqueViolation(err, "files_live_path") && attempt < 3 {
-			continue
-		}
-		if err != nil {
-			// Keep the blob when the commit may have happened; the sweeper
-			// removes it if no row references it.
-			used = errors.Is(err, errCommitUncertain)
-		}
-		return f, created, used, err
-	}
-}
-
-// commitPutAlone commits a put that has nothing else to commit with it in
-// one statement, when the state is still the one the put was decided
-// against: no live file at the path (the insert's unique index says so), or
-// the same version of the same live, unblocked file. It returns a nil file
-// and no error when the state moved on, for the transaction to decide.
-// This saves the 3 round trips of a transaction on the common path.
-func (s *Store) commitPutAlone(ctx context.Context, put agentfs.Put, seen *agentfs.File, fileID string, b *writtenBlob) (*agentfs.File, bool, error) {
-	if seen == nil {
-		f, err := s.insertFile(ctx, s.pool, put, fileID, b)
+// CommitAlone commits a put that has nothing else to commit with it in one
+// statement, when the state is still the one the put was decided against:
+// no live file at the path (the insert's unique index says so), or the same
+// version of the same live, unblocked file. It returns a nil file and no
+// error when the state moved on, for a transaction to decide. This saves
+// the 3 round trips of a transaction on the common path.
+func (p *PendingPut) CommitAlone(ctx context.Context) (*agentfs.File, bool, error) {
+	s, put, seen, b := p.store, p.put, p.seen, p.blob
+	var (
+		f   *agentfs.File
+		err error
+	)
+	switch {
+	case seen == nil:
+		f, err = s.insertFile(ctx, s.pool, put, p.fileID, b)
 		if uniqueViolation(err, "files_live_path") {
 			return nil, false, nil
 		}
-		return f, f != nil, err
-	}
-	if seen.SHA256 == b.sha256 && seen.ContentType == put.ContentType {
+	case seen.SHA256 == b.sha256 && seen.ContentType == put.ContentType:
 		return nil, false, nil // identical bytes: decided under the lock
+	default:
+		f, err = s.updateFile(ctx, s.pool, put, seen.ID, b,
+			"AND version = $8 AND deleted_at IS NULL AND NOT blocked", seen.Version)
+		if errors.Is(err, agentfs.ErrNotFound) { // no longer that version
+			return nil, false, nil
+		}
 	}
-	f, err := s.updateFile(ctx, s.pool, put, seen.ID, b,
-		"AND version = $8 AND deleted_at IS NULL AND NOT blocked", seen.Version)
-	if errors.Is(err, agentfs.ErrNotFound) { // no longer that version
-		return nil, false, nil
+	if err != nil && !isPgError(err) {
+		// Postgres refusing the statement committed nothing; any other
+		// failure (the connection died on it) may hide a commit.
+		err = fmt.Errorf("%w: %w", errCommitUncertain, err)
 	}
-	return f, false, err
+	p.used = f != nil
+	return f, seen == nil && f != nil, err
 }
 
 func isPgError(err error) bool {
@@ -267,6 +251,7 @@ func (s *Store) updateFile(ctx context.Context, q querier, put agentfs.Put, id s
 
 // querier is what both a pool and a transaction offer.
 type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
@@ -353,83 +338,69 @@ func likePrefix(p string) string {
 	return r.Replace(p) + "%"
 }
 
-// DeleteFile soft-deletes a file: it stays readable as metadata, frees its
-// path, and is purged after the retention. Deleting a deleted file returns
-// it unchanged. ifMatch, when set, must name the file's etag.
-func (s *Store) DeleteFile(ctx context.Context, subject, id, ifMatch string, hook CommitHook) (*agentfs.File, error) {
+// DeleteFileTx soft-deletes a file in tx: it stays readable as metadata,
+// frees its path, and is purged after the retention. Deleting a deleted
+// file returns it unchanged (changed false). ifMatch, when set, must name
+// the file's etag.
+func (s *Store) DeleteFileTx(ctx context.Context, tx pgx.Tx, subject, id, ifMatch string) (f *agentfs.File, changed bool, err error) {
 	if err := checkID(id); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var f *agentfs.File
-	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		if f, err = s.deleteFile(ctx, tx, subject, id, ifMatch); err == nil && hook != nil {
-			err = hook(ctx, tx, f, false)
-		}
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("delete file: %w", err)
-	}
-	return f, nil
-}
-
-func (s *Store) deleteFile(ctx context.Context, tx pgx.Tx, subject, id, ifMatch string) (*agentfs.File, error) {
 	cur, err := s.lockFile(ctx, tx, subject, id)
 	if err != nil {
-		return nil, err
+		return nil, false, fmt.Errorf("delete file: %w", err)
 	}
 	if ifMatch != "" && !agentfs.ETagMatches(ifMatch, cur.ETag()) {
-		return nil, agentfs.ErrPreconditionFailed
+		return nil, false, agentfs.ErrPreconditionFailed
 	}
 	if !cur.Live() {
-		return cur, nil
+		return cur, false, nil
 	}
-	return scanFile(tx.QueryRow(ctx, `UPDATE files SET deleted_at = now(), updated_at = now(),
+	f, err = scanFile(tx.QueryRow(ctx, `UPDATE files SET deleted_at = now(), updated_at = now(),
 		purge_after = now() + make_interval(secs => $2) WHERE id = $1 RETURNING `+fileColumns,
 		id, s.cfg.DeletedRetention.Seconds()))
-}
-
-// RestoreFile undoes a delete. Restoring a live file returns it unchanged; a
-// path taken meanwhile by another live file is a *agentfs.PathExistsError.
-func (s *Store) RestoreFile(ctx context.Context, subject, id string, hook CommitHook) (*agentfs.File, error) {
-	if err := checkID(id); err != nil {
-		return nil, err
-	}
-	var f *agentfs.File
-	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		if f, err = s.restoreFile(ctx, tx, subject, id); err == nil && hook != nil {
-			err = hook(ctx, tx, f, false)
-		}
-		return err
-	})
-	if uniqueViolation(err, "files_live_path") {
-		return s.RestoreFile(ctx, subject, id, hook) // lost a race; now the holder is visible
-	}
 	if err != nil {
-		return nil, fmt.Errorf("restore file: %w", err)
+		return nil, false, fmt.Errorf("delete file: %w", err)
 	}
-	return f, nil
+	return f, true, nil
 }
 
-func (s *Store) restoreFile(ctx context.Context, tx pgx.Tx, subject, id string) (*agentfs.File, error) {
+// RestoreFileTx undoes a delete in tx. Restoring a live file returns it
+// unchanged (changed false); a path taken meanwhile by another live file is
+// a *agentfs.PathExistsError.
+func (s *Store) RestoreFileTx(ctx context.Context, tx pgx.Tx, subject, id string) (f *agentfs.File, changed bool, err error) {
+	if err := checkID(id); err != nil {
+		return nil, false, err
+	}
 	cur, err := s.lockFile(ctx, tx, subject, id)
 	if err != nil {
-		return nil, err
+		return nil, false, fmt.Errorf("restore file: %w", err)
 	}
 	if cur.Live() {
-		return cur, nil
+		return cur, false, nil
 	}
 	holder, err := s.liveFile(ctx, tx, subject, cur.Path)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if holder != nil {
-		return nil, &agentfs.PathExistsError{Path: cur.Path, ExistingFileID: holder.ID}
+		return nil, false, &agentfs.PathExistsError{Path: cur.Path, ExistingFileID: holder.ID}
 	}
-	return scanFile(tx.QueryRow(ctx, `UPDATE files SET deleted_at = NULL, purge_after = NULL, updated_at = now()
+	f, err = scanFile(tx.QueryRow(ctx, `UPDATE files SET deleted_at = NULL, purge_after = NULL, updated_at = now()
 		WHERE id = $1 RETURNING `+fileColumns, id))
+	if err != nil {
+		return nil, false, fmt.Errorf("restore file: %w", err)
+	}
+	return f, true, nil
+}
+
+// LockFile returns the subject's file with this id, locked in tx until it
+// ends.
+func (s *Store) LockFile(ctx context.Context, tx pgx.Tx, subject, id string) (*agentfs.File, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	return s.lockFile(ctx, tx, subject, id)
 }
 
 func (s *Store) lockFile(ctx context.Context, tx pgx.Tx, subject, id string) (*agentfs.File, error) {

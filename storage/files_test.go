@@ -36,6 +36,57 @@ func put(path string, replace bool) agentfs.Put {
 		By: agentfs.Attribution{AgentID: "ag", RunID: "run"}}
 }
 
+// putResult is how a put ended.
+type putResult struct {
+	File    *agentfs.File
+	Created bool
+	// ContentSHA256 is the SHA-256 of the body once it was read whole, also
+	// when the put failed afterwards; nil when it ended before the body.
+	ContentSHA256 []byte
+}
+
+// commitMode is how a test commits a prepared put: the two ways the
+// admission core does.
+type commitMode string
+
+const (
+	// alone: one statement when nothing commits with the put (no key, no
+	// batch item), a transaction when the state moved on.
+	alone commitMode = "Alone"
+	// inTx: a transaction, as for a keyed write or a batch item.
+	inTx commitMode = "InTransaction"
+)
+
+// putFile prepares and commits a put the way the admission core does.
+func putFile(ctx context.Context, store *storage.Store, put agentfs.Put, body io.Reader, mode commitMode) (putResult, error) {
+	var res putResult
+	p, err := store.PreparePut(ctx, put, body)
+	if err != nil {
+		return res, err
+	}
+	res.ContentSHA256 = p.Sum()
+	if mode == alone {
+		res.File, res.Created, err = p.CommitAlone(ctx)
+	}
+	if res.File == nil && err == nil {
+		err = store.WithTxRetry(ctx, func(tx pgx.Tx) error {
+			res.File, res.Created, err = p.Apply(ctx, tx)
+			return err
+		})
+	}
+	p.Finish(ctx, err)
+	return res, err
+}
+
+func deleteFile(ctx context.Context, store *storage.Store, subject, id string) (*agentfs.File, error) {
+	var f *agentfs.File
+	err := store.WithTx(ctx, func(tx pgx.Tx) (err error) {
+		f, _, err = store.DeleteFileTx(ctx, tx, subject, id, "")
+		return err
+	})
+	return f, err
+}
+
 // onFirstRead runs fn when the body is first read: after the put was
 // decided against the stored state, before it commits.
 type onFirstRead struct {
@@ -55,11 +106,11 @@ func TestPutFile(t *testing.T) {
 	t.Run("DecidesAgainInTheCommittingTransaction", func(t *testing.T) {
 		store, b := setup(t)
 		body := &onFirstRead{Reader: strings.NewReader("late"), fn: func() {
-			if _, err := store.PutFile(ctx, put("race.txt", false), strings.NewReader("early"), nil); err != nil {
+			if _, err := putFile(ctx, store, put("race.txt", false), strings.NewReader("early"), alone); err != nil {
 				t.Errorf("concurrent put: %v", err)
 			}
 		}}
-		res, err := store.PutFile(ctx, put("race.txt", false), body, nil)
+		res, err := putFile(ctx, store, put("race.txt", false), body, alone)
 		var exists *agentfs.PathExistsError
 		if !errors.As(err, &exists) {
 			t.Fatalf("err %v, want PathExistsError", err)
@@ -74,17 +125,17 @@ func TestPutFile(t *testing.T) {
 
 	t.Run("ReplaceOfAFileDeletedMidUploadCreatesANewFileAndRetags", func(t *testing.T) {
 		store, _ := setup(t)
-		res, err := store.PutFile(ctx, put("d.txt", false), strings.NewReader("v1"), nil)
+		res, err := putFile(ctx, store, put("d.txt", false), strings.NewReader("v1"), alone)
 		old := res.File
 		if err != nil {
 			t.Fatal(err)
 		}
 		body := &onFirstRead{Reader: strings.NewReader("v2"), fn: func() {
-			if _, err := store.DeleteFile(ctx, "s", old.ID, "", nil); err != nil {
+			if _, err := deleteFile(ctx, store, "s", old.ID); err != nil {
 				t.Errorf("delete: %v", err)
 			}
 		}}
-		res, err = store.PutFile(ctx, put("d.txt", true), body, nil)
+		res, err = putFile(ctx, store, put("d.txt", true), body, alone)
 		f, created := res.File, res.Created
 		if err != nil || !created || f.ID == old.ID || f.Version != 1 {
 			t.Fatalf("put after delete: %+v created=%v err=%v", f, created, err)
@@ -97,12 +148,12 @@ func TestPutFile(t *testing.T) {
 
 	t.Run("ReplaceSwitchesBlobsAtomically", func(t *testing.T) {
 		store, _ := setup(t)
-		res, err := store.PutFile(ctx, put("a.txt", false), strings.NewReader("one"), nil)
+		res, err := putFile(ctx, store, put("a.txt", false), strings.NewReader("one"), alone)
 		v1 := res.File
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err = store.PutFile(ctx, put("a.txt", true), strings.NewReader("two"), nil)
+		res, err = putFile(ctx, store, put("a.txt", true), strings.NewReader("two"), alone)
 		v2, created := res.File, res.Created
 		if err != nil || created || v2.ID != v1.ID || v2.BlobKey == v1.BlobKey || v2.Version != 2 {
 			t.Fatalf("replace: %+v created=%v err=%v", v2, created, err)
@@ -119,26 +170,24 @@ func TestPutFile(t *testing.T) {
 		}
 	})
 
-	// A put without a hook commits in one statement when the state is the
-	// one it was decided against; with a hook it commits in a transaction.
-	// Both must decide again when the state moved on while the body streamed.
-	hooks := map[string]storage.CommitHook{
-		"Alone":    nil,
-		"WithHook": func(context.Context, pgx.Tx, *agentfs.File, bool) error { return nil },
-	}
-	for name, hook := range hooks {
+	// A put with nothing to commit with it commits in one statement when the
+	// state is the one it was decided against; a keyed one commits in a
+	// transaction. Both must decide again when the state moved on while the
+	// body streamed.
+	for _, mode := range []commitMode{alone, inTx} {
+		name := string(mode)
 		t.Run("ReplaceRacingAReplace/"+name, func(t *testing.T) {
 			store, b := setup(t)
-			res, err := store.PutFile(ctx, put("r.txt", false), strings.NewReader("v1"), hook)
+			res, err := putFile(ctx, store, put("r.txt", false), strings.NewReader("v1"), mode)
 			if err != nil {
 				t.Fatal(err)
 			}
 			body := &onFirstRead{Reader: strings.NewReader("v3"), fn: func() {
-				if _, err := store.PutFile(ctx, put("r.txt", true), strings.NewReader("v2"), hook); err != nil {
+				if _, err := putFile(ctx, store, put("r.txt", true), strings.NewReader("v2"), mode); err != nil {
 					t.Errorf("concurrent replace: %v", err)
 				}
 			}}
-			res, err = store.PutFile(ctx, put("r.txt", true), body, hook)
+			res, err = putFile(ctx, store, put("r.txt", true), body, mode)
 			if err != nil || res.Created || res.File.Version != 3 || res.File.SHA256 != hex.EncodeToString(sha([]byte("v3"))) {
 				t.Fatalf("replace after a replace: %+v err=%v, want version 3 holding v3", res.File, err)
 			}
@@ -149,7 +198,7 @@ func TestPutFile(t *testing.T) {
 
 		t.Run("ReplaceOfAFileBlockedMidUpload/"+name, func(t *testing.T) {
 			store, b := setup(t)
-			res, err := store.PutFile(ctx, put("b.txt", false), strings.NewReader("v1"), hook)
+			res, err := putFile(ctx, store, put("b.txt", false), strings.NewReader("v1"), mode)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -158,7 +207,7 @@ func TestPutFile(t *testing.T) {
 					t.Errorf("block: %v", err)
 				}
 			}}
-			_, err = store.PutFile(ctx, put("b.txt", true), body, hook)
+			_, err = putFile(ctx, store, put("b.txt", true), body, mode)
 			var blocked *agentfs.BlockedError
 			if !errors.As(err, &blocked) || blocked.Reason != "legal hold" {
 				t.Fatalf("err %v, want BlockedError", err)
@@ -171,12 +220,12 @@ func TestPutFile(t *testing.T) {
 		t.Run("CreateRacingACreate/"+name, func(t *testing.T) {
 			store, _ := setup(t)
 			body := &onFirstRead{Reader: strings.NewReader("late"), fn: func() {
-				if _, err := store.PutFile(ctx, put("c.txt", false), strings.NewReader("early"), hook); err != nil {
+				if _, err := putFile(ctx, store, put("c.txt", false), strings.NewReader("early"), mode); err != nil {
 					t.Errorf("concurrent put: %v", err)
 				}
 			}}
 			p := put("c.txt", true)
-			res, err := store.PutFile(ctx, p, body, hook)
+			res, err := putFile(ctx, store, p, body, mode)
 			if err != nil || res.Created || res.File.Version != 2 {
 				t.Fatalf("create-or-replace after a create: %+v created=%v err=%v, want a replace", res.File, res.Created, err)
 			}
@@ -200,7 +249,7 @@ func TestPutFile(t *testing.T) {
 	t.Run("LargeReadsComeOverTheirOwnConnection", func(t *testing.T) {
 		store, _ := setup(t)
 		data := bytes.Repeat([]byte("0123456789abcdef"), 1<<19) // 8 MiB
-		res, err := store.PutFile(ctx, put("big.bin", false), bytes.NewReader(data), nil)
+		res, err := putFile(ctx, store, put("big.bin", false), bytes.NewReader(data), alone)
 		if err != nil {
 			t.Fatal(err)
 		}

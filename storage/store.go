@@ -37,6 +37,11 @@ type Config struct {
 	// unavailable (503), so a dependency that hangs cannot pin requests.
 	DBTimeout time.Duration
 	S3Timeout time.Duration
+	// IdempotencyLease is how long a claim on a key lives without renewal
+	// (0: 30 s); a claim of a process that died is taken over after it.
+	// IdempotencyRetention is how long recorded outcomes are kept (0: 7 days).
+	IdempotencyLease     time.Duration
+	IdempotencyRetention time.Duration
 }
 
 // Store is the AgentFS state: a Postgres pool and an S3 bucket. It is safe
@@ -72,6 +77,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.S3Timeout <= 0 {
 		cfg.S3Timeout = 30 * time.Second
+	}
+	if cfg.IdempotencyLease <= 0 {
+		cfg.IdempotencyLease = 30 * time.Second
+	}
+	if cfg.IdempotencyRetention <= 0 {
+		cfg.IdempotencyRetention = 7 * 24 * time.Hour
 	}
 	s3, err := newS3(cfg, cfg.S3Timeout)
 	if err != nil {
@@ -182,9 +193,11 @@ func (s *Store) Ping(ctx context.Context) error {
 // DeletedRetention is how long deleted files are kept.
 func (s *Store) DeletedRetention() time.Duration { return s.cfg.DeletedRetention }
 
-// Pool is the Postgres pool, for packages whose writes join this store's
-// transactions (idempotency records).
+// Pool is the Postgres pool, for tests that inspect or seed rows.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// IdempotencyRetention is how long recorded outcomes are kept.
+func (s *Store) IdempotencyRetention() time.Duration { return s.cfg.IdempotencyRetention }
 
 // QueuePool is the pool the batch queue's client runs on. Work that must
 // commit with AgentFS's own writes goes through Pool's transactions instead.

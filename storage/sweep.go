@@ -109,7 +109,7 @@ func (s *Store) PurgeDeleted(ctx context.Context) (int64, error) {
 	var n int64
 	for {
 		var f *agentfs.File
-		err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		err := s.WithTx(ctx, func(tx pgx.Tx) error {
 			var err error
 			f, err = scanFile(tx.QueryRow(ctx, `DELETE FROM files WHERE id = (
 					SELECT id FROM files WHERE purge_after < now() LIMIT 1 FOR UPDATE SKIP LOCKED)

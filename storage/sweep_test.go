@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/minio/minio-go/v7"
 
-	"github.com/agentfs/agentfs/storage"
+	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/storage/storagetest"
 )
 
@@ -22,9 +22,9 @@ import (
 func TestSweepsRemoveOnlyWhatNothingReferences(t *testing.T) {
 	store, b := setup(t)
 	ctx := context.Background()
-	mustPut := func(path, body string, replace bool) storage.PutResult {
+	mustPut := func(path, body string, replace bool) putResult {
 		t.Helper()
-		res, err := store.PutFile(ctx, put(path, replace), strings.NewReader(body), nil)
+		res, err := putFile(ctx, store, put(path, replace), strings.NewReader(body), alone)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,28 +34,23 @@ func TestSweepsRemoveOnlyWhatNothingReferences(t *testing.T) {
 	old := mustPut("replaced.txt", "v1", false).File
 	replaced := mustPut("replaced.txt", "v2", true).File
 	kept := mustPut("kept.txt", "kept", false).File
-	if _, err := store.DeleteFile(ctx, "s", kept.ID, "", nil); err != nil {
+	if _, err := deleteFile(ctx, store, "s", kept.ID); err != nil {
 		t.Fatal(err)
 	}
 	purged := mustPut("purged.txt", "purged", false).File
-	if _, err := store.DeleteFile(ctx, "s", purged.ID, "", nil); err != nil {
+	if _, err := deleteFile(ctx, store, "s", purged.ID); err != nil {
 		t.Fatal(err)
 	}
-	err := storage.WithTx(ctx, store.Pool(), func(tx pgx.Tx) error {
+	err := store.WithTx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `UPDATE files SET purge_after = now() - interval '1 second' WHERE id = $1`, purged.ID)
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	up, _, err := store.CreateUpload(ctx, storage.NewUpload{Subject: "s", Path: "up.bin", SizeBytes: 3,
-		ContentType: "application/octet-stream", PartSize: 5 << 20, TTL: time.Hour}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.PutPart(ctx, "s", up.ID, 1, strings.NewReader("abc"), 3, nil, nil); err != nil {
-		t.Fatal(err)
-	}
+	up := createUpload(t, store, agentfs.NewUpload{Subject: "s", Path: "up.bin", SizeBytes: 3,
+		ContentType: "application/octet-stream", PartSize: 5 << 20, TTL: time.Hour})
+	putPart(t, store, up.ID, 1, "abc")
 	s3 := storagetest.S3(t, b.cfg)
 	if _, err := s3.PutObject(ctx, b.cfg.S3Bucket, "blobs/orphan", bytes.NewReader([]byte("x")), 1, minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
@@ -87,7 +82,7 @@ func TestSweepsRemoveOnlyWhatNothingReferences(t *testing.T) {
 			t.Errorf("referenced blob %s: %q %v", f.key, got, err)
 		}
 	}
-	f, _, err := store.CompleteUpload(ctx, "s", up.ID, storage.CompleteRequest{}, nil)
+	f, _, err := completeUpload(ctx, store, "s", up.ID, agentfs.CompleteRequest{})
 	if err != nil || f.SizeBytes != 3 {
 		t.Fatalf("the pending upload lost its parts to the sweep: %v", err)
 	}

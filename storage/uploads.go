@@ -20,13 +20,6 @@ import (
 	"github.com/agentfs/agentfs"
 )
 
-// UploadHook runs at the end of the transaction that commits a change to
-// an upload session (its creation, a part, its abort).
-type UploadHook = func(ctx context.Context, tx pgx.Tx, u *agentfs.Upload, created bool) error
-
-// PartHook runs at the end of the transaction that records a part.
-type PartHook = func(ctx context.Context, tx pgx.Tx, p *agentfs.Part) error
-
 // completionLease bounds how long a complete holds a session in completing
 // before another complete may take over (from a process that died, or one
 // slower than this); the taken-over complete then cannot commit.
@@ -50,57 +43,37 @@ func scanUpload(row pgx.Row) (*agentfs.Upload, error) {
 
 func (s *Store) core() minio.Core { return minio.Core{Client: s.s3} }
 
-// NewUpload is what a caller asks of a new session.
-type NewUpload struct {
-	Subject     string
-	Path        string
-	SizeBytes   int64
-	ContentType string
-	Replace     bool
-	SHA256      string
-	By          agentfs.Attribution
-	PartSize    int64         // preferred; the plan may grow it
-	TTL         time.Duration // how long the session lives
-}
-
-// CreateUpload opens a session, or returns the live session that matches
-// the request (subject, path, size, content type and declared sha256), so a
-// caller that lost the answer resumes where it was. created says which.
-func (s *Store) CreateUpload(ctx context.Context, req NewUpload, hook UploadHook) (*agentfs.Upload, bool, error) {
-	var (
-		u       *agentfs.Upload
-		created bool
-	)
-	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		// One creator at a time per path, so two racing creates share a session.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('agentfs.upload.' || $1 || '/' || $2))`,
-			req.Subject, req.Path); err != nil {
-			return Translate(err)
+// CreateUploadTx opens a session in tx, or returns the live session that
+// matches the request (subject, path, size, content type and declared
+// sha256), so a caller that lost the answer resumes where it was. created
+// says which.
+func (s *Store) CreateUploadTx(ctx context.Context, tx pgx.Tx, req agentfs.NewUpload) (*agentfs.Upload, bool, error) {
+	// One creator at a time per path, so two racing creates share a session.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('agentfs.upload.' || $1 || '/' || $2))`,
+		req.Subject, req.Path); err != nil {
+		return nil, false, Translate(err)
+	}
+	u, err := scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads
+		WHERE subject = $1 AND path = $2 AND size_bytes = $3 AND content_type = $4 AND sha256 = $5
+		  AND status = 'pending' AND expires_at > now()
+		ORDER BY created_at DESC LIMIT 1`, req.Subject, req.Path, req.SizeBytes, req.ContentType, req.SHA256))
+	switch {
+	case errors.Is(err, agentfs.ErrNotFound):
+		u, err = s.insertUpload(ctx, tx, req)
+		if err != nil {
+			return nil, false, fmt.Errorf("create upload: %w", err)
 		}
-		var err error
-		u, err = scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads
-			WHERE subject = $1 AND path = $2 AND size_bytes = $3 AND content_type = $4 AND sha256 = $5
-			  AND status = 'pending' AND expires_at > now()
-			ORDER BY created_at DESC LIMIT 1`, req.Subject, req.Path, req.SizeBytes, req.ContentType, req.SHA256))
-		switch {
-		case errors.Is(err, agentfs.ErrNotFound):
-			created = true
-			u, err = s.insertUpload(ctx, tx, req)
-		case err == nil:
-			err = s.loadParts(ctx, tx, u)
-		}
-		if err == nil && hook != nil {
-			err = hook(ctx, tx, u, created)
-		}
-		return err
-	})
-	if err != nil {
+		return u, true, nil
+	case err != nil:
 		return nil, false, fmt.Errorf("create upload: %w", err)
 	}
-	return u, created, nil
+	if err := s.loadParts(ctx, tx, u); err != nil {
+		return nil, false, fmt.Errorf("create upload: %w", err)
+	}
+	return u, false, nil
 }
 
-func (s *Store) insertUpload(ctx context.Context, tx pgx.Tx, req NewUpload) (*agentfs.Upload, error) {
+func (s *Store) insertUpload(ctx context.Context, tx pgx.Tx, req agentfs.NewUpload) (*agentfs.Upload, error) {
 	partSize, count := agentfs.PlanParts(req.SizeBytes, req.PartSize)
 	key := "blobs/" + NewID("blob")[len("blob_"):]
 	uploadID, err := s.core().NewMultipartUpload(ctx, s.bucket, key, minio.PutObjectOptions{
@@ -124,7 +97,7 @@ func (s *Store) insertUpload(ctx context.Context, tx pgx.Tx, req NewUpload) (*ag
 	return u, nil
 }
 
-func (s *Store) loadParts(ctx context.Context, q pgx.Tx, u *agentfs.Upload) error {
+func (s *Store) loadParts(ctx context.Context, q querier, u *agentfs.Upload) error {
 	rows, err := q.Query(ctx, `SELECT part_number, size_bytes, sha256, etag FROM upload_parts
 		WHERE upload_id = $1 ORDER BY part_number`, u.ID)
 	if err != nil {
@@ -144,7 +117,7 @@ func (s *Store) Upload(ctx context.Context, subject, id string) (*agentfs.Upload
 		return nil, err
 	}
 	var u *agentfs.Upload
-	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.WithTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		if u, err = scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads
 			WHERE id = $1 AND subject = $2`, id, subject)); err != nil {
@@ -173,13 +146,21 @@ func ensurePending(u *agentfs.Upload) error {
 	return &agentfs.UploadStateError{Status: u.Status}
 }
 
-// PutPart streams part n of a session straight into its S3 multipart
-// upload, hashing it on the way, and records its size and SHA-256. size is
-// the body's declared length and must be the part's exact size. digest, if
-// given, is sent upstream so S3 itself rejects a mismatch. A repeated part
-// overwrites the earlier one. Parts that arrive in order also extend the
-// session's running hash of the whole content.
-func (s *Store) PutPart(ctx context.Context, subject, id string, n int, body io.Reader, size int64, digest []byte, hook PartHook) (*agentfs.Part, error) {
+// PendingPart is a part whose bytes S3 holds, waiting to be recorded.
+type PendingPart struct {
+	store    *Store
+	uploadID string
+	chain    hash.Hash
+	Part     *agentfs.Part
+}
+
+// SendPart streams part n of a session straight into its S3 multipart
+// upload, hashing it on the way; Apply then records its size and SHA-256.
+// size is the body's declared length and must be the part's exact size.
+// digest, if given, is sent upstream so S3 itself rejects a mismatch. A
+// repeated part overwrites the earlier one. Parts that arrive in order also
+// extend the session's running hash of the whole content.
+func (s *Store) SendPart(ctx context.Context, subject, id string, n int, body io.Reader, size int64, digest []byte) (*PendingPart, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
@@ -212,13 +193,15 @@ func (s *Store) PutPart(ctx context.Context, subject, id string, n int, body io.
 	if err != nil {
 		return nil, err
 	}
-	err = WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		return s.recordPart(ctx, tx, u.ID, part, chain, hook)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("put part: %w", err)
+	return &PendingPart{store: s, uploadID: u.ID, chain: chain, Part: part}, nil
+}
+
+// Apply records the part in tx, and the running hash it extends.
+func (p *PendingPart) Apply(ctx context.Context, tx pgx.Tx) error {
+	if err := p.store.recordPart(ctx, tx, p.uploadID, p.Part, p.chain); err != nil {
+		return fmt.Errorf("put part: %w", err)
 	}
-	return part, nil
+	return nil
 }
 
 // chainFor returns the running hash to extend with part n, or nil when n
@@ -268,7 +251,7 @@ func (s *Store) sendPart(ctx context.Context, u *agentfs.Upload, n int, body io.
 // recordPart stores a part and, when it extends the running hash, the new
 // hash state. A part replaced by other bytes after it was folded into the
 // running hash resets the hash; complete then reads the content back.
-func (s *Store) recordPart(ctx context.Context, tx pgx.Tx, id string, p *agentfs.Part, chain hash.Hash, hook PartHook) error {
+func (s *Store) recordPart(ctx context.Context, tx pgx.Tx, id string, p *agentfs.Part, chain hash.Hash) error {
 	u, err := scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads WHERE id = $1 FOR UPDATE`, id))
 	if err != nil {
 		return err
@@ -302,16 +285,13 @@ func (s *Store) recordPart(ctx context.Context, tx pgx.Tx, id string, p *agentfs
 			return Translate(err)
 		}
 	}
-	if hook != nil {
-		return hook(ctx, tx, p)
-	}
 	return nil
 }
 
 // forgetParts drops part records that no longer match what S3 holds, and
 // the running hash if it covered any of them.
 func (s *Store) forgetParts(ctx context.Context, id string, numbers []int) error {
-	return WithTx(context.WithoutCancel(ctx), s.pool, func(tx pgx.Tx) error {
+	return s.WithTx(context.WithoutCancel(ctx), func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM upload_parts WHERE upload_id = $1 AND part_number = ANY($2)`, id, numbers); err != nil {
 			return Translate(err)
 		}
@@ -321,43 +301,86 @@ func (s *Store) forgetParts(ctx context.Context, id string, numbers []int) error
 	})
 }
 
-// CompleteRequest overrides a session's if_exists, declared sha256 and
-// adds a precondition at complete time.
-type CompleteRequest struct {
-	Replace *bool
-	SHA256  string
-	IfMatch string
+// PendingComplete is a complete whose content S3 has assembled (or a
+// session found completed already), waiting to commit its file.
+type PendingComplete struct {
+	store *Store
+	done  *agentfs.File // the file of a session completed before
+	u     *agentfs.Upload
+	token time.Time // the complete's claim on the session
+	put   *PendingPut
 }
 
-// CompleteUpload assembles a session into a file. The part list comes from
-// the server's own records; every part must be there, and if_exists and
-// preconditions are decided at this moment. The file's sha256 is the whole
-// content's: from the running hash when the parts came in order, else by
-// reading back what the running hash lacks. A declared sha256 that does
-// not match fails the session. A completed session answers with its file.
-func (s *Store) CompleteUpload(ctx context.Context, subject, id string, req CompleteRequest, hook CommitHook) (*agentfs.File, bool, error) {
+// PrepareComplete decides a complete against the session and the path and
+// assembles its content. The part list comes from the server's own records;
+// every part must be there, and if_exists and preconditions are decided at
+// this moment. The file's sha256 is the whole content's: from the running
+// hash when the parts came in order, else by reading back what the running
+// hash lacks. A declared sha256 that does not match fails the session. A
+// session completed before prepares nothing: Apply answers with its file.
+func (s *Store) PrepareComplete(ctx context.Context, subject, id string, req agentfs.CompleteRequest) (*PendingComplete, error) {
 	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	u, put, token, done, err := s.beginComplete(ctx, subject, id, req)
+	if err != nil {
+		return nil, err
+	}
+	pc := &PendingComplete{store: s, done: done, u: u, token: token}
+	if done != nil {
+		return pc, nil
+	}
+	if pc.put, err = s.assemble(ctx, u, put, req, token); err != nil {
+		s.abandonComplete(ctx, u.ID, token)
+		return nil, fmt.Errorf("complete upload: %w", err)
+	}
+	return pc, nil
+}
+
+// Apply commits the file and the session's completion in tx; created says
+// whether the file is new.
+func (pc *PendingComplete) Apply(ctx context.Context, tx pgx.Tx) (*agentfs.File, bool, error) {
+	if pc.done != nil {
+		f, err := pc.store.lockFile(ctx, tx, pc.u.Subject, pc.done.ID)
+		return f, false, err
+	}
+	f, created, err := pc.put.Apply(ctx, tx)
+	if err != nil {
 		return nil, false, err
 	}
-	u, put, token, done, err := s.beginComplete(ctx, subject, id, req, hook)
-	if err != nil || done != nil {
-		return done, false, err
-	}
-	f, created, err := s.assemble(ctx, u, put, req, token, hook)
+	tag, err := tx.Exec(ctx, `UPDATE uploads SET status = 'completed', file_id = $2, completing_until = NULL
+		WHERE id = $1 AND status = 'completing' AND completing_until = $3`, pc.u.ID, f.ID, pc.token)
 	if err != nil {
-		s.abandonComplete(ctx, u.ID, token)
-		return nil, false, fmt.Errorf("complete upload: %w", err)
+		return nil, false, Translate(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil, false, agentfs.ErrUploadCompleting // another complete took over; it commits, not this one
 	}
 	return f, created, nil
 }
 
+// Finish ends the complete once its transaction is over: a complete that
+// did not commit puts the session back to pending, so a later one can try
+// again (S3 may have assembled it already); an assembled object no file
+// took is removed.
+func (pc *PendingComplete) Finish(ctx context.Context, err error) {
+	if pc.done != nil {
+		return
+	}
+	if err != nil {
+		pc.store.abandonComplete(ctx, pc.u.ID, pc.token)
+		return
+	}
+	pc.put.Finish(ctx, nil) // the file already held these bytes: the assembled object goes
+}
+
 // beginComplete decides a complete against the session and the path, and
 // marks the session completing. A session already completed returns its
-// file as done (with hook run, so a keyed repeat is recorded).
+// file as done.
 // The returned token (the completing_until it set) is the complete's claim:
 // only the holder of the current token may commit the file.
-func (s *Store) beginComplete(ctx context.Context, subject, id string, req CompleteRequest, hook CommitHook) (u *agentfs.Upload, put agentfs.Put, token time.Time, done *agentfs.File, err error) {
-	err = WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+func (s *Store) beginComplete(ctx context.Context, subject, id string, req agentfs.CompleteRequest) (u *agentfs.Upload, put agentfs.Put, token time.Time, done *agentfs.File, err error) {
+	err = s.WithTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		u, err = scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+`
 			FROM uploads WHERE id = $1 AND subject = $2 FOR UPDATE`, id, subject))
@@ -366,9 +389,7 @@ func (s *Store) beginComplete(ctx context.Context, subject, id string, req Compl
 		}
 		switch u.Status {
 		case agentfs.UploadCompleted:
-			if done, err = s.lockFile(ctx, tx, subject, u.FileID); err == nil && hook != nil {
-				err = hook(ctx, tx, done, false)
-			}
+			done, err = s.lockFile(ctx, tx, subject, u.FileID)
 			return err
 		case agentfs.UploadFailed:
 			return agentfs.ErrChecksumMismatch
@@ -407,7 +428,7 @@ func (s *Store) beginComplete(ctx context.Context, subject, id string, req Compl
 	return u, put, token, done, err
 }
 
-func putFor(u *agentfs.Upload, req CompleteRequest) agentfs.Put {
+func putFor(u *agentfs.Upload, req agentfs.CompleteRequest) agentfs.Put {
 	replace := u.Replace
 	if req.Replace != nil {
 		replace = *req.Replace
@@ -418,49 +439,32 @@ func putFor(u *agentfs.Upload, req CompleteRequest) agentfs.Put {
 	}
 }
 
-// assemble completes the S3 multipart upload, establishes the content's
-// SHA-256 and commits the file and the session's completion together.
-func (s *Store) assemble(ctx context.Context, u *agentfs.Upload, put agentfs.Put, req CompleteRequest, token time.Time, hook CommitHook) (*agentfs.File, bool, error) {
+// assemble completes the S3 multipart upload and establishes the content's
+// SHA-256, giving a pending put of the assembled object.
+func (s *Store) assemble(ctx context.Context, u *agentfs.Upload, put agentfs.Put, req agentfs.CompleteRequest, token time.Time) (*PendingPut, error) {
 	if err := s.completeMultipart(ctx, u); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	sum, err := s.contentHash(ctx, u)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	want := u.SHA256
 	if req.SHA256 != "" {
 		want = req.SHA256
 	}
 	if want != "" && want != sum {
-		return nil, false, s.failUpload(ctx, u, token)
+		return nil, s.failUpload(ctx, u, token)
 	}
 	live, err := s.liveFile(ctx, s.pool, u.Subject, u.Path)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	b := &writtenBlob{key: u.BlobKey, size: u.SizeBytes, sha256: sum, tags: blobTags(fileIDFor(live), u.By)}
 	if err := s.retagBlob(ctx, b.key, b.tags); err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	f, created, used, err := s.commitPut(ctx, put, live, b.tags["file-id"], b, func(ctx context.Context, tx pgx.Tx, f *agentfs.File, created bool) error {
-		tag, err := tx.Exec(ctx, `UPDATE uploads SET status = 'completed', file_id = $2, completing_until = NULL
-			WHERE id = $1 AND status = 'completing' AND completing_until = $3`, u.ID, f.ID, token)
-		if err != nil {
-			return Translate(err)
-		}
-		if tag.RowsAffected() == 0 {
-			return agentfs.ErrUploadCompleting // another complete took over; it commits, not this one
-		}
-		if hook != nil {
-			return hook(ctx, tx, f, created)
-		}
-		return nil
-	})
-	if err == nil && !used && f.BlobKey != u.BlobKey {
-		s.removeBlob(ctx, u.BlobKey) // the file already held these bytes
-	}
-	return f, created, err
+	return &PendingPut{store: s, put: put, seen: live, fileID: b.tags["file-id"], blob: b}, nil
 }
 
 // completeMultipart asks S3 to assemble the recorded parts, once.
@@ -551,9 +555,8 @@ func (s *Store) contentHash(ctx context.Context, u *agentfs.Upload) (string, err
 // failUpload marks a session failed because its content does not match the
 // declared sha256, and removes the assembled object. No file is made.
 func (s *Store) failUpload(ctx context.Context, u *agentfs.Upload, token time.Time) error {
-	tag, err := s.pool.Exec(context.WithoutCancel(ctx), `UPDATE uploads SET status = 'failed', completing_until = NULL,
-		error = $2 WHERE id = $1 AND status = 'completing' AND completing_until = $3`,
-		u.ID, []byte(`{"code":"CHECKSUM_MISMATCH","detail":"the assembled content does not match the declared sha256"}`), token)
+	tag, err := s.pool.Exec(context.WithoutCancel(ctx), `UPDATE uploads SET status = 'failed', completing_until = NULL
+		WHERE id = $1 AND status = 'completing' AND completing_until = $2`, u.ID, token)
 	if err != nil {
 		return Translate(err)
 	}
@@ -571,50 +574,37 @@ func (s *Store) abandonComplete(ctx context.Context, id string, token time.Time)
 		WHERE id = $1 AND status = 'completing' AND completing_until = $2`, id, token)
 }
 
-// AbortUpload ends a session and removes its parts from S3. Aborting an
-// aborted, expired or failed session returns it unchanged; a completed one
-// is an *agentfs.UploadStateError. The session is marked aborted first and
-// its S3 upload dropped after that commits (the sweeper retries a drop
-// that failed), so S3 never loses parts of a session still pending.
-func (s *Store) AbortUpload(ctx context.Context, subject, id string, hook UploadHook) (*agentfs.Upload, error) {
+// AbortUploadTx ends a session in tx. Aborting an aborted, expired or
+// failed session returns it unchanged (aborted false); a completed one is an
+// *agentfs.UploadStateError. The caller drops the session's parts from S3
+// with DropMultipart once tx committed (the sweeper retries a drop that
+// failed), so S3 never loses parts of a session still pending.
+func (s *Store) AbortUploadTx(ctx context.Context, tx pgx.Tx, subject, id string) (u *agentfs.Upload, aborted bool, err error) {
 	if err := checkID(id); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var (
-		u       *agentfs.Upload
-		aborted bool
-	)
-	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		if u, err = scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads
-			WHERE id = $1 AND subject = $2 FOR UPDATE`, id, subject)); err != nil {
-			return err
-		}
-		switch u.Status {
-		case agentfs.UploadCompleted, agentfs.UploadCompleting:
-			return &agentfs.UploadStateError{Status: agentfs.UploadCompleted}
-		case agentfs.UploadPending:
-			if _, err := tx.Exec(ctx, `UPDATE uploads SET status = 'aborted' WHERE id = $1`, id); err != nil {
-				return Translate(err)
-			}
-			u.Status, aborted = agentfs.UploadAborted, true
-		}
-		if err := s.loadParts(ctx, tx, u); err != nil {
-			return err
-		}
-		if hook != nil {
-			return hook(ctx, tx, u, false)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("abort upload: %w", err)
+	if u, err = scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads
+		WHERE id = $1 AND subject = $2 FOR UPDATE`, id, subject)); err != nil {
+		return nil, false, fmt.Errorf("abort upload: %w", err)
 	}
-	if aborted {
-		_ = s.dropMultipart(ctx, u)
+	switch u.Status {
+	case agentfs.UploadCompleted, agentfs.UploadCompleting:
+		return nil, false, &agentfs.UploadStateError{Status: agentfs.UploadCompleted}
+	case agentfs.UploadPending:
+		if _, err := tx.Exec(ctx, `UPDATE uploads SET status = 'aborted' WHERE id = $1`, id); err != nil {
+			return nil, false, Translate(fmt.Errorf("abort upload: %w", err))
+		}
+		u.Status, aborted = agentfs.UploadAborted, true
 	}
-	return u, nil
+	if err := s.loadParts(ctx, tx, u); err != nil {
+		return nil, false, fmt.Errorf("abort upload: %w", err)
+	}
+	return u, aborted, nil
 }
+
+// DropMultipart removes an aborted session's parts (or its assembled
+// object) from S3. A failure is left for the sweeper.
+func (s *Store) DropMultipart(ctx context.Context, u *agentfs.Upload) { _ = s.dropMultipart(ctx, u) }
 
 // dropMultipart removes a session's parts (or its assembled object) from S3.
 func (s *Store) dropMultipart(ctx context.Context, u *agentfs.Upload) error {
@@ -636,7 +626,7 @@ func (s *Store) ExpireUploads(ctx context.Context) (int, error) {
 	n := 0
 	for {
 		expired := false
-		err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		err := s.WithTx(ctx, func(tx pgx.Tx) error {
 			u, err := scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads
 				WHERE status IN ('pending', 'completing') AND expires_at < now()
 				  AND (completing_until IS NULL OR completing_until < now())

@@ -44,3 +44,34 @@ func Once(ctx context.Context, log *slog.Logger, tasks ...Task) {
 		}
 	}
 }
+
+// Store is what the sweeper cleans: each method removes what expired and
+// reports how much.
+type Store interface {
+	SweepKeys(ctx context.Context) (int64, error)
+	ExpireUploads(ctx context.Context) (int, error)
+	PurgeDeleted(ctx context.Context) (int64, error)
+	SweepQuota(ctx context.Context, cutoff time.Time) (int64, error)
+	SweepBlobs(ctx context.Context, grace time.Duration) (int64, error)
+}
+
+// Tasks are every clean-up of store: expired idempotency records, expired
+// upload sessions, deleted files past purge_after, quota windows that ended
+// more than an hour ago, and blobs nothing references that are older than
+// blobGrace.
+func Tasks(store Store, blobGrace, quotaWindow time.Duration) []Task {
+	return []Task{
+		{Name: "idempotency records", Run: store.SweepKeys},
+		{Name: "expired uploads", Run: func(ctx context.Context) (int64, error) {
+			n, err := store.ExpireUploads(ctx)
+			return int64(n), err
+		}},
+		{Name: "purged deleted files", Run: store.PurgeDeleted},
+		{Name: "old quota windows", Run: func(ctx context.Context) (int64, error) {
+			return store.SweepQuota(ctx, time.Now().Add(-quotaWindow-time.Hour))
+		}},
+		{Name: "unreferenced blobs", Run: func(ctx context.Context) (int64, error) {
+			return store.SweepBlobs(ctx, blobGrace)
+		}},
+	}
+}

@@ -18,9 +18,6 @@ type config struct {
 	LogLevel   string
 	Storage    storage.Config
 	Limits     handlers.Limits
-	// IdempotencyLease is how long a claim lives without renewal; a claim
-	// of a process that died is taken over after it.
-	IdempotencyLease time.Duration
 	// BatchWorkers is how many batches run at once on this instance;
 	// BatchRescueAfter how long a batch job may run before the queue hands
 	// it to another worker (a batch orphaned by a dead process resumes then).
@@ -74,7 +71,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseBytes(env("AGENTFS_S3_PART_SIZE", "16777216"), "AGENTFS_S3_PART_SIZE", &partSize))
 	check(parseBytes(env("AGENTFS_MAX_UPLOAD_BYTES", "5368709120"), "AGENTFS_MAX_UPLOAD_BYTES", &c.Limits.MaxUploadBytes))
 	check(parseDuration(env("AGENTFS_DELETED_RETENTION", "168h"), "AGENTFS_DELETED_RETENTION", &c.Storage.DeletedRetention))
-	check(parseDuration(env("AGENTFS_IDEMPOTENCY_RETENTION", "168h"), "AGENTFS_IDEMPOTENCY_RETENTION", &c.Limits.IdempotencyRetention))
+	check(parseDuration(env("AGENTFS_IDEMPOTENCY_RETENTION", "168h"), "AGENTFS_IDEMPOTENCY_RETENTION", &c.Storage.IdempotencyRetention))
 	check(parseBytes(env("AGENTFS_MAX_UPLOAD_SESSION_BYTES", "5497558138880"), "AGENTFS_MAX_UPLOAD_SESSION_BYTES", &c.Limits.MaxUploadSessionBytes))
 	check(parseBytes(env("AGENTFS_UPLOAD_PART_SIZE", "8388608"), "AGENTFS_UPLOAD_PART_SIZE", &c.Limits.UploadPartSize))
 	check(parseDuration(env("AGENTFS_UPLOAD_TTL", "24h"), "AGENTFS_UPLOAD_TTL", &c.Limits.UploadTTL))
@@ -85,7 +82,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseBytes(env("AGENTFS_BATCH_WORKERS", "2"), "AGENTFS_BATCH_WORKERS", &batchWorkers))
 	check(parseDuration(env("AGENTFS_BATCH_RESCUE_AFTER", "30s"), "AGENTFS_BATCH_RESCUE_AFTER", &c.BatchRescueAfter))
 	c.Limits.BatchMaxItems, c.BatchWorkers = int(batchItems), int(batchWorkers)
-	check(parseDuration(env("AGENTFS_IDEMPOTENCY_LEASE", "30s"), "AGENTFS_IDEMPOTENCY_LEASE", &c.IdempotencyLease))
+	check(parseDuration(env("AGENTFS_IDEMPOTENCY_LEASE", "30s"), "AGENTFS_IDEMPOTENCY_LEASE", &c.Storage.IdempotencyLease))
 	var burst int64
 	check(parseFloat(env("AGENTFS_RATE_LIMIT", "200"), "AGENTFS_RATE_LIMIT", &c.Limits.RatePerSecond))
 	check(parseBytes(env("AGENTFS_RATE_BURST", "400"), "AGENTFS_RATE_BURST", &burst))
@@ -104,6 +101,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseDuration(env("AGENTFS_SWEEP_INTERVAL", "5m"), "AGENTFS_SWEEP_INTERVAL", &c.SweepInterval))
 	c.Storage.PartSize = uint64(partSize)
 	c.Limits.DeletedRetention = c.Storage.DeletedRetention
+	c.Limits.IdempotencyRetention = c.Storage.IdempotencyRetention
 	if c.Storage.DatabaseURL == "" {
 		errs = append(errs, "AGENTFS_DATABASE_URL is required (e.g. postgres://agentfs@127.0.0.1:5432/agentfs)")
 	}
@@ -113,13 +111,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if partSize != 0 && partSize < 5<<20 {
 		errs = append(errs, "AGENTFS_S3_PART_SIZE must be at least 5 MiB")
 	}
-	if c.Limits.IdempotencyRetention < 24*time.Hour {
+	if c.Storage.IdempotencyRetention < 24*time.Hour {
 		errs = append(errs, "AGENTFS_IDEMPOTENCY_RETENTION must be at least 24h")
 	}
 	if c.Limits.UploadPartSize != 0 && c.Limits.UploadPartSize < 5<<20 {
 		errs = append(errs, "AGENTFS_UPLOAD_PART_SIZE must be at least 5 MiB")
 	}
-	if c.IdempotencyLease < time.Second {
+	if c.Storage.IdempotencyLease < time.Second {
 		errs = append(errs, "AGENTFS_IDEMPOTENCY_LEASE must be at least 1s")
 	}
 	if c.FaultAfterCommit != "" && c.FaultAfterCommit != "exit" {

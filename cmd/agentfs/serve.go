@@ -17,10 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/admission"
 	"github.com/agentfs/agentfs/batch"
 	"github.com/agentfs/agentfs/handlers"
-	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/sweeper"
 )
@@ -66,41 +65,29 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return err
 	}
 	defer store.Close()
-	keys, err := idempotency.NewStore(store.Pool(), cfg.IdempotencyLease, cfg.Limits.IdempotencyRetention)
+	go sweeper.Run(ctx, log, cfg.SweepInterval, sweeper.Tasks(store, cfg.BlobGrace, cfg.Limits.QuotaWindow)...)
+	enqueuer, err := batch.NewEnqueuer(store.QueuePool(), log)
 	if err != nil {
 		return err
 	}
-	go sweeper.Run(ctx, log, cfg.SweepInterval,
-		sweeper.Task{Name: "idempotency records", Run: keys.Sweep},
-		sweeper.Task{Name: "expired uploads", Run: func(ctx context.Context) (int64, error) {
-			n, err := store.ExpireUploads(ctx)
-			return int64(n), err
-		}},
-		sweeper.Task{Name: "purged deleted files", Run: store.PurgeDeleted},
-		sweeper.Task{Name: "old quota windows", Run: func(ctx context.Context) (int64, error) {
-			return store.SweepQuota(ctx, time.Now().Add(-cfg.Limits.QuotaWindow-time.Hour))
-		}},
-		sweeper.Task{Name: "unreferenced blobs", Run: func(ctx context.Context) (int64, error) {
-			return store.SweepBlobs(ctx, cfg.BlobGrace)
-		}})
-	queue, err := batch.New(store, keys, batch.Config{
-		Workers: cfg.BatchWorkers, RescueAfter: cfg.BatchRescueAfter, Log: log,
-		Render: func(f *agentfs.File, created bool) idempotency.Outcome {
-			return handlers.FileOutcome(cfg.PublicURL, f, created)
-		},
-	})
+	core, err := admission.New(admission.Config{Store: store, Queue: enqueuer, PublicURL: cfg.PublicURL, Log: log,
+		AfterCommit: faultAfterCommit(cfg.FaultAfterCommit)})
 	if err != nil {
 		return err
 	}
-	if err := queue.Start(ctx); err != nil {
+	runner, err := batch.NewRunner(store, core, batch.Config{
+		Workers: cfg.BatchWorkers, RescueAfter: cfg.BatchRescueAfter, Log: log})
+	if err != nil {
+		return err
+	}
+	if err := runner.Start(ctx); err != nil {
 		return fmt.Errorf("start batch queue: %w", err)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, err := handlers.New(handlers.Deps{
-		Files: store, Uploads: store, Batches: queue, Keys: keys, Quota: store, Tokens: store, Health: store, Log: log,
+		Files: store, Writes: core, Quota: store, Tokens: store, Health: store, Log: log,
 		PublicURL: cfg.PublicURL, Limits: cfg.Limits, Registry: reg,
-		AfterCommit: faultAfterCommit(cfg.FaultAfterCommit),
 	})
 	if err != nil {
 		return err
@@ -135,7 +122,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutdown: %w", err)
 	}
-	if err := queue.Stop(shutdownCtx); err != nil {
+	if err := runner.Stop(shutdownCtx); err != nil {
 		return fmt.Errorf("stop batch queue: %w", err)
 	}
 	return nil

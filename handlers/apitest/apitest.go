@@ -23,9 +23,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/admission"
+	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/batch"
 	"github.com/agentfs/agentfs/handlers"
-	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/problem"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
 )
@@ -60,7 +62,7 @@ func Spec(t testing.TB) (*openapi3.T, routers.Router) {
 type Server struct {
 	URL    string
 	Store  *storage.Store
-	Keys   *idempotency.Store
+	Core   *admission.Core
 	Config storage.Config
 	API    *handlers.API
 	Logs   *bytes.Buffer // everything the server logged
@@ -87,63 +89,43 @@ func NewServer(t testing.TB, opts Options) *Server {
 	} else {
 		cfg = storagetest.Config(t)
 	}
-	store := storagetest.OpenConfig(t, cfg)
-	if opts.Limits.MaxUploadBytes == 0 {
-		opts.Limits.MaxUploadBytes = 64 << 20
+	if opts.Lease == 0 {
+		opts.Lease = 30 * time.Second
 	}
-	if opts.Limits.MaxUploadSessionBytes == 0 {
-		opts.Limits.MaxUploadSessionBytes = 1 << 40
-	}
-	if opts.Limits.UploadPartSize == 0 {
-		opts.Limits.UploadPartSize = 5 << 20
-	}
-	if opts.Limits.UploadTTL == 0 {
-		opts.Limits.UploadTTL = time.Hour
-	}
+	cfg.IdempotencyLease = opts.Lease
 	if opts.Limits.IdempotencyRetention == 0 {
 		opts.Limits.IdempotencyRetention = 7 * 24 * time.Hour
 	}
+	cfg.IdempotencyRetention = opts.Limits.IdempotencyRetention
+	store := storagetest.OpenConfig(t, cfg)
+	opts.Limits = withDefaults(opts.Limits)
 	opts.Limits.DeletedRetention = cfg.DeletedRetention
 	var files handlers.Files = store
 	if opts.Wrap != nil {
 		files = opts.Wrap(store)
 	}
-	if opts.Lease == 0 {
-		opts.Lease = 30 * time.Second
-	}
-	keys, err := idempotency.NewStore(store.Pool(), opts.Lease, opts.Limits.IdempotencyRetention)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if opts.Limits.BodyIdleTimeout == 0 {
-		opts.Limits.BodyIdleTimeout = 30 * time.Second
-	}
-	if opts.Limits.BatchMaxItems == 0 {
-		opts.Limits.BatchMaxItems = 1000
-	}
-	if opts.Limits.BatchMaxBytes == 0 {
-		opts.Limits.BatchMaxBytes = 8 << 20
-	}
-	if opts.Limits.BatchMaxItemBytes == 0 {
-		opts.Limits.BatchMaxItemBytes = 64 << 10
-	}
 	logs := &lockedBuffer{}
 	srv := httptest.NewUnstartedServer(nil)
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	publicURL := "http://" + srv.Listener.Addr().String()
-	queue, err := batch.New(store, keys, batch.Config{Workers: 2, RescueAfter: 30 * time.Second, Log: log,
-		Render: func(f *agentfs.File, created bool) idempotency.Outcome {
-			return handlers.FileOutcome(publicURL, f, created)
-		}})
+	enqueuer, err := batch.NewEnqueuer(store.QueuePool(), log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := queue.Start(context.Background()); err != nil {
+	core, err := admission.New(admission.Config{Store: store, Queue: enqueuer, PublicURL: publicURL, Log: log})
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = queue.Stop(context.Background()) })
+	runner, err := batch.NewRunner(store, core, batch.Config{Workers: 2, RescueAfter: 30 * time.Second, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runner.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = runner.Stop(context.Background()) })
 	api, err := handlers.New(handlers.Deps{
-		Files: files, Uploads: store, Batches: queue, Keys: keys, Quota: store, Tokens: store, Health: store,
+		Files: files, Writes: core, Quota: store, Tokens: store, Health: store,
 		Log:       log,
 		PublicURL: publicURL,
 		Limits:    opts.Limits, Registry: prometheus.NewRegistry(),
@@ -165,7 +147,36 @@ func NewServer(t testing.TB, opts Options) *Server {
 			}
 		}
 	})
-	return &Server{URL: srv.URL, Store: store, Keys: keys, Config: cfg, API: api, Logs: &logs.Buffer}
+	return &Server{URL: srv.URL, Store: store, Core: core, Config: cfg, API: api, Logs: &logs.Buffer}
+}
+
+// withDefaults fills in the limits a test left zero.
+func withDefaults(l handlers.Limits) handlers.Limits {
+	if l.MaxUploadBytes == 0 {
+		l.MaxUploadBytes = 64 << 20
+	}
+	if l.MaxUploadSessionBytes == 0 {
+		l.MaxUploadSessionBytes = 1 << 40
+	}
+	if l.UploadPartSize == 0 {
+		l.UploadPartSize = 5 << 20
+	}
+	if l.UploadTTL == 0 {
+		l.UploadTTL = time.Hour
+	}
+	if l.BodyIdleTimeout == 0 {
+		l.BodyIdleTimeout = 30 * time.Second
+	}
+	if l.BatchMaxItems == 0 {
+		l.BatchMaxItems = 1000
+	}
+	if l.BatchMaxBytes == 0 {
+		l.BatchMaxBytes = 8 << 20
+	}
+	if l.BatchMaxItemBytes == 0 {
+		l.BatchMaxItemBytes = 64 << 10
+	}
+	return l
 }
 
 type lockedBuffer struct {
@@ -220,20 +231,7 @@ type Response struct {
 }
 
 // Problem is the problem+json body of an error response.
-type Problem struct {
-	Type           string `json:"type"`
-	Title          string `json:"title"`
-	Status         int    `json:"status"`
-	Detail         string `json:"detail"`
-	Code           string `json:"code"`
-	Retryable      bool   `json:"retryable"`
-	RequestID      string `json:"request_id"`
-	ExistingFileID string `json:"existing_file_id"`
-	Errors         []struct {
-		Field   string `json:"field"`
-		Message string `json:"message"`
-	} `json:"errors"`
-}
+type Problem = problem.Problem
 
 // Do sends method path with body (nil, []byte, string or io.Reader) and the
 // extra headers given as name, value pairs.
@@ -391,26 +389,7 @@ func (r *Response) ExpectProblem(t testing.TB, status int, code string) Problem 
 }
 
 // File is the File object as tests read it.
-type File struct {
-	ID          string     `json:"id"`
-	Object      string     `json:"object"`
-	Path        string     `json:"path"`
-	SizeBytes   int64      `json:"size_bytes"`
-	ContentType string     `json:"content_type"`
-	SHA256      string     `json:"sha256"`
-	ETag        string     `json:"etag"`
-	Version     int        `json:"version"`
-	URL         string     `json:"url"`
-	AgentID     *string    `json:"agent_id"`
-	RunID       *string    `json:"run_id"`
-	LastAgentID *string    `json:"last_agent_id"`
-	LastRunID   *string    `json:"last_run_id"`
-	CreatedAt   time.Time  `json:"created_at"`
-	UpdatedAt   time.Time  `json:"updated_at"`
-	DeletedAt   *time.Time `json:"deleted_at"`
-	PurgeAfter  *time.Time `json:"purge_after"`
-	Blocked     bool       `json:"blocked"`
-}
+type File = api.File
 
 // File decodes the body as a File.
 func (r *Response) File(t testing.TB) File {
@@ -421,8 +400,4 @@ func (r *Response) File(t testing.TB) File {
 }
 
 // FileList is a page of files.
-type FileList struct {
-	Data       []File  `json:"data"`
-	HasMore    bool    `json:"has_more"`
-	NextCursor *string `json:"next_cursor"`
-}
+type FileList = api.FileList

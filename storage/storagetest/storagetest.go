@@ -162,3 +162,21 @@ func envOr(name, def string) string {
 	}
 	return def
 }
+
+// Eventually waits until cond holds, checking it every 10 ms, and fails the
+// test if it does not within timeout. It is for waiting on something
+// another goroutine or process does (a renewal, a server starting), never
+// for letting time pass: seed rows in the past for that.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(timeout)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("gave up after %v waiting for %s", timeout, what)
+		}
+	}
+}

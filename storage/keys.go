@@ -1,4 +1,4 @@
-package idempotency
+package storage
 
 import (
 	"context"
@@ -6,14 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/agentfs/agentfs/storage"
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/idempotency"
 )
 
 // Why an effect and its record cannot part: a keyed write first claims its
@@ -26,94 +25,36 @@ import (
 // same key and request takes it over (bumping the token), and a paused owner
 // that wakes late fails the token check and commits nothing.
 
-// Errors of Begin and Complete.
-var (
-	// ErrConflict says the key was used for a different request.
-	ErrConflict = errors.New("idempotency key reused for a different request")
-	// ErrClaimLost says another request took the claim over; this one must
-	// not commit its effect.
-	ErrClaimLost = errors.New("idempotency claim was taken over")
-)
+// ErrClaimLost says another request took a claim over; the claim's owner
+// must not commit its effect.
+var ErrClaimLost = errors.New("idempotency claim was taken over")
 
-// InProgressError says the key's first request is still running.
-type InProgressError struct {
-	Key        string
-	RetryAfter time.Duration
-}
-
-func (e *InProgressError) Error() string { return "a request with key " + e.Key + " is in progress" }
-
-// Store keeps claims and recorded outcomes in Postgres.
-type Store struct {
-	pool      *pgxpool.Pool
-	lease     time.Duration
-	retention time.Duration
-}
-
-// NewStore returns a store on pool. lease is how long a claim lives without
-// renewal; retention how long outcomes are kept.
-func NewStore(pool *pgxpool.Pool, lease, retention time.Duration) (*Store, error) {
-	if pool == nil || lease <= 0 || retention <= 0 {
-		return nil, errors.New("idempotency: pool, lease and retention are required")
-	}
-	return &Store{pool: pool, lease: lease, retention: retention}, nil
-}
-
-// Retention is how long recorded outcomes are kept.
-func (s *Store) Retention() time.Duration { return s.retention }
-
-// Resource names what a write created or changed.
-type Resource struct {
-	Object string `json:"object"`
-	ID     string `json:"id"`
-}
-
-// Outcome is a response as recorded for replay.
-type Outcome struct {
-	Status   int
-	Header   map[string]string // ETag, Location
-	Body     []byte
-	Resource Resource
-}
-
-// Record is what a key holds.
-type Record struct {
-	Key         string
-	Method      string
-	Route       string
-	Completed   bool
-	ContentHash []byte
-	Outcome     Outcome
-	CreatedAt   time.Time
-	CompletedAt *time.Time
-	ExpiresAt   *time.Time
-}
-
-// Begin admits a keyed request. It returns a Claim when this request now owns
-// the key (first use, or a takeover of a lapsed claim); the completed Record
-// when the key already holds an outcome for the same request (the caller
-// compares the content, then replays or answers a conflict); ErrConflict when
-// the key holds another request; *InProgressError while the owner runs.
-func (s *Store) Begin(ctx context.Context, subject, key, method, route string, request []byte) (*Claim, *Record, error) {
+// BeginKey admits a keyed request. It returns a Claim when this request now
+// owns the key (first use, or a takeover of a lapsed claim); the completed
+// Record when the key already holds an outcome for the same request (the
+// caller compares the content, then replays or answers a conflict);
+// *agentfs.ConflictError when the key holds another request;
+// *agentfs.InProgressError while the owner runs.
+func (s *Store) BeginKey(ctx context.Context, subject, key, method, route string, request []byte) (*Claim, *idempotency.Record, error) {
 	var (
 		claim *Claim
-		rec   *Record
+		rec   *idempotency.Record
 	)
-	err := storage.WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.WithTx(ctx, func(tx pgx.Tx) error {
 		var fence int64
 		err := tx.QueryRow(ctx, `INSERT INTO idempotency_keys
 			(subject, key, request_hash, method, route, status, fence, lease_expires_at)
 			VALUES ($1, $2, $3, $4, $5, 'in_progress', 1, now() + make_interval(secs => $6))
 			ON CONFLICT (subject, key) DO NOTHING RETURNING fence`,
-			subject, key, request, method, route, s.lease.Seconds()).Scan(&fence)
+			subject, key, request, method, route, s.cfg.IdempotencyLease.Seconds()).Scan(&fence)
 		if err == nil {
 			claim = s.newClaim(subject, key, fence)
 			return nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return storage.Translate(err)
+			return Translate(err)
 		}
-		claim, rec, err = s.resolve(ctx, tx, subject, key, request)
+		claim, rec, err = s.resolveKey(ctx, tx, subject, key, request)
 		return err
 	})
 	if err != nil {
@@ -125,9 +66,9 @@ func (s *Store) Begin(ctx context.Context, subject, key, method, route string, r
 	return claim, rec, nil
 }
 
-// resolve decides a request against the key's existing row, taking over a
-// claim whose lease lapsed.
-func (s *Store) resolve(ctx context.Context, tx pgx.Tx, subject, key string, request []byte) (*Claim, *Record, error) {
+// resolveKey decides a request against the key's existing row, taking over
+// a claim whose lease lapsed.
+func (s *Store) resolveKey(ctx context.Context, tx pgx.Tx, subject, key string, request []byte) (*Claim, *idempotency.Record, error) {
 	var (
 		stored    []byte
 		leaseLeft *float64
@@ -140,24 +81,24 @@ func (s *Store) resolve(ctx context.Context, tx pgx.Tx, subject, key string, req
 	}
 	switch {
 	case string(stored) != string(request):
-		return nil, nil, ErrConflict
+		return nil, nil, &agentfs.ConflictError{Key: key}
 	case rec.Completed:
 		return nil, rec, nil
 	case leaseLeft != nil && *leaseLeft > 0:
-		return nil, nil, &InProgressError{Key: key, RetryAfter: time.Duration(math.Ceil(*leaseLeft)) * time.Second}
+		return nil, nil, &agentfs.InProgressError{Key: key, RetryAfter: time.Duration(math.Ceil(*leaseLeft)) * time.Second}
 	}
 	var fence int64
 	err = tx.QueryRow(ctx, `UPDATE idempotency_keys SET fence = fence + 1,
 			lease_expires_at = now() + make_interval(secs => $3)
-		WHERE subject = $1 AND key = $2 RETURNING fence`, subject, key, s.lease.Seconds()).Scan(&fence)
+		WHERE subject = $1 AND key = $2 RETURNING fence`, subject, key, s.cfg.IdempotencyLease.Seconds()).Scan(&fence)
 	if err != nil {
-		return nil, nil, storage.Translate(err)
+		return nil, nil, Translate(err)
 	}
 	return s.newClaim(subject, key, fence), nil, nil
 }
 
 // Operation returns what the subject's key holds, or agentfs.ErrNotFound.
-func (s *Store) Operation(ctx context.Context, subject, key string) (*Record, error) {
+func (s *Store) Operation(ctx context.Context, subject, key string) (*idempotency.Record, error) {
 	rec, err := scanRecord(s.pool.QueryRow(ctx, `SELECT `+recordColumns+`
 		FROM idempotency_keys WHERE subject = $1 AND key = $2`, subject, key))
 	if err != nil {
@@ -166,9 +107,9 @@ func (s *Store) Operation(ctx context.Context, subject, key string) (*Record, er
 	return rec, nil
 }
 
-// Sweep deletes outcomes past their retention and claims abandoned for as
-// long, and reports how many rows went.
-func (s *Store) Sweep(ctx context.Context) (int64, error) {
+// SweepKeys deletes outcomes past their retention and claims abandoned for
+// as long, and reports how many rows went.
+func (s *Store) SweepKeys(ctx context.Context) (int64, error) {
 	// A batch's key is kept until the batch is terminal, however old. Keys
 	// go in chunks, so each statement stays short however many expired.
 	const chunk = 5000
@@ -181,9 +122,9 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 			  AND NOT (k.resource_object = 'batch' AND EXISTS (
 			        SELECT 1 FROM batches b WHERE b.id = k.resource_id AND b.status IN ('queued', 'running')))
 			LIMIT $2))`,
-			s.retention.Seconds(), chunk)
+			s.cfg.IdempotencyRetention.Seconds(), chunk)
 		if err != nil {
-			return total, storage.Translate(fmt.Errorf("sweep idempotency keys: %w", err))
+			return total, Translate(fmt.Errorf("sweep idempotency keys: %w", err))
 		}
 		total += tag.RowsAffected()
 		if tag.RowsAffected() < chunk {
@@ -196,14 +137,14 @@ const recordColumns = `key, method, route, status = 'completed', coalesce(conten
 	coalesce(response_status, 0), coalesce(response_headers, '{}'::jsonb), coalesce(response_body, ''::bytea),
 	coalesce(resource_object, ''), coalesce(resource_id, ''), created_at, completed_at, expires_at`
 
-func scanRecord(row pgx.Row, extra ...any) (*Record, error) {
-	var r Record
+func scanRecord(row pgx.Row, extra ...any) (*idempotency.Record, error) {
+	var r idempotency.Record
 	var headers []byte
 	dest := append([]any{&r.Key, &r.Method, &r.Route, &r.Completed, &r.ContentHash,
 		&r.Outcome.Status, &headers, &r.Outcome.Body, &r.Outcome.Resource.Object, &r.Outcome.Resource.ID,
 		&r.CreatedAt, &r.CompletedAt, &r.ExpiresAt}, extra...)
 	if err := row.Scan(dest...); err != nil {
-		return nil, storage.Translate(err)
+		return nil, Translate(err)
 	}
 	if err := json.Unmarshal(headers, &r.Outcome.Header); err != nil {
 		return nil, fmt.Errorf("decode recorded headers: %w", err)
@@ -225,10 +166,14 @@ func (s *Store) newClaim(subject, key string, fence int64) *Claim {
 	return &Claim{store: s, subject: subject, key: key, fence: fence, stop: make(chan struct{})}
 }
 
+// Key is the Idempotency-Key the claim holds.
+func (c *Claim) Key() string { return c.key }
+
 // renew extends the lease while the request runs (a long body streaming),
 // until Close or until the claim is found taken over.
 func (c *Claim) renew() {
-	t := time.NewTicker(c.store.lease / 3)
+	lease := c.store.cfg.IdempotencyLease
+	t := time.NewTicker(lease / 3)
 	defer t.Stop()
 	for {
 		select {
@@ -236,16 +181,23 @@ func (c *Claim) renew() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), c.store.lease/3)
-		tag, err := c.store.pool.Exec(ctx, `UPDATE idempotency_keys
-			SET lease_expires_at = now() + make_interval(secs => $4)
-			WHERE subject = $1 AND key = $2 AND fence = $3 AND status = 'in_progress'`,
-			c.subject, c.key, c.fence, c.store.lease.Seconds())
+		ctx, cancel := context.WithTimeout(context.Background(), lease/3)
+		held, err := c.extend(ctx)
 		cancel()
-		if err == nil && tag.RowsAffected() == 0 {
+		if err == nil && !held {
 			return // completed, released or taken over
 		}
 	}
+}
+
+// extend renews the lease once; held is false when the claim is no longer
+// this request's to renew.
+func (c *Claim) extend(ctx context.Context) (held bool, err error) {
+	tag, err := c.store.pool.Exec(ctx, `UPDATE idempotency_keys
+		SET lease_expires_at = now() + make_interval(secs => $4)
+		WHERE subject = $1 AND key = $2 AND fence = $3 AND status = 'in_progress'`,
+		c.subject, c.key, c.fence, c.store.cfg.IdempotencyLease.Seconds())
+	return tag.RowsAffected() > 0, Translate(err)
 }
 
 // Close stops renewing the lease.
@@ -254,7 +206,7 @@ func (c *Claim) Close() { c.stopOnce.Do(func() { close(c.stop) }) }
 // Complete records the outcome in tx, the transaction that commits the
 // effect, after checking under a row lock that this claim is still the
 // key's owner; else it returns ErrClaimLost and the effect must roll back.
-func (c *Claim) Complete(ctx context.Context, tx pgx.Tx, contentHash []byte, out Outcome) error {
+func (c *Claim) Complete(ctx context.Context, tx pgx.Tx, contentHash []byte, out idempotency.Outcome) error {
 	var fence int64
 	var status string
 	err := tx.QueryRow(ctx, `SELECT fence, status FROM idempotency_keys
@@ -263,7 +215,7 @@ func (c *Claim) Complete(ctx context.Context, tx pgx.Tx, contentHash []byte, out
 		return ErrClaimLost
 	}
 	if err != nil {
-		return storage.Translate(fmt.Errorf("lock idempotency key: %w", err))
+		return Translate(fmt.Errorf("lock idempotency key: %w", err))
 	}
 	headers, err := json.Marshal(out.Header)
 	if err != nil {
@@ -275,20 +227,11 @@ func (c *Claim) Complete(ctx context.Context, tx pgx.Tx, contentHash []byte, out
 			completed_at = now(), expires_at = now() + make_interval(secs => $9), lease_expires_at = NULL
 		WHERE subject = $1 AND key = $2`,
 		c.subject, c.key, contentHash, out.Status, headers, out.Body,
-		out.Resource.Object, out.Resource.ID, c.store.retention.Seconds())
+		out.Resource.Object, out.Resource.ID, c.store.cfg.IdempotencyRetention.Seconds())
 	if err != nil {
-		return storage.Translate(fmt.Errorf("record idempotency outcome: %w", err))
+		return Translate(fmt.Errorf("record idempotency outcome: %w", err))
 	}
 	return nil
-}
-
-// Record records an outcome that changed nothing (one decided against the
-// stored state, such as 409 PATH_EXISTS) in a transaction of its own.
-func (c *Claim) Record(ctx context.Context, contentHash []byte, out Outcome) error {
-	defer c.Close()
-	return storage.WithTx(ctx, c.store.pool, func(tx pgx.Tx) error {
-		return c.Complete(ctx, tx, contentHash, out)
-	})
 }
 
 // Release frees the key after a failure that may succeed when repeated
@@ -298,32 +241,5 @@ func (c *Claim) Release(ctx context.Context) error {
 	c.Close()
 	_, err := c.store.pool.Exec(context.WithoutCancel(ctx), `DELETE FROM idempotency_keys
 		WHERE subject = $1 AND key = $2 AND fence = $3 AND status = 'in_progress'`, c.subject, c.key, c.fence)
-	return storage.Translate(err)
-}
-
-// Disposition says what becomes of a claimed key once its request ended.
-type Disposition int
-
-// Dispositions of DESIGN §6.
-const (
-	Keep    Disposition = iota // record the outcome; the key replays it
-	Release                    // free the key; the same key may run again
-)
-
-// DispositionOf applies DESIGN §6's table to a response status and problem
-// code: successes and outcomes decided against stored state are recorded;
-// transient failures release the key.
-func DispositionOf(status int, code string) Disposition {
-	switch {
-	case status >= 200 && status < 300:
-		return Keep
-	case code == "OPERATION_IN_PROGRESS":
-		return Release
-	case status == http.StatusNotFound, status == http.StatusConflict,
-		status == http.StatusPreconditionFailed, status == http.StatusUnavailableForLegalReasons:
-		return Keep
-	case status == http.StatusUnprocessableEntity && (code == "SIZE_MISMATCH" || code == "PARTS_MISSING"):
-		return Keep
-	}
-	return Release
+	return Translate(err)
 }

@@ -1,0 +1,275 @@
+// Package admission is the admission core: the one place where AgentFS keeps
+// "no record, no effect". Every door — an HTTP route, a batch item, an MCP
+// tool — binds its input, calls one method of Core with the Caller and the
+// write, and renders the Result. The core claims the Idempotency-Key, runs
+// the write, and commits the effect and the key's record in one Postgres
+// transaction that it owns and hands down to the storage helpers; it answers
+// replays, conflicts and keys still in progress, takes over a claim whose
+// owner died (fenced, so a late owner commits nothing), and records or
+// releases the key when the write fails (DESIGN §6). No door handles a
+// transaction, a claim or a fingerprint itself.
+package admission
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/problem"
+	"github.com/agentfs/agentfs/storage"
+)
+
+// Queue puts a batch on the durable queue in the transaction that creates
+// it, so the batch runs once that transaction commits and never otherwise.
+type Queue interface {
+	Enqueue(ctx context.Context, tx pgx.Tx, batchID string) error
+}
+
+// Config is what the core needs.
+type Config struct {
+	Store *storage.Store
+	Queue Queue
+	// PublicURL is the base of every file's url in the responses the core
+	// renders and records.
+	PublicURL string
+	Log       *slog.Logger
+	// AfterCommit, when set, runs after a keyed write committed and before
+	// its door answers. Fault-injection tests use it to crash there.
+	AfterCommit func()
+	// Now is the clock of what the core renders (0: time.Now).
+	Now func() time.Time
+}
+
+// Core admits and runs every keyed (and unkeyed) write.
+type Core struct {
+	store *storage.Store
+	queue Queue
+	cfg   Config
+}
+
+// New returns the core.
+func New(cfg Config) (*Core, error) {
+	if cfg.Store == nil || cfg.Queue == nil || cfg.Log == nil || cfg.PublicURL == "" {
+		return nil, errors.New("admission: Store, Queue, Log and PublicURL are required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Core{store: cfg.Store, queue: cfg.Queue, cfg: cfg}, nil
+}
+
+// Operation returns what the subject's key holds, or agentfs.ErrNotFound:
+// a key that holds nothing proves that nothing happened under it.
+func (c *Core) Operation(ctx context.Context, subject, key string) (*idempotency.Record, error) {
+	return c.store.Operation(ctx, subject, key)
+}
+
+// write is one effect as the core runs it. The methods that build one (in
+// writes.go) close over storage's helpers: every call goes down.
+type write struct {
+	method, route string // recorded with the key, shown by /v1/operations
+	request       idempotency.Request
+	// content is the content's fingerprint: the SHA-256 of the bytes, or of
+	// a JSON body's canonical form. It may read the body to learn it (a
+	// repeat whose content must be compared).
+	content func() ([]byte, error)
+	// prepare does what must happen before the transaction and outside it,
+	// such as streaming the bytes into a new blob.
+	prepare func(ctx context.Context) error
+	// apply writes the effect in tx and renders the response it earns.
+	apply func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error)
+	// alone, when set, commits a write that has nothing to commit with it
+	// (no key, no batch item) without a transaction; ok false leaves it to
+	// apply.
+	alone func(ctx context.Context) (out idempotency.Outcome, ok bool, err error)
+	// finish ends the write once its transaction is over (err is how):
+	// it removes what the effect did not come to reference.
+	finish func(ctx context.Context, err error)
+	// after runs once the effect committed: work that follows it and
+	// cannot undo it (dropping S3 parts, waiting for a batch).
+	after func(ctx context.Context, out idempotency.Outcome) (idempotency.Outcome, error)
+	// current answers a replay with the resource's current state, for the
+	// routes whose resource keeps changing (sessions, batches).
+	current func(ctx context.Context, rec *idempotency.Record) (idempotency.Outcome, error)
+}
+
+// item names the batch item a write runs as: its status commits with the
+// effect, and only while it is still pending.
+type item struct {
+	batch *agentfs.Batch
+	index int
+}
+
+// run admits w for who and runs it: unkeyed, it just commits; keyed, it
+// claims the key, then commits the effect with the key's record, or replays
+// the recorded outcome, or refuses.
+func (c *Core) run(ctx context.Context, who agentfs.Caller, it *item, w *write) (idempotency.Result, error) {
+	if who.Key == "" {
+		out, err := c.commit(ctx, it, w, nil)
+		if err != nil {
+			return idempotency.Result{}, err
+		}
+		return c.after(ctx, w, idempotency.Result{Outcome: out})
+	}
+	claim, rec, err := c.store.BeginKey(ctx, who.Subject, who.Key, w.method, w.route, w.request.Sum())
+	switch {
+	case err != nil:
+		return idempotency.Result{}, err
+	case rec != nil:
+		return c.replay(ctx, who, it, w, rec)
+	}
+	defer claim.Close()
+	out, err := c.commit(ctx, it, w, claim)
+	if err != nil {
+		return idempotency.Result{}, c.settle(ctx, who, w, claim, err)
+	}
+	if c.cfg.AfterCommit != nil {
+		c.cfg.AfterCommit()
+	}
+	return c.after(ctx, w, idempotency.Result{Outcome: out})
+}
+
+// commit runs the write and commits its effect in one transaction with
+// everything that must commit with it: the key's record and the batch
+// item's status.
+func (c *Core) commit(ctx context.Context, it *item, w *write, claim *storage.Claim) (out idempotency.Outcome, err error) {
+	if w.prepare != nil {
+		if err := w.prepare(ctx); err != nil {
+			return out, err
+		}
+	}
+	if w.finish != nil {
+		defer func() { w.finish(ctx, err) }()
+	}
+	if claim == nil && it == nil && w.alone != nil {
+		out, ok, err := w.alone(ctx)
+		if ok || err != nil {
+			return out, err
+		}
+	}
+	err = c.store.WithTxRetry(ctx, func(tx pgx.Tx) error {
+		var err error
+		if out, err = w.apply(ctx, tx); err != nil {
+			return err
+		}
+		if claim != nil {
+			content, err := w.content()
+			if err != nil {
+				return err
+			}
+			if err := claim.Complete(ctx, tx, content, out); err != nil {
+				return err
+			}
+		}
+		if it != nil {
+			return storage.MarkItemTx(ctx, tx, it.batch.ID, it.index, storage.ItemOutcome{
+				Status: agentfs.ItemSucceeded, ResultID: fileID(out)})
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (c *Core) after(ctx context.Context, w *write, res idempotency.Result) (idempotency.Result, error) {
+	if w.after == nil {
+		return res, nil
+	}
+	out, err := w.after(ctx, res.Outcome)
+	res.Outcome = out
+	return res, err
+}
+
+// settle ends a claim whose write failed: an outcome decided against the
+// stored state is recorded (the key replays it); anything that may succeed
+// when repeated releases the key.
+func (c *Core) settle(ctx context.Context, who agentfs.Caller, w *write, claim *storage.Claim, err error) error {
+	if errors.Is(err, storage.ErrClaimLost) {
+		return &agentfs.InProgressError{Key: who.Key, RetryAfter: time.Second}
+	}
+	p, _ := problem.From(err)
+	if !problem.Recorded(p) || errors.Is(err, storage.ErrItemDone) {
+		c.release(ctx, claim)
+		return err
+	}
+	content, cerr := w.content()
+	if cerr != nil {
+		c.release(ctx, claim)
+		return cerr
+	}
+	recorded := *p
+	recorded.RequestID = who.RequestID
+	out := idempotency.Outcome{Status: p.Status, Body: problem.Encode(&recorded)}
+	rerr := c.store.WithTx(ctx, func(tx pgx.Tx) error { return claim.Complete(ctx, tx, content, out) })
+	switch {
+	case errors.Is(rerr, storage.ErrClaimLost):
+		return &agentfs.InProgressError{Key: who.Key, RetryAfter: time.Second}
+	case rerr != nil:
+		c.release(ctx, claim)
+		return rerr
+	}
+	return err
+}
+
+func (c *Core) release(ctx context.Context, claim *storage.Claim) {
+	if err := claim.Release(ctx); err != nil {
+		c.cfg.Log.WarnContext(ctx, "release idempotency key", "err", err)
+	}
+}
+
+// replay answers a repeat of a completed request with its recorded
+// outcome, once its content is known to be the same; a batch item that
+// replays ends with the recorded outcome.
+func (c *Core) replay(ctx context.Context, who agentfs.Caller, it *item, w *write, rec *idempotency.Record) (idempotency.Result, error) {
+	sum, err := w.content()
+	if err != nil {
+		return idempotency.Result{}, err
+	}
+	if !bytes.Equal(sum, rec.ContentHash) {
+		return idempotency.Result{}, &agentfs.ConflictError{Key: who.Key}
+	}
+	out := rec.Outcome
+	if w.current != nil && out.Status < 300 {
+		if out, err = w.current(ctx, rec); err != nil {
+			return idempotency.Result{}, err
+		}
+	}
+	if it != nil {
+		if err := c.markReplayed(ctx, it, out); err != nil {
+			return idempotency.Result{}, err
+		}
+	}
+	return idempotency.Result{Outcome: out, Replayed: true}, nil
+}
+
+// hashBody reads a body to its end only to learn its SHA-256 (a repeat
+// whose content must be compared; nothing is stored). More than limit bytes
+// is agentfs.ErrTooLarge.
+func hashBody(body io.Reader, limit int64) ([]byte, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(body, limit+1))
+	if err != nil {
+		return nil, agentfs.BodyError(err)
+	}
+	if n > limit {
+		return nil, agentfs.ErrTooLarge
+	}
+	return h.Sum(nil), nil
+}
+
+func noContent() ([]byte, error) { return nil, nil }
+
+// fileID is the file an outcome names, if any.
+func fileID(out idempotency.Outcome) string {
+	if out.Resource.Object == "file" {
+		return out.Resource.ID
+	}
+	return ""
+}

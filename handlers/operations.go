@@ -1,0 +1,51 @@
+package handlers
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/agentfs/agentfs/api"
+	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/problem"
+)
+
+// getOperation is GET /v1/operations/{key}: what the key holds. A key that
+// holds nothing is 404, which proves that no effect happened under it.
+func (a *API) getOperation(c echo.Context) error {
+	key, err := idempotency.ParseKey(c.Param("idempotency_key"))
+	if err != nil {
+		return problem.New(problem.InvalidIdempotencyKey, err.Error())
+	}
+	rec, err := a.deps.Writes.Operation(c.Request().Context(), principal(c).Subject, key)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, api.NewOperation(rec))
+}
+
+// writeResult answers with how a write ended: its outcome (replayed or
+// not), or its error for problem to answer. A recorded problem is sent
+// again as a problem of this request.
+func writeResult(c echo.Context, res idempotency.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	if res.Replayed {
+		c.Response().Header().Set(idempotency.ReplayHeader, "true")
+	}
+	out := res.Outcome
+	if out.Status >= 400 {
+		var p problem.Problem
+		if err := json.Unmarshal(out.Body, &p); err != nil {
+			return err
+		}
+		p.Instance = ""
+		return &p
+	}
+	for k, v := range out.Header {
+		c.Response().Header().Set(k, v)
+	}
+	return c.Blob(out.Status, echo.MIMEApplicationJSON, out.Body)
+}
