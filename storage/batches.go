@@ -84,18 +84,33 @@ func (s *Store) Batch(ctx context.Context, subject, id string) (*agentfs.Batch, 
 }
 
 // AwaitBatch returns the subject's batch once it is terminal, or as it is
-// when wait has passed.
+// when wait has passed. It wakes when the batch ends (FinishBatch notifies,
+// on any instance), and looks again every few seconds in case the
+// notification was lost with a connection.
 func (s *Store) AwaitBatch(ctx context.Context, subject, id string, wait time.Duration) (*agentfs.Batch, error) {
-	deadline := time.Now().Add(wait)
+	if wait <= 0 {
+		return s.Batch(ctx, subject, id)
+	}
+	ended, stop := s.notify.subscribe(ChannelBatch)
+	defer stop()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
 	for {
 		b, err := s.Batch(ctx, subject, id)
-		if err != nil || b.Terminal() || !time.Now().Before(deadline) {
+		if err != nil || b.Terminal() {
 			return b, err
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		for woken := false; !woken; {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-deadline.C:
+				return s.Batch(ctx, subject, id)
+			case payload := <-ended:
+				woken = payload == id || payload == ""
+			case <-time.After(3 * time.Second):
+				woken = true
+			}
 		}
 	}
 }
@@ -219,13 +234,16 @@ func (s *Store) MarkItem(ctx context.Context, batchID string, idx int, out ItemO
 // FinishBatch sets a batch's terminal state from its items: succeeded when
 // all succeeded, failed when none did, else partially_succeeded.
 func (s *Store) FinishBatch(ctx context.Context, id string) error {
-	_, err := s.pool.Exec(ctx, `UPDATE batches b SET completed_at = now(), status = CASE
+	_, err := s.pool.Exec(ctx, `WITH finished AS (
+		UPDATE batches b SET completed_at = now(), status = CASE
 			WHEN c.failed = 0 THEN 'succeeded' WHEN c.succeeded = 0 THEN 'failed' ELSE 'partially_succeeded' END
 		FROM (SELECT count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
 		             count(*) FILTER (WHERE status = 'failed') AS failed,
 		             count(*) FILTER (WHERE status = 'pending') AS pending
 		      FROM batch_items WHERE batch_id = $1) c
-		WHERE b.id = $1 AND c.pending = 0 AND b.status IN ('queued', 'running')`, id)
+		WHERE b.id = $1 AND c.pending = 0 AND b.status IN ('queued', 'running')
+		RETURNING b.id)
+		SELECT pg_notify('`+ChannelBatch+`', id) FROM finished`, id)
 	return Translate(err)
 }
 

@@ -56,6 +56,7 @@ type Store struct {
 	s3Long    *minio.Client // for operations S3 answers only when done (copy, complete)
 	bucket    string
 	cfg       Config
+	notify    *notifier
 }
 
 // Open connects to Postgres and S3. It does not migrate; call Migrate.
@@ -103,7 +104,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket, cfg: cfg}, nil
+	return &Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket, cfg: cfg,
+		notify: newNotifier(cfg.DatabaseURL)}, nil
 }
 
 // newS3 is an S3 client that waits at most answerWait for S3 to start
@@ -153,6 +155,7 @@ func s3Transport(secure bool, limit, answerWait time.Duration) http.RoundTripper
 
 // Close releases the database connections.
 func (s *Store) Close() {
+	s.notify.close()
 	s.pool.Close()
 	s.queuePool.Close()
 }
