@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentfs/agentfs/client"
 	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/storage/storagetest"
 )
 
 // bundle is a real server, a fault proxy in front of it, and a client that
@@ -571,17 +572,10 @@ func slowUpload(t *testing.T, b *bundle, path, key, first string, header ...stri
 	if _, err := pw.Write([]byte(first)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	storagetest.Eventually(t, 20*time.Second, "the slow upload to claim its key", func() bool {
 		op, err := b.direct.Operation(context.Background(), key)
-		if err == nil && op.Status == client.OperationInProgress {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the slow upload never claimed its key: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && op.Status == client.OperationInProgress
+	})
 	return func(rest string) int {
 		_, _ = pw.Write([]byte(rest))
 		pw.Close()

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/agentfs/agentfs/storage/storagetest"
 )
 
 // faultProxy stands between a client and the real server. It forwards
@@ -235,22 +237,15 @@ func (p *faultProxy) requests(method, path string) []seenRequest {
 // after a generous bound so that a broken client cannot hang it.
 func (p *faultProxy) waitFor(t *testing.T, what string, cond func(seen []seenRequest) bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	storagetest.Eventually(t, 20*time.Second, "the proxy to see "+what, func() bool {
 		p.mu.Lock()
 		seen := make([]seenRequest, len(p.seen))
 		for i, s := range p.seen {
 			seen[i] = *s
 		}
 		p.mu.Unlock()
-		if cond(seen) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the proxy never saw %s; it saw %+v", what, seen)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return cond(seen)
+	})
 }
 
 type countingReader struct {

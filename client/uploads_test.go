@@ -112,10 +112,16 @@ func TestUploadFile(t *testing.T) {
 	// past it.
 	var parallel atomic.Bool
 	b.proxy.injectWhere(isPart("1"), 1, func(p *faultProxy, w http.ResponseWriter, r *http.Request, rec *seenRequest) {
-		deadline := time.Now().Add(20 * time.Second)
-		for time.Now().Before(deadline) && !parallel.Load() {
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		deadline := time.After(20 * time.Second)
+		for held := true; held && !parallel.Load(); {
 			parallel.Store(len(p.where(func(s seenRequest) bool { return s.Method == "PUT" && !strings.HasSuffix(s.Path, "/parts/1") })) > 0)
-			time.Sleep(5 * time.Millisecond)
+			select {
+			case <-tick.C:
+			case <-deadline:
+				held = false // stop holding; the assertion below then fails
+			}
 		}
 		forwardAndAnswer(p, w, r, rec)
 	})

@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -247,9 +248,10 @@ func TestDigestAnswersBeforeBody(t *testing.T) {
 	}
 }
 
-// TestLeaseRenewedWhileBodyStreams sends a body slower than the claim's
+// TestLeaseRenewedWhileBodyStreams sends a body that outlasts the claim's
 // lease: the claim is renewed, so a repeat meanwhile is told to wait, never
-// allowed to take the key over.
+// allowed to take the key over. Each round makes the lease lapse (a row
+// seeded in the past) and waits for the streaming request to renew it.
 func TestLeaseRenewedWhileBodyStreams(t *testing.T) {
 	t.Parallel()
 	srv := apitest.NewServer(t, apitest.Options{Lease: time.Second})
@@ -260,16 +262,20 @@ func TestLeaseRenewedWhileBodyStreams(t *testing.T) {
 		done <- c.Do("POST", "/v1/files?path=slow.bin", pr, "Idempotency-Key", "slow-body")
 	}()
 	_, _ = pw.Write([]byte("first part "))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		res := c.Do("GET", "/v1/operations/slow-body", nil)
-		if res.Status == http.StatusOK || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	storagetest.Eventually(t, 10*time.Second, "the slow upload to claim its key", func() bool {
+		return c.Do("GET", "/v1/operations/slow-body", nil).Status == http.StatusOK
+	})
+	ctx := context.Background()
 	for i := 0; i < 3; i++ { // three leases
-		time.Sleep(time.Second)
+		if _, err := srv.Store.Pool().Exec(ctx, `UPDATE idempotency_keys SET lease_expires_at = now() - interval '1 second'
+			WHERE key = 'slow-body'`); err != nil {
+			t.Fatal(err)
+		}
+		storagetest.Eventually(t, 10*time.Second, "the streaming request to renew its lease", func() bool {
+			var live bool
+			err := srv.Store.Pool().QueryRow(ctx, `SELECT lease_expires_at > now() FROM idempotency_keys WHERE key = 'slow-body'`).Scan(&live)
+			return err == nil && live
+		})
 		_, _ = pw.Write([]byte("more "))
 		c.Do("POST", "/v1/files?path=slow.bin", "first part more more more ", "Idempotency-Key", "slow-body").
 			ExpectProblem(t, http.StatusConflict, "OPERATION_IN_PROGRESS")

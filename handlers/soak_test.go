@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,9 +37,11 @@ func TestSoak(t *testing.T) {
 		ops = v
 	}
 	var (
-		mu    sync.Mutex
-		acked = map[string]string{} // path -> sha256 of the last acknowledged content
-		bad   []string
+		outages   atomic.Int64 // answers that said "retry later"
+		recovered atomic.Bool  // S3 is back after its outage
+		mu        sync.Mutex
+		acked     = map[string]string{} // path -> sha256 of the last acknowledged content
+		bad       []string
 	)
 	send := func(c *apitest.Client, path, body, key string, replace bool) {
 		url := "/v1/files?path=" + path
@@ -55,7 +58,11 @@ func TestSoak(t *testing.T) {
 				mu.Unlock()
 				return
 			case res.Status == 503 || res.Status == 409 && res.Problem(t).Code == "OPERATION_IN_PROGRESS":
-				time.Sleep(100 * time.Millisecond) // retry the same key
+				outages.Add(1)
+				// Real time on purpose: a client honouring Retry-After waits
+				// before it sends the same key again; S3 and the claim of an
+				// earlier attempt come back on their own time.
+				time.Sleep(100 * time.Millisecond)
 			default:
 				mu.Lock()
 				bad = append(bad, fmt.Sprintf("%s %s: %d %s", key, path, res.Status, res.Body))
@@ -71,17 +78,25 @@ func TestSoak(t *testing.T) {
 			defer wg.Done()
 			c := apitest.NewClient(t, srv.URL, srv.Token(t, "soak"))
 			rnd := rand.New(rand.NewSource(int64(i)))
-			for op := 0; op < ops; op++ {
+			// Each client writes until it did its share and S3 came back.
+			for op := 0; op < ops || !recovered.Load(); op++ {
 				path := fmt.Sprintf("c%d/f%d", i, rnd.Intn(5))
 				body := fmt.Sprintf("client %d op %d %s", i, op, string(make([]byte, rnd.Intn(64<<10))))
 				send(c, path, body, fmt.Sprintf("soak-%d-%d", i, op), true)
 			}
 		}()
 	}
-	time.Sleep(500 * time.Millisecond)
+	// S3 stops once writes are flowing and starts again once they felt it.
+	storagetest.Eventually(t, 30*time.Second, "the first acknowledged writes", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked) >= clients
+	})
+	before := outages.Load()
 	s3.Stop()
-	time.Sleep(time.Second)
+	storagetest.Eventually(t, 30*time.Second, "a write to meet the outage", func() bool { return outages.Load() > before })
 	s3.Start()
+	recovered.Store(true)
 	wg.Wait()
 	for _, b := range bad {
 		t.Error(b)

@@ -33,18 +33,13 @@ func putOps(prefix string, n int) []byte {
 
 func waitBatch(t *testing.T, c *apitest.Client, id string, done func(batchState) bool, limit time.Duration) batchState {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		var b batchState
+	var b batchState
+	storagetest.Eventually(t, limit, "batch "+id+" to reach the state awaited", func() bool {
+		b = batchState{}
 		c.Do("GET", "/v1/batch/"+id, nil).Expect(t, 200).JSON(t, &b)
-		if done(b) {
-			return b
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("batch %s still %s after %v: %+v", id, b.Status, limit, b.Counts)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return done(b)
+	})
+	return b
 }
 
 func terminal(b batchState) bool {

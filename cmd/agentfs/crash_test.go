@@ -69,30 +69,23 @@ func (cb *crashBundle) startUpload(t *testing.T, p *process, key string, body []
 // waitClaimed waits until the key is claimed (in progress), as seen by p.
 func (cb *crashBundle) waitClaimed(t *testing.T, p *process, key string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	storagetest.Eventually(t, 20*time.Second, "key "+key+" to be claimed", func() bool {
 		res := cb.client(t, p).Do("GET", "/v1/operations/"+key, nil)
 		var op struct{ Status string }
-		if res.Status == 200 && json.Unmarshal(res.Body, &op) == nil && op.Status == "in_progress" {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("key %s was never claimed", key)
+		return res.Status == 200 && json.Unmarshal(res.Body, &op) == nil && op.Status == "in_progress"
+	})
 }
 
 // retryUntilDone repeats a keyed upload while it is answered
 // OPERATION_IN_PROGRESS, as a client honouring Retry-After would.
 func (cb *crashBundle) retryUntilDone(t *testing.T, p *process, key string, body []byte) *apitest.Response {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		res := cb.client(t, p).Do("POST", "/v1/files?path=big.bin", body, "Idempotency-Key", key)
-		if res.Status != http.StatusConflict || res.Problem(t).Code != "OPERATION_IN_PROGRESS" || time.Now().After(deadline) {
-			return res
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	var res *apitest.Response
+	storagetest.Eventually(t, 30*time.Second, "key "+key+" to be no longer in progress", func() bool {
+		res = cb.client(t, p).Do("POST", "/v1/files?path=big.bin", body, "Idempotency-Key", key)
+		return res.Status != http.StatusConflict || res.Problem(t).Code != "OPERATION_IN_PROGRESS"
+	})
+	return res
 }
 
 func (cb *crashBundle) files(t *testing.T) []apitest.File {
@@ -165,7 +158,8 @@ func TestPausedOwnerCannotCommit(t *testing.T) {
 	if err := cb.a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2500 * time.Millisecond) // the 2s lease lapses
+	// The paused owner renews nothing; its lease is made to lapse now.
+	storagetest.Exec(t, cb.cfg, `UPDATE idempotency_keys SET lease_expires_at = now() - interval '1 second' WHERE key = $1`, "pause-1")
 	taken := cb.retryUntilDone(t, cb.b, "pause-1", body).Expect(t, http.StatusCreated).File(t)
 	if err := cb.a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)

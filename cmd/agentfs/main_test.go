@@ -140,18 +140,20 @@ func startServe(t *testing.T, bin string, cfg storage.Config, env ...string) *pr
 
 func (p *process) waitReady(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	ready := false
+	defer func() {
+		if !ready {
+			t.Logf("%s logs:\n%s", p.url, p.logs)
+		}
+	}()
+	storagetest.Eventually(t, 60*time.Second, p.url+" to become ready", func() bool {
 		res, err := http.Get(p.url + "/readyz")
 		if err == nil {
 			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return
-			}
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s never became ready; logs:\n%s", p.url, p.logs)
+		ready = err == nil && res.StatusCode == http.StatusOK
+		return ready
+	})
 }
 
 func (p *process) stop(t *testing.T) {

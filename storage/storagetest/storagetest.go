@@ -180,3 +180,18 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		}
 	}
 }
+
+// Exec runs one statement in the schema of cfg: tests use it to seed rows in
+// the past (a lapsed lease, an expired session) instead of waiting.
+func Exec(t testing.TB, cfg storage.Config, sql string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		t.Fatalf("connect to the test database: %v (%s)", err, howToStart)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("exec %q: %v", sql, err)
+	}
+}
