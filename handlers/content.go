@@ -122,7 +122,11 @@ func (a *API) streamBlob(c echo.Context, f *agentfs.File, status int, rng byteRa
 	if werr != nil {
 		// The status is sent; all that is left is to cut the connection so
 		// the client sees a short body, never a silently truncated one.
-		a.deps.Log.WarnContext(c.Request().Context(), "content stream failed", "file_id", f.ID, "err", werr)
+		if ctx := c.Request().Context(); ctx.Err() != nil {
+			a.deps.Log.DebugContext(ctx, "client gone", "file_id", f.ID, "err", werr)
+		} else {
+			a.deps.Log.WarnContext(ctx, "content stream failed", "file_id", f.ID, "err", werr)
+		}
 		panic(http.ErrAbortHandler)
 	}
 	return nil

@@ -25,23 +25,66 @@ type Quota interface {
 
 // rateLimits holds one token bucket per subject. The request rate is
 // limited per instance (documented in /v1/protocol and the README); the
-// byte quota is global.
+// byte quota is global. A bucket that has filled up again is no different
+// from a new one, so such buckets are dropped now and then: the map holds
+// only the subjects active lately, however many there ever were.
 type rateLimits struct {
 	mu      sync.Mutex
 	perSec  float64
 	burst   int
 	buckets map[string]*rate.Limiter
+	now     func() time.Time
+	swept   time.Time
 }
 
-func (r *rateLimits) bucket(subject string) *rate.Limiter {
+func newRateLimits(perSec float64, burst int, now func() time.Time) *rateLimits {
+	return &rateLimits{perSec: perSec, burst: max(burst, 1), buckets: map[string]*rate.Limiter{}, now: now}
+}
+
+// reserve takes one request from the subject's bucket and returns how long
+// it would have to wait (0: go ahead); a caller that does not wait gets
+// its token back.
+func (r *rateLimits) reserve(subject string) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := r.now()
+	if now.Sub(r.swept) > r.fillTime() {
+		r.sweep(now)
+	}
 	b, ok := r.buckets[subject]
 	if !ok {
 		b = rate.NewLimiter(rate.Limit(r.perSec), r.burst)
 		r.buckets[subject] = b
 	}
-	return b
+	res := b.ReserveN(now, 1)
+	d := res.DelayFrom(now)
+	if d > 0 {
+		res.CancelAt(now)
+	}
+	return d
+}
+
+// fillTime is how long an empty bucket takes to fill (at least a minute
+// between sweeps).
+func (r *rateLimits) fillTime() time.Duration {
+	return max(time.Minute, time.Duration(float64(r.burst)/r.perSec*float64(time.Second)))
+}
+
+// sweep drops the buckets that are full again.
+func (r *rateLimits) sweep(now time.Time) {
+	r.swept = now
+	for s, b := range r.buckets {
+		if b.TokensAt(now) >= float64(r.burst) {
+			delete(r.buckets, s)
+		}
+	}
+}
+
+// size is how many subjects have a bucket.
+func (r *rateLimits) size() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.buckets)
 }
 
 // limitRate answers 429 RATE_LIMITED, with the wait until a request would
@@ -51,9 +94,7 @@ func (a *API) limitRate(next echo.HandlerFunc) echo.HandlerFunc {
 		if a.rates.perSec <= 0 {
 			return next(c)
 		}
-		res := a.rates.bucket(principal(c).Subject).Reserve()
-		if d := res.Delay(); d > 0 {
-			res.Cancel()
+		if d := a.rates.reserve(principal(c).Subject); d > 0 {
 			p := problem.New(problem.RateLimited, fmt.Sprintf("more than %g requests per second", a.rates.perSec))
 			p.RetryAfter = int(math.Ceil(d.Seconds()))
 			return p

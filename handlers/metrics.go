@@ -31,9 +31,24 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	return m
 }
 
+// observe counts one request. Every label value comes from a closed set, so
+// no caller can grow the series without bound: a method outside the
+// standard ones is "other", a path no route matched is "unmatched", and a
+// status is an HTTP status code (100-599).
 func (m *metrics) observe(method, route string, status int, d time.Duration) {
+	if !knownMethods[method] {
+		method = "other"
+	}
+	if status < 100 || status > 599 {
+		status = 0
+	}
 	m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
 	m.duration.WithLabelValues(method, route).Observe(d.Seconds())
+}
+
+var knownMethods = map[string]bool{
+	"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "OPTIONS": true,
+	"CONNECT": true, "TRACE": true,
 }
 
 func (a *API) metrics() echo.HandlerFunc {

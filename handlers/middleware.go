@@ -76,14 +76,23 @@ func (a *API) observe(m *metrics) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			start := time.Now()
+			status := 0
 			if err := next(c); err != nil {
-				c.Error(err)
+				if gone(c) {
+					// Nobody is left to answer: not an outage, not a 5xx.
+					a.deps.Log.DebugContext(c.Request().Context(), "client gone", "err", err)
+					status = statusClientGone
+				} else {
+					c.Error(err)
+				}
 			}
 			route := c.Path()
-			if route == "" || strings.HasSuffix(route, "/*") {
+			if !a.routes[route] {
 				route = "unmatched"
 			}
-			status := c.Response().Status
+			if status == 0 {
+				status = c.Response().Status
+			}
 			m.observe(c.Request().Method, route, status, time.Since(start))
 			a.deps.Log.InfoContext(c.Request().Context(), "request",
 				"method", c.Request().Method, "route", route, "status", status,
@@ -92,6 +101,16 @@ func (a *API) observe(m *metrics) echo.MiddlewareFunc {
 			return nil
 		}
 	}
+}
+
+// statusClientGone is logged and counted for a request whose client went
+// away before it could be answered (nginx's 499, "client closed request").
+const statusClientGone = 499
+
+// gone reports whether the request's client went away (the connection
+// closed, an HTTP/1.0 client half-closed it) before the answer.
+func gone(c echo.Context) bool {
+	return c.Request().Context().Err() != nil && !c.Response().Committed
 }
 
 // authenticate requires a valid bearer token and remembers its principal.

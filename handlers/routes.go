@@ -15,7 +15,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/time/rate"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/idempotency"
@@ -101,9 +100,10 @@ type Deps struct {
 
 // API is the AgentFS HTTP handler.
 type API struct {
-	deps  Deps
-	echo  *echo.Echo
-	rates *rateLimits
+	deps   Deps
+	echo   *echo.Echo
+	rates  *rateLimits
+	routes map[string]bool // every route template, the closed set of route labels
 }
 
 // New builds the API and its routes.
@@ -124,9 +124,12 @@ func New(d Deps) (*API, error) {
 	case d.Limits.UploadPartSize < agentfs.MinPartSize, d.Limits.UploadTTL <= 0:
 		return nil, errors.New("handlers: Limits.UploadPartSize must be at least 5 MiB and UploadTTL positive")
 	}
-	a := &API{deps: d, echo: echo.New(), rates: &rateLimits{perSec: d.Limits.RatePerSecond,
-		burst: max(d.Limits.RateBurst, 1), buckets: map[string]*rate.Limiter{}}}
-	a.routes()
+	a := &API{deps: d, echo: echo.New(), rates: newRateLimits(d.Limits.RatePerSecond, d.Limits.RateBurst, time.Now)}
+	a.addRoutes()
+	a.routes = map[string]bool{}
+	for _, r := range a.echo.Routes() {
+		a.routes[r.Path] = true
+	}
 	return a, nil
 }
 
@@ -136,7 +139,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.echo.ServeHT
 // Routes lists every route the API serves, for the contract tests.
 func (a *API) Routes() []*echo.Route { return a.echo.Routes() }
 
-func (a *API) routes() {
+func (a *API) addRoutes() {
 	e := a.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = problem.ErrorHandler(a.deps.Log)

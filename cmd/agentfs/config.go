@@ -76,16 +76,16 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseBytes(env("AGENTFS_UPLOAD_PART_SIZE", "8388608"), "AGENTFS_UPLOAD_PART_SIZE", &c.Limits.UploadPartSize))
 	check(parseDuration(env("AGENTFS_UPLOAD_TTL", "24h"), "AGENTFS_UPLOAD_TTL", &c.Limits.UploadTTL))
 	var batchItems, batchWorkers int64
-	check(parseBytes(env("AGENTFS_BATCH_MAX_ITEMS", "1000"), "AGENTFS_BATCH_MAX_ITEMS", &batchItems))
+	check(parseCount(env("AGENTFS_BATCH_MAX_ITEMS", "1000"), "AGENTFS_BATCH_MAX_ITEMS", &batchItems))
 	check(parseBytes(env("AGENTFS_BATCH_MAX_BYTES", "33554432"), "AGENTFS_BATCH_MAX_BYTES", &c.Limits.BatchMaxBytes))
 	check(parseBytes(env("AGENTFS_BATCH_MAX_ITEM_BYTES", "1048576"), "AGENTFS_BATCH_MAX_ITEM_BYTES", &c.Limits.BatchMaxItemBytes))
-	check(parseBytes(env("AGENTFS_BATCH_WORKERS", "2"), "AGENTFS_BATCH_WORKERS", &batchWorkers))
+	check(parseCount(env("AGENTFS_BATCH_WORKERS", "2"), "AGENTFS_BATCH_WORKERS", &batchWorkers))
 	check(parseDuration(env("AGENTFS_BATCH_RESCUE_AFTER", "30s"), "AGENTFS_BATCH_RESCUE_AFTER", &c.BatchRescueAfter))
 	c.Limits.BatchMaxItems, c.BatchWorkers = int(batchItems), int(batchWorkers)
 	check(parseDuration(env("AGENTFS_IDEMPOTENCY_LEASE", "30s"), "AGENTFS_IDEMPOTENCY_LEASE", &c.Storage.IdempotencyLease))
 	var burst int64
 	check(parseFloat(env("AGENTFS_RATE_LIMIT", "200"), "AGENTFS_RATE_LIMIT", &c.Limits.RatePerSecond))
-	check(parseBytes(env("AGENTFS_RATE_BURST", "400"), "AGENTFS_RATE_BURST", &burst))
+	check(parseCount(env("AGENTFS_RATE_BURST", "400"), "AGENTFS_RATE_BURST", &burst))
 	c.Limits.RateBurst = int(burst)
 	if v := env("AGENTFS_QUOTA_BYTES", "0"); v != "0" {
 		check(parseBytes(v, "AGENTFS_QUOTA_BYTES", &c.Limits.QuotaBytes))
@@ -93,7 +93,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseDuration(env("AGENTFS_QUOTA_WINDOW", "1h"), "AGENTFS_QUOTA_WINDOW", &c.Limits.QuotaWindow))
 	check(parseDuration(env("AGENTFS_BODY_IDLE_TIMEOUT", "60s"), "AGENTFS_BODY_IDLE_TIMEOUT", &c.Limits.BodyIdleTimeout))
 	var maxConns int64
-	check(parseBytes(env("AGENTFS_DB_MAX_CONNS", "32"), "AGENTFS_DB_MAX_CONNS", &maxConns))
+	check(parseCount(env("AGENTFS_DB_MAX_CONNS", "32"), "AGENTFS_DB_MAX_CONNS", &maxConns))
 	check(parseDuration(env("AGENTFS_DB_TIMEOUT", "10s"), "AGENTFS_DB_TIMEOUT", &c.Storage.DBTimeout))
 	check(parseDuration(env("AGENTFS_S3_TIMEOUT", "30s"), "AGENTFS_S3_TIMEOUT", &c.Storage.S3Timeout))
 	c.Storage.MaxConns = int32(min(maxConns, 10000))
@@ -151,6 +151,15 @@ func parseBytes(v, name string, dst *int64) error {
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n <= 0 {
 		return fmt.Errorf("%s must be a positive number of bytes", name)
+	}
+	*dst = n
+	return nil
+}
+
+func parseCount(v, name string, dst *int64) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("%s must be a positive whole number", name)
 	}
 	*dst = n
 	return nil

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestConfigErrorsNameWhatIsExpected checks that a bad value is refused
+// with a message in the words of the variable it is: a count is not a
+// number of bytes.
+func TestConfigErrorsNameWhatIsExpected(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{"AGENTFS_DATABASE_URL": "postgres://x", "AGENTFS_S3_ENDPOINT": "127.0.0.1:9000"}
+	for _, tc := range []struct{ name, value, want string }{
+		{"AGENTFS_BATCH_WORKERS", "many", "AGENTFS_BATCH_WORKERS must be a positive whole number"},
+		{"AGENTFS_BATCH_MAX_ITEMS", "0", "AGENTFS_BATCH_MAX_ITEMS must be a positive whole number"},
+		{"AGENTFS_DB_MAX_CONNS", "-3", "AGENTFS_DB_MAX_CONNS must be a positive whole number"},
+		{"AGENTFS_RATE_BURST", "1.5", "AGENTFS_RATE_BURST must be a positive whole number"},
+		{"AGENTFS_MAX_UPLOAD_BYTES", "lots", "AGENTFS_MAX_UPLOAD_BYTES must be a positive number of bytes"},
+		{"AGENTFS_UPLOAD_TTL", "tomorrow", "AGENTFS_UPLOAD_TTL must be a positive duration"},
+	} {
+		env := map[string]string{tc.name: tc.value}
+		for k, v := range base {
+			env[k] = v
+		}
+		_, err := loadConfig(func(k string) string { return env[k] })
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s=%s: %v, want %q", tc.name, tc.value, err, tc.want)
+		}
+	}
+}
