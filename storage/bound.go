@@ -1,5 +1,10 @@
 package storage
 
+// This file holds the bounds on how long AgentFS waits for its dependencies:
+// every Postgres statement and connection acquisition (statementBound, within
+// Config.DBTimeout) and every write of a body to S3 (writeBoundConn, within
+// Config.S3Timeout). Reads of blobs are bounded in blobs.go (blobReader).
+
 import (
 	"context"
 	"io"
@@ -11,10 +16,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// statementBound gives every statement, batch and COPY sent through the pool,
-// and every wait for a pooled connection, a deadline, so a Postgres that stops answering (or a network that holds
-// its bytes) turns into an error, and so a 503, within DBTimeout instead of
-// a request that hangs. It is a pgx tracer because pgx runs each statement
+// statementBound gives every statement, batch and COPY sent through the
+// pool, and every wait for a pooled connection, a deadline, so a Postgres
+// that stops answering (or a network that holds its bytes) turns into an
+// error, and so a 503, within DBTimeout instead of a request that hangs. It is a pgx tracer because pgx runs each statement
 // under the context its tracer returns: that is the one place that sees
 // every statement, ours and River's alike.
 //
