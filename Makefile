@@ -8,7 +8,7 @@ ARGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help run test test-minio build deps fuzz vet clean bench
+.PHONY: help run test test-minio build deps fuzz vet clean bench compose-check
 
 help:
 	@echo 'AgentFS make targets:'
@@ -21,6 +21,8 @@ help:
 	@echo '  make fuzz    run every Go fuzz target for FUZZTIME each (default 20s)'
 	@echo '  make vet     go vet ./...'
 	@echo '  make bench   AgentFS against direct minio-go on throwaway servers (BENCH_QUICK=1: small sizes)'
+	@echo '  make compose-check  docker compose config -q where Docker Compose is installed, and a Go test'
+	@echo '               that parses docker-compose.yml and checks its image pins and healthchecks'
 	@echo '  make clean   remove bin/agentfs (keeps .data/)'
 
 run:
@@ -46,6 +48,15 @@ vet:
 
 bench:
 	bash scripts/bench.sh $(ARGS)
+
+# docker compose config needs only the Compose CLI, not a running engine.
+compose-check:
+	@if docker compose version >/dev/null 2>&1; then \
+		docker compose config -q && echo 'compose-check: docker compose config accepts docker-compose.yml'; \
+	else \
+		echo 'compose-check: Docker Compose is not installed here, so docker compose config was not run'; \
+	fi
+	$(GO) test -count=1 -run '^TestComposeFile$$' ./cmd/agentfs/
 
 clean:
 	rm -rf bin/agentfs

@@ -162,7 +162,7 @@ type BatchOptions struct {
 // them.
 func (c *Client) CreateBatch(ctx context.Context, ops []BatchOp, opts BatchOptions) (*Batch, error) {
 	if opts.Wait < 0 || opts.Wait > MaxBatchWait {
-		return nil, fmt.Errorf("agentfs: CreateBatch: Wait %v is outside 0 to %v", opts.Wait, MaxBatchWait)
+		return nil, fmt.Errorf("CreateBatch: Wait %v is outside 0 to %v", opts.Wait, MaxBatchWait)
 	}
 	key := opts.IdempotencyKey
 	if key == "" {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Client talks to one AgentFS server as one token's subject. It is safe
@@ -27,6 +28,7 @@ type Client struct {
 	policy   RetryPolicy
 	rand     *lockedRand
 	autoKeys bool
+	onRetry  func(attempt int, wait time.Duration, err error)
 }
 
 // Option configures a Client.
@@ -90,6 +92,22 @@ func WithRandom(src rand.Source) Option {
 	}
 }
 
+// WithOnRetry calls fn before every wait between two attempts of one call,
+// so that a program can say why it is waiting instead of falling silent
+// for as long as the retries last. attempt is the number of the attempt
+// that just failed (1 for the first; a poll of /v1/operations/{key}
+// counts as an attempt), wait is the pause about to start, and err is
+// what that attempt ended with: a *Problem, or the failed connection's
+// error. fn is not called after the last attempt. Calls that run at once
+// (the parts of UploadFile) call fn concurrently; it should return
+// quickly, and cannot change the policy.
+func WithOnRetry(fn func(attempt int, wait time.Duration, err error)) Option {
+	return func(c *Client) error {
+		c.onRetry = fn
+		return nil
+	}
+}
+
 // WithoutIdempotencyKeys stops the client from generating an
 // Idempotency-Key for writes that were not given one. Such a write is then
 // repeated after a lost connection only when it is safe without a key
@@ -107,10 +125,10 @@ func WithoutIdempotencyKeys() Option {
 func New(baseURL, token string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil {
-		return nil, fmt.Errorf("agentfs: base URL: %w", err)
+		return nil, fmt.Errorf("base URL: %w", err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("agentfs: base URL %q: want http(s)://host[:port][/prefix]", baseURL)
+		return nil, fmt.Errorf("base URL %q: want http(s)://host[:port][/prefix]", baseURL)
 	}
 	policy, _ := RetryPolicy{}.withDefaults()
 	c := &Client{
@@ -123,7 +141,7 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 	}
 	for _, opt := range opts {
 		if err := opt(c); err != nil {
-			return nil, fmt.Errorf("agentfs: %w", err)
+			return nil, err
 		}
 	}
 	return c, nil

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -419,6 +420,65 @@ func TestGivesUpAfterMaxAttempts(t *testing.T) {
 	}
 	if n := len(b.proxy.requests("GET", path)); n != 6 {
 		t.Fatalf("%d attempts in all, want 3 + 3", n)
+	}
+}
+
+// TestOnRetryReportsEveryWait: the hook hears of each wait with the
+// attempt that failed and why, and never after the last attempt.
+func TestOnRetryReportsEveryWait(t *testing.T) {
+	t.Parallel()
+	type note struct {
+		attempt int
+		wait    time.Duration
+		err     error
+	}
+	var (
+		mu    sync.Mutex
+		notes []note
+	)
+	policy := client.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond}
+	c, b := setup(t, client.WithRetryPolicy(policy), client.WithOnRetry(func(attempt int, wait time.Duration, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		notes = append(notes, note{attempt, wait, err})
+	}))
+	ctx := context.Background()
+	f, err := b.direct.PutFile(ctx, "n.txt", strings.NewReader("n"), client.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := "/v1/files/" + f.ID
+	// The drop comes first: on a new connection (net/http repeats a GET
+	// itself when a reused one breaks).
+	b.proxy.inject("GET", path, 1, dropBeforeForward)
+	b.proxy.inject("GET", path, 1, answerProblem(503, "STORAGE_UNAVAILABLE", ""))
+	if _, err := c.File(ctx, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := notes
+	notes = nil
+	mu.Unlock()
+	if len(got) != 2 || got[0].attempt != 1 || got[1].attempt != 2 {
+		t.Fatalf("notes %+v, want attempts 1 and 2", got)
+	}
+	if got[0].err == nil || client.ErrorCode(got[0].err) != "" || client.ErrorCode(got[1].err) != "STORAGE_UNAVAILABLE" {
+		t.Fatalf("notes %+v, want the dropped connection, then the 503 problem", got)
+	}
+	for _, n := range got {
+		if n.wait < 0 || n.wait > policy.MaxDelay {
+			t.Fatalf("wait %v outside 0 to %v", n.wait, policy.MaxDelay)
+		}
+	}
+
+	b.proxy.clearFaults()
+	b.proxy.inject("GET", path, 10, answerProblem(500, "INTERNAL", ""))
+	_, err = c.File(ctx, f.ID)
+	expectProblem(t, err, 500, "INTERNAL")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(notes) != 2 || notes[1].attempt != 2 {
+		t.Fatalf("notes %+v, want 2 for 3 attempts (none after the last)", notes)
 	}
 }
 

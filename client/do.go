@@ -54,8 +54,16 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 		}
 		return res, nil
 	}
+	var notify backoff.Notify
+	if c.onRetry != nil {
+		failed := 0
+		notify = func(err error, wait time.Duration) {
+			failed++
+			c.onRetry(failed, wait, err)
+		}
+	}
 	b := backoff.WithContext(backoff.WithMaxRetries(waits, uint64(c.policy.MaxAttempts-1)), ctx)
-	return backoff.RetryNotifyWithData(attempt, b, nil)
+	return backoff.RetryNotifyWithData(attempt, b, notify)
 }
 
 // attempt sends the request once and classifies the outcome.
@@ -156,7 +164,7 @@ func retryAfterOf(err error) time.Duration {
 // opError wraps a failure that is not the server's answer with the request
 // it happened to.
 func (c *Client) opError(r *request, err error) error {
-	return fmt.Errorf("agentfs: %s %s: %w", r.method, r.path, err)
+	return fmt.Errorf("%s %s: %w", r.method, r.path, err)
 }
 
 // response rebuilds the HTTP response an operation recorded: the answer

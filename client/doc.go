@@ -79,7 +79,8 @@
 //	})
 //
 // The content's SHA-256 is computed first (streaming, unless
-// UploadOptions.SHA256 gives it) and declared with the session, so the
+// UploadOptions.SHA256 gives it; HashProgress follows that pass) and
+// declared with the session, so the
 // server checks the assembled file. The server chooses the part size; each
 // part is read through its own io.NewSectionReader, so a retry sends it
 // again whole, with its Content-Digest. An upload that failed leaves its
@@ -137,7 +138,9 @@
 //     1 s to 30 s, for at most 8 attempts. Retry-After is a floor: the
 //     client waits at least that long, and stops at once with the problem
 //     when the hint is above RetryPolicy.MaxDelay. Cancelling the context
-//     ends a wait.
+//     ends a wait. WithOnRetry hears of every wait, with the error that
+//     caused it, so a program can say why it waits instead of falling
+//     silent.
 //   - OPERATION_IN_PROGRESS (another request holds the key) is answered by
 //     polling GET /v1/operations/{key} after Retry-After: the recorded
 //     outcome is returned, a recorded problem included. Only a 404, which

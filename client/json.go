@@ -11,7 +11,7 @@ import (
 func decodeJSON(res *http.Response, v any) error {
 	defer res.Body.Close()
 	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
-		return fmt.Errorf("agentfs: decode %d response: %w", res.StatusCode, err)
+		return fmt.Errorf("decode %d response: %w", res.StatusCode, err)
 	}
 	return nil
 }
@@ -21,7 +21,7 @@ func decodeJSON(res *http.Response, v any) error {
 func (r *request) withJSON(v any) (*request, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("agentfs: encode %s body: %w", r.Route, err)
+		return nil, fmt.Errorf("encode %s body: %w", r.Route, err)
 	}
 	r.body = newBody(bytes.NewReader(b), nil)
 	r.header.Set("Content-Type", "application/json")

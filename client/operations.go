@@ -43,7 +43,7 @@ const (
 )
 
 // errNotCompleted is Operation.Outcome's answer while a key is in progress.
-var errNotCompleted = errors.New("agentfs: the operation is still in progress")
+var errNotCompleted = errors.New("the operation is still in progress")
 
 // Outcome decodes a completed operation's recorded response: a 2xx body
 // into v (a *File for file writes), a recorded error as its *Problem.
@@ -139,7 +139,7 @@ func (c *Client) Protocol(ctx context.Context) (*Protocol, error) {
 	}
 	p := &Protocol{Raw: raw}
 	if err := json.Unmarshal(raw, p); err != nil {
-		return nil, fmt.Errorf("agentfs: decode protocol: %w", err)
+		return nil, fmt.Errorf("decode protocol: %w", err)
 	}
 	return p, nil
 }

@@ -39,11 +39,12 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
-// Error reads like "agentfs: 409 PATH_EXISTS: a live file already holds
-// path "a.txt" (request req_…)".
+// Error reads like "409 PATH_EXISTS: a live file already holds path
+// "a.txt" (request req_…)". It names no program: the program that prints
+// it adds its own prefix, once.
 func (p *Problem) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "agentfs: %d", p.Status)
+	fmt.Fprintf(&b, "%d", p.Status)
 	if p.Code != "" {
 		b.WriteString(" " + p.Code)
 	}

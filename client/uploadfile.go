@@ -45,6 +45,12 @@ type UploadOptions struct {
 	// It is never called concurrently. sent goes back when a part has to
 	// be sent again, and it ends at total once the file is complete.
 	Progress func(sent, total int64)
+	// HashProgress, when set, is told the bytes hashed so far and the
+	// total while the whole content's SHA-256 is computed, before the
+	// session starts and before Progress is first called (never when
+	// SHA256 is given). Reading a large file takes a while; this lets a
+	// program show that phase apart from the upload.
+	HashProgress func(hashed, total int64)
 	// OnSession, when set, is called once the session is created or
 	// resumed, with the parts it already holds.
 	OnSession func(u *Upload)
@@ -83,7 +89,11 @@ func (c *Client) UploadReaderAt(ctx context.Context, r io.ReaderAt, size int64, 
 		return c.putReaderAt(ctx, r, 0, remotePath, opts, "")
 	}
 	if sum == "" {
-		if sum, err = sha256Of(ctx, io.NewSectionReader(r, 0, size)); err != nil {
+		var content io.Reader = io.NewSectionReader(r, 0, size)
+		if opts.HashProgress != nil {
+			content = &hashCounter{r: content, fn: opts.HashProgress, total: size}
+		}
+		if sum, err = sha256Of(ctx, content); err != nil {
 			return nil, err
 		}
 	}
@@ -123,14 +133,14 @@ var sha256Pattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // parallelism and the declared SHA-256 in lowercase.
 func (o UploadOptions) check(size int64) (parallel int, sum string, err error) {
 	if size < 0 {
-		return 0, "", fmt.Errorf("agentfs: upload: negative size %d", size)
+		return 0, "", fmt.Errorf("upload: negative size %d", size)
 	}
 	if o.Parallel < 0 {
-		return 0, "", fmt.Errorf("agentfs: upload: Parallel %d is negative", o.Parallel)
+		return 0, "", fmt.Errorf("upload: Parallel %d is negative", o.Parallel)
 	}
 	sum = strings.ToLower(o.SHA256)
 	if sum != "" && !sha256Pattern.MatchString(sum) {
-		return 0, "", fmt.Errorf("agentfs: upload: SHA256 %q is not 64 hex digits", o.SHA256)
+		return 0, "", fmt.Errorf("upload: SHA256 %q is not 64 hex digits", o.SHA256)
 	}
 	return cmp.Or(o.Parallel, DefaultParallel), sum, nil
 }
@@ -139,9 +149,9 @@ func (o UploadOptions) check(size int64) (parallel int, sum string, err error) {
 func checkPlan(u *Upload, size int64) error {
 	switch {
 	case u.Status != UploadPending:
-		return fmt.Errorf("agentfs: upload %s is %s, not pending", u.ID, u.Status)
+		return fmt.Errorf("upload %s is %s, not pending", u.ID, u.Status)
 	case u.SizeBytes != size || u.PartSize < 1 || int64(u.PartCount) != (size+u.PartSize-1)/u.PartSize:
-		return fmt.Errorf("agentfs: upload %s has an unusable part plan: %d bytes in %d parts of %d", u.ID, u.SizeBytes, u.PartCount, u.PartSize)
+		return fmt.Errorf("upload %s has an unusable part plan: %d bytes in %d parts of %d", u.ID, u.SizeBytes, u.PartCount, u.PartSize)
 	}
 	return nil
 }
@@ -217,7 +227,7 @@ func (c *Client) sendPart(ctx context.Context, id string, r io.ReaderAt, j partJ
 	}
 	body.settle(j.size)
 	if p.SHA256 != sum {
-		return fmt.Errorf("agentfs: upload %s: the server stored part %d with SHA-256 %s, not %s", id, j.n, p.SHA256, sum)
+		return fmt.Errorf("upload %s: the server stored part %d with SHA-256 %s, not %s", id, j.n, p.SHA256, sum)
 	}
 	return nil
 }
@@ -241,7 +251,7 @@ type PutPathOptions struct {
 // its Content-Digest.
 func (c *Client) PutPath(ctx context.Context, localPath, remotePath string, opts PutPathOptions) (*File, error) {
 	if opts.Threshold < 0 {
-		return nil, fmt.Errorf("agentfs: PutPath: Threshold %d is negative", opts.Threshold)
+		return nil, fmt.Errorf("PutPath: Threshold %d is negative", opts.Threshold)
 	}
 	f, size, err := openRegular(localPath)
 	if err != nil {
@@ -288,7 +298,7 @@ func openRegular(name string) (*os.File, int64, error) {
 	}
 	fi, err := f.Stat()
 	if err == nil && !fi.Mode().IsRegular() {
-		err = fmt.Errorf("agentfs: %s is not a regular file", name)
+		err = fmt.Errorf("%s is not a regular file", name)
 	}
 	if err != nil {
 		f.Close()
@@ -305,9 +315,26 @@ func sha256Of(ctx context.Context, r io.Reader) (string, error) {
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
-		return "", fmt.Errorf("agentfs: read local content: %w", err)
+		return "", fmt.Errorf("read local content: %w", err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// hashCounter tells fn how much of the content has been read for hashing.
+type hashCounter struct {
+	r     io.Reader
+	fn    func(hashed, total int64)
+	total int64
+	read  int64
+}
+
+func (h *hashCounter) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	if n > 0 {
+		h.read += int64(n)
+		h.fn(h.read, h.total)
+	}
+	return n, err
 }
 
 type ctxReader struct {

@@ -137,11 +137,11 @@ func (c *Client) PutPart(ctx context.Context, id string, n int, body io.Reader, 
 	r.body = newBody(body, opts.GetBody)
 	switch {
 	case size < 0:
-		return nil, fmt.Errorf("agentfs: part %d: negative size %d", n, size)
+		return nil, fmt.Errorf("part %d: negative size %d", n, size)
 	case r.body.size < 0:
 		r.body.size = size // a stream: sent with the length it was said to have
 	case r.body.size != size:
-		return nil, fmt.Errorf("agentfs: part %d: the body holds %d bytes, not %d", n, r.body.size, size)
+		return nil, fmt.Errorf("part %d: the body holds %d bytes, not %d", n, r.body.size, size)
 	}
 	r.header.Set("Content-Type", "application/octet-stream")
 	setIf(r.header, "Content-Digest", opts.ContentDigest)
@@ -220,7 +220,7 @@ func (c *Client) awaitCompletion(ctx context.Context, u *Upload) (*File, error) 
 		case u.Status == UploadFailed && u.Error != nil:
 			return nil, u.Error
 		case u.Status != UploadCompleting && u.Status != UploadCompleted:
-			return nil, fmt.Errorf("agentfs: upload %s ended %s while completing", u.ID, u.Status)
+			return nil, fmt.Errorf("upload %s ended %s while completing", u.ID, u.Status)
 		}
 		if err := wait.sleep(ctx); err != nil {
 			return nil, err

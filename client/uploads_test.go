@@ -125,11 +125,21 @@ func TestUploadFile(t *testing.T) {
 		}
 		forwardAndAnswer(p, w, r, rec)
 	})
-	var prog progressLog
+	var prog, hashed progressLog
 	var session *client.Upload
+	var sentBeforeHashed atomic.Bool
 	f, err := c.UploadFile(ctx, local, "big/data.bin", client.UploadOptions{
-		ContentType: "application/x-test", Parallel: 3, Progress: prog.record,
-		OnSession: func(u *client.Upload) { session = u },
+		ContentType: "application/x-test", Parallel: 3,
+		Progress: func(sent, total int64) {
+			hashed.mu.Lock()
+			if hashed.last != size {
+				sentBeforeHashed.Store(true)
+			}
+			hashed.mu.Unlock()
+			prog.record(sent, total)
+		},
+		HashProgress: hashed.record,
+		OnSession:    func(u *client.Upload) { session = u },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +156,10 @@ func TestUploadFile(t *testing.T) {
 		t.Fatal("no other part was sent while part 1 was held")
 	}
 	prog.check(t, size)
+	hashed.check(t, size)
+	if sentBeforeHashed.Load() {
+		t.Fatal("Progress was called before the content was hashed")
+	}
 	puts := partPuts(b)
 	if len(puts) != 3 {
 		t.Fatalf("part uploads %+v, want 3", puts)

@@ -6,6 +6,12 @@
 # Data lives in .data/ (pg, s3 and s3-sidecar for versitygw, minio for MinIO,
 # log) and is reused by the next run. Ctrl-C stops everything it started.
 #
+# One dev token (subject "dev") is made once and kept in .data/dev-token; a
+# later run reuses it while the database still accepts it. .data/agentfs.env
+# holds it with the servers' addresses: `source .data/agentfs.env` in another
+# shell sets up the client verbs, and `bin/agentfs token create --subject NAME`
+# then makes more tokens against the same database.
+#
 # Environment (all optional):
 #   AGENTFS_DEV_PG_PORT   Postgres port (default 54329)
 #   AGENTFS_DEV_S3_PORT   S3 server port (default 7070)
@@ -26,6 +32,8 @@ S3_DIR=$DATA_DIR/s3 # versitygw keeps its metadata in $S3_DIR-sidecar
 if [[ "$S3_SERVER" == minio ]]; then
 	S3_DIR=$DATA_DIR/minio # its own layout; never mixed with versitygw's
 fi
+TOKEN_FILE=$DATA_DIR/dev-token
+ENV_FILE=$DATA_DIR/agentfs.env
 RUN_PIDFILE=$LOG_DIR/run.pid
 AGENTFS_PIDFILE=$LOG_DIR/agentfs.pid
 
@@ -143,8 +151,59 @@ fi
 log "running migrations ..."
 bin/agentfs migrate
 
-token=$(bin/agentfs token create --subject dev | tail -n 1 | tr -d '[:space:]')
-[[ -n "$token" ]] || die "bin/agentfs token create printed no token"
+bin/agentfs serve &
+agentfs_pid=$!
+echo "$agentfs_pid" >"$AGENTFS_PIDFILE"
+
+# serve exits early on a bad configuration: report its status then.
+agentfs_exited() {
+	set +e
+	wait "$agentfs_pid"
+	local status=$?
+	agentfs_pid=""
+	rm -f "$AGENTFS_PIDFILE"
+	log "agentfs serve exited with status $status"
+	exit "$status"
+}
+
+for ((i = 0; i < SERVER_START_TIMEOUT * 5; i++)); do
+	bin/agentfs healthcheck --url "$AGENTFS_URL" --timeout 2s >/dev/null 2>&1 && break
+	_pid_alive "$agentfs_pid" || agentfs_exited
+	sleep 0.2
+done
+bin/agentfs healthcheck --url "$AGENTFS_URL" --timeout 2s >/dev/null ||
+	die "AgentFS did not become ready within ${SERVER_START_TIMEOUT}s"
+
+# The dev token of an earlier run, while this database still accepts it.
+token=""
+if [[ -s "$TOKEN_FILE" ]]; then
+	token=$(tr -d '[:space:]' <"$TOKEN_FILE")
+	if ! env -u AGENTFS_AGENT_ID -u AGENTFS_RUN_ID AGENTFS_URL="$AGENTFS_URL" AGENTFS_TOKEN="$token" \
+		AGENTFS_MAX_ATTEMPTS=1 bin/agentfs ls --limit 1 >/dev/null 2>&1; then
+		log "the dev token in $TOKEN_FILE is not accepted any more (revoked, or a new database): making a new one"
+		token=""
+	fi
+fi
+if [[ -z "$token" ]]; then
+	token=$(bin/agentfs token create --subject dev | tail -n 1 | tr -d '[:space:]')
+	[[ -n "$token" ]] || die "bin/agentfs token create printed no token"
+	(umask 077 && printf '%s\n' "$token" >"$TOKEN_FILE")
+fi
+
+# The environment of these servers, for another shell.
+(
+	umask 077
+	{
+		printf '# Written by make run (scripts/run.sh): the environment of its servers.\n'
+		printf '# source it, then use the client verbs (bin/agentfs ls) or make another\n'
+		printf '# token against the same database (bin/agentfs token create --subject NAME).\n'
+		for name in AGENTFS_URL AGENTFS_DATABASE_URL AGENTFS_S3_ENDPOINT AGENTFS_S3_ACCESS_KEY \
+			AGENTFS_S3_SECRET_KEY AGENTFS_S3_BUCKET AGENTFS_S3_USE_SSL AGENTFS_S3_REGION; do
+			printf 'export %s=%q\n' "$name" "${!name}"
+		done
+		printf 'export AGENTFS_TOKEN=%q\n' "$token"
+	} >"$ENV_FILE"
+)
 
 cat <<EOF
 
@@ -153,7 +212,7 @@ Postgres: $AGENTFS_DATABASE_URL
 S3:       $AGENTFS_S3_ENDPOINT (bucket $AGENTFS_S3_BUCKET)
 Logs:     $LOG_DIR
 
-Dev token (subject "dev"):
+Dev token (subject "dev", kept in $TOKEN_FILE for the next run):
   $token
 
   export AGENTFS_URL=$AGENTFS_URL
@@ -162,13 +221,14 @@ Dev token (subject "dev"):
 Try it:
   curl -sS -X POST "$AGENTFS_URL/v1/files?path=hello.txt" -H "Authorization: Bearer $token" -H "X-Run-ID: run-1" -H "Content-Type: text/plain" --data-binary 'hello'
 
+Another shell, against these servers (the file also names the database):
+  source $ENV_FILE
+  bin/agentfs ls
+  bin/agentfs token create --subject alice      # another token
+
 Press Ctrl-C to stop AgentFS, Postgres and $S3_SERVER.
 
 EOF
-
-bin/agentfs serve &
-agentfs_pid=$!
-echo "$agentfs_pid" >"$AGENTFS_PIDFILE"
 
 set +e
 wait "$agentfs_pid"

@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agentfs/agentfs"
 )
@@ -67,4 +70,35 @@ func (s *Store) Authenticate(ctx context.Context, token string) (agentfs.Princip
 		return agentfs.Principal{}, Translate(fmt.Errorf("authenticate: %w", err))
 	}
 	return p, nil
+}
+
+// TokenInfo describes a bearer token for operators: who it belongs to,
+// what it may do and whether it still works. It never holds the token or
+// its hash, so listing tokens reveals nothing that authenticates.
+type TokenInfo struct {
+	ID        string     `json:"id"`
+	Subject   string     `json:"subject"`
+	Scopes    []string   `json:"scopes"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// ListTokens returns the tokens of subject (every subject's when it is
+// empty), oldest first, revoked ones included, so that an operator can
+// find the id to revoke.
+func (s *Store) ListTokens(ctx context.Context, subject string) ([]TokenInfo, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, subject, scopes, created_at, revoked_at FROM tokens
+		WHERE $1 = '' OR subject = $1 ORDER BY created_at, id`, subject)
+	if err != nil {
+		return nil, Translate(fmt.Errorf("list tokens: %w", err))
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (TokenInfo, error) {
+		var t TokenInfo
+		err := row.Scan(&t.ID, &t.Subject, &t.Scopes, &t.CreatedAt, &t.RevokedAt)
+		return t, err
+	})
+	if err != nil {
+		return nil, Translate(fmt.Errorf("list tokens: %w", err))
+	}
+	return list, nil
 }

@@ -2,32 +2,71 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/storage"
 )
 
-// migrateCmd applies migrations and creates the bucket, then exits.
-func migrateCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: agentfs migrate
+// serverEnvHelp ends the help of every command that opens the database.
+const serverEnvHelp = `Configuration: AGENTFS_DATABASE_URL, and AGENTFS_S3_ENDPOINT with
+AGENTFS_S3_ACCESS_KEY and AGENTFS_S3_SECRET_KEY (AGENTFS_S3_BUCKET,
+AGENTFS_S3_USE_SSL, AGENTFS_S3_REGION as for serve; agentfs serve --help).
+Against the servers of make run, first: source .data/agentfs.env
+`
 
-Apply database migrations and create the bucket, then exit. serve does the
-same at start; this is for deploy steps that migrate first. It reads the
-same environment as serve (agentfs serve --help).
-`)
+// serverCommands are the commands that run or administer a server: they
+// open Postgres and S3 themselves.
+func serverCommands() []*command {
+	return []*command{
+		{
+			name:    "serve",
+			summary: "run the HTTP API (applies migrations first)",
+			usage:   "agentfs serve",
+			help:    serveHelp,
+			flags:   func(*flag.FlagSet) action { return serveCmd },
+		},
+		{
+			name:    "migrate",
+			summary: "apply database migrations and create the bucket, then exit",
+			usage:   "agentfs migrate",
+			help: `Applies database migrations and creates the bucket, then exits. serve does
+the same at start; this is for deploy steps that migrate first. It is safe
+while other instances start or run.
+
+Example:
+  agentfs migrate
+`,
+			footer: serverEnvHelp,
+			flags:  func(*flag.FlagSet) action { return migrateCmd },
+		},
+		tokenCommand(),
+		adminCommand(),
+		healthcheckCommand(),
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
+}
+
+// serveCmd runs the API until ctx ends.
+func serveCmd(ctx context.Context, p *proc, args []string) error {
+	if len(args) != 0 {
+		return usagef("serve takes no arguments (configure it with AGENTFS_* variables)")
 	}
-	cfg, err := loadConfig(getenv)
+	return serve(ctx, p.getenv, p.stderr)
+}
+
+// migrateCmd applies migrations and creates the bucket, then exits.
+func migrateCmd(ctx context.Context, p *proc, args []string) error {
+	if len(args) != 0 {
+		return usagef("migrate takes no arguments")
+	}
+	cfg, err := loadConfig(p.getenv)
 	if err != nil {
 		return err
 	}
@@ -36,45 +75,99 @@ same environment as serve (agentfs serve --help).
 		return err
 	}
 	store.Close()
-	fmt.Fprintln(stdout, "migrations applied; bucket", cfg.Storage.S3Bucket, "ready")
+	fmt.Fprintln(p.stdout, "migrations applied; bucket", cfg.Storage.S3Bucket, "ready")
 	return nil
 }
 
-const tokenUsage = `Usage:
-  agentfs token create --subject NAME [--scopes read,write]
-  agentfs token revoke TOKEN_OR_ID
-`
+func tokenCommand() *command {
+	return &command{
+		name:    "token",
+		summary: "create, list and revoke bearer tokens",
+		usage: `agentfs token create --subject NAME [--scopes read,write]
+agentfs token list [--subject NAME]
+agentfs token revoke TOKEN_OR_ID`,
+		help: `Bearer tokens authenticate clients as a subject, who owns every file,
+upload and batch made with them. Only a token's SHA-256 is stored: a token
+is shown once, when it is created.
 
-// tokenCmd creates or revokes bearer tokens.
-func tokenCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, tokenUsage)
-		return fmt.Errorf("%w: token needs create or revoke", errUsage)
+Example:
+  export AGENTFS_TOKEN=$(agentfs token create --subject agent-1)
+`,
+		footer: serverEnvHelp,
+		subs: []*command{
+			{
+				name:    "token create",
+				summary: "print a new bearer token alone on one line",
+				usage:   "agentfs token create --subject NAME [--scopes read,write]",
+				help: `Creates a bearer token for the subject NAME and prints it alone on one line
+of stdout; only its SHA-256 is stored, so it cannot be shown again. Scopes:
+read (list and download) and write (everything else).
+
+Examples:
+  agentfs token create --subject agent-1
+  agentfs token create --subject dashboard --scopes read
+`,
+				footer: serverEnvHelp,
+				flags:  tokenCreateFlags,
+			},
+			{
+				name:    "token list",
+				summary: "list tokens: id, subject, scopes, created_at, revoked_at",
+				usage:   "agentfs token list [--subject NAME]",
+				help: `Lists tokens, oldest first, revoked ones included: id, subject, scopes,
+created_at and revoked_at; never the token or its hash. A table on a
+terminal, a JSON array otherwise. The id is what token revoke takes.
+
+Example:
+  agentfs token list --subject agent-1
+`,
+				footer: serverEnvHelp,
+				flags:  tokenListFlags,
+			},
+			{
+				name:    "token revoke",
+				summary: "revoke a token, given itself or its id (tok_...)",
+				usage:   "agentfs token revoke TOKEN_OR_ID",
+				help: `Revokes a token, given the token itself or its id (tok_..., from token
+list): it authenticates nothing from then on. Revoking it again is safe.
+
+Example:
+  agentfs token revoke tok_01jd8x2m4k9q7v3t5r6w8y0z1a
+`,
+				footer: serverEnvHelp,
+				flags: func(*flag.FlagSet) action {
+					return func(ctx context.Context, p *proc, args []string) error {
+						if len(args) != 1 {
+							return usagef("token revoke needs the token or its id")
+						}
+						return revokeToken(ctx, p, args[0])
+					}
+				},
+			},
+		},
 	}
-	fs := flag.NewFlagSet("token "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	subject := fs.String("subject", "", "who the token belongs to (required)")
-	scopes := fs.String("scopes", "read,write", "comma-separated scopes: read, write")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	switch args[0] {
-	case "create":
+}
+
+func tokenCreateFlags(fs *flag.FlagSet) action {
+	subject := fs.String("subject", "", "who the token belongs to: a `NAME` (required)")
+	scopes := fs.String("scopes", "read,write", "comma-separated `SCOPES`: read, write")
+	return func(ctx context.Context, p *proc, args []string) error {
+		if *subject == "" || len(args) != 0 {
+			return usagef("token create needs --subject NAME and no other arguments")
+		}
 		list, err := parseScopes(*scopes)
-		if err != nil || *subject == "" || fs.NArg() != 0 {
-			fmt.Fprint(stderr, tokenUsage)
-			return fmt.Errorf("%w: token create needs --subject and valid --scopes", errUsage)
+		if err != nil {
+			return usagef("token create --scopes: %v", err)
 		}
-		return createToken(ctx, getenv, stdout, *subject, list)
-	case "revoke":
-		if fs.NArg() != 1 {
-			fmt.Fprint(stderr, tokenUsage)
-			return fmt.Errorf("%w: token revoke needs the token or its id", errUsage)
-		}
-		return revokeToken(ctx, getenv, stdout, fs.Arg(0))
+		return withStore(ctx, p.getenv, func(store *storage.Store) error {
+			token, _, err := store.CreateToken(ctx, *subject, list)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(p.stdout, token)
+			return nil
+		})
 	}
-	fmt.Fprint(stderr, tokenUsage)
-	return fmt.Errorf("%w: unknown token command %q", errUsage, args[0])
 }
 
 func parseScopes(s string) ([]string, error) {
@@ -82,20 +175,60 @@ func parseScopes(s string) ([]string, error) {
 	for _, sc := range strings.Split(s, ",") {
 		sc = strings.TrimSpace(sc)
 		if sc != agentfs.ScopeRead && sc != agentfs.ScopeWrite {
-			return nil, fmt.Errorf("unknown scope %q", sc)
+			return nil, fmt.Errorf("unknown scope %q (want read, write or both)", sc)
 		}
 		out = append(out, sc)
 	}
 	return out, nil
 }
 
-func createToken(ctx context.Context, getenv func(string) string, stdout io.Writer, subject string, scopes []string) error {
-	return withStore(ctx, getenv, func(store *storage.Store) error {
-		token, _, err := store.CreateToken(ctx, subject, scopes)
-		if err != nil {
+func tokenListFlags(fs *flag.FlagSet) action {
+	subject := fs.String("subject", "", "only the tokens of this `NAME`")
+	return func(ctx context.Context, p *proc, args []string) error {
+		if len(args) != 0 {
+			return usagef("token list takes flags only")
+		}
+		return withStore(ctx, p.getenv, func(store *storage.Store) error {
+			list, err := store.ListTokens(ctx, *subject)
+			if err != nil {
+				return err
+			}
+			if isTerminal(p.stdout) {
+				return tokenTable(p.stdout, list)
+			}
+			if list == nil {
+				list = []storage.TokenInfo{}
+			}
+			enc := json.NewEncoder(p.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(list)
+		})
+	}
+}
+
+// tokenTable prints tokens for a person.
+func tokenTable(w io.Writer, list []storage.TokenInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSUBJECT\tSCOPES\tCREATED\tREVOKED")
+	for _, t := range list {
+		revoked := "-"
+		if t.RevokedAt != nil {
+			revoked = t.RevokedAt.Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.Subject, strings.Join(t.Scopes, ","),
+			t.CreatedAt.Local().Format(time.DateTime), revoked)
+	}
+	return tw.Flush()
+}
+
+func revokeToken(ctx context.Context, p *proc, tokenOrID string) error {
+	return withStore(ctx, p.getenv, func(store *storage.Store) error {
+		if err := store.RevokeToken(ctx, tokenOrID); errors.Is(err, agentfs.ErrNotFound) {
+			return errors.New("no such token (agentfs token list shows the ids)")
+		} else if err != nil {
 			return err
 		}
-		fmt.Fprintln(stdout, token)
+		fmt.Fprintln(p.stdout, "revoked")
 		return nil
 	})
 }
@@ -114,63 +247,79 @@ func withStore(ctx context.Context, getenv func(string) string, fn func(*storage
 	return fn(store)
 }
 
-func revokeToken(ctx context.Context, getenv func(string) string, stdout io.Writer, tokenOrID string) error {
-	return withStore(ctx, getenv, func(store *storage.Store) error {
-		if err := store.RevokeToken(ctx, tokenOrID); errors.Is(err, agentfs.ErrNotFound) {
-			return errors.New("no such token")
-		} else if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, "revoked")
-		return nil
-	})
-}
-
-const adminUsage = `Usage:
-  agentfs admin block FILE_ID --reason TEXT   block a file: its content and replace answer 451 with TEXT
-  agentfs admin unblock FILE_ID               lift the block
+func adminCommand() *command {
+	return &command{
+		name:    "admin",
+		summary: "block and unblock files (their content and replace answer 451)",
+		usage: `agentfs admin block FILE_ID --reason TEXT
+agentfs admin unblock FILE_ID`,
+		help: `Operator actions on files, whichever subject owns them.
 
 Example:
   agentfs admin block file_0123abcd --reason "reported as malware, under review"
-`
+`,
+		footer: serverEnvHelp,
+		subs: []*command{
+			{
+				name:    "admin block",
+				summary: "block a file: its content and replace answer 451 with the reason",
+				usage:   "agentfs admin block FILE_ID --reason TEXT",
+				help: `Blocks a file: reading its content and replacing it answer
+451 CONTENT_BLOCKED with TEXT as the detail, until it is unblocked. Its
+metadata stays readable and shows "blocked": true.
 
-// adminCmd blocks and unblocks files for operators.
-func adminCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "block" && args[0] != "unblock") {
-		fmt.Fprint(stderr, adminUsage)
-		return fmt.Errorf("%w: admin needs block or unblock", errUsage)
+Example:
+  agentfs admin block file_0123abcd --reason "reported as malware, under review"
+`,
+				footer: serverEnvHelp,
+				flags: func(fs *flag.FlagSet) action {
+					reason := fs.String("reason", "", "why the file is blocked: `TEXT` shown to callers (required)")
+					return func(ctx context.Context, p *proc, args []string) error {
+						if len(args) != 1 || strings.TrimSpace(*reason) == "" {
+							return usagef("admin block needs a FILE_ID and --reason")
+						}
+						return blockFile(ctx, p, args[0], true, *reason)
+					}
+				},
+			},
+			{
+				name:    "admin unblock",
+				summary: "lift the block of a file",
+				usage:   "agentfs admin unblock FILE_ID",
+				help: `Lifts the block of a file: its content and replace work again. Unblocking a
+file that is not blocked changes nothing.
+
+Example:
+  agentfs admin unblock file_0123abcd
+`,
+				footer: serverEnvHelp,
+				flags: func(*flag.FlagSet) action {
+					return func(ctx context.Context, p *proc, args []string) error {
+						if len(args) != 1 {
+							return usagef("admin unblock needs a FILE_ID")
+						}
+						return blockFile(ctx, p, args[0], false, "")
+					}
+				},
+			},
+		},
 	}
-	fs := flag.NewFlagSet("admin "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, adminUsage) }
-	reason := fs.String("reason", "", "why the file is blocked (shown to callers)")
-	id, rest := "", args[1:]
-	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		id, rest = rest[0], rest[1:]
-	}
-	if err := fs.Parse(rest); err != nil {
-		return err
-	}
-	if id == "" && fs.NArg() == 1 {
-		id = fs.Arg(0)
-	}
-	block := args[0] == "block"
-	if id == "" || (block && strings.TrimSpace(*reason) == "") {
-		fmt.Fprint(stderr, adminUsage)
-		return fmt.Errorf("%w: admin %s needs a FILE_ID%s", errUsage, args[0], map[bool]string{true: " and --reason"}[block])
-	}
-	if !block {
-		*reason = ""
-	}
-	return withStore(ctx, getenv, func(store *storage.Store) error {
-		f, err := store.BlockFile(ctx, id, block, *reason)
+}
+
+func blockFile(ctx context.Context, p *proc, id string, block bool, reason string) error {
+	return withStore(ctx, p.getenv, func(store *storage.Store) error {
+		f, err := store.BlockFile(ctx, id, block, reason)
 		if errors.Is(err, agentfs.ErrNotFound) {
 			return fmt.Errorf("no such file %s", id)
 		}
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s %sblocked\n", f.ID, map[bool]string{false: "un"}[block])
+		if block {
+			fmt.Fprintf(p.stdout, "%s blocked\n", f.ID)
+		} else {
+			fmt.Fprintf(p.stdout, "%s unblocked\n", f.ID)
+		}
 		return nil
 	})
 }

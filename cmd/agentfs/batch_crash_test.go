@@ -55,7 +55,7 @@ func TestBatchSurvivesSIGKILL(t *testing.T) {
 	env := []string{"AGENTFS_BATCH_RESCUE_AFTER=3s", "AGENTFS_BATCH_WORKERS=1"}
 	a := startServe(t, bin, cfg, env...)
 	a.waitReady(t)
-	out, err := command(t, bin, cfg, "token", "create", "--subject", "agent")
+	out, err := runBinary(t, bin, cfg, "token", "create", "--subject", "agent")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,10 +10,15 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -26,52 +31,76 @@ import (
 // defaultURL is where `make run` serves.
 const defaultURL = "http://127.0.0.1:8080"
 
-const clientEnvHelp = `
-Configuration: AGENTFS_URL (default ` + defaultURL + `), AGENTFS_TOKEN, and
+// clientEnvHelp ends the help of every client verb.
+const clientEnvHelp = `Configuration: AGENTFS_URL (default ` + defaultURL + `), AGENTFS_TOKEN, and
 AGENTFS_AGENT_ID / AGENTFS_RUN_ID, sent as X-Agent-ID / X-Run-ID.
+AGENTFS_MAX_ATTEMPTS (default 8; 1 turns retries off) bounds the attempts of
+each request; every wait between two attempts is announced on stderr.
 Output is JSON when stdout is not a terminal; a failure prints the problem
 (with its code) on stderr and exits 1.
 `
 
-// clientVerb is one CLI verb that talks to the API.
-type clientVerb struct {
-	usage string // synopsis, description and example
-	// anonymous verbs need no AGENTFS_TOKEN.
-	anonymous bool
-	// flags declares the verb's flags; the returned func runs it.
-	flags func(fs *flag.FlagSet) func(ctx context.Context, cli *cliRun, args []string) error
+// verbFunc runs one client verb.
+type verbFunc func(ctx context.Context, cli *cliRun, args []string) error
+
+// clientCommand makes a client verb a command: it parses its flags, then
+// gets a client configured from the environment.
+func clientCommand(c command, anonymous bool, setup func(fs *flag.FlagSet) verbFunc) *command {
+	c.footer = clientEnvHelp
+	c.flags = func(fs *flag.FlagSet) action {
+		runVerb := setup(fs)
+		return func(ctx context.Context, p *proc, args []string) error {
+			cli, err := newCLIRun(c.name, p, anonymous)
+			if err != nil {
+				return err
+			}
+			return cli.report(runVerb(ctx, cli, args))
+		}
+	}
+	return &c
 }
 
-var clientVerbs = map[string]clientVerb{
-	"put": {usage: `Usage: agentfs put LOCAL REMOTE_PATH [--replace] [--content-type TYPE] [--if-match ETAG] [--key KEY] [--threshold SIZE]
-
-Uploads the local file LOCAL (or - for stdin) to REMOTE_PATH and prints the
+// clientCommands are the verbs that talk to a running server through
+// package client, so they retry exactly as the SDK does.
+func clientCommands() []*command {
+	return []*command{
+		clientCommand(command{
+			name:    "put",
+			summary: "upload a file (through an upload session from 64 MiB on)",
+			usage:   "agentfs put LOCAL REMOTE_PATH [--replace] [--content-type TYPE] [--if-match ETAG] [--key KEY] [--threshold SIZE]",
+			help: `Uploads the local file LOCAL (or - for stdin) to REMOTE_PATH and prints the
 file. Without --replace a live file at REMOTE_PATH is 409 PATH_EXISTS; with
 it that file is replaced and keeps its id and url. The upload is retried
 with one Idempotency-Key (--key to choose it, so that running the same
 command again replays instead of writing twice). Stdin is sent once.
 A file of --threshold or more (default 64MiB), or one the server finds too
 large for one request, goes through a resumable upload session, as with
-agentfs upload; a progress bar shows on stderr when it is a terminal.
+agentfs upload. On a terminal, a file of 1 MiB or more shows its progress
+on stderr. Interrupted (Ctrl-C), put says what the server kept and how to
+finish.
 
 Example:
   agentfs put ./summary.md reports/summary.md --replace
-`, flags: putFlags},
-	"upload": {usage: `Usage: agentfs upload LOCAL REMOTE_PATH [--replace] [--parallel N] [--content-type TYPE] [--if-match ETAG] [--sha256 HEX]
-
-Uploads the local file LOCAL to REMOTE_PATH through an upload session and
-prints the file: its SHA-256 is computed first, then the server chooses the
-part size and --parallel parts are sent at once, each retried whole. An
-interrupted upload is resumed by running the same command again: the live
-session comes back and only the parts it lacks are sent. A progress bar
-shows on stderr when it is a terminal.
+`}, false, putFlags),
+		clientCommand(command{
+			name:    "upload",
+			summary: "upload a large file in parallel parts, resumable",
+			usage:   "agentfs upload LOCAL REMOTE_PATH [--replace] [--parallel N] [--content-type TYPE] [--if-match ETAG] [--sha256 HEX]",
+			help: `Uploads the local file LOCAL to REMOTE_PATH through an upload session and
+prints the file: its SHA-256 is computed first ("hashing"), then the server
+chooses the part size and --parallel parts are sent at once ("uploading"),
+each retried whole. An interrupted upload is resumed by running the same
+command again: the live session comes back and only the parts it lacks are
+sent. On a terminal, a file of 1 MiB or more shows its progress on stderr.
 
 Example:
   agentfs upload ./train.parquet datasets/train.parquet --replace --parallel 8
-`, flags: uploadFlags},
-	"batch": {usage: `Usage: agentfs batch FILE.json [--wait] [--key KEY]
-
-Admits the operations in FILE.json (or - for stdin) as one batch and prints
+`}, false, uploadFlags),
+		clientCommand(command{
+			name:    "batch",
+			summary: "run many operations as one durable batch",
+			usage:   "agentfs batch FILE.json [--wait] [--key KEY]",
+			help: `Admits the operations in FILE.json (or - for stdin) as one batch and prints
 the batch as JSON. FILE.json holds {"operations":[...]}, each one of
   {"op":"put","path":P,"content":C,"encoding":"utf8"|"base64","content_type":T,"if_exists":"error"|"replace","idempotency_key":K}
   {"op":"delete","file_id":ID}   {"op":"restore","file_id":ID}
@@ -84,51 +113,62 @@ the same key returns the same batch instead of running it twice).
 
 Example:
   agentfs batch ops.json --wait --key nightly-2025-01-02
-`, flags: batchFlags},
-	"get": {usage: `Usage: agentfs get ID [LOCAL]
-       agentfs get --path REMOTE_PATH [LOCAL]
-
-Downloads a live file's content to LOCAL (a file or a directory), or to
+`}, false, batchFlags),
+		clientCommand(command{
+			name:    "get",
+			summary: "download a file by id or by path (stdout without LOCAL)",
+			usage: `agentfs get ID [LOCAL]
+agentfs get --path REMOTE_PATH [LOCAL]`,
+			help: `Downloads a live file's content to LOCAL (a file or a directory), or to
 stdout without LOCAL or with -. Written to LOCAL, the content's SHA-256 is
 checked before the file appears, and the file's metadata is printed.
 
 Examples:
   agentfs get file_01jd8x2m4k9q7v3t5r6w8y0z1a ./summary.md
   agentfs get --path reports/summary.md > summary.md
-`, flags: getFlags},
-	"ls": {usage: `Usage: agentfs ls [--run RUN_ID] [--agent AGENT_ID] [--prefix PREFIX] [--path PATH] [--deleted] [--limit N]
-
-Lists files, newest first, through every page: a JSON array when stdout is
+`}, false, getFlags),
+		clientCommand(command{
+			name:    "ls",
+			summary: "list files, newest first",
+			usage:   "agentfs ls [--run RUN_ID] [--agent AGENT_ID] [--prefix PREFIX] [--path PATH] [--deleted] [--limit N]",
+			help: `Lists files, newest first, through every page: a JSON array when stdout is
 not a terminal, a table on one. --run and --agent match the X-Run-ID and
 X-Agent-ID of the request that created each file.
 
 Example:
   agentfs ls --run run-1 --prefix reports/
-`, flags: lsFlags},
-	"rm": {usage: `Usage: agentfs rm ID [--if-match ETAG] [--key KEY]
-
-Deletes a file (soft: it can be restored until its purge_after) and prints
+`}, false, lsFlags),
+		clientCommand(command{
+			name:    "rm",
+			summary: "delete a file (restorable until its purge_after)",
+			usage:   "agentfs rm ID [--if-match ETAG] [--key KEY]",
+			help: `Deletes a file (soft: it can be restored until its purge_after) and prints
 it. Deleting a deleted file again is safe.
 
 Example:
   agentfs rm file_01jd8x2m4k9q7v3t5r6w8y0z1a
-`, flags: rmFlags},
-	"restore": {usage: `Usage: agentfs restore ID [--key KEY]
-
-Undoes a delete and prints the file. 409 PATH_EXISTS means another live
+`}, false, rmFlags),
+		clientCommand(command{
+			name:    "restore",
+			summary: "undo a delete",
+			usage:   "agentfs restore ID [--key KEY]",
+			help: `Undoes a delete and prints the file. 409 PATH_EXISTS means another live
 file took its path meanwhile.
 
 Example:
   agentfs restore file_01jd8x2m4k9q7v3t5r6w8y0z1a
-`, flags: restoreFlags},
-	"protocol": {anonymous: true, usage: `Usage: agentfs protocol
-
-Prints what the server guarantees: its idempotency rules, retry policy and
-limits (GET /v1/protocol).
+`}, false, restoreFlags),
+		clientCommand(command{
+			name:    "protocol",
+			summary: "show the server's retry and idempotency rules (no token needed)",
+			usage:   "agentfs protocol",
+			help: `Prints what the server guarantees: its idempotency rules, retry policy and
+limits (GET /v1/protocol). It needs no AGENTFS_TOKEN.
 
 Example:
   agentfs protocol
-`, flags: protocolFlags},
+`}, true, protocolFlags),
+	}
 }
 
 // cliRun is what a running client verb works with.
@@ -139,79 +179,142 @@ type cliRun struct {
 	stderr io.Writer
 	// human: stdout is a terminal, so print tables and short lines.
 	human bool
+	// stderrTTY: stderr is a terminal, so problems are printed as lines
+	// and large transfers show a progress bar.
+	stderrTTY   bool
+	base        string // the server, for messages
+	maxAttempts int    // AGENTFS_MAX_ATTEMPTS
+
+	mu       sync.Mutex
+	bar      *progress // the bar being drawn on stderr, if any
+	attempts int       // the highest attempt announced so far
 }
 
-// clientCmd runs one client verb.
-func clientCmd(ctx context.Context, name string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	verb := clientVerbs[name]
-	fs := flag.NewFlagSet("agentfs "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, verb.usage)
-		var flags strings.Builder
-		fs.SetOutput(&flags)
-		fs.PrintDefaults()
-		fs.SetOutput(stderr)
-		if flags.Len() > 0 {
-			fmt.Fprint(stderr, "\nFlags:\n", flags.String())
-		}
-		fmt.Fprint(stderr, clientEnvHelp)
+// newCLIRun configures a verb's client from the AGENTFS_* variables; its
+// retries are announced on stderr.
+func newCLIRun(name string, p *proc, anonymous bool) (*cliRun, error) {
+	cli := &cliRun{name: name, stdout: p.stdout, stderr: p.stderr, human: isTerminal(p.stdout),
+		stderrTTY: isTerminal(p.stderr), base: cmpOr(p.getenv("AGENTFS_URL"), defaultURL)}
+	var err error
+	if cli.maxAttempts, err = maxAttempts(p.getenv); err != nil {
+		return nil, err
 	}
-	runVerb := verb.flags(fs)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
+	if cli.client, err = newCLIClient(p.getenv, anonymous, client.WithOnRetry(cli.retrying)); err != nil {
+		return nil, err
 	}
-	c, err := newCLIClient(getenv, verb.anonymous)
-	if err != nil {
-		return err
-	}
-	cli := &cliRun{name: name, client: c, stdout: stdout, stderr: stderr, human: isTerminal(stdout)}
-	err = runVerb(ctx, cli, pos)
-	if errors.Is(err, errUsage) {
-		fs.Usage()
-	}
-	return cli.report(err)
-}
-
-// parseInterleaved parses flags that may come after positional arguments
-// (agentfs put a.txt reports/a.txt --replace) and returns the positional
-// ones. Everything after "--" is positional.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
-	}
+	return cli, nil
 }
 
 // newCLIClient configures the client from AGENTFS_* variables.
-func newCLIClient(getenv func(string) string, anonymous bool) (*client.Client, error) {
-	base := getenv("AGENTFS_URL")
-	if base == "" {
-		base = defaultURL
-	}
+func newCLIClient(getenv func(string) string, anonymous bool, extra ...client.Option) (*client.Client, error) {
+	base := cmpOr(getenv("AGENTFS_URL"), defaultURL)
 	token := getenv("AGENTFS_TOKEN")
 	if token == "" && !anonymous {
-		return nil, errors.New("AGENTFS_TOKEN is not set: create one with `agentfs token create --subject NAME`")
+		return nil, errors.New("AGENTFS_TOKEN is not set: create one with `agentfs token create --subject NAME` " +
+			"(make run prints one, and keeps it in .data/agentfs.env)")
 	}
-	var opts []client.Option
+	attempts, err := maxAttempts(getenv)
+	if err != nil {
+		return nil, err
+	}
+	opts := []client.Option{client.WithRetryPolicy(client.RetryPolicy{MaxAttempts: attempts})}
 	if id := getenv("AGENTFS_AGENT_ID"); id != "" {
 		opts = append(opts, client.WithAgentID(id))
 	}
 	if id := getenv("AGENTFS_RUN_ID"); id != "" {
 		opts = append(opts, client.WithRunID(id))
 	}
-	return client.New(base, token, opts...)
+	c, err := client.New(base, token, append(opts, extra...)...)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	return c, nil
+}
+
+// maxAttempts reads AGENTFS_MAX_ATTEMPTS: the attempts of each request,
+// the first included.
+func maxAttempts(getenv func(string) string) (int, error) {
+	v := strings.TrimSpace(getenv("AGENTFS_MAX_ATTEMPTS"))
+	if v == "" {
+		return client.DefaultMaxAttempts, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 100 {
+		return 0, fmt.Errorf("configuration: AGENTFS_MAX_ATTEMPTS must be a number from 1 (no retries) to 100, not %q", v)
+	}
+	return n, nil
+}
+
+// retrying announces a wait between two attempts on stderr, so that a
+// server that is down does not look like a hang.
+func (cli *cliRun) retrying(attempt int, wait time.Duration, err error) {
+	cli.mu.Lock()
+	cli.attempts = max(cli.attempts, attempt+1)
+	cli.mu.Unlock()
+	cli.note(fmt.Sprintf("agentfs: %s; retrying in %s (attempt %d of %d)", retryReason(err), waitText(wait), attempt+1, cli.maxAttempts))
+}
+
+// note prints one line on stderr, above the progress bar if one is drawn.
+func (cli *cliRun) note(line string) {
+	cli.mu.Lock()
+	defer cli.mu.Unlock()
+	if cli.bar != nil {
+		cli.bar.interject(line)
+		return
+	}
+	fmt.Fprintln(cli.stderr, line)
+}
+
+// retryReason says in a few words why an attempt failed.
+func retryReason(err error) string {
+	var p *client.Problem
+	if errors.As(err, &p) {
+		return strings.TrimSpace(fmt.Sprintf("%d %s", p.Status, p.Code))
+	}
+	return transportReason(err)
+}
+
+// transportReason says in a few words why a connection failed: the cause
+// without the URL and the layers that name it.
+func transportReason(err error) string {
+	var dns *net.DNSError
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.As(err, &dns):
+		return "cannot resolve " + dns.Name
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timed out"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed before the answer"
+	}
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
+}
+
+// unreachable reports whether err means that no server answered at all.
+func unreachable(err error) bool {
+	var dns *net.DNSError
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dns)
+}
+
+// waitText renders a wait as people read it: "700ms", "3.2s", "12s".
+func waitText(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < 10*time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }
 
 // isTerminal reports whether w is a terminal (a character device).
@@ -225,25 +328,65 @@ func isTerminal(w io.Writer) bool {
 }
 
 // problemError is a verb's failure whose problem was already printed on
-// stderr; main adds one summary line.
+// stderr; main adds one summary line, with what to do next if known.
 type problemError struct {
 	verb string
 	p    *client.Problem
+	next string
 }
 
 func (e *problemError) Error() string {
-	return fmt.Sprintf("%s failed: %d %s", e.verb, e.p.Status, e.p.Code)
+	msg := fmt.Sprintf("%s failed: %d %s", e.verb, e.p.Status, e.p.Code)
+	if e.next != "" {
+		msg += "; " + e.next
+	}
+	return msg
 }
 
 func (e *problemError) Unwrap() error { return e.p }
 
-// report prints a problem on stderr: JSON, or readable lines on a terminal.
-func (cli *cliRun) report(err error) error {
-	var p *client.Problem
-	if !errors.As(err, &p) {
+// verbError is a verb's failure that is not the server's answer: the
+// connection, the local file, or an interruption.
+type verbError struct {
+	msg string
+	err error
+}
+
+func (e *verbError) Error() string { return e.msg }
+func (e *verbError) Unwrap() error { return e.err }
+
+// nextStep is an error with advice on what to do next: what the server
+// kept, or the flag that would have worked.
+type nextStep struct {
+	error
+	next string
+}
+
+func (e *nextStep) Unwrap() error { return e.error }
+
+// withNext attaches advice to err.
+func withNext(err error, next string) error {
+	if err == nil || next == "" {
 		return err
 	}
-	if isTerminal(cli.stderr) {
+	return &nextStep{error: err, next: next}
+}
+
+// report prints a problem on stderr (JSON, or readable lines on a
+// terminal) and returns the one-line summary of any failure.
+func (cli *cliRun) report(err error) error {
+	if err == nil || errors.Is(err, errUsage) {
+		return err
+	}
+	var next string
+	if ns := (*nextStep)(nil); errors.As(err, &ns) {
+		next = ns.next
+	}
+	var p *client.Problem
+	if !errors.As(err, &p) {
+		return &verbError{msg: cli.describe(err, next), err: err}
+	}
+	if cli.stderrTTY {
 		fmt.Fprintf(cli.stderr, "agentfs %s: %d %s: %s\n", cli.name, p.Status, p.Code, cmpOr(p.Detail, p.Title))
 		for _, fe := range p.Errors {
 			fmt.Fprintf(cli.stderr, "  %s: %s\n", fe.Field, fe.Message)
@@ -255,7 +398,35 @@ func (cli *cliRun) report(err error) error {
 	} else {
 		_ = json.NewEncoder(cli.stderr).Encode(p)
 	}
-	return &problemError{verb: cli.name, p: p}
+	return &problemError{verb: cli.name, p: p, next: next}
+}
+
+// describe is the summary of a failure that is not a problem.
+func (cli *cliRun) describe(err error, next string) string {
+	var msg string
+	switch {
+	case errors.Is(err, context.Canceled):
+		msg = cli.name + " interrupted"
+	case unreachable(err):
+		cli.mu.Lock()
+		attempts := max(cli.attempts, 1)
+		cli.mu.Unlock()
+		msg = fmt.Sprintf("%s: cannot reach AgentFS at %s (%s", cli.name, cli.base, transportReason(err))
+		if attempts > 1 {
+			msg += fmt.Sprintf(", %d attempts", attempts)
+		}
+		msg += "); is it running? make run starts one; AGENTFS_URL names another"
+	default:
+		var ns *nextStep
+		if errors.As(err, &ns) {
+			err = ns.error
+		}
+		msg = err.Error()
+	}
+	if next != "" {
+		msg += "; " + next
+	}
+	return msg
 }
 
 func cmpOr(a, b string) string {
@@ -265,47 +436,137 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// usagef is a wrong invocation of a verb: its usage is printed.
-func usagef(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
-}
-
-func putFlags(fs *flag.FlagSet) func(context.Context, *cliRun, []string) error {
+func putFlags(fs *flag.FlagSet) verbFunc {
 	replace := fs.Bool("replace", false, "replace the live file at REMOTE_PATH (keeps its id and url)")
-	contentType := fs.String("content-type", "", "the file's media type (default: from LOCAL's extension)")
-	ifMatch := fs.String("if-match", "", "replace only while the file has this ETag (needs --replace)")
-	key := fs.String("key", "", "Idempotency-Key of this upload (default: a new random one)")
+	contentType := fs.String("content-type", "", "the file's media `TYPE` (default: from LOCAL's extension)")
+	ifMatch := fs.String("if-match", "", "replace only while the file has this `ETAG` (needs --replace)")
+	key := fs.String("key", "", "the Idempotency-Key of this upload, a `KEY` (default: a new random one)")
 	threshold := sizeFlag(fs, "threshold", client.DefaultSessionThreshold, "send a file of this `SIZE` or more (bytes, or with KiB, MiB, GiB) through an upload session")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 2 {
 			return usagef("put needs LOCAL and REMOTE_PATH")
 		}
 		local, remote := args[0], args[1]
+		t := &transfer{verb: "put", remote: remote, key: cmpOr(*key, client.NewIdempotencyKey())}
 		var (
 			f   *client.File
 			err error
 		)
 		if local == "-" {
-			f, err = cli.client.PutFile(ctx, remote, os.Stdin, client.PutOptions{
-				Replace: *replace, ContentType: *contentType, IfMatch: *ifMatch, IdempotencyKey: *key,
+			in := &stdinBody{r: os.Stdin}
+			f, err = cli.client.PutFile(ctx, remote, in, client.PutOptions{
+				Replace: *replace, ContentType: *contentType, IfMatch: *ifMatch, IdempotencyKey: t.key,
 			})
+			t.sentWhole(in.ended.Load())
 		} else {
-			opts := client.PutPathOptions{Threshold: *threshold, IdempotencyKey: *key, UploadOptions: client.UploadOptions{
+			fi, serr := os.Stat(local)
+			if serr != nil {
+				return serr
+			}
+			t.viaSession = fi.Size() >= *threshold
+			t.whole = fi.Size() == 0 // an empty body is whole once the request is sent
+			opts := client.PutPathOptions{Threshold: *threshold, IdempotencyKey: t.key, UploadOptions: client.UploadOptions{
 				Replace: *replace, ContentType: cmpOr(*contentType, mime.TypeByExtension(filepath.Ext(local))), IfMatch: *ifMatch,
 			}}
-			bar := cli.progressBar(&opts.UploadOptions)
+			bar := cli.watch(&opts.UploadOptions, fi.Size(), t)
 			f, err = cli.client.PutPath(ctx, local, remote, opts)
-			bar.end()
+			cli.endBar(bar)
 		}
 		if err != nil {
-			return err
+			return t.failed(err)
 		}
 		return cli.printFile(f, fmt.Sprintf("%s  %s  %d bytes  version %d", f.ID, f.Path, f.SizeBytes, f.Version))
 	}
 }
 
-func getFlags(fs *flag.FlagSet) func(context.Context, *cliRun, []string) error {
-	byPath := fs.String("path", "", "download the live file at this path instead of by ID")
+// stdinBody is put's body from stdin; ended records that it was read to
+// its end, so the whole content may have reached the server.
+type stdinBody struct {
+	r     io.Reader
+	ended atomic.Bool
+}
+
+func (s *stdinBody) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err == io.EOF {
+		s.ended.Store(true)
+	}
+	return n, err
+}
+
+// transfer follows one put or upload, so that a failure can say what the
+// server kept: an upload session to resume, nothing at all, or a write
+// whose outcome only its Idempotency-Key can tell.
+type transfer struct {
+	verb   string
+	remote string
+	key    string // the Idempotency-Key of a single POST
+
+	mu         sync.Mutex
+	viaSession bool           // the file goes through an upload session
+	session    *client.Upload // the session, once created or resumed
+	whole      bool           // some attempt sent the whole body
+}
+
+func (t *transfer) onSession(u *client.Upload) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.viaSession, t.session = true, u
+}
+
+// onHash marks the session path: content is hashed only for sessions.
+func (t *transfer) onHash() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.viaSession = true
+}
+
+// onSent watches the bytes a single POST has sent.
+func (t *transfer) onSent(sent, total int64) {
+	if total > 0 && sent >= total {
+		t.sentWhole(true)
+	}
+}
+
+func (t *transfer) sentWhole(whole bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.whole = t.whole || whole
+}
+
+// failed adds to err what the server kept and what to do next. A problem
+// that retrying cannot change is a definite answer: PATH_EXISTS gets the
+// flag that would have worked, anything else as it is.
+func (t *transfer) failed(err error) error {
+	var p *client.Problem
+	if errors.As(err, &p) && !p.Retryable {
+		if p.Code == "PATH_EXISTS" {
+			return withNext(err, fmt.Sprintf("%s already holds %s: run the same command with --replace to replace it "+
+				"(it keeps its id and url and gets a new version)", cmpOr(p.ExistingFileID, "a live file"), t.remote))
+		}
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.session != nil:
+		return withNext(err, fmt.Sprintf("the upload session %s is kept until %s: run the same command again to resume it "+
+			"(only the parts it lacks are sent)", t.session.ID, t.session.ExpiresAt.Local().Format(time.DateTime)))
+	case t.viaSession:
+		return withNext(err, "nothing was stored (no upload session had started): run the same command again")
+	case t.whole && t.key == "":
+		return withNext(err, fmt.Sprintf("the request was sent whole, so the server may have stored it: "+
+			"check with agentfs ls --path %s before running the same command again", t.remote))
+	case t.whole:
+		return withNext(err, fmt.Sprintf("the whole file was sent, so the server may have stored it: run the same command "+
+			"with --key %s to find out safely (a stored upload is answered again, never written twice), "+
+			"or ask GET /v1/operations/%s", t.key, t.key))
+	}
+	return withNext(err, "nothing was stored (the file was not sent whole): run the same command again")
+}
+
+func getFlags(fs *flag.FlagSet) verbFunc {
+	byPath := fs.String("path", "", "download the live file at this `REMOTE_PATH` instead of by ID")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		var (
 			f     *client.File
@@ -401,14 +662,14 @@ func download(content *client.Content, local string, f *client.File) (string, in
 	return local, n, nil
 }
 
-func lsFlags(fs *flag.FlagSet) func(context.Context, *cliRun, []string) error {
+func lsFlags(fs *flag.FlagSet) verbFunc {
 	var opts client.ListOptions
-	fs.StringVar(&opts.RunID, "run", "", "only files created by this X-Run-ID")
-	fs.StringVar(&opts.AgentID, "agent", "", "only files created by this X-Agent-ID")
-	fs.StringVar(&opts.Prefix, "prefix", "", "only paths starting with this")
-	fs.StringVar(&opts.Path, "path", "", "only this exact path")
+	fs.StringVar(&opts.RunID, "run", "", "only files created with this X-Run-ID (`RUN_ID`)")
+	fs.StringVar(&opts.AgentID, "agent", "", "only files created with this X-Agent-ID (`AGENT_ID`)")
+	fs.StringVar(&opts.Prefix, "prefix", "", "only paths starting with `PREFIX`")
+	fs.StringVar(&opts.Path, "path", "", "only this exact `PATH`")
 	fs.BoolVar(&opts.IncludeDeleted, "deleted", false, "include deleted files not purged yet")
-	limit := fs.Int("limit", 0, "at most this many files (default: all)")
+	limit := fs.Int("limit", 0, "at most `N` files (default: all)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 0 || *limit < 0 {
 			return usagef("ls takes flags only")
@@ -481,9 +742,9 @@ func fileLister(cli *cliRun) lister {
 	}
 }
 
-func rmFlags(fs *flag.FlagSet) func(context.Context, *cliRun, []string) error {
-	ifMatch := fs.String("if-match", "", "delete only while the file has this ETag")
-	key := fs.String("key", "", "Idempotency-Key of this delete (default: a new random one)")
+func rmFlags(fs *flag.FlagSet) verbFunc {
+	ifMatch := fs.String("if-match", "", "delete only while the file has this `ETAG`")
+	key := fs.String("key", "", "the Idempotency-Key of this delete, a `KEY` (default: a new random one)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 1 {
 			return usagef("rm needs one file ID")
@@ -500,8 +761,8 @@ func rmFlags(fs *flag.FlagSet) func(context.Context, *cliRun, []string) error {
 	}
 }
 
-func restoreFlags(fs *flag.FlagSet) func(context.Context, *cliRun, []string) error {
-	key := fs.String("key", "", "Idempotency-Key of this restore (default: a new random one)")
+func restoreFlags(fs *flag.FlagSet) verbFunc {
+	key := fs.String("key", "", "the Idempotency-Key of this restore, a `KEY` (default: a new random one)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 1 {
 			return usagef("restore needs one file ID")
@@ -514,7 +775,7 @@ func restoreFlags(fs *flag.FlagSet) func(context.Context, *cliRun, []string) err
 	}
 }
 
-func protocolFlags(*flag.FlagSet) func(context.Context, *cliRun, []string) error {
+func protocolFlags(*flag.FlagSet) verbFunc {
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 0 {
 			return usagef("protocol takes no arguments")

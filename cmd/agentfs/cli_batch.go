@@ -12,9 +12,9 @@ import (
 	"github.com/agentfs/agentfs/client"
 )
 
-func batchFlags(fs *flag.FlagSet) func(context.Context, *cliRun, []string) error {
+func batchFlags(fs *flag.FlagSet) verbFunc {
 	wait := fs.Bool("wait", false, "wait until every item has run; exit 1 if any failed")
-	key := fs.String("key", "", "Idempotency-Key of this batch (default: a new random one)")
+	key := fs.String("key", "", "the Idempotency-Key of this batch, a `KEY` (default: a new random one)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 1 {
 			return usagef("batch needs one FILE.json (or - for stdin)")

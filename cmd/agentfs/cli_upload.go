@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"mime"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,12 +16,12 @@ import (
 	"github.com/agentfs/agentfs/client"
 )
 
-func uploadFlags(fs *flag.FlagSet) func(context.Context, *cliRun, []string) error {
+func uploadFlags(fs *flag.FlagSet) verbFunc {
 	replace := fs.Bool("replace", false, "replace the live file at REMOTE_PATH (keeps its id and url)")
-	parallel := fs.Int("parallel", client.DefaultParallel, "how many parts to send at once")
-	contentType := fs.String("content-type", "", "the file's media type (default: from LOCAL's extension)")
-	ifMatch := fs.String("if-match", "", "replace only while the file has this ETag (needs --replace)")
-	sum := fs.String("sha256", "", "the file's SHA-256 in hex, if known (default: computed from LOCAL)")
+	parallel := fs.Int("parallel", client.DefaultParallel, "send `N` parts at once")
+	contentType := fs.String("content-type", "", "the file's media `TYPE` (default: from LOCAL's extension)")
+	ifMatch := fs.String("if-match", "", "replace only while the file has this `ETAG` (needs --replace)")
+	sum := fs.String("sha256", "", "the file's SHA-256 in `HEX`, if known (default: computed from LOCAL)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 2 {
 			return usagef("upload needs LOCAL and REMOTE_PATH")
@@ -33,81 +33,122 @@ func uploadFlags(fs *flag.FlagSet) func(context.Context, *cliRun, []string) erro
 		if local == "-" {
 			return usagef("upload needs a file, not stdin: its parts are read at their offsets (use put for stdin)")
 		}
+		fi, err := os.Stat(local)
+		if err != nil {
+			return err
+		}
 		opts := client.UploadOptions{
 			Replace: *replace, Parallel: *parallel, IfMatch: *ifMatch, SHA256: *sum,
 			ContentType: cmpOr(*contentType, mime.TypeByExtension(filepath.Ext(local))),
 		}
-		var session *client.Upload
-		opts.OnSession = func(u *client.Upload) {
-			session = u
-			if len(u.Parts) > 0 && isTerminal(cli.stderr) {
-				fmt.Fprintf(cli.stderr, "resuming %s: %d of %d parts already sent\n", u.ID, len(u.Parts), u.PartCount)
-			}
-		}
-		bar := cli.progressBar(&opts)
+		// An empty file, which a session cannot hold, goes in one POST.
+		t := &transfer{verb: "upload", remote: remote, viaSession: fi.Size() > 0, whole: fi.Size() == 0}
+		bar := cli.watch(&opts, fi.Size(), t)
 		f, err := cli.client.UploadFile(ctx, local, remote, opts)
-		bar.end()
+		cli.endBar(bar)
 		if err != nil {
-			if session != nil && isTerminal(cli.stderr) && resumable(err) {
-				fmt.Fprintf(cli.stderr, "the upload session %s is kept until %s: run the same command again to resume it\n",
-					session.ID, session.ExpiresAt.Local().Format(time.DateTime))
-			}
-			return err
+			return t.failed(err)
 		}
 		return cli.printFile(f, fmt.Sprintf("%s  %s  %d bytes  version %d", f.ID, f.Path, f.SizeBytes, f.Version))
 	}
 }
 
-// resumable reports whether running an upload again may finish it: not
-// after an answer that running it again would get too.
-func resumable(err error) bool {
-	var p *client.Problem
-	if !errors.As(err, &p) {
-		return true // cancelled, or the connection failed
+// barMinSize is the smallest transfer that gets a progress bar: a smaller
+// one is over before a bar would say anything.
+const barMinSize = 1 << 20
+
+// watch points opts' callbacks at the transfer t and, on a terminal and
+// for size bytes or more than barMinSize, at a progress bar on stderr
+// whose phases are labelled. End the bar with endBar.
+func (cli *cliRun) watch(opts *client.UploadOptions, size int64, t *transfer) *progress {
+	var bar *progress
+	if cli.stderrTTY && size >= barMinSize {
+		bar = &progress{w: cli.stderr, now: time.Now}
+		cli.mu.Lock()
+		cli.bar = bar
+		cli.mu.Unlock()
 	}
-	return p.Retryable
+	opts.OnSession = func(u *client.Upload) {
+		t.onSession(u)
+		if len(u.Parts) > 0 && cli.stderrTTY {
+			cli.note(fmt.Sprintf("resuming %s: %d of %d parts already sent", u.ID, len(u.Parts), u.PartCount))
+		}
+	}
+	opts.HashProgress = func(hashed, total int64) {
+		t.onHash()
+		bar.update(phaseHashing, hashed, total)
+	}
+	opts.Progress = func(sent, total int64) {
+		t.onSent(sent, total)
+		bar.update(phaseUploading, sent, total)
+	}
+	return bar
 }
 
-// progress draws an upload's progress on stderr when it is a terminal.
+// endBar moves past the bar; notes print on lines of their own again.
+func (cli *cliRun) endBar(bar *progress) {
+	cli.mu.Lock()
+	cli.bar = nil
+	cli.mu.Unlock()
+	bar.end()
+}
+
+// The phases a progress bar shows.
+const (
+	phaseHashing   = "hashing"
+	phaseUploading = "uploading"
+)
+
+// progress draws a transfer's progress on one line of a terminal.
 type progress struct {
 	w   io.Writer
 	now func() time.Time
 
 	mu    sync.Mutex
-	t0    time.Time // the first report, from which the rate is measured
+	phase string
+	t0    time.Time // the phase's first report, from which the rate is measured
 	sent0 int64
 	drawn time.Time // when the bar was last drawn
-	any   bool
+	line  string    // what was drawn last
 }
 
-// progressBar sets opts.Progress to draw a bar on stderr when stderr is a
-// terminal; end the bar once the upload returns.
-func (cli *cliRun) progressBar(opts *client.UploadOptions) *progress {
-	if !isTerminal(cli.stderr) {
-		return nil
+// update redraws the bar, at most ten times a second, at once when the
+// phase changes, and at the end of each phase. A nil bar draws nothing.
+func (p *progress) update(phase string, sent, total int64) {
+	if p == nil {
+		return
 	}
-	p := &progress{w: cli.stderr, now: time.Now}
-	opts.Progress = p.update
-	return p
-}
-
-// update redraws the bar, at most ten times a second and once at the end.
-func (p *progress) update(sent, total int64) {
 	now := p.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if phase != p.phase {
+		p.phase, p.t0, p.drawn = phase, time.Time{}, time.Time{}
+	}
 	if p.t0.IsZero() {
 		p.t0, p.sent0 = now, sent
 	}
-	if sent < total && now.Sub(p.drawn) < 100*time.Millisecond {
+	if sent < total && !p.drawn.IsZero() && now.Sub(p.drawn) < 100*time.Millisecond {
 		return
 	}
-	p.drawn, p.any = now, true
+	p.drawn = now
 	rate := -1.0
 	if secs := now.Sub(p.t0).Seconds(); secs > 0 {
 		rate = float64(sent-p.sent0) / secs
 	}
-	fmt.Fprintf(p.w, "\r%s\x1b[K", progressLine(sent, total, rate))
+	p.line = progressLine(phase, sent, total, rate)
+	fmt.Fprintf(p.w, "\r%s\x1b[K", p.line)
+}
+
+// interject prints a line of its own above the bar and draws the bar
+// again under it.
+func (p *progress) interject(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.line == "" {
+		fmt.Fprintln(p.w, line)
+		return
+	}
+	fmt.Fprintf(p.w, "\r%s\x1b[K\n%s", line, p.line)
 }
 
 // end moves past the bar.
@@ -117,7 +158,7 @@ func (p *progress) end() {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.any {
+	if p.line != "" {
 		fmt.Fprintln(p.w)
 	}
 }
@@ -125,9 +166,9 @@ func (p *progress) end() {
 // barWidth is the number of cells of the bar between its brackets.
 const barWidth = 30
 
-// progressLine renders "[=====>    ] 45% 120.0/256.0 MiB 38.2 MiB/s";
+// progressLine renders "uploading [=====>    ] 45% 120.0/256.0 MiB 38.2 MiB/s";
 // a negative rate is not shown.
-func progressLine(sent, total int64, rate float64) string {
+func progressLine(phase string, sent, total int64, rate float64) string {
 	frac := 1.0
 	if total > 0 {
 		frac = float64(min(max(sent, 0), total)) / float64(total)
@@ -141,7 +182,7 @@ func progressLine(sent, total int64, rate float64) string {
 		bar += strings.Repeat(" ", barWidth-cells)
 	}
 	div, unit := byteUnit(total)
-	line := fmt.Sprintf("[%s] %3d%% %.1f/%.1f %s", bar, int(frac*100), float64(sent)/div, float64(total)/div, unit)
+	line := fmt.Sprintf("%-9s [%s] %3d%% %.1f/%.1f %s", phase, bar, int(frac*100), float64(sent)/div, float64(total)/div, unit)
 	if rate >= 0 {
 		div, unit := byteUnit(int64(rate))
 		line += fmt.Sprintf(" %.1f %s/s", rate/div, unit)

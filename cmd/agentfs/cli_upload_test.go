@@ -243,35 +243,57 @@ func TestCLIUploadUsage(t *testing.T) {
 func TestProgressLine(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
+		phase       string
 		sent, total int64
 		rate        float64
 		want        string
 	}{
-		{120 << 20, 256 << 20, 40 << 20, "[=============>                ]  46% 120.0/256.0 MiB 40.0 MiB/s"},
-		{0, 10 << 30, -1, "[                              ]   0% 0.0/10.0 GiB"},
-		{2048, 2048, 2048, "[==============================] 100% 2.0/2.0 KiB 2.0 KiB/s"},
-		{0, 0, 0, "[==============================] 100% 0.0/0.0 B 0.0 B/s"},
+		{phaseUploading, 120 << 20, 256 << 20, 40 << 20, "uploading [=============>                ]  46% 120.0/256.0 MiB 40.0 MiB/s"},
+		{phaseHashing, 0, 10 << 30, -1, "hashing   [                              ]   0% 0.0/10.0 GiB"},
+		{phaseUploading, 2048, 2048, 2048, "uploading [==============================] 100% 2.0/2.0 KiB 2.0 KiB/s"},
+		{phaseUploading, 0, 0, 0, "uploading [==============================] 100% 0.0/0.0 B 0.0 B/s"},
 	} {
-		if got := progressLine(tc.sent, tc.total, tc.rate); got != tc.want {
-			t.Errorf("progressLine(%d, %d, %v)\n got %q\nwant %q", tc.sent, tc.total, tc.rate, got, tc.want)
+		if got := progressLine(tc.phase, tc.sent, tc.total, tc.rate); got != tc.want {
+			t.Errorf("progressLine(%s, %d, %d, %v)\n got %q\nwant %q", tc.phase, tc.sent, tc.total, tc.rate, got, tc.want)
 		}
 	}
+}
+
+// TestProgressPhases: the bar redraws at most ten times a second, at once
+// when the phase changes, measures each phase's rate from its own start,
+// and keeps a note apart from the bar.
+func TestProgressPhases(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	clock := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	p := &progress{w: &out, now: func() time.Time { return clock }}
-	p.update(1, 100)
+	p.update(phaseHashing, 1, 100)
 	clock = clock.Add(50 * time.Millisecond)
-	p.update(2, 100) // 50 ms after the last: not drawn
+	p.update(phaseHashing, 2, 100) // 50 ms after the last: not drawn
 	clock = clock.Add(50 * time.Millisecond)
-	p.update(3, 100) // 2 bytes in 100 ms
-	if !strings.Contains(out.String(), "20.0 B/s") {
-		t.Fatalf("drawn %q, want the rate since the first report", out.String())
+	p.update(phaseHashing, 3, 100) // 2 bytes in 100 ms
+	if !strings.Contains(out.String(), "hashing   [") || !strings.Contains(out.String(), "20.0 B/s") {
+		t.Fatalf("drawn %q, want the hashing rate since the phase began", out.String())
 	}
-	p.update(100, 100) // the end is always drawn
+	p.update(phaseHashing, 100, 100) // the end of a phase is always drawn
+	clock = clock.Add(10 * time.Millisecond)
+	p.update(phaseUploading, 0, 100) // a new phase is drawn at once
+	p.interject("agentfs: 503 STORAGE_UNAVAILABLE; retrying in 1s (attempt 2 of 8)")
+	clock = clock.Add(10 * time.Millisecond)
+	p.update(phaseUploading, 100, 100)
 	p.end()
 	got := out.String()
-	if strings.Count(got, "\r") != 3 || strings.Contains(got, " 2% ") || !strings.Contains(got, " 3% ") ||
-		!strings.HasSuffix(got, "\n") || !strings.Contains(got, "100%") {
+	for _, want := range []string{
+		"\rhashing   [==============================] 100% 100.0/100.0 B",
+		"\ruploading [                              ]   0% 0.0/100.0 B",
+		"\ragentfs: 503 STORAGE_UNAVAILABLE; retrying in 1s (attempt 2 of 8)\x1b[K\nuploading [",
+		"\ruploading [==============================] 100% 100.0/100.0 B 9.8 KiB/s\x1b[K\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("drawn %q\nwant it to contain %q", got, want)
+		}
+	}
+	if strings.Contains(got, " 2% ") || !strings.HasSuffix(got, "\n") {
 		t.Fatalf("drawn %q", got)
 	}
 }

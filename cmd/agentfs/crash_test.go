@@ -37,7 +37,7 @@ func setupCrash(t *testing.T, envA ...string) *crashBundle {
 	cb.b = startServe(t, cb.bin, cb.cfg, lease)
 	cb.a.waitReady(t)
 	cb.b.waitReady(t)
-	out, err := command(t, cb.bin, cb.cfg, "token", "create", "--subject", "agent")
+	out, err := runBinary(t, cb.bin, cb.cfg, "token", "create", "--subject", "agent")
 	if err != nil {
 		t.Fatal(err)
 	}

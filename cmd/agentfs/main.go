@@ -1,11 +1,14 @@
-// Command agentfs is the AgentFS server and its administration tool:
+// Command agentfs is the AgentFS server, its administration tool and its
+// command-line client:
 //
 //	agentfs serve                 run the HTTP API (applies migrations first)
 //	agentfs migrate               apply database migrations and create the bucket
-//	agentfs token create --subject NAME [--scopes read,write]
-//	agentfs token revoke TOKEN_OR_ID
-//	agentfs admin block FILE_ID --reason TEXT | unblock FILE_ID
-//	agentfs put|upload|batch|get|ls|rm|restore|protocol   the client verbs (see --help of each)
+//	agentfs token create|list|revoke
+//	agentfs admin block|unblock
+//	agentfs healthcheck           exit 0 when the server is ready (for containers)
+//	agentfs put|upload|batch|get|ls|rm|restore|protocol   the client verbs
+//	agentfs help [COMMAND]        every command explains itself, also with --help
+//	agentfs version               the version and commit it was built from
 //
 // It is configured by AGENTFS_* environment variables; see the README.
 package main
@@ -18,78 +21,117 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first Ctrl-C asks the command to stop and say what it kept; a
+	// second one ends the process at once.
+	context.AfterFunc(ctx, stop)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "agentfs:", err)
-		}
+		fmt.Fprintln(os.Stderr, "agentfs:", err)
 		os.Exit(exitCode(err))
 	}
 }
 
+// exitCode is 2 for a wrong invocation, 130 for an interrupted command
+// (as a shell reports Ctrl-C), 1 for any other failure.
 func exitCode(err error) int {
-	if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage):
 		return 2
+	case errors.Is(err, context.Canceled):
+		return 130
 	}
 	return 1
 }
 
-var errUsage = errors.New("usage")
-
-const usage = `agentfs: storage for AI agents that is safe to retry
-
-Usage:
-  agentfs serve                                   run the HTTP API (applies migrations first)
-  agentfs migrate                                 apply database migrations and create the bucket
-  agentfs token create --subject NAME [--scopes read,write]
-                                                  print a new bearer token alone on one line
-  agentfs token revoke TOKEN_OR_ID                revoke a token
-  agentfs admin block FILE_ID --reason TEXT       block a file (its content and replace answer 451)
-  agentfs admin unblock FILE_ID                   lift the block
-
-Client (talks to a running server; retries only what is safe to repeat):
-  agentfs put LOCAL REMOTE_PATH [--replace]       upload a file (a session from 64 MiB on)
-  agentfs upload LOCAL REMOTE_PATH [--parallel N] upload a large file in parallel parts, resumable
-  agentfs batch FILE.json [--wait]                run many operations as one batch
-  agentfs get ID [LOCAL]                          download a file (stdout without LOCAL)
-  agentfs get --path REMOTE_PATH [LOCAL]          download the live file at a path
-  agentfs ls [--run R] [--agent A] [--prefix P]   list files, newest first
-  agentfs rm ID                                   delete a file (restorable)
-  agentfs restore ID                              undo a delete
-  agentfs protocol                                show the server's retry and idempotency rules
-Each verb explains itself with --help.
-
-Configuration is read from AGENTFS_* environment variables; see the README.
-The client verbs read AGENTFS_URL, AGENTFS_TOKEN, AGENTFS_AGENT_ID and AGENTFS_RUN_ID.
-`
-
 // run is the whole program; main only supplies the process's environment.
+// Errors come back without the "agentfs:" prefix, which main adds once.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	p := &proc{getenv: getenv, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("%w: no command given", errUsage)
+		generalHelp(stderr)
+		return usagef("no command given")
 	}
+	var err error
 	switch args[0] {
-	case "serve":
-		return serve(ctx, args[1:], getenv, stderr)
-	case "migrate":
-		return migrateCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "token":
-		return tokenCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "admin":
-		return adminCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "put", "upload", "batch", "get", "ls", "rm", "restore", "protocol":
-		return clientCmd(ctx, args[0], args[1:], getenv, stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+	case "-h", "--help", "-help":
+		generalHelp(stdout)
+		return nil
+	case "--version", "-version":
+		err = printVersion(stdout)
+	default:
+		c, _ := find(commands, args[:1])
+		if c == nil {
+			generalHelp(stderr)
+			return usagef("unknown command %q", args[0])
+		}
+		err = c.execute(ctx, p, args[1:])
+	}
+	if errors.Is(err, errHelpShown) {
 		return nil
 	}
-	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+	return err
+}
+
+// commands is every command of the binary, in the order of the general
+// help. It is filled in by init because help refers to it.
+var commands []*command
+
+func init() {
+	commands = append(append(serverCommands(), clientCommands()...), &command{
+		name:    "help",
+		summary: "show the help of a command: agentfs help token create",
+		usage:   "agentfs help [COMMAND [SUBCOMMAND]]",
+		help: `Prints the help of a command, the same as agentfs COMMAND --help: what it
+does, its flags, an example and the environment it reads. Without a
+command it lists them all.
+
+Example:
+  agentfs help put
+`,
+		flags: func(*flag.FlagSet) action { return helpCmd },
+	}, &command{
+		name:    "version",
+		summary: "print the version and the commit it was built from (also --version)",
+		usage:   "agentfs version",
+		help: `Prints the module version and the version control commit the binary was
+built from, as Go recorded them. A binary built from a work tree says
+"(devel)"; one built without version control information (go build
+-buildvcs=false, or a source tree without .git) says that its commit is
+unknown.
+
+Example:
+  agentfs --version
+`,
+		flags: func(*flag.FlagSet) action {
+			return func(_ context.Context, p *proc, args []string) error {
+				if len(args) != 0 {
+					return usagef("version takes no arguments")
+				}
+				return printVersion(p.stdout)
+			}
+		},
+	})
+}
+
+// helpCmd prints the help of the command its arguments name.
+func helpCmd(_ context.Context, p *proc, args []string) error {
+	if len(args) == 0 {
+		generalHelp(p.stdout)
+		return nil
+	}
+	c, n := find(commands, args)
+	if c == nil || n != len(args) {
+		return usagef("no help for %q: no such command (agentfs help lists them)", strings.Join(args, " "))
+	}
+	c.printHelp(p.stdout, nil)
+	return nil
 }

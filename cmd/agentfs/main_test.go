@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -32,7 +33,13 @@ func TestRunUsage(t *testing.T) {
 	}{
 		{"NoCommand", nil, nil, "no command"},
 		{"UnknownCommand", []string{"frobnicate"}, nil, "unknown command"},
-		{"TokenWithoutVerb", []string{"token"}, nil, "create or revoke"},
+		{"TokenWithoutVerb", []string{"token"}, nil, "create, list or revoke"},
+		{"TokenUnknownVerb", []string{"token", "mint"}, nil, `unknown token command "mint"`},
+		{"AdminWithoutVerb", []string{"admin"}, nil, "block or unblock"},
+		{"HelpOfNothing", []string{"help", "frobnicate"}, nil, "no such command"},
+		{"HelpOfUnknownSubcommand", []string{"help", "token", "mint"}, nil, "no such command"},
+		{"ServeWithArguments", []string{"serve", "now"}, nil, "no arguments"},
+		{"TokenRevokeTwoArguments", []string{"token", "revoke", "a", "b"}, nil, "the token or its id"},
 		{"TokenCreateWithoutSubject", []string{"token", "create"}, nil, "--subject"},
 		{"TokenCreateBadScope", []string{"token", "create", "--subject", "a", "--scopes", "admin"}, nil, "--scopes"},
 		{"ServeWithoutDatabase", []string{"serve"}, nil, "AGENTFS_DATABASE_URL is required"},
@@ -47,11 +54,14 @@ func TestRunUsage(t *testing.T) {
 			if stdout.Len() != 0 {
 				t.Fatalf("stdout %q on failure", stdout.String())
 			}
+			if strings.HasPrefix(err.Error(), "agentfs") {
+				t.Fatalf("error %q names the program itself; main adds the prefix", err)
+			}
 		})
 	}
 	var stdout bytes.Buffer
 	if err := run(context.Background(), []string{"help"}, func(string) string { return "" }, &stdout, &stdout); err != nil ||
-		!strings.Contains(stdout.String(), "agentfs token create") {
+		!strings.Contains(stdout.String(), "token ") || !strings.Contains(stdout.String(), "healthcheck") {
 		t.Fatalf("help: %v %q", err, stdout.String())
 	}
 }
@@ -171,7 +181,7 @@ func (p *process) stop(t *testing.T) {
 	}
 }
 
-func command(t *testing.T, bin string, cfg storage.Config, args ...string) (string, error) {
+func runBinary(t *testing.T, bin string, cfg storage.Config, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = environ(cfg)
@@ -195,7 +205,7 @@ func TestServeProcess(t *testing.T) {
 	a.waitReady(t)
 	b.waitReady(t)
 
-	out, err := command(t, bin, cfg, "token", "create", "--subject", "agent-1")
+	out, err := runBinary(t, bin, cfg, "token", "create", "--subject", "agent-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,11 +235,11 @@ func TestServeProcess(t *testing.T) {
 	}
 	c.Do("POST", "/v1/files?path=notes/hello.txt", "dup").ExpectProblem(t, 409, "PATH_EXISTS")
 
-	if _, err := command(t, bin, cfg, "token", "revoke", token); err != nil {
+	if _, err := runBinary(t, bin, cfg, "token", "revoke", token); err != nil {
 		t.Fatal(err)
 	}
 	c.Do("GET", "/v1/files", nil).ExpectProblem(t, 401, "UNAUTHENTICATED")
-	if _, err := command(t, bin, cfg, "token", "revoke", "tok_nope"); err == nil || !strings.Contains(err.Error(), "no such token") {
+	if _, err := runBinary(t, bin, cfg, "token", "revoke", "tok_nope"); err == nil || !strings.Contains(err.Error(), "no such token") {
 		t.Fatalf("revoking an unknown token: %v", err)
 	}
 	a.stop(t)
@@ -290,5 +300,69 @@ func TestAdminBlock(t *testing.T) {
 	c.Do("POST", "/v1/files?path=b.txt&if_exists=replace", "new").Expect(t, 200)
 	if err := admin("unblock", "file_nope"); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Fatalf("unknown file: %v", err)
+	}
+}
+
+// TestTokenList lists tokens with their ids, subjects, scopes and times,
+// revoked ones included, and never a token or its hash.
+func TestTokenList(t *testing.T) {
+	t.Parallel()
+	cfg := storagetest.Config(t)
+	env := cliEnv{
+		"AGENTFS_DATABASE_URL": cfg.DatabaseURL, "AGENTFS_S3_ENDPOINT": cfg.S3Endpoint,
+		"AGENTFS_S3_ACCESS_KEY": cfg.S3AccessKey, "AGENTFS_S3_SECRET_KEY": cfg.S3SecretKey,
+		"AGENTFS_S3_BUCKET": cfg.S3Bucket,
+	}
+	mustRun := func(args ...string) string {
+		t.Helper()
+		stdout, stderr, err := env.run(args...)
+		if err != nil {
+			t.Fatalf("agentfs %s: %v\n%s", strings.Join(args, " "), err, stderr)
+		}
+		return stdout
+	}
+	list := func(args ...string) []storage.TokenInfo {
+		t.Helper()
+		out := mustRun(append([]string{"token", "list"}, args...)...)
+		var tokens []storage.TokenInfo
+		if err := json.Unmarshal([]byte(out), &tokens); err != nil {
+			t.Fatalf("token list printed %q: %v", out, err)
+		}
+		for _, secret := range []string{"afs_", "hash"} {
+			if strings.Contains(out, secret) {
+				t.Fatalf("token list printed %q, which shows %q", out, secret)
+			}
+		}
+		return tokens
+	}
+	if got := list(); len(got) != 0 {
+		t.Fatalf("tokens of a fresh database: %+v", got)
+	}
+	alice1 := strings.TrimSpace(mustRun("token", "create", "--subject", "alice"))
+	mustRun("token", "create", "--subject", "alice", "--scopes", "read")
+	mustRun("token", "create", "--subject", "bob")
+	mustRun("token", "revoke", alice1)
+
+	all := list()
+	if len(all) != 3 || all[0].Subject != "alice" || all[2].Subject != "bob" {
+		t.Fatalf("tokens %+v, want alice's two then bob's, oldest first", all)
+	}
+	if all[0].RevokedAt == nil || all[1].RevokedAt != nil || all[0].CreatedAt.IsZero() ||
+		strings.Join(all[0].Scopes, ",") != "read,write" || strings.Join(all[1].Scopes, ",") != "read" ||
+		!strings.HasPrefix(all[0].ID, "tok_") {
+		t.Fatalf("tokens %+v", all)
+	}
+	if bob := list("--subject", "bob"); len(bob) != 1 || bob[0].ID != all[2].ID {
+		t.Fatalf("bob's tokens: %+v", bob)
+	}
+	// The id from the list is what revoke takes.
+	mustRun("token", "revoke", all[1].ID)
+	if again := list("--subject", "alice"); len(again) != 2 || again[1].RevokedAt == nil {
+		t.Fatalf("after revoking %s by id: %+v", all[1].ID, again)
+	}
+	var table bytes.Buffer
+	if err := tokenTable(&table, all); err != nil || !strings.HasPrefix(table.String(), "ID ") ||
+		!strings.Contains(table.String(), "read,write") || !strings.Contains(table.String(), all[2].ID) {
+		t.Fatalf("table %q, %v", table.String(), err)
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,11 +23,9 @@ import (
 	"github.com/agentfs/agentfs/sweeper"
 )
 
-// serve runs the API until ctx is cancelled, then drains requests.
-const serveUsage = `Usage: agentfs serve
-
-Run the HTTP API. Migrations are applied first (safe when several instances
-start together); SIGINT or SIGTERM stops it gracefully.
+// serveHelp is the help of agentfs serve.
+const serveHelp = `Runs the HTTP API. Migrations are applied first (safe when several instances
+start together); SIGINT or SIGTERM stops it gracefully, a second one at once.
 
 Configuration comes from the environment. Required:
   AGENTFS_DATABASE_URL   Postgres URL, e.g. postgres://agentfs@127.0.0.1:5432/agentfs
@@ -41,6 +38,7 @@ Often set:
                          bounds on each wait for Postgres (10s) and S3 (30s; S3
                          requests are retried up to 3 times) before a 503
 Every variable, with its default and meaning, is in the README ("Operating it").
+agentfs healthcheck exits 0 once the server is ready.
 
 Example:
   AGENTFS_DATABASE_URL=postgres://agentfs@127.0.0.1:5432/agentfs \
@@ -48,13 +46,8 @@ Example:
   AGENTFS_S3_SECRET_KEY=minioadmin agentfs serve
 `
 
-func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, serveUsage) }
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
+// serve runs the API until ctx is cancelled, then drains requests.
+func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
 	cfg, err := loadConfig(getenv)
 	if err != nil {
 		return err
