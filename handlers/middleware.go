@@ -78,7 +78,7 @@ func (a *API) observe(m *metrics) echo.MiddlewareFunc {
 			start := time.Now()
 			status := 0
 			if err := next(c); err != nil {
-				if gone(c) {
+				if gone(c, err) {
 					// Nobody is left to answer: not an outage, not a 5xx.
 					a.deps.Log.DebugContext(c.Request().Context(), "client gone", "err", err)
 					status = statusClientGone
@@ -108,9 +108,11 @@ func (a *API) observe(m *metrics) echo.MiddlewareFunc {
 const statusClientGone = 499
 
 // gone reports whether the request's client went away (the connection
-// closed, an HTTP/1.0 client half-closed it) before the answer.
-func gone(c echo.Context) bool {
-	return c.Request().Context().Err() != nil && !c.Response().Committed
+// closed, an HTTP/1.0 client half-closed it) before the answer. A body
+// that stalled past the idle limit also ends the request's context, but
+// that client is still there to be told 408.
+func gone(c echo.Context, err error) bool {
+	return c.Request().Context().Err() != nil && !c.Response().Committed && !errors.Is(err, agentfs.ErrBodyStalled)
 }
 
 // authenticate requires a valid bearer token and remembers its principal.
