@@ -6,6 +6,7 @@
 //	agentfs token revoke TOKEN_OR_ID
 //	agentfs admin block FILE_ID --reason TEXT | unblock FILE_ID
 //	agentfs put|upload|batch|get|ls|rm|restore|protocol   the client verbs (see --help of each)
+//	agentfs mcp                   serve the MCP tools over stdio (see agentfs mcp --help)
 //
 // It is configured by AGENTFS_* environment variables; see the README.
 package main
@@ -63,6 +64,7 @@ Client (talks to a running server; retries only what is safe to repeat):
   agentfs rm ID                                   delete a file (restorable)
   agentfs restore ID                              undo a delete
   agentfs protocol                                show the server's retry and idempotency rules
+  agentfs mcp                                     serve AgentFS as MCP tools over stdio, for MCP clients
 Each verb explains itself with --help.
 
 Configuration is read from AGENTFS_* environment variables; see the README.
@@ -86,6 +88,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return adminCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "put", "upload", "batch", "get", "ls", "rm", "restore", "protocol":
 		return clientCmd(ctx, args[0], args[1:], getenv, stdout, stderr)
+	case "mcp":
+		return mcpCmd(ctx, args[1:], getenv, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
