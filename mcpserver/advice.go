@@ -8,10 +8,10 @@ import (
 // callContext is what a tool knows about a failed call, to word its error
 // for the model.
 type callContext struct {
-	tool string
+	tool   string
 	path   string // the path the call acted on, if any
 	fileID string // the file id the call acted on, if any
-	key  string // the idempotency key the model gave, if any
+	key    string // the idempotency key the model gave, if any
 	// limit is the byte limit a PAYLOAD_TOO_LARGE exceeded, if the tool
 	// set it.
 	limit int64

@@ -415,7 +415,7 @@ func TestConcurrentEditsNeverLoseAnUpdate(t *testing.T) {
 	}
 	results := make(chan outcome, 2)
 	for _, s := range []struct {
-		b             *bundle
+		b            *bundle
 		old, newText string
 	}{{a, "header", "HEADER by a"}, {b, "footer", "FOOTER by b"}} {
 		go func() {
@@ -797,12 +797,12 @@ func TestProtocolErrorsAndCounting(t *testing.T) {
 		tool string
 		args any
 	}{
-		{"read_text_file", map[string]any{}},                            // path missing
-		{"read_text_file", map[string]any{"path": 7}},                   // wrong type
-		{"read_text_file", map[string]any{"path": "a", "Path": "b"}},    // unknown property
-		{"read_text_file", map[string]any{"path": "a", "head": 0}},      // below minimum
-		{"read_text_file", map[string]any{"path": "a", "head": 1.5}},    // not an integer
-		{"write_file", map[string]any{"path": "a"}},                     // content missing
+		{"read_text_file", map[string]any{}},                         // path missing
+		{"read_text_file", map[string]any{"path": 7}},                // wrong type
+		{"read_text_file", map[string]any{"path": "a", "Path": "b"}}, // unknown property
+		{"read_text_file", map[string]any{"path": "a", "head": 0}},   // below minimum
+		{"read_text_file", map[string]any{"path": "a", "head": 1.5}}, // not an integer
+		{"write_file", map[string]any{"path": "a"}},                  // content missing
 		{"write_file", map[string]any{"path": "a", "content": "x", "if_exists": "sometimes"}},
 		{"write_file", map[string]any{"path": "a", "content": "x", "expires_in": 5}},
 		{"read_multiple_files", map[string]any{"paths": []string{}}},
