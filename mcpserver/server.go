@@ -39,9 +39,9 @@ type Options struct {
 	// MaxWriteBytes caps the content of write_file and the size of a file
 	// edit_file edits. Default 4 MiB (AGENTFS_MCP_MAX_WRITE_BYTES).
 	MaxWriteBytes int64
-	// ScanFiles is how many files one call of list_directory,
-	// directory_tree or search_files reads before it answers with a cursor
-	// to continue. Default 5000.
+	// ScanFiles is how many files one call of list_directory or
+	// directory_tree reads before it answers with a cursor to continue
+	// (search_files reads ten times as many). Default 1000.
 	ScanFiles int
 	// AgentID and RunID attribute the backend's writes; list_run_files
 	// called without run_id or agent_id lists RunID's files (else
@@ -63,7 +63,7 @@ const (
 	DefaultMaxReadBytes  = 256 << 10
 	DefaultMaxMediaBytes = 4 << 20
 	DefaultMaxWriteBytes = 4 << 20
-	DefaultScanFiles     = 5000
+	DefaultScanFiles     = 1000
 )
 
 // Outcomes of a tool call, as Options.OnCall reports them.

@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/agentfs/agentfs/client"
+	"github.com/agentfs/agentfs/handlers/apitest"
 	"github.com/agentfs/agentfs/mcpserver"
 )
 
@@ -826,5 +830,96 @@ func TestProtocolErrorsAndCounting(t *testing.T) {
 	}
 	if !slices.Equal(calls[want:], []string{"list_directory ok", "get_file_info error"}) {
 		t.Fatalf("calls %v", calls)
+	}
+}
+
+func TestCallCounter(t *testing.T) {
+	vec := mcpserver.NewCallCounter()
+	srv := apitest.NewServer(t, apitest.Options{})
+	c, err := client.New(srv.URL, srv.Token(t, "counted"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend, err := mcpserver.NewClientBackend(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := mcpserver.New(backend, mcpserver.Options{OnCall: mcpserver.CountCalls(vec)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := server.Connect(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for _, args := range []map[string]any{{"path": "a.txt", "content": "x"}, {"path": "a.txt", "content": "x"}, {"path": 1}} {
+		_, _ = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "write_file", Arguments: args})
+	}
+	for outcome, want := range map[string]float64{"ok": 1, "error": 1, "protocol_error": 1} {
+		if got := testutil.ToFloat64(vec.WithLabelValues("write_file", outcome)); got != want {
+			t.Errorf("write_file %s: %v, want %v", outcome, got, want)
+		}
+	}
+	if n := testutil.CollectAndCount(vec); n != 3 {
+		t.Errorf("%d series, want 3", n)
+	}
+}
+
+func TestUnreachableServerLeavesAKeyToRetryWith(t *testing.T) {
+	// A port nobody listens on: the connection is refused at once.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c, err := client.New("http://"+addr, "token", client.WithRetryPolicy(client.RetryPolicy{MaxAttempts: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend, err := mcpserver.NewClientBackend(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := mcpserver.New(backend, mcpserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := server.Connect(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": "a.txt", "content": "x"}})
+	if err != nil || !res.IsError {
+		t.Fatalf("%v %v", err, res)
+	}
+	var p mcpserver.Problem
+	remarshal(t, res.StructuredContent, &p)
+	msg := text(res)
+	if p.Code != "UNREACHABLE" || !p.Retryable || !strings.HasPrefix(p.IdempotencyKey, "afs-") ||
+		!strings.Contains(msg, `repeat it with idempotency_key="`+p.IdempotencyKey+`"`) || !strings.Contains(msg, "may or may not have happened") {
+		t.Fatalf("problem %+v\n%s", p, msg)
+	}
+	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": "a.txt", "content": "x", "idempotency_key": "mine-1"}})
+	if err != nil || !strings.Contains(text(res), `idempotency_key="mine-1"`) {
+		t.Fatalf("%v %s", err, text(res))
+	}
+	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_text_file", Arguments: map[string]any{"path": "a.txt"}})
+	if err != nil || !strings.HasPrefix(text(res), "UNREACHABLE: ") || strings.Contains(text(res), "idempotency_key") {
+		t.Fatalf("read: %v %s", err, text(res))
 	}
 }
