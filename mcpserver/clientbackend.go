@@ -61,11 +61,16 @@ func (cb *ClientBackend) Read(ctx context.Context, r ReadRequest) (*Content, err
 		return nil, problemOf(err, "")
 	}
 	defer content.Close()
-	data, err := io.ReadAll(io.LimitReader(content, r.Length))
+	// One byte more than asked tells a cut from a whole file even when the
+	// response does not say its length.
+	data, err := io.ReadAll(io.LimitReader(content, r.Length+1))
 	if err != nil {
 		return nil, problemOf(err, "")
 	}
 	out := &Content{Data: data, Size: int64(len(data)), ETag: content.ETag, ContentType: content.ContentType}
+	if int64(len(data)) > r.Length {
+		out.Data = data[:r.Length]
+	}
 	if content.Status == http.StatusPartialContent {
 		out.Offset, out.Size = parseContentRange(content.ContentRange)
 	} else if content.Length > 0 {
