@@ -247,7 +247,7 @@ Usage: agentfs COMMAND [ARGUMENTS] [FLAGS]
 		names []string
 	}{
 		{"Server and administration (read AGENTFS_DATABASE_URL and AGENTFS_S3_*)", []string{"serve", "migrate", "token", "admin", "healthcheck"}},
-		{"Client (talks to AGENTFS_URL with AGENTFS_TOKEN; retries only what is safe to repeat)", []string{"put", "upload", "batch", "get", "ls", "rm", "restore", "protocol"}},
+		{"Client (talks to AGENTFS_URL with AGENTFS_TOKEN; retries only what is safe to repeat)", []string{"put", "upload", "batch", "get", "ls", "rm", "restore", "protocol", "mcp"}},
 		{"Other", []string{"help", "version"}},
 	} {
 		fmt.Fprintf(w, "\n%s:\n", section.title)

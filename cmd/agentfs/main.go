@@ -6,6 +6,7 @@
 //	agentfs token create|list|revoke
 //	agentfs admin block|unblock
 //	agentfs healthcheck           exit 0 when the server is ready (for containers)
+//	agentfs mcp                   serve the MCP tools over stdio (see agentfs mcp --help)
 //	agentfs put|upload|batch|get|ls|rm|restore|protocol   the client verbs
 //	agentfs help [COMMAND]        every command explains itself, also with --help
 //	agentfs version               the version and commit it was built from
@@ -86,7 +87,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 var commands []*command
 
 func init() {
-	commands = append(append(serverCommands(), clientCommands()...), &command{
+	commands = append(append(serverCommands(), append(clientCommands(), mcpCommand())...), &command{
 		name:    "help",
 		summary: "show the help of a command: agentfs help token create",
 		usage:   "agentfs help [COMMAND [SUBCOMMAND]]",

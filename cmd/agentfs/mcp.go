@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentfs/agentfs/mcpserver"
+)
+
+func mcpCommand() *command {
+	return &command{
+		name:    "mcp",
+		summary: "serve AgentFS as MCP tools over stdio, for MCP clients",
+		usage:   "agentfs mcp",
+		help:    mcpHelp,
+		flags:   func(*flag.FlagSet) action { return mcpCmd },
+	}
+}
+
+const mcpHelp = `Serves AgentFS as Model Context Protocol tools over stdin/stdout, for a
+local MCP client (a desktop assistant, an IDE, an agent framework) that
+starts it as a subprocess. Every tool call goes to the AgentFS server at
+AGENTFS_URL through the Go client, so it is retried as the client retries,
+and every write carries an Idempotency-Key (the tool's idempotency_key, or
+one generated per call), so no retry ever writes twice.
+
+Tools: read_text_file, read_media_file, read_multiple_files, write_file,
+edit_file, list_directory, directory_tree, search_files, get_file_info,
+delete_file, restore_file, list_run_files.
+
+Environment:
+  AGENTFS_URL                  the AgentFS server (default ` + defaultURL + `)
+  AGENTFS_TOKEN                its bearer token (required); with a read-only
+                               token the write tools answer FORBIDDEN
+  AGENTFS_AGENT_ID             sent as X-Agent-ID: files the tools create carry it
+  AGENTFS_RUN_ID               sent as X-Run-ID; list_run_files without
+                               arguments lists this run's files
+  AGENTFS_MCP_MAX_READ_BYTES   text one read returns (default 262144)
+  AGENTFS_MCP_MAX_MEDIA_BYTES  base64 read_media_file returns (default 4194304)
+  AGENTFS_MCP_MAX_WRITE_BYTES  largest write_file content and edit_file file
+                               (default 4194304)
+
+A desktop client starts it from its JSON configuration, for example:
+
+  {
+    "mcpServers": {
+      "agentfs": {
+        "command": "agentfs",
+        "args": ["mcp"],
+        "env": {
+          "AGENTFS_URL": "https://agentfs.example.com",
+          "AGENTFS_TOKEN": "<token from agentfs token create>",
+          "AGENTFS_AGENT_ID": "desktop-assistant"
+        }
+      }
+    }
+  }
+
+Logs go to stderr. See docs/mcp.md.
+
+Example:
+  AGENTFS_URL=http://127.0.0.1:8080 AGENTFS_TOKEN=afs_... agentfs mcp
+`
+
+// mcpCmd serves the MCP tools over stdio until the client closes stdin.
+func mcpCmd(ctx context.Context, p *proc, args []string) error {
+	getenv, stderr := p.getenv, p.stderr
+	if len(args) > 0 {
+		return usagef("mcp takes no arguments")
+	}
+	opts, err := mcpOptions(getenv)
+	if err != nil {
+		return err
+	}
+	c, err := newCLIClient(getenv, false)
+	if err != nil {
+		return err
+	}
+	backend, err := mcpserver.NewClientBackend(c)
+	if err != nil {
+		return err
+	}
+	opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	server, err := mcpserver.New(backend, opts)
+	if err != nil {
+		return err
+	}
+	if isTerminal(os.Stdin) {
+		fmt.Fprintln(stderr, "agentfs mcp: speaking MCP on stdin/stdout; it is meant to be started by an MCP client (agentfs mcp --help)")
+	}
+	if err := server.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil && !isClosed(err) {
+		return fmt.Errorf("mcp: %w", err)
+	}
+	return nil
+}
+
+// isClosed reports whether err only says that the client went away.
+func isClosed(err error) bool {
+	return err == io.EOF || strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "closed")
+}
+
+// mcpOptions reads the tools' limits and attribution from the environment.
+func mcpOptions(getenv func(string) string) (mcpserver.Options, error) {
+	opts := mcpserver.Options{AgentID: getenv("AGENTFS_AGENT_ID"), RunID: getenv("AGENTFS_RUN_ID")}
+	for _, v := range []struct {
+		name string
+		dst  *int64
+	}{
+		{"AGENTFS_MCP_MAX_READ_BYTES", &opts.MaxReadBytes},
+		{"AGENTFS_MCP_MAX_MEDIA_BYTES", &opts.MaxMediaBytes},
+		{"AGENTFS_MCP_MAX_WRITE_BYTES", &opts.MaxWriteBytes},
+	} {
+		if s := strings.TrimSpace(getenv(v.name)); s != "" {
+			if err := parseBytes(s, v.name, v.dst); err != nil {
+				return opts, err
+			}
+		}
+	}
+	if opts.MaxReadBytes != 0 && opts.MaxReadBytes < 1024 || opts.MaxMediaBytes != 0 && opts.MaxMediaBytes < 1024 {
+		return opts, fmt.Errorf("AGENTFS_MCP_MAX_READ_BYTES and AGENTFS_MCP_MAX_MEDIA_BYTES must be at least 1024")
+	}
+	return opts, nil
+}

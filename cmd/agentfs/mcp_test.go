@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/mcpserver"
+)
+
+// TestMCPStdio runs `agentfs mcp` as an MCP client runs it: the real binary
+// as a subprocess, spoken to over stdin/stdout by the SDK's own client,
+// forwarding to the real API (apitest) on the test Postgres and S3. The
+// binary is built once for all the subtests.
+func TestMCPStdio(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	srv := apitest.NewServer(t, apitest.Options{})
+	token := srv.Token(t, "desk")
+
+	t.Run("HelpShowsTheDesktopConfig", func(t *testing.T) {
+		cmd := exec.Command(bin, "mcp", "--help")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+			t.Fatalf("exit: %v", err)
+		}
+		for _, want := range []string{`"mcpServers"`, `"command": "agentfs"`, `"args": ["mcp"]`, "AGENTFS_URL", "AGENTFS_TOKEN",
+			"AGENTFS_AGENT_ID", "AGENTFS_RUN_ID", "AGENTFS_MCP_MAX_READ_BYTES", "AGENTFS_MCP_MAX_MEDIA_BYTES", "AGENTFS_MCP_MAX_WRITE_BYTES"} {
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("help lacks %s:\n%s", want, stderr.String())
+			}
+		}
+		var cfg map[string]any
+		js := stderr.String()[strings.Index(stderr.String(), "  {\n"):strings.Index(stderr.String(), "\nLogs go")]
+		if err := json.Unmarshal([]byte(js), &cfg); err != nil {
+			t.Fatalf("the config in the help is not JSON: %v\n%s", err, js)
+		}
+	})
+
+	t.Run("RefusesToStartWithoutAToken", func(t *testing.T) {
+		cmd := exec.Command(bin, "mcp")
+		cmd.Env = append(os.Environ(), "AGENTFS_URL="+srv.URL, "AGENTFS_TOKEN=")
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "AGENTFS_TOKEN is not set") {
+			t.Fatalf("exit %v: %s", err, out)
+		}
+		cmd = exec.Command(bin, "mcp")
+		cmd.Env = append(os.Environ(), "AGENTFS_URL="+srv.URL, "AGENTFS_TOKEN=x", "AGENTFS_MCP_MAX_READ_BYTES=lots")
+		out, err = cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "AGENTFS_MCP_MAX_READ_BYTES must be a positive number of bytes") {
+			t.Fatalf("exit %v: %s", err, out)
+		}
+	})
+
+	t.Run("Session", func(t *testing.T) {
+		s := startMCP(t, bin, "AGENTFS_URL="+srv.URL, "AGENTFS_TOKEN="+token, "AGENTFS_AGENT_ID=desk-agent", "AGENTFS_RUN_ID=run-desk-1")
+		tools, err := s.cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tools.Tools) != len(mcpserver.ToolNames()) {
+			t.Fatalf("%d tools", len(tools.Tools))
+		}
+		var f mcpserver.File
+		s.ok(t, "write_file", map[string]any{"path": "notes/plan.md", "content": "# Plan\n\n- step one\n- step two\n"}, &f)
+		if f.AgentID == nil || *f.AgentID != "desk-agent" || f.RunID == nil || *f.RunID != "run-desk-1" {
+			t.Fatalf("attribution %+v", f)
+		}
+		var e mcpserver.EditResult
+		s.ok(t, "edit_file", map[string]any{"path": "notes/plan.md", "edits": []any{map[string]any{"oldText": "- step two\n", "newText": "- step two\n- step three\n"}}}, &e)
+		if !strings.Contains(e.Diff, "+- step three\n") || e.File == nil || e.File.Version != 2 {
+			t.Fatalf("edit %+v", e)
+		}
+		if got := text(s.ok(t, "read_text_file", map[string]any{"path": "notes/plan.md"}, nil)); got != "# Plan\n\n- step one\n- step two\n- step three\n" {
+			t.Fatalf("read %q", got)
+		}
+		var run mcpserver.RunFiles
+		s.ok(t, "list_run_files", map[string]any{}, &run)
+		if run.RunID != "run-desk-1" || len(run.Files) != 1 || run.Files[0].ID != f.ID {
+			t.Fatalf("run files %+v", run)
+		}
+		res, err := s.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": "notes/plan.md", "content": "x"}})
+		if err != nil || !res.IsError || !strings.HasPrefix(text(res), "PATH_EXISTS: notes/plan.md already exists") {
+			t.Fatalf("second create: %v %v", err, res)
+		}
+		_, err = s.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": 1}})
+		if err == nil || !strings.Contains(err.Error(), "input schema") {
+			t.Fatalf("malformed call: %v", err)
+		}
+		if err := s.cs.Close(); err != nil {
+			t.Fatalf("agentfs mcp did not exit cleanly when its stdin closed: %v\n%s", err, s.stderr)
+		}
+	})
+
+	t.Run("KeyedWriteAfterADroppedConnectionMakesOneFile", func(t *testing.T) {
+		env := []string{"AGENTFS_URL=" + srv.URL, "AGENTFS_TOKEN=" + token}
+		args := map[string]any{"path": "dropped/result.json", "content": `{"ok":true}`, "idempotency_key": "result-json-1"}
+		// The process dies while the call is in flight: it may or may not
+		// have reached the server.
+		first := startMCP(t, bin, env...)
+		done := make(chan error, 1)
+		go func() {
+			_, err := first.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "write_file", Arguments: args})
+			done <- err
+		}()
+		if err := first.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-done // an error, or the answer if it raced the kill
+		// A new process repeats the call with the same key, twice.
+		second := startMCP(t, bin, env...)
+		var a, b mcpserver.File
+		second.ok(t, "write_file", args, &a)
+		third := startMCP(t, bin, env...)
+		third.ok(t, "write_file", args, &b)
+		if a.ID != b.ID || a.Version != 1 || b.Version != 1 {
+			t.Fatalf("repeats made %+v and %+v", a, b)
+		}
+		var l mcpserver.DirectoryListing
+		third.ok(t, "list_directory", map[string]any{"path": "dropped"}, &l)
+		if len(l.Entries) != 1 || l.Entries[0].Name != "result.json" {
+			t.Fatalf("listing %+v", l)
+		}
+		if got := text(third.ok(t, "read_text_file", map[string]any{"path": "dropped/result.json"}, nil)); got != `{"ok":true}` {
+			t.Fatalf("content %q", got)
+		}
+	})
+
+	t.Run("ReadOnlyAndBadTokens", func(t *testing.T) {
+		ro := startMCP(t, bin, "AGENTFS_URL="+srv.URL, "AGENTFS_TOKEN="+srv.Token(t, "desk", "read"))
+		ro.ok(t, "list_directory", map[string]any{"path": "/"}, nil)
+		if msg := ro.fail(t, "write_file", map[string]any{"path": "ro.txt", "content": "x"}); !strings.HasPrefix(msg, "FORBIDDEN: ") {
+			t.Fatalf("read-only write: %s", msg)
+		}
+		bad := startMCP(t, bin, "AGENTFS_URL="+srv.URL, "AGENTFS_TOKEN=not-a-token")
+		if msg := bad.fail(t, "list_directory", map[string]any{"path": "/"}); !strings.HasPrefix(msg, "UNAUTHENTICATED: ") {
+			t.Fatalf("bad token: %s", msg)
+		}
+	})
+
+	t.Run("LimitsFromTheEnvironment", func(t *testing.T) {
+		s := startMCP(t, bin, "AGENTFS_URL="+srv.URL, "AGENTFS_TOKEN="+token, "AGENTFS_MCP_MAX_WRITE_BYTES=10", "AGENTFS_MCP_MAX_READ_BYTES=1024")
+		if msg := s.fail(t, "write_file", map[string]any{"path": "limits/big.txt", "content": "eleven byte"}); !strings.HasPrefix(msg, "PAYLOAD_TOO_LARGE: ") {
+			t.Fatalf("big write: %s", msg)
+		}
+		var tf mcpserver.TextFile
+		s.ok(t, "write_file", map[string]any{"path": "limits/ok.txt", "content": "ten bytes!"}, nil)
+		s.ok(t, "read_text_file", map[string]any{"path": "limits/ok.txt"}, &tf)
+		if tf.Content != "ten bytes!" {
+			t.Fatalf("read %+v", tf)
+		}
+	})
+}
+
+// mcpProcess is one `agentfs mcp` subprocess and the client session on it.
+type mcpProcess struct {
+	cmd    *exec.Cmd
+	cs     *mcp.ClientSession
+	stderr *syncBuffer
+}
+
+func startMCP(t *testing.T, bin string, env ...string) *mcpProcess {
+	t.Helper()
+	cmd := exec.Command(bin, "mcp")
+	cmd.Env = append(os.Environ(), env...)
+	p := &mcpProcess{cmd: cmd, stderr: &syncBuffer{}}
+	cmd.Stderr = p.stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect to agentfs mcp: %v\n%s", err, p.stderr)
+	}
+	p.cs = cs
+	t.Cleanup(func() { _ = cs.Close() })
+	return p
+}
+
+func (p *mcpProcess) ok(t *testing.T, name string, args map[string]any, out any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := p.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil || res.IsError {
+		t.Fatalf("%s: %v %s\nstderr: %s", name, err, resultText(res), p.stderr)
+	}
+	if out != nil {
+		raw, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return res
+}
+
+// fail calls a tool that must answer a tool error, and returns its text.
+func (p *mcpProcess) fail(t *testing.T, name string, args map[string]any) string {
+	t.Helper()
+	res, err := p.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil || !res.IsError {
+		t.Fatalf("%s: %v %s, want a tool error", name, err, resultText(res))
+	}
+	return text(res)
+}
+
+func text(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	if res == nil {
+		return ""
+	}
+	return text(res)
+}

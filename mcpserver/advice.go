@@ -1,0 +1,138 @@
+package mcpserver
+
+import (
+	"fmt"
+	"strings"
+)
+
+// callContext is what a tool knows about a failed call, to word its error
+// for the model.
+type callContext struct {
+	tool   string
+	path   string // the path the call acted on, if any
+	fileID string // the file id the call acted on, if any
+	key    string // the idempotency key the model gave, if any
+	// limit is the byte limit a PAYLOAD_TOO_LARGE exceeded, if the tool
+	// set it.
+	limit int64
+}
+
+// errorText is the text of a failed call: the code and what happened, then
+// whether retrying can help, then what to do next.
+func errorText(c callContext, p *Problem) string {
+	var b strings.Builder
+	b.WriteString(p.Code + ": " + sentence(what(c, p)))
+	for _, fe := range p.Errors {
+		if !strings.Contains(p.Detail, fe.Message) {
+			fmt.Fprintf(&b, " (%s: %s)", fe.Field, fe.Message)
+		}
+	}
+	b.WriteString(" " + retrySentence(c, p))
+	if next := nextStep(c, p); next != "" {
+		b.WriteString(" " + sentence(next))
+	}
+	return b.String()
+}
+
+// what says what happened, in the tool's terms where it knows them better
+// than the API's generic detail.
+func what(c callContext, p *Problem) string {
+	switch {
+	case p.Code == "PATH_EXISTS" && c.path != "" && p.ExistingFileID != "":
+		return fmt.Sprintf("%s already exists (%s)", c.path, p.ExistingFileID)
+	case p.Code == "NOT_FOUND" && c.fileID != "":
+		return fmt.Sprintf("no file %s is visible to this token", c.fileID)
+	case p.Code == "PRECONDITION_FAILED" && c.tool == "edit_file":
+		return fmt.Sprintf("%s changed after edit_file read it (another writer got there first); nothing was written", c.path)
+	case p.Code == "PRECONDITION_FAILED" && c.path != "":
+		return fmt.Sprintf("the live file at %s does not have the expected etag (someone wrote it since, or it does not exist); nothing was written", c.path)
+	}
+	return p.message()
+}
+
+func retrySentence(c callContext, p *Problem) string {
+	if !p.Retryable {
+		return "Retrying the same call will not help."
+	}
+	s := "Retrying can help"
+	if p.RetryAfterSeconds > 0 {
+		s += fmt.Sprintf(" after %d seconds", p.RetryAfterSeconds)
+	}
+	key := cmpOr(c.key, p.IdempotencyKey)
+	if key != "" {
+		s += fmt.Sprintf(`; repeat it with idempotency_key=%q, which can never write twice`, key)
+	}
+	return s + "."
+}
+
+// nextStep says what to do instead, per code and tool.
+func nextStep(c callContext, p *Problem) string {
+	switch p.Code {
+	case "PATH_EXISTS":
+		if c.tool == "restore_file" {
+			return "Another live file now holds its path: delete_file that path first, then call restore_file again"
+		}
+		return `Call write_file with if_exists="replace" to overwrite it (with expected_etag from get_file_info to replace only the version you saw), or choose another path`
+	case "NOT_FOUND":
+		if c.fileID != "" {
+			return "Check the file id (list_run_files shows the ids of a run's files); a file of another token's subject is never visible"
+		}
+		return "Use list_directory or search_files to find the right path"
+	case "PRECONDITION_FAILED":
+		if c.tool == "edit_file" {
+			return "Call edit_file again: it reads the current content, so first check (read_text_file) that your edits still make sense"
+		}
+		return "Read the file again (read_text_file or get_file_info) to see its current content and etag before deciding to overwrite it"
+	case "IDEMPOTENCY_CONFLICT":
+		return "That idempotency_key was already used for a different request: use a new key for a new write, or repeat the original arguments exactly to get its recorded result"
+	case "OPERATION_IN_PROGRESS":
+		return "A call with the same idempotency_key is still running; repeat this call to get its outcome"
+	case "FORBIDDEN":
+		return "This token may only read; writing needs a token with the write scope. The read tools still work"
+	case "UNAUTHENTICATED":
+		return "The token is missing, wrong or revoked; whoever configured this server must supply a valid AgentFS token"
+	case CodeInvalidPath:
+		return `Paths look like reports/summary.md: '/'-separated names, no empty, '.' or '..' segment, no backslash or control character, at most 1024 bytes`
+	case CodeValidationFailed:
+		return "Fix the arguments named above and call again"
+	case CodePayloadTooLarge:
+		return tooLargeAdvice(c)
+	case CodeUnsupportedMedia:
+		return "Call read_media_file for images, audio and other binary files"
+	case "CONTENT_BLOCKED":
+		return "An operator blocked this file: it cannot be read or replaced"
+	case "RATE_LIMITED", "QUOTA_EXCEEDED":
+		return "Wait before writing more"
+	case "STORAGE_UNAVAILABLE", CodeInternal, CodeUnreachable:
+		return "AgentFS could not complete the call; if it was a write, it may or may not have happened"
+	}
+	return ""
+}
+
+func tooLargeAdvice(c callContext) string {
+	switch c.tool {
+	case "write_file":
+		return fmt.Sprintf("write_file takes at most %d bytes of content: split the content into several files", c.limit)
+	case "edit_file":
+		return fmt.Sprintf("edit_file edits files of at most %d bytes; replace a larger file whole with write_file, or keep it in several smaller files", c.limit)
+	case "read_media_file":
+		return fmt.Sprintf("read_media_file returns at most %d bytes of base64; this file is too large to return inline", c.limit)
+	}
+	return ""
+}
+
+// sentence ends s with a period unless it ends a sentence already.
+func sentence(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.HasSuffix(s, ".") || strings.HasSuffix(s, "?") || strings.HasSuffix(s, "!") {
+		return s
+	}
+	return s + "."
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

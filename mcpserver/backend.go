@@ -1,0 +1,176 @@
+package mcpserver
+
+import (
+	"context"
+	"time"
+)
+
+// Backend is what the tools need from AgentFS, in the domain's words: no
+// HTTP types, so that the tools run the same over the Go client (the stdio
+// door, ClientBackend) and in-process over the API server's admission core
+// (the /mcp door). Every method acts as one subject, with the attribution
+// (agent and run ids) that the backend was built with.
+//
+// Every error a method returns should be a *Problem: the backend converts
+// its own failures into the API's problem (code, status, retryable, ...), so
+// that a tool can tell the model what happened and what to do next. Any
+// other error is answered as INTERNAL.
+//
+// The tools that depend on routes still to come slot in as new methods of
+// the same kind: Move (move_file), Versions and Revert (file_history,
+// revert_file), Share (share_file) and Run (run_summary).
+type Backend interface {
+	// FileAt returns the live file at path, or a NOT_FOUND problem when
+	// no live file holds it.
+	FileAt(ctx context.Context, path string) (*File, error)
+	// Read returns bytes of a live file's content: at most r.Length bytes
+	// from r.Offset, or its last r.Length bytes when r.Tail is set. An empty
+	// file reads as no bytes.
+	Read(ctx context.Context, r ReadRequest) (*Content, error)
+	// List returns one page of the subject's live files, newest first.
+	List(ctx context.Context, f ListFilter) (*FileList, error)
+	// Put stores content at a path (a new file, or a replace), under the
+	// idempotency key of p when it has one.
+	Put(ctx context.Context, p PutArgs) (*File, error)
+	// Delete soft-deletes a file; deleting a deleted file is safe.
+	Delete(ctx context.Context, fileID string, w WriteOptions) (*File, error)
+	// Restore undoes a delete; restoring a live file is safe.
+	Restore(ctx context.Context, fileID string, w WriteOptions) (*File, error)
+	// Operation returns what an idempotency key holds for the subject, or
+	// nil when it holds nothing (which proves that no write happened under
+	// it).
+	Operation(ctx context.Context, key string) (*Operation, error)
+}
+
+// File is a stored file's metadata, with the API's field names (schema File
+// of openapi.yaml): tools answer with it as their structured output.
+type File struct {
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Path        string `json:"path"`
+	SizeBytes   int64  `json:"size_bytes"`
+	ContentType string `json:"content_type"`
+	// SHA256 is the lowercase hex SHA-256 of the whole content.
+	SHA256 string `json:"sha256"`
+	// ETag is the quoted SHA256; expected_etag takes it.
+	ETag    string `json:"etag"`
+	Version int64  `json:"version"`
+	URL     string `json:"url"`
+	// AgentID and RunID are those of the request that created the file;
+	// LastAgentID and LastRunID those of the latest write.
+	AgentID     *string    `json:"agent_id"`
+	RunID       *string    `json:"run_id"`
+	LastAgentID *string    `json:"last_agent_id"`
+	LastRunID   *string    `json:"last_run_id"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	DeletedAt   *time.Time `json:"deleted_at"`
+	PurgeAfter  *time.Time `json:"purge_after"`
+	Blocked     bool       `json:"blocked"`
+}
+
+// FileList is one page of files, newest first.
+type FileList struct {
+	Files   []File
+	HasMore bool
+	// NextCursor continues the listing (ListFilter.Cursor); "" on the last
+	// page.
+	NextCursor string
+}
+
+// ListFilter selects the files List returns; filters combine with AND.
+type ListFilter struct {
+	// Prefix matches paths that start with it ("reports/").
+	Prefix string
+	// Path matches exactly one path.
+	Path string
+	// RunID and AgentID match the request that created the file.
+	RunID   string
+	AgentID string
+	// Limit is the page size, 1-1000.
+	Limit int
+	// Cursor is a previous page's NextCursor.
+	Cursor string
+}
+
+// ReadRequest names the bytes Read returns.
+type ReadRequest struct {
+	FileID string
+	// Offset is the first byte to read (ignored with Tail).
+	Offset int64
+	// Length is the most bytes to return.
+	Length int64
+	// Tail reads the last Length bytes instead.
+	Tail bool
+}
+
+// Content is bytes read from a file.
+type Content struct {
+	Data []byte
+	// Offset is the position of Data[0] in the file.
+	Offset int64
+	// Size is the size of the whole content.
+	Size int64
+	// ETag names the content the bytes were read from; a conditional
+	// replace with it fails if anyone wrote the file since.
+	ETag        string
+	ContentType string
+}
+
+// If-exists policies of a put (DESIGN §5).
+const (
+	IfExistsError   = "error"
+	IfExistsReplace = "replace"
+)
+
+// PutArgs is one write of a whole file.
+type PutArgs struct {
+	Path        string
+	Content     []byte
+	ContentType string
+	// IfExists is IfExistsError (the default) or IfExistsReplace.
+	IfExists string
+	// IfMatch replaces only the live file with this etag (412 otherwise);
+	// it needs IfExists replace.
+	IfMatch string
+	// ExpiresIn, when positive, makes the file expire after that many
+	// seconds.
+	ExpiresIn int64
+	// IdempotencyKey names the write; a backend that retries generates one
+	// when it is empty.
+	IdempotencyKey string
+}
+
+// WriteOptions adjust a write that acts on a file by id.
+type WriteOptions struct {
+	// IfMatch acts only while the file has this etag.
+	IfMatch        string
+	IdempotencyKey string
+}
+
+// Operation statuses.
+const (
+	OperationInProgress = "in_progress"
+	OperationCompleted  = "completed"
+)
+
+// Operations an idempotency key may hold (those the tools make).
+const (
+	OpPut     = "put"
+	OpDelete  = "delete"
+	OpRestore = "restore"
+)
+
+// Operation is what an idempotency key holds: the request that claimed it
+// and, once completed, its recorded outcome.
+type Operation struct {
+	Key    string
+	Status string // OperationInProgress or OperationCompleted
+	// Op names the operation that claimed the key: OpPut, OpDelete,
+	// OpRestore, or another operation's name.
+	Op string
+	// File is the recorded file of a completed successful write; Problem
+	// the recorded failure.
+	File    *File
+	Problem *Problem
+}

@@ -1,0 +1,201 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentfs/agentfs/client"
+	"github.com/agentfs/agentfs/handlers/apitest"
+)
+
+// FuzzToolArguments feeds arbitrary arguments to every tool, through the
+// same handler the SDK calls, on ClientBackend against the real API (the
+// test Postgres and S3). Whatever arrives, a call answers either a
+// protocol error (invalid params) or a tool result: never a panic, never
+// an internal error; a failure is a problem whose text starts with its
+// code, and a success matches the tool's output schema.
+//
+// It needs the test servers: run it through scripts/test.sh, e.g.
+//
+//	scripts/test.sh ./mcpserver/ -run '^$' -fuzz '^FuzzToolArguments$' -fuzztime 60s -fuzzminimizetime 20x
+func FuzzToolArguments(f *testing.F) {
+	srv := apitest.NewServer(f, apitest.Options{})
+	c, err := client.New(srv.URL, srv.Token(f, "fuzz"), client.WithRunID("fuzz-run"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	backend, err := NewClientBackend(c)
+	if err != nil {
+		f.Fatal(err)
+	}
+	logs := &lockedLog{}
+	opts, err := Options{MaxReadBytes: 4096, MaxMediaBytes: 4096, MaxWriteBytes: 8192, ScanFiles: 50, RunID: "fuzz-run",
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}.withDefaults()
+	if err != nil {
+		f.Fatal(err)
+	}
+	tb := &toolbox{b: backend, opts: opts}
+	specs := toolSpecs()
+	outputs := make([]*jsonschema.Resolved, len(specs))
+	for i, s := range specs {
+		raw, err := json.Marshal(s.tool.OutputSchema)
+		if err != nil {
+			f.Fatal(err)
+		}
+		var schema jsonschema.Schema
+		if err := json.Unmarshal(raw, &schema); err != nil {
+			f.Fatal(err)
+		}
+		if outputs[i], err = schema.Resolve(nil); err != nil {
+			f.Fatal(err)
+		}
+	}
+	// Something to read, edit and list.
+	for _, p := range []string{"a.txt", "dir/b.md", "dir/sub/c.json"} {
+		if _, err := c.PutFile(context.Background(), p, strings.NewReader("hello\nworld\n"), client.PutOptions{Replace: true}); err != nil {
+			f.Fatal(err)
+		}
+	}
+	bin, err := c.PutFile(context.Background(), "bin.dat", bytes.NewReader([]byte{0xff, 0, 0xfe}), client.PutOptions{Replace: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+
+	index := map[string]uint8{}
+	for i, s := range specs {
+		index[s.tool.Name] = uint8(i)
+	}
+	for _, seed := range []struct{ tool, args string }{
+		{"read_text_file", `{"path":"a.txt"}`},
+		{"read_text_file", `{"path":"/a.txt","head":1}`},
+		{"read_text_file", `{"path":"a.txt","tail":99999999999}`},
+		{"read_text_file", `{"path":"a.txt","head":1,"tail":1}`},
+		{"read_text_file", `{"path":"bin.dat"}`},
+		{"read_text_file", `{"path":"../x"}`},
+		{"read_text_file", `{"path":"a\u0000b"}`},
+		{"read_text_file", `{"path":null}`},
+		{"read_text_file", `null`},
+		{"read_text_file", `[]`},
+		{"read_text_file", `"a.txt"`},
+		{"read_text_file", `{"path":"a.txt"`},
+		{"read_text_file", `{"path":"a.txt","head":1e400}`},
+		{"read_text_file", `{"path":"a.txt","head":-1}`},
+		{"read_text_file", `{"path":"a.txt","PATH":"b"}`},
+		{"read_text_file", `{"path":"\xff\xfe"}`},
+		{"read_media_file", `{"path":"bin.dat"}`},
+		{"read_media_file", `{"path":"dir"}`},
+		{"read_multiple_files", `{"paths":["a.txt","dir/b.md","nope","","/","bin.dat"]}`},
+		{"read_multiple_files", `{"paths":[1,2]}`},
+		{"write_file", `{"path":"w.txt","content":"x"}`},
+		{"write_file", `{"path":"w.txt","content":"y","if_exists":"replace","idempotency_key":"k1"}`},
+		{"write_file", `{"path":"w.txt","content":"z","if_exists":"replace","idempotency_key":"k1"}`},
+		{"write_file", `{"path":"w.txt","content":"x","expected_etag":"*"}`},
+		{"write_file", `{"path":"w.txt","content":"x","expected_etag":"W/\"1\"","if_exists":"replace"}`},
+		{"write_file", `{"path":"w.txt","content":"x","expires_in":60}`},
+		{"write_file", `{"path":"w.txt","content":"x","idempotency_key":""}`},
+		{"edit_file", `{"path":"a.txt","edits":[{"oldText":"hello","newText":"hi"}],"dryRun":true}`},
+		{"edit_file", `{"path":"a.txt","edits":[{"oldText":"o","newText":"0"}]}`},
+		{"edit_file", `{"path":"a.txt","edits":[{"oldText":"zzz","newText":""}],"idempotency_key":"k1"}`},
+		{"edit_file", `{"path":"bin.dat","edits":[{"oldText":"\u00ff","newText":""}]}`},
+		{"list_directory", `{"path":""}`},
+		{"list_directory", `{"path":"dir/","cursor":"bm90IGEgY3Vyc29y"}`},
+		{"list_directory", `{"path":"a.txt"}`},
+		{"directory_tree", `{"path":"."}`},
+		{"directory_tree", `{"path":"/dir","cursor":"%%%"}`},
+		{"search_files", `{"path":"","pattern":"**/*.{md,json}","excludePatterns":["sub"]}`},
+		{"search_files", `{"path":"","pattern":"{{{{{{{{{{a,b},c},d},e},f},g},h},i},j},k}"}`},
+		{"search_files", `{"path":"","pattern":"[","excludePatterns":["\\"]}`},
+		{"search_files", `{"path":"","pattern":"**/**/**/**/**/**/**/**/x"}`},
+		{"get_file_info", `{"path":"dir"}`},
+		{"get_file_info", `{"path":"a.txt"}`},
+		{"delete_file", `{"path":"w.txt"}`},
+		{"restore_file", `{"file_id":"` + bin.ID + `"}`},
+		{"restore_file", `{"file_id":"../../v1/protocol"}`},
+		{"restore_file", `{"file_id":"file_%2e%2e"}`},
+		{"list_run_files", `{}`},
+		{"list_run_files", `{"run_id":"bad id","agent_id":"x"}`},
+		{"list_run_files", `{"agent_id":"a","cursor":"!!"}`},
+	} {
+		f.Add(index[seed.tool], []byte(seed.args))
+	}
+	code := regexp.MustCompile(`^[A-Z][A-Z_]*$`)
+	f.Fuzz(func(t *testing.T, which uint8, args []byte) {
+		i := int(which) % len(specs)
+		s := specs[i]
+		req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: s.tool.Name, Arguments: args}}
+		res, err := s.bind(tb)(context.Background(), req)
+		if logs.has("panicked") {
+			t.Fatalf("%s(%q) panicked:\n%s", s.tool.Name, args, logs)
+		}
+		if err != nil {
+			var rpc *jsonrpc.Error
+			if !errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInvalidParams || res != nil {
+				t.Fatalf("%s(%q): error %v is not an invalid-params protocol error", s.tool.Name, args, err)
+			}
+			return
+		}
+		if res == nil || len(res.Content) == 0 {
+			t.Fatalf("%s(%q): no result", s.tool.Name, args)
+		}
+		first, ok := res.Content[0].(*mcp.TextContent)
+		if !ok {
+			t.Fatalf("%s(%q): first content is %T", s.tool.Name, args, res.Content[0])
+		}
+		if res.IsError {
+			p, ok := res.StructuredContent.(*Problem)
+			if !ok || !code.MatchString(p.Code) || !strings.HasPrefix(first.Text, p.Code+": ") {
+				t.Fatalf("%s(%q): error result %T %q", s.tool.Name, args, res.StructuredContent, first.Text)
+			}
+			if p.Code == CodeInternal || p.Status >= 500 {
+				t.Fatalf("%s(%q): %s\n%s", s.tool.Name, args, first.Text, logs)
+			}
+			return
+		}
+		raw, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			t.Fatal(err)
+		}
+		if err := outputs[i].Validate(v); err != nil {
+			t.Fatalf("%s(%q): output does not match its schema: %v\n%s", s.tool.Name, args, err, raw)
+		}
+	})
+}
+
+// lockedLog collects what the tools log.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) has(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Contains(l.buf.Bytes(), []byte(s))
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}

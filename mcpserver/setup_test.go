@@ -1,0 +1,286 @@
+package mcpserver_test
+
+// The tools are tested through the SDK's own client, over in-memory
+// transports, on ClientBackend against the real API (apitest: the real
+// router on the test Postgres and S3 servers).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentfs/agentfs/client"
+	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/mcpserver"
+)
+
+// config adjusts setup.
+type config struct {
+	subject string
+	scopes  []string
+	agentID string
+	runID   string
+	opts    mcpserver.Options
+	// wrap, when set, wraps the backend (to hold calls at a barrier).
+	wrap func(mcpserver.Backend) mcpserver.Backend
+}
+
+// bundle is one MCP session on ClientBackend against a real API server.
+type bundle struct {
+	srv    *apitest.Server
+	token  string
+	client *client.Client // the same subject, straight to the API
+	cs     *mcp.ClientSession
+	tools  map[string]*mcp.Tool
+	out    map[string]*jsonschema.Resolved // output schemas by tool
+	calls  *callLog
+}
+
+// callLog records Options.OnCall.
+type callLog struct {
+	mu    sync.Mutex
+	calls []string // "tool outcome"
+}
+
+func (l *callLog) add(tool, outcome string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, tool+" "+outcome)
+}
+
+func (l *callLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.calls...)
+}
+
+func setup(t *testing.T, cfg config) *bundle {
+	t.Helper()
+	srv := apitest.NewServer(t, apitest.Options{})
+	return connect(t, srv, cfg)
+}
+
+// connect opens another session against srv.
+func connect(t *testing.T, srv *apitest.Server, cfg config) *bundle {
+	t.Helper()
+	if cfg.subject == "" {
+		cfg.subject = "agent-subject"
+	}
+	token := srv.Token(t, cfg.subject, cfg.scopes...)
+	var copts []client.Option
+	if cfg.agentID != "" {
+		copts = append(copts, client.WithAgentID(cfg.agentID))
+	}
+	if cfg.runID != "" {
+		copts = append(copts, client.WithRunID(cfg.runID))
+	}
+	c, err := client.New(srv.URL, token, copts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backend mcpserver.Backend
+	backend, err = mcpserver.NewClientBackend(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.wrap != nil {
+		backend = cfg.wrap(backend)
+	}
+	log := &callLog{}
+	opts := cfg.opts
+	opts.AgentID, opts.RunID, opts.OnCall = cfg.agentID, cfg.runID, log.add
+	server, err := mcpserver.New(backend, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := server.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.Close()
+		_ = ss.Close()
+	})
+	b := &bundle{srv: srv, token: token, client: c, cs: cs, tools: map[string]*mcp.Tool{},
+		out: map[string]*jsonschema.Resolved{}, calls: log}
+	b.loadTools(t)
+	return b
+}
+
+// loadTools lists the tools and resolves their output schemas.
+func (b *bundle) loadTools(t *testing.T) {
+	t.Helper()
+	res, err := b.cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range res.Tools {
+		b.tools[tool.Name] = tool
+		if tool.OutputSchema == nil {
+			continue
+		}
+		var s jsonschema.Schema
+		remarshal(t, tool.OutputSchema, &s)
+		r, err := s.Resolve(nil)
+		if err != nil {
+			t.Fatalf("%s output schema: %v", tool.Name, err)
+		}
+		b.out[tool.Name] = r
+	}
+}
+
+func remarshal(t testing.TB, from, to any) {
+	t.Helper()
+	raw, err := json.Marshal(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, to); err != nil {
+		t.Fatalf("decode %s: %v", raw, err)
+	}
+}
+
+// raw calls a tool and returns the result or the protocol error.
+func (b *bundle) raw(name string, args any) (*mcp.CallToolResult, error) {
+	return b.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+}
+
+// ok calls a tool that must succeed; its structured content must match
+// the tool's output schema, and is decoded into out when out is not nil.
+func (b *bundle) ok(t *testing.T, name string, args any, out any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := b.raw(name, args)
+	if err != nil {
+		t.Fatalf("%s(%v): protocol error %v", name, args, err)
+	}
+	if res.IsError {
+		t.Fatalf("%s(%v) failed: %s", name, args, text(res))
+	}
+	b.checkOutput(t, name, res)
+	if out != nil {
+		remarshal(t, res.StructuredContent, out)
+	}
+	return res
+}
+
+func (b *bundle) checkOutput(t *testing.T, name string, res *mcp.CallToolResult) {
+	t.Helper()
+	schema := b.out[name]
+	if schema == nil {
+		t.Fatalf("%s has no output schema", name)
+	}
+	var v any
+	remarshal(t, res.StructuredContent, &v)
+	if err := schema.Validate(v); err != nil {
+		t.Fatalf("%s: structured content does not match its output schema: %v\n%s", name, err, mustJSON(res.StructuredContent))
+	}
+}
+
+// fail calls a tool that must fail with a tool error of this code, and
+// returns its problem. The text must start with the code and say whether
+// retrying helps.
+func (b *bundle) fail(t *testing.T, name string, args any, code string) (mcpserver.Problem, string) {
+	t.Helper()
+	res, err := b.raw(name, args)
+	if err != nil {
+		t.Fatalf("%s(%v): protocol error %v, want tool error %s", name, args, err, code)
+	}
+	if !res.IsError {
+		t.Fatalf("%s(%v) succeeded, want %s: %s", name, args, code, text(res))
+	}
+	var p mcpserver.Problem
+	remarshal(t, res.StructuredContent, &p)
+	msg := text(res)
+	if p.Code != code || !strings.HasPrefix(msg, code+": ") {
+		t.Fatalf("%s(%v): got %s, want %s\n%s", name, args, p.Code, code, msg)
+	}
+	if p.Type != "/problems/"+code || p.Status == 0 {
+		t.Fatalf("%s: problem without type or status: %s", name, mustJSON(p))
+	}
+	if !strings.Contains(msg, "Retrying the same call will not help.") && !strings.Contains(msg, "Retrying can help") {
+		t.Fatalf("%s: error text does not say whether retrying helps: %s", name, msg)
+	}
+	return p, msg
+}
+
+// protocolError calls a tool that must fail as a protocol error.
+func (b *bundle) protocolError(t *testing.T, name string, args any) error {
+	t.Helper()
+	res, err := b.raw(name, args)
+	if err == nil {
+		t.Fatalf("%s(%s): got a result, want a protocol error: %s", name, mustJSON(args), text(res))
+	}
+	return err
+}
+
+// text joins a result's text blocks.
+func text(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func mustJSON(v any) string {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err.Error()
+	}
+	return string(raw)
+}
+
+// put stores bytes straight through the API (for content write_file cannot
+// make: binary, other content types).
+func (b *bundle) put(t *testing.T, path string, data []byte, contentType string) *client.File {
+	t.Helper()
+	f, err := b.client.PutFile(context.Background(), path, bytes.NewReader(data), client.PutOptions{ContentType: contentType, Replace: true})
+	if err != nil {
+		t.Fatalf("put %s: %v", path, err)
+	}
+	return f
+}
+
+// content reads a live file's bytes straight from the API.
+func (b *bundle) content(t *testing.T, path string) string {
+	t.Helper()
+	ctx := context.Background()
+	page, err := b.client.ListFiles(ctx, client.ListOptions{Path: path})
+	if err != nil || len(page.Data) != 1 {
+		t.Fatalf("find %s: %v (%d files)", path, err, len(page.Data))
+	}
+	c, err := b.client.FileContent(ctx, page.Data[0].ID, client.ContentOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(c); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+// liveFiles counts the live files at path.
+func (b *bundle) liveFiles(t *testing.T, path string) []client.File {
+	t.Helper()
+	page, err := b.client.ListFiles(context.Background(), client.ListOptions{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page.Data
+}

@@ -1,0 +1,294 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// keyPattern is the Idempotency-Key syntax (DESIGN §6).
+const keyPattern = `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`
+
+// Expiry bounds of expires_in (DESIGN §13).
+const (
+	minExpiresIn = 60
+	maxExpiresIn = 365 * 24 * 3600
+)
+
+type writeFileIn struct {
+	Path           string `json:"path" jsonschema:"where to write, e.g. reports/summary.md"`
+	Content        string `json:"content" jsonschema:"the whole new content, as UTF-8 text"`
+	IfExists       string `json:"if_exists,omitempty" jsonschema:"error (the default): fail with PATH_EXISTS if a file is there; replace: overwrite it, keeping its id"`
+	ExpectedETag   string `json:"expected_etag,omitempty" jsonschema:"replace only if the file still has this etag (from get_file_info or read_text_file), so another writer's change is never overwritten"`
+	ExpiresIn      int64  `json:"expires_in,omitempty" jsonschema:"seconds until the file expires (60 to 31536000); omit to keep it"`
+	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"names this write: repeating the call with the same key and arguments never writes twice and returns the first result"`
+}
+
+func writeFileTool() *toolSpec {
+	return define(&mcp.Tool{
+		Name: "write_file",
+		Description: "Create a text file in AgentFS, or overwrite one with if_exists=replace (optionally only if it still has expected_etag). " +
+			"Content is UTF-8 text up to a fixed size; to change part of a file use edit_file.",
+		Annotations: writes("Write file", true, true),
+	}, func(s *jsonschema.Schema) {
+		s.Properties["if_exists"].Enum = []any{IfExistsError, IfExistsReplace}
+		s.Properties["expires_in"].Minimum = ptr(float64(minExpiresIn))
+		s.Properties["expires_in"].Maximum = ptr(float64(maxExpiresIn))
+		keyProperty(s)
+	}, func(ctx context.Context, tb *toolbox, in *writeFileIn, cc *callContext) (*reply[File], error) {
+		p, err := filePath("path", in.Path)
+		if err != nil {
+			return nil, err
+		}
+		cc.path, cc.key, cc.limit = p, in.IdempotencyKey, tb.opts.MaxWriteBytes
+		ifExists := in.IfExists
+		if in.ExpectedETag != "" {
+			if ifExists == IfExistsError {
+				return nil, validation("expected_etag", `asks for a conditional replace; it needs if_exists="replace" (or no if_exists)`)
+			}
+			ifExists = IfExistsReplace
+		}
+		if int64(len(in.Content)) > tb.opts.MaxWriteBytes {
+			return nil, tooLarge(fmt.Sprintf("content is %d bytes, above the limit of %d", len(in.Content), tb.opts.MaxWriteBytes))
+		}
+		f, err := tb.b.Put(ctx, PutArgs{Path: p, Content: []byte(in.Content), ContentType: textContentType(p),
+			IfExists: cmpOr(ifExists, IfExistsError), IfMatch: quoteETag(in.ExpectedETag), ExpiresIn: in.ExpiresIn,
+			IdempotencyKey: in.IdempotencyKey})
+		if err != nil {
+			return nil, err
+		}
+		return &reply[File]{Text: "Wrote " + summarize(f), Out: *f}, nil
+	})
+}
+
+// keyProperty gives the idempotency_key property its syntax.
+func keyProperty(s *jsonschema.Schema) {
+	s.Properties["idempotency_key"].Pattern = keyPattern
+}
+
+// summarize names a file and its state in one line.
+func summarize(f *File) string {
+	return fmt.Sprintf("%s: %s, version %d, %d bytes, etag %s.", f.Path, f.ID, f.Version, f.SizeBytes, f.ETag)
+}
+
+// quoteETag accepts an etag with or without its quotes.
+func quoteETag(e string) string {
+	e = strings.TrimSpace(e)
+	if e == "" || e == "*" || strings.HasPrefix(e, `"`) || strings.HasPrefix(e, `W/"`) {
+		return e
+	}
+	return `"` + e + `"`
+}
+
+// textTypes are the content types of text files by extension; others are
+// text/plain. Fixed here, so that a write's content type (part of its
+// idempotency fingerprint) never depends on the machine's MIME tables.
+var textTypes = map[string]string{
+	".md": "text/markdown", ".markdown": "text/markdown", ".txt": "text/plain", ".log": "text/plain",
+	".csv": "text/csv", ".tsv": "text/tab-separated-values", ".html": "text/html", ".htm": "text/html",
+	".css": "text/css", ".js": "text/javascript", ".mjs": "text/javascript", ".json": "application/json",
+	".jsonl": "application/jsonl", ".ndjson": "application/x-ndjson", ".xml": "application/xml",
+	".yaml": "application/yaml", ".yml": "application/yaml", ".toml": "application/toml",
+	".svg": "image/svg+xml", ".py": "text/x-python", ".go": "text/x-go", ".sql": "application/sql",
+}
+
+// textContentType is the content type write_file stores for text at p.
+func textContentType(p string) string {
+	ct, ok := textTypes[strings.ToLower(path.Ext(p))]
+	if !ok {
+		ct = "text/plain"
+	}
+	return ct + "; charset=utf-8"
+}
+
+type editFileIn struct {
+	Path           string   `json:"path" jsonschema:"the text file to edit"`
+	Edits          []editIn `json:"edits" jsonschema:"replacements applied in order; each oldText must occur exactly once in the file as the edits before it left it"`
+	DryRun         bool     `json:"dryRun,omitempty" jsonschema:"show the diff without writing"`
+	IdempotencyKey string   `json:"idempotency_key,omitempty" jsonschema:"names this edit: repeating the call with the same key returns the first result instead of editing again"`
+}
+
+type editIn struct {
+	OldText string `json:"oldText" jsonschema:"text to find, exactly as it is in the file (whitespace and line breaks included)"`
+	NewText string `json:"newText" jsonschema:"text to put in its place"`
+}
+
+// maxEdits bounds the edits of one edit_file call.
+const maxEdits = 100
+
+// EditResult is edit_file's structured output.
+type EditResult struct {
+	Path string `json:"path"`
+	// Diff is a unified diff of the change.
+	Diff   string `json:"diff"`
+	DryRun bool   `json:"dry_run"`
+	// Replayed says the idempotency key already held this write: nothing
+	// was edited again.
+	Replayed bool `json:"replayed"`
+	// File is the file after the write; nil for a dry run or no change.
+	File *File `json:"file"`
+}
+
+func editFileTool() *toolSpec {
+	return define(&mcp.Tool{
+		Name: "edit_file",
+		Description: "Edit a text file by replacing exact text: each oldText must occur exactly once. Answers a unified diff; dryRun previews it. " +
+			"The write succeeds only if nobody changed the file since it was read (else PRECONDITION_FAILED, nothing lost); to rewrite a whole file use write_file.",
+		Annotations: writes("Edit file", true, false),
+	}, func(s *jsonschema.Schema) {
+		s.Properties["edits"].MinItems = ptr(1)
+		s.Properties["edits"].MaxItems = ptr(maxEdits)
+		s.Properties["edits"].Items.Properties["oldText"].MinLength = ptr(1)
+		keyProperty(s)
+	}, runEdit)
+}
+
+func runEdit(ctx context.Context, tb *toolbox, in *editFileIn, cc *callContext) (*reply[EditResult], error) {
+	p, err := filePath("path", in.Path)
+	if err != nil {
+		return nil, err
+	}
+	cc.path, cc.key, cc.limit = p, in.IdempotencyKey, tb.opts.MaxWriteBytes
+	if in.IdempotencyKey != "" && !in.DryRun {
+		if rep, err := tb.editReplay(ctx, p, in.IdempotencyKey); rep != nil || err != nil {
+			return rep, err
+		}
+	}
+	f, err := tb.fileAt(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if f.SizeBytes > tb.opts.MaxWriteBytes {
+		return nil, tooLarge(fmt.Sprintf("%s is %d bytes, above the limit of %d", p, f.SizeBytes, tb.opts.MaxWriteBytes))
+	}
+	c, err := tb.b.Read(ctx, ReadRequest{FileID: f.ID, Length: tb.opts.MaxWriteBytes + 1})
+	if err != nil {
+		return nil, err
+	}
+	if c.Size > tb.opts.MaxWriteBytes {
+		return nil, tooLarge(fmt.Sprintf("%s is %d bytes, above the limit of %d", p, c.Size, tb.opts.MaxWriteBytes))
+	}
+	if !isText(c.Data) {
+		return nil, notText(f)
+	}
+	before := string(c.Data)
+	after, err := applyEdits(p, before, in.Edits)
+	if err != nil {
+		return nil, err
+	}
+	out := EditResult{Path: p, Diff: unifiedDiff(p, before, after), DryRun: in.DryRun}
+	switch {
+	case after == before:
+		return &reply[EditResult]{Text: fmt.Sprintf("No change: the edits leave %s as it is; nothing was written.", p), Out: out}, nil
+	case in.DryRun:
+		return &reply[EditResult]{Text: fenced(out.Diff) + "\nDry run: nothing was written.", Out: out}, nil
+	case int64(len(after)) > tb.opts.MaxWriteBytes:
+		return nil, tooLarge(fmt.Sprintf("the edited %s would be %d bytes, above the limit of %d", p, len(after), tb.opts.MaxWriteBytes))
+	}
+	nf, err := tb.b.Put(ctx, PutArgs{Path: p, Content: []byte(after), ContentType: cmpOr(c.ContentType, f.ContentType),
+		IfExists: IfExistsReplace, IfMatch: c.ETag, IdempotencyKey: in.IdempotencyKey})
+	if err != nil {
+		return nil, err
+	}
+	out.File = nf
+	return &reply[EditResult]{Text: fenced(out.Diff) + "\nWrote " + summarize(nf), Out: out}, nil
+}
+
+// editReplay answers an edit whose idempotency key already holds an
+// outcome (DESIGN §6: the same key answers the recorded result): nil, nil
+// when the key holds nothing, so the edit runs.
+func (tb *toolbox) editReplay(ctx context.Context, p, key string) (*reply[EditResult], error) {
+	op, err := tb.b.Operation(ctx, key)
+	switch {
+	case err != nil:
+		return nil, err
+	case op == nil:
+		return nil, nil
+	case op.Status != OperationCompleted:
+		pr := NewProblem(http.StatusConflict, "OPERATION_IN_PROGRESS", fmt.Sprintf("a write with idempotency_key %q is still running", key))
+		pr.Retryable = true
+		return nil, pr
+	case op.Op != OpPut || op.File != nil && op.File.Path != p:
+		return nil, NewProblem(http.StatusConflict, "IDEMPOTENCY_CONFLICT",
+			fmt.Sprintf("idempotency_key %q was already used for another operation", key))
+	case op.Problem != nil:
+		return nil, op.Problem
+	case op.File == nil:
+		return nil, internal()
+	}
+	out := EditResult{Path: p, Replayed: true, File: op.File}
+	text := fmt.Sprintf("Already done: idempotency_key %q holds a completed write of %s, so nothing was edited again. Now %s "+
+		"(If that write was not this edit, call edit_file again with a new idempotency_key.)", key, p, summarize(op.File))
+	return &reply[EditResult]{Text: text, Out: out}, nil
+}
+
+// fenced puts a diff in a Markdown code block, with a fence longer than any
+// run of backticks inside it.
+func fenced(diff string) string {
+	fence := "```"
+	for strings.Contains(diff, fence) {
+		fence += "`"
+	}
+	return fence + "diff\n" + diff + fence + "\n"
+}
+
+type deleteFileIn struct {
+	Path string `json:"path" jsonschema:"the file to delete"`
+}
+
+func deleteFileTool() *toolSpec {
+	return define(&mcp.Tool{
+		Name: "delete_file",
+		Description: "Delete the live file at a path. The delete is soft: restore_file with the file id brings it back until its purge_after time. " +
+			"Directories cannot be deleted as such; delete their files.",
+		Annotations: writes("Delete file", true, true),
+	}, nil, func(ctx context.Context, tb *toolbox, in *deleteFileIn, cc *callContext) (*reply[File], error) {
+		p, err := filePath("path", in.Path)
+		if err != nil {
+			return nil, err
+		}
+		cc.path = p
+		f, err := tb.fileAt(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		d, err := tb.b.Delete(ctx, f.ID, WriteOptions{})
+		if err != nil {
+			return nil, err
+		}
+		text := fmt.Sprintf("Deleted %s (%s).", p, d.ID)
+		if d.PurgeAfter != nil {
+			text += fmt.Sprintf(" restore_file with file_id %q brings it back until %s.", d.ID, d.PurgeAfter.Format("2006-01-02T15:04:05Z07:00"))
+		}
+		return &reply[File]{Text: text, Out: *d}, nil
+	})
+}
+
+type restoreFileIn struct {
+	FileID string `json:"file_id" jsonschema:"the id of a deleted file, e.g. file_01jd8x2m4k9q7v3t5r6w8y0z1a (delete_file and list_run_files show it)"`
+}
+
+func restoreFileTool() *toolSpec {
+	return define(&mcp.Tool{
+		Name: "restore_file",
+		Description: "Undo a delete: the file with this id becomes live again at its path, with its id and content. " +
+			"Fails with PATH_EXISTS if another file took the path meanwhile; restoring a live file changes nothing.",
+		Annotations: writes("Restore file", false, true),
+	}, func(s *jsonschema.Schema) {
+		s.Properties["file_id"].MinLength = ptr(1)
+		s.Properties["file_id"].MaxLength = ptr(64)
+	}, func(ctx context.Context, tb *toolbox, in *restoreFileIn, cc *callContext) (*reply[File], error) {
+		cc.fileID = in.FileID
+		f, err := tb.b.Restore(ctx, in.FileID, WriteOptions{})
+		if err != nil {
+			return nil, err
+		}
+		cc.path = f.Path
+		return &reply[File]{Text: "Restored " + summarize(f), Out: *f}, nil
+	})
+}
