@@ -17,6 +17,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -251,8 +252,12 @@ func (c *Core) replay(ctx context.Context, who agentfs.Caller, it *item, w *writ
 
 // hashBody reads a body to its end only to learn its SHA-256 (a repeat
 // whose content must be compared; nothing is stored). More than limit bytes
-// is agentfs.ErrTooLarge.
+// is agentfs.ErrTooLarge; a limit of 0 or less is none, as storage reads
+// agentfs.Put.MaxBytes, so a write that committed without a cap replays.
 func hashBody(body io.Reader, limit int64) ([]byte, error) {
+	if limit <= 0 {
+		limit = math.MaxInt64 - 1
+	}
 	h := sha256.New()
 	n, err := io.Copy(h, io.LimitReader(body, limit+1))
 	if err != nil {

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -151,6 +152,7 @@ type PendingPart struct {
 	store    *Store
 	uploadID string
 	chain    hash.Hash
+	base     []byte // the running hash state chain extends
 	Part     *agentfs.Part
 }
 
@@ -193,12 +195,12 @@ func (s *Store) SendPart(ctx context.Context, subject, id string, n int, body io
 	if err != nil {
 		return nil, err
 	}
-	return &PendingPart{store: s, uploadID: u.ID, chain: chain, Part: part}, nil
+	return &PendingPart{store: s, uploadID: u.ID, chain: chain, base: u.HashState, Part: part}, nil
 }
 
 // Apply records the part in tx, and the running hash it extends.
 func (p *PendingPart) Apply(ctx context.Context, tx pgx.Tx) error {
-	if err := p.store.recordPart(ctx, tx, p.uploadID, p.Part, p.chain); err != nil {
+	if err := p.store.recordPart(ctx, tx, p.uploadID, p.Part, p.chain, p.base); err != nil {
 		return fmt.Errorf("put part: %w", err)
 	}
 	return nil
@@ -249,9 +251,13 @@ func (s *Store) sendPart(ctx context.Context, u *agentfs.Upload, n int, body io.
 }
 
 // recordPart stores a part and, when it extends the running hash, the new
-// hash state. A part replaced by other bytes after it was folded into the
-// running hash resets the hash; complete then reads the content back.
-func (s *Store) recordPart(ctx context.Context, tx pgx.Tx, id string, p *agentfs.Part, chain hash.Hash) error {
+// hash state. chain extends base, the state read before the part streamed;
+// it is kept only if the state is still base, since an earlier part
+// replaced meanwhile (the hash reset, then rebuilt over other bytes) leaves
+// a state chain does not extend. A part replaced by other bytes after it
+// was folded into the running hash resets the hash; complete then reads
+// the content back.
+func (s *Store) recordPart(ctx context.Context, tx pgx.Tx, id string, p *agentfs.Part, chain hash.Hash, base []byte) error {
 	u, err := scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads WHERE id = $1 FOR UPDATE`, id))
 	if err != nil {
 		return err
@@ -271,7 +277,7 @@ func (s *Store) recordPart(ctx context.Context, tx pgx.Tx, id string, p *agentfs
 		return Translate(fmt.Errorf("record part: %w", err))
 	}
 	switch {
-	case chain != nil && u.HashedParts == p.Number-1:
+	case chain != nil && u.HashedParts == p.Number-1 && bytes.Equal(u.HashState, base):
 		state, err := chain.(encoding.BinaryMarshaler).MarshalBinary()
 		if err != nil {
 			return err

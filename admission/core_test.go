@@ -1,0 +1,686 @@
+package admission_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/admission"
+	"github.com/agentfs/agentfs/api"
+	"github.com/agentfs/agentfs/batch"
+	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/problem"
+	"github.com/agentfs/agentfs/storage"
+	"github.com/agentfs/agentfs/storage/storagetest"
+)
+
+var by = agentfs.Attribution{AgentID: "agent-1", RunID: "run-1"}
+
+type testBundle struct {
+	cfg   storage.Config
+	store *storage.Store
+}
+
+// setup returns a core on a fresh schema and bucket; adjust, when given,
+// changes its configuration first.
+func setup(t *testing.T, adjust ...func(*admission.Config)) (*admission.Core, *testBundle) {
+	t.Helper()
+	t.Parallel()
+	cfg := storagetest.Config(t)
+	// Long enough that no renewal runs during a test: a test lapses a
+	// claim by seeding its lease in the past.
+	cfg.IdempotencyLease = 10 * time.Minute
+	store := storagetest.OpenConfig(t, cfg)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	enqueuer, err := batch.NewEnqueuer(store.QueuePool(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := admission.Config{Store: store, Queue: enqueuer, PublicURL: "http://agentfs.test", Log: log}
+	for _, a := range adjust {
+		a(&c)
+	}
+	core, err := admission.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return core, &testBundle{cfg: cfg, store: store}
+}
+
+func keyed(key string) agentfs.Caller {
+	return agentfs.Caller{Subject: "s", Key: key, By: by, RequestID: "req_" + key}
+}
+
+var unkeyed = agentfs.Caller{Subject: "s", By: by, RequestID: "req_unkeyed"}
+
+// newPut is a put of content at path as the HTTP door builds it.
+func newPut(path, content string, replace bool) agentfs.Put {
+	return agentfs.Put{Subject: "s", Path: path, ContentType: "text/plain", Replace: replace,
+		Size: int64(len(content)), MaxBytes: 1 << 20, By: by}
+}
+
+func sum(s string) []byte { h := sha256.Sum256([]byte(s)); return h[:] }
+
+func putContent(ctx context.Context, core *admission.Core, who agentfs.Caller, path, content string, replace bool) (idempotency.Result, error) {
+	return core.Put(ctx, who, newPut(path, content, replace), strings.NewReader(content))
+}
+
+func fileOf(t *testing.T, res idempotency.Result) api.File {
+	t.Helper()
+	var f api.File
+	if err := json.Unmarshal(res.Body, &f); err != nil || f.Object != "file" {
+		t.Fatalf("not a file (%v): %d %s", err, res.Status, res.Body)
+	}
+	return f
+}
+
+func problemOf(t *testing.T, body []byte) problem.Problem {
+	t.Helper()
+	var p problem.Problem
+	if err := json.Unmarshal(body, &p); err != nil || p.Code == "" {
+		t.Fatalf("not a problem (%v): %s", err, body)
+	}
+	return p
+}
+
+func (b *testBundle) objects(t *testing.T) int { return len(storagetest.ObjectKeys(t, b.cfg)) }
+
+// versions lists every file that ever held path, with its version.
+func (b *testBundle) versions(t *testing.T, path string) []int {
+	t.Helper()
+	files, err := b.store.ListFiles(context.Background(), "s", agentfs.FileFilter{Path: path, IncludeDeleted: true, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v []int
+	for _, f := range files {
+		v = append(v, f.Version)
+	}
+	return v
+}
+
+func (b *testBundle) content(t *testing.T, id string) string {
+	t.Helper()
+	f, err := b.store.File(context.Background(), "s", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.store.OpenBlob(context.Background(), f.BlobKey, 0, f.SizeBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// failingBody fails the test's expectation if anything reads it.
+type failingBody struct{ read bool }
+
+func (b *failingBody) Read([]byte) (int, error) {
+	b.read = true
+	return 0, errors.New("this body must not be read")
+}
+
+// onFirstRead runs fn when the body is first read: after the write was
+// admitted and decided, before it commits.
+type onFirstRead struct {
+	io.Reader
+	once sync.Once
+	fn   func()
+}
+
+func (r *onFirstRead) Read(p []byte) (int, error) {
+	r.once.Do(r.fn)
+	return r.Reader.Read(p)
+}
+
+func TestPut(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("UnkeyedCreatesThenRefusesThePath", func(t *testing.T) {
+		core, b := setup(t)
+		res, err := putContent(ctx, core, unkeyed, "a.txt", "one", false)
+		if err != nil || res.Status != 201 || res.Replayed {
+			t.Fatalf("first put: %d replayed=%v %v", res.Status, res.Replayed, err)
+		}
+		f := fileOf(t, res)
+		if res.Header["Location"] != "/v1/files/"+f.ID || res.Header["ETag"] != f.ETag || f.Version != 1 ||
+			f.URL != "http://agentfs.test/v1/files/"+f.ID+"/content" || *f.RunID != by.RunID {
+			t.Fatalf("first put answered %v %s", res.Header, res.Body)
+		}
+		_, err = putContent(ctx, core, unkeyed, "a.txt", "two", false)
+		var exists *agentfs.PathExistsError
+		if !errors.As(err, &exists) || exists.ExistingFileID != f.ID {
+			t.Fatalf("a second create: %v, want PathExistsError naming %s", err, f.ID)
+		}
+		res, err = putContent(ctx, core, unkeyed, "a.txt", "two", true)
+		if err != nil || res.Status != 200 || fileOf(t, res).Version != 2 || res.Header["Location"] != "" {
+			t.Fatalf("replace: %d %s %v", res.Status, res.Body, err)
+		}
+		res, err = putContent(ctx, core, unkeyed, "a.txt", "two", true)
+		if err != nil || res.Status != 200 || fileOf(t, res).Version != 2 {
+			t.Fatalf("replace with identical bytes: %d %s %v, want version 2 unchanged", res.Status, res.Body, err)
+		}
+		if n := b.objects(t); n != 2 {
+			t.Fatalf("%d objects, want 2 (the identical replace's blob removed)", n)
+		}
+	})
+
+	t.Run("KeyedRepeatReplaysWithoutASecondBlob", func(t *testing.T) {
+		core, b := setup(t)
+		first, err := putContent(ctx, core, keyed("k1"), "k.txt", "content", false)
+		if err != nil || first.Status != 201 || first.Replayed {
+			t.Fatalf("first: %d %v", first.Status, err)
+		}
+		again, err := putContent(ctx, core, keyed("k1"), "k.txt", "content", false)
+		if err != nil || !again.Replayed || !reflect.DeepEqual(again.Outcome, first.Outcome) {
+			t.Fatalf("repeat: replayed=%v %v\n got %+v\nwant %+v", again.Replayed, err, again.Outcome, first.Outcome)
+		}
+		if n := b.objects(t); n != 1 {
+			t.Fatalf("%d objects after a replay, want 1", n)
+		}
+		if v := b.versions(t, "k.txt"); fmt.Sprint(v) != "[1]" {
+			t.Fatalf("versions %v, want one file at version 1", v)
+		}
+	})
+
+	t.Run("ADigestAnswersARepeatBeforeTheBody", func(t *testing.T) {
+		core, b := setup(t)
+		p := newPut("d.txt", "content", false)
+		p.Digest = sum("content")
+		first, err := core.Put(ctx, keyed("k1"), p, strings.NewReader("content"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := &failingBody{}
+		again, err := core.Put(ctx, keyed("k1"), p, body)
+		if err != nil || !again.Replayed || again.Resource != first.Resource || body.read {
+			t.Fatalf("repeat: replayed=%v %v, body read=%v", again.Replayed, err, body.read)
+		}
+		other := p
+		other.Digest = sum("other")
+		body = &failingBody{}
+		var conflict *agentfs.ConflictError
+		if _, err := core.Put(ctx, keyed("k1"), other, body); !errors.As(err, &conflict) || body.read {
+			t.Fatalf("other digest: %v, body read=%v; want a conflict before the body", err, body.read)
+		}
+		if n := b.objects(t); n != 1 {
+			t.Fatalf("%d objects, want 1", n)
+		}
+	})
+
+	t.Run("SameKeyOtherContentIsAConflict", func(t *testing.T) {
+		core, b := setup(t)
+		first, err := putContent(ctx, core, keyed("k1"), "c.txt", "one", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = putContent(ctx, core, keyed("k1"), "c.txt", "two", true)
+		var conflict *agentfs.ConflictError
+		if !errors.As(err, &conflict) || conflict.Key != "k1" {
+			t.Fatalf("other content: %v, want ConflictError for k1", err)
+		}
+		_, err = putContent(ctx, core, keyed("k1"), "elsewhere.txt", "one", true)
+		if !errors.As(err, &conflict) {
+			t.Fatalf("other path: %v, want ConflictError", err)
+		}
+		if got := b.content(t, first.Resource.ID); got != "one" || b.objects(t) != 1 {
+			t.Fatalf("after conflicts: content %q, %d objects", got, b.objects(t))
+		}
+	})
+
+	t.Run("AKeyInProgressIsRefused", func(t *testing.T) {
+		core, b := setup(t)
+		p := newPut("busy.txt", "content", false)
+		claim, _, err := b.store.BeginKey(ctx, "s", "k1", "POST", "/v1/files", idempotency.PutRequest(p).Sum())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer claim.Close()
+		_, err = core.Put(ctx, keyed("k1"), p, strings.NewReader("content"))
+		var busy *agentfs.InProgressError
+		if !errors.As(err, &busy) || busy.Key != "k1" || busy.RetryAfter <= 0 {
+			t.Fatalf("put while the key is held: %v, want InProgressError with a Retry-After", err)
+		}
+		if n := b.objects(t); n != 0 || len(b.versions(t, "busy.txt")) != 0 {
+			t.Fatalf("a refused put left %d objects, files %v", n, b.versions(t, "busy.txt"))
+		}
+	})
+
+	t.Run("ARecordedFailureReplaysAsTheSameProblem", func(t *testing.T) {
+		core, b := setup(t)
+		holder, err := putContent(ctx, core, unkeyed, "taken.txt", "first", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = putContent(ctx, core, keyed("k1"), "taken.txt", "second", false)
+		var exists *agentfs.PathExistsError
+		if !errors.As(err, &exists) {
+			t.Fatalf("put onto a live path: %v", err)
+		}
+		rec, err := b.store.Operation(ctx, "s", "k1")
+		if err != nil || !rec.Completed || rec.Outcome.Status != 409 {
+			t.Fatalf("the key holds %+v (%v), want the recorded 409", rec, err)
+		}
+		p := problemOf(t, rec.Outcome.Body)
+		if p.Code != problem.PathExists || p.ExistingFileID != holder.Resource.ID || p.RequestID != "req_k1" {
+			t.Fatalf("recorded problem %+v", p)
+		}
+		// Freeing the path does not change the answer: the key replays.
+		if _, err := core.Delete(ctx, unkeyed, holder.Resource.ID, ""); err != nil {
+			t.Fatal(err)
+		}
+		again, err := putContent(ctx, core, keyed("k1"), "taken.txt", "second", false)
+		if err != nil || !again.Replayed || again.Status != 409 || !bytes.Equal(again.Body, rec.Outcome.Body) {
+			t.Fatalf("repeat: %d replayed=%v %v %s, want the recorded 409", again.Status, again.Replayed, err, again.Body)
+		}
+		if v := b.versions(t, "taken.txt"); len(v) != 1 {
+			t.Fatalf("files at the path %v, want only the deleted holder", v)
+		}
+	})
+
+	t.Run("AReleasedFailureFreesTheKey", func(t *testing.T) {
+		core, b := setup(t)
+		p := newPut("r.txt", "content", false)
+		p.Digest = sum("something else")
+		_, err := core.Put(ctx, keyed("k1"), p, strings.NewReader("content"))
+		if !errors.Is(err, agentfs.ErrChecksumMismatch) {
+			t.Fatalf("mismatched digest: %v", err)
+		}
+		if _, err := b.store.Operation(ctx, "s", "k1"); !errors.Is(err, agentfs.ErrNotFound) {
+			t.Fatalf("the key holds something after a released failure: %v", err)
+		}
+		if n := b.objects(t); n != 0 {
+			t.Fatalf("%d objects after a refused body", n)
+		}
+		p.Digest = sum("content")
+		res, err := core.Put(ctx, keyed("k1"), p, strings.NewReader("content"))
+		if err != nil || res.Replayed || res.Status != 201 {
+			t.Fatalf("the same key again: %d replayed=%v %v, want it to run", res.Status, res.Replayed, err)
+		}
+	})
+
+	t.Run("ALapsedClaimTakenOverLeavesTheLateOwnerNothing", func(t *testing.T) {
+		core, b := setup(t)
+		var taker idempotency.Result
+		late := &onFirstRead{Reader: strings.NewReader("late"), fn: func() {
+			// The owner pauses while its body streams; its lease lapses and
+			// a repeat of the request takes the key over and commits.
+			if _, err := b.store.Pool().Exec(ctx, `UPDATE idempotency_keys
+				SET lease_expires_at = now() - interval '1 second' WHERE key = 'k1'`); err != nil {
+				t.Error(err)
+			}
+			var err error
+			if taker, err = putContent(ctx, core, keyed("k1"), "l.txt", "taker", true); err != nil {
+				t.Errorf("takeover: %v", err)
+			}
+		}}
+		_, err := core.Put(ctx, keyed("k1"), newPut("l.txt", "late", true), late)
+		var busy *agentfs.InProgressError
+		if !errors.As(err, &busy) {
+			t.Fatalf("the late owner: %v, want InProgressError", err)
+		}
+		if taker.Status != 201 || taker.Replayed {
+			t.Fatalf("the taker: %d replayed=%v", taker.Status, taker.Replayed)
+		}
+		if v := b.versions(t, "l.txt"); fmt.Sprint(v) != "[1]" || b.content(t, taker.Resource.ID) != "taker" {
+			t.Fatalf("versions %v holding %q, want version 1 holding the taker's bytes", v, b.content(t, taker.Resource.ID))
+		}
+		rec, err := b.store.Operation(ctx, "s", "k1")
+		if err != nil || !bytes.Equal(rec.ContentHash, sum("taker")) || rec.Outcome.Resource != taker.Resource {
+			t.Fatalf("the key records %+v (%v), want the taker's outcome", rec, err)
+		}
+		if n := b.objects(t); n != 1 {
+			t.Fatalf("%d objects, want 1: the late owner's blob must go", n)
+		}
+	})
+
+	t.Run("AfterCommitSeesTheEffectAndItsRecord", func(t *testing.T) {
+		var (
+			store *storage.Store
+			seen  []string
+		)
+		core, b := setup(t, func(c *admission.Config) {
+			store = c.Store
+			c.AfterCommit = func() {
+				rec, err := store.Operation(ctx, "s", "k1")
+				seen = append(seen, fmt.Sprintf("completed=%v err=%v", rec != nil && rec.Completed, err))
+			}
+		})
+		if _, err := putContent(ctx, core, unkeyed, "free.txt", "x", false); err != nil {
+			t.Fatal(err)
+		}
+		res, err := putContent(ctx, core, keyed("k1"), "a.txt", "x", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := putContent(ctx, core, keyed("k1"), "a.txt", "x", false); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(seen) != "[completed=true err=<nil>]" || len(b.versions(t, "a.txt")) != 1 {
+			t.Fatalf("AfterCommit saw %v for %s, want one call, after the record committed", seen, res.Resource.ID)
+		}
+	})
+
+	t.Run("AKeyedPutWithoutALimitReplays", func(t *testing.T) {
+		core, b := setup(t)
+		p := newPut("nolimit.txt", "content", false)
+		p.MaxBytes = 0 // no cap, as storage reads it
+		first, err := core.Put(ctx, keyed("k1"), p, strings.NewReader("content"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := core.Put(ctx, keyed("k1"), p, strings.NewReader("content"))
+		if err != nil || !again.Replayed || again.Resource != first.Resource {
+			t.Fatalf("repeat of an uncapped keyed put: replayed=%v %v", again.Replayed, err)
+		}
+		if n := b.objects(t); n != 1 {
+			t.Fatalf("%d objects, want 1", n)
+		}
+	})
+}
+
+func TestDeleteAndRestore(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("AKeyedDeleteReplaysWithoutDeletingAgain", func(t *testing.T) {
+		core, b := setup(t)
+		created, err := putContent(ctx, core, unkeyed, "d.txt", "x", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := created.Resource.ID
+		first, err := core.Delete(ctx, keyed("del"), id, "")
+		if err != nil || first.Status != 200 || fileOf(t, first).DeletedAt == nil {
+			t.Fatalf("delete: %d %s %v", first.Status, first.Body, err)
+		}
+		if _, err := core.Restore(ctx, unkeyed, id); err != nil {
+			t.Fatal(err)
+		}
+		again, err := core.Delete(ctx, keyed("del"), id, "")
+		if err != nil || !again.Replayed || !bytes.Equal(again.Body, first.Body) {
+			t.Fatalf("repeat: replayed=%v %v %s, want the recorded answer", again.Replayed, err, again.Body)
+		}
+		if f, err := b.store.File(ctx, "s", id); err != nil || !f.Live() {
+			t.Fatalf("the replay deleted the restored file again: %+v %v", f, err)
+		}
+		if _, err := core.Delete(ctx, keyed("del"), storage.NewID("file"), ""); !errors.As(err, new(*agentfs.ConflictError)) {
+			t.Fatalf("the key for another file: %v, want a conflict", err)
+		}
+	})
+
+	t.Run("AKeyedRestoreReplays", func(t *testing.T) {
+		core, b := setup(t)
+		created, err := putContent(ctx, core, unkeyed, "r.txt", "x", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := created.Resource.ID
+		if _, err := core.Delete(ctx, unkeyed, id, ""); err != nil {
+			t.Fatal(err)
+		}
+		first, err := core.Restore(ctx, keyed("res"), id)
+		if err != nil || first.Status != 200 || fileOf(t, first).DeletedAt != nil {
+			t.Fatalf("restore: %d %s %v", first.Status, first.Body, err)
+		}
+		if _, err := core.Delete(ctx, unkeyed, id, ""); err != nil {
+			t.Fatal(err)
+		}
+		again, err := core.Restore(ctx, keyed("res"), id)
+		if err != nil || !again.Replayed || !bytes.Equal(again.Body, first.Body) {
+			t.Fatalf("repeat: replayed=%v %v", again.Replayed, err)
+		}
+		if f, _ := b.store.File(ctx, "s", id); f.Live() {
+			t.Fatal("the replay restored the file again")
+		}
+	})
+
+	t.Run("RecordedRefusalsReplay", func(t *testing.T) {
+		core, _ := setup(t)
+		created, err := putContent(ctx, core, unkeyed, "m.txt", "x", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name, key, id, ifMatch, code string
+		}{
+			{"UnknownFile", "gone", storage.NewID("file"), "", problem.NotFound},
+			{"IfMatchOfAnotherETag", "stale", created.Resource.ID, `"` + strings.Repeat("0", 64) + `"`, problem.PreconditionFailed},
+		} {
+			if _, err := core.Delete(ctx, keyed(tc.key), tc.id, tc.ifMatch); err == nil {
+				t.Fatalf("%s: the delete succeeded", tc.name)
+			}
+			again, err := core.Delete(ctx, keyed(tc.key), tc.id, tc.ifMatch)
+			if err != nil || !again.Replayed || problemOf(t, again.Body).Code != tc.code {
+				t.Fatalf("%s: repeat %d replayed=%v %v %s, want the recorded %s", tc.name, again.Status, again.Replayed, err, again.Body, tc.code)
+			}
+		}
+	})
+}
+
+func TestCreateUpload(t *testing.T) {
+	ctx := context.Background()
+	req := agentfs.NewUpload{Subject: "s", Path: "u.bin", SizeBytes: 10, ContentType: "application/octet-stream",
+		PartSize: agentfs.MinPartSize, TTL: time.Hour, By: by}
+
+	t.Run("AReplayAnswersTheSessionsCurrentState", func(t *testing.T) {
+		core, _ := setup(t)
+		first, err := core.CreateUpload(ctx, keyed("u1"), req)
+		if err != nil || first.Status != 201 || first.Header["Location"] == "" {
+			t.Fatalf("create: %d %v %v", first.Status, first.Header, err)
+		}
+		if _, err := core.PutPart(ctx, unkeyed, first.Resource.ID, 1, strings.NewReader("0123456789"), 10, nil); err != nil {
+			t.Fatal(err)
+		}
+		again, err := core.CreateUpload(ctx, keyed("u1"), req)
+		if err != nil || !again.Replayed || again.Status != 200 {
+			t.Fatalf("repeat: %d replayed=%v %v", again.Status, again.Replayed, err)
+		}
+		var u api.Upload
+		if err := json.Unmarshal(again.Body, &u); err != nil || u.ID != first.Resource.ID || len(u.Parts) != 1 || u.Parts[0].PartNumber != 1 {
+			t.Fatalf("repeat shows %s (%v), want the session with part 1", again.Body, err)
+		}
+		other := req
+		other.SizeBytes = 11
+		if _, err := core.CreateUpload(ctx, keyed("u1"), other); !errors.As(err, new(*agentfs.ConflictError)) {
+			t.Fatalf("the key for another session: %v, want a conflict", err)
+		}
+	})
+
+	t.Run("AnUnkeyedRepeatResumesTheSession", func(t *testing.T) {
+		core, _ := setup(t)
+		first, err := core.CreateUpload(ctx, unkeyed, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := core.CreateUpload(ctx, unkeyed, req)
+		if err != nil || again.Replayed || again.Status != 200 || again.Resource.ID != first.Resource.ID {
+			t.Fatalf("repeat: %d %+v replayed=%v %v, want 200 with session %s", again.Status, again.Resource, again.Replayed, err, first.Resource.ID)
+		}
+	})
+
+	t.Run("AKeyedCompleteReplaysTheFile", func(t *testing.T) {
+		core, _ := setup(t)
+		created, err := core.CreateUpload(ctx, unkeyed, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := created.Resource.ID
+		if _, err := core.PutPart(ctx, unkeyed, id, 1, strings.NewReader("0123456789"), 10, nil); err != nil {
+			t.Fatal(err)
+		}
+		first, err := core.CompleteUpload(ctx, keyed("c1"), id, agentfs.CompleteRequest{})
+		if err != nil || first.Status != 201 || fileOf(t, first).SHA256 != fmt.Sprintf("%x", sum("0123456789")) {
+			t.Fatalf("complete: %d %s %v", first.Status, first.Body, err)
+		}
+		again, err := core.CompleteUpload(ctx, keyed("c1"), id, agentfs.CompleteRequest{})
+		if err != nil || !again.Replayed || !reflect.DeepEqual(again.Outcome, first.Outcome) {
+			t.Fatalf("repeat: replayed=%v %v", again.Replayed, err)
+		}
+		plain, err := core.CompleteUpload(ctx, unkeyed, id, agentfs.CompleteRequest{})
+		if err != nil || plain.Status != 200 || plain.Resource != first.Resource {
+			t.Fatalf("unkeyed repeat: %d %+v %v, want 200 with the same file", plain.Status, plain.Resource, err)
+		}
+	})
+}
+
+func TestCreateBatch(t *testing.T) {
+	ctx := context.Background()
+	newBatch := func() *agentfs.Batch {
+		return &agentfs.Batch{Items: []agentfs.BatchItem{{Op: agentfs.OpPut, Path: "b.txt", Content: []byte("x"), ContentType: "text/plain"}}}
+	}
+	raw := []byte(`{"operations":[{"op":"put","path":"b.txt","content":"x"}]}`)
+
+	t.Run("AReplayAnswers200WithTheBatch", func(t *testing.T) {
+		core, _ := setup(t)
+		first, err := core.CreateBatch(ctx, keyed("b1"), newBatch(), raw, 0)
+		if err != nil || first.Status != 202 || first.Header["Location"] != "/v1/batch/"+first.Resource.ID {
+			t.Fatalf("create: %d %v %v", first.Status, first.Header, err)
+		}
+		// Key order and whitespace do not make another request.
+		same := []byte(`{ "operations": [ {"content":"x", "path":"b.txt", "op":"put"} ] }`)
+		again, err := core.CreateBatch(ctx, keyed("b1"), newBatch(), same, 0)
+		if err != nil || !again.Replayed || again.Status != 200 || again.Resource != first.Resource {
+			t.Fatalf("repeat: %d %+v replayed=%v %v", again.Status, again.Resource, again.Replayed, err)
+		}
+		var b api.Batch
+		if err := json.Unmarshal(again.Body, &b); err != nil || b.ID != first.Resource.ID || b.Status != agentfs.BatchQueued ||
+			b.Counts.Total != 1 || b.Counts.Pending != 1 {
+			t.Fatalf("repeat shows %s (%v)", again.Body, err)
+		}
+		other := []byte(`{"operations":[{"op":"put","path":"b.txt","content":"y"}]}`)
+		if _, err := core.CreateBatch(ctx, keyed("b1"), newBatch(), other, 0); !errors.As(err, new(*agentfs.ConflictError)) {
+			t.Fatalf("the key with another body: %v, want a conflict", err)
+		}
+	})
+
+	t.Run("RefusesABodyThatIsNotJSON", func(t *testing.T) {
+		core, b := setup(t)
+		_, err := core.CreateBatch(ctx, keyed("b1"), newBatch(), []byte(`{"operations":`), 0)
+		p, _ := problem.From(err)
+		if p.Code != problem.InvalidRequest {
+			t.Fatalf("malformed body: %v", err)
+		}
+		if _, err := b.store.Operation(ctx, "s", "b1"); !errors.Is(err, agentfs.ErrNotFound) {
+			t.Fatalf("a refused batch claimed its key: %v", err)
+		}
+	})
+}
+
+// TestRunItem drives items the way two workers that both hold a batch
+// would: each item still commits once.
+func TestRunItem(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("AnItemRunByTwoWorkersAtOnceAppliesOnce", func(t *testing.T) {
+		core, b := setup(t)
+		existing, err := putContent(ctx, core, unkeyed, "doomed.txt", "x", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items := []agentfs.BatchItem{{Op: agentfs.OpDelete, FileID: existing.Resource.ID}}
+		for i := range 20 {
+			items = append(items, agentfs.BatchItem{Op: agentfs.OpPut, Path: fmt.Sprintf("p%02d", i),
+				Content: []byte(fmt.Sprint(i)), ContentType: "text/plain"})
+		}
+		created, err := core.CreateBatch(ctx, unkeyed, &agentfs.Batch{Items: items}, []byte(`{}`), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bt, err := b.store.StartBatch(ctx, created.Resource.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, it := range bt.Items {
+					if err := core.RunItem(ctx, bt, it); err != nil {
+						t.Errorf("item %d: %v", it.Index, err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		got, err := b.store.Batch(ctx, "s", bt.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range got.Items {
+			if it.Status != agentfs.ItemSucceeded || it.Replayed || it.ResultID == "" {
+				t.Fatalf("item %d: %s replayed=%v result %q error %s", it.Index, it.Status, it.Replayed, it.ResultID, it.Error)
+			}
+			if it.Op == agentfs.OpPut {
+				if v := b.versions(t, it.Path); fmt.Sprint(v) != "[1]" {
+					t.Fatalf("%s: versions %v, want one file at version 1", it.Path, v)
+				}
+			}
+		}
+		if n := b.objects(t); n != 21 {
+			t.Fatalf("%d objects, want 21: every losing attempt's blob removed", n)
+		}
+	})
+
+	t.Run("AFailedItemCarriesTheBatchRequestAndItsIndex", func(t *testing.T) {
+		core, b := setup(t)
+		who := unkeyed
+		who.RequestID = "req_x"
+		created, err := core.CreateBatch(ctx, who, &agentfs.Batch{Items: []agentfs.BatchItem{
+			{Op: agentfs.OpRestore, FileID: storage.NewID("file")}}}, []byte(`{}`), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bt, err := b.store.StartBatch(ctx, created.Resource.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := core.RunItem(ctx, bt, bt.Items[0]); err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.store.Batch(ctx, "s", bt.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := problemOf(t, got.Items[0].Error)
+		if got.Items[0].Status != agentfs.ItemFailed || p.Code != problem.NotFound || p.RequestID != "req_x" ||
+			p.Instance != "/v1/batch/"+bt.ID+"/items/0" {
+			t.Fatalf("item: %s %+v", got.Items[0].Status, p)
+		}
+	})
+
+	t.Run("AnUnknownOpFailsTheItem", func(t *testing.T) {
+		core, b := setup(t)
+		created, err := core.CreateBatch(ctx, unkeyed, &agentfs.Batch{Items: []agentfs.BatchItem{{Op: "rename"}}}, []byte(`{}`), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bt, err := b.store.StartBatch(ctx, created.Resource.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := core.RunItem(ctx, bt, bt.Items[0]); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := b.store.Batch(ctx, "s", bt.ID)
+		if p := problemOf(t, got.Items[0].Error); got.Items[0].Status != agentfs.ItemFailed || p.Code != problem.ValidationFailed {
+			t.Fatalf("item: %s %+v", got.Items[0].Status, p)
+		}
+	})
+}

@@ -1,0 +1,455 @@
+package batch_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/admission"
+	"github.com/agentfs/agentfs/batch"
+	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/problem"
+	"github.com/agentfs/agentfs/storage"
+	"github.com/agentfs/agentfs/storage/storagetest"
+)
+
+// by is the attribution of every batch request in these tests.
+var by = agentfs.Attribution{AgentID: "agent-1", RunID: "run-1"}
+
+// caller is who asks for the batches: subject s, request req_x.
+var caller = agentfs.Caller{Subject: "s", By: by, RequestID: "req_x"}
+
+// instance is one AgentFS process: its own store (pools), core and runner.
+type instance struct {
+	store  *storage.Store
+	core   *admission.Core
+	runner *batch.Runner
+}
+
+type testBundle struct {
+	cfg  storage.Config
+	logs *logBuffer
+}
+
+// logBuffer is a log sink safe for the runner's goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// setup opens a fresh schema and bucket and one instance on it, whose
+// runner is not started yet (start it with start).
+func setup(t *testing.T) (*instance, *testBundle) {
+	t.Helper()
+	t.Parallel()
+	b := &testBundle{cfg: storagetest.Config(t), logs: &logBuffer{}}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, line := range strings.Split(b.logs.String(), "\n") {
+			if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+				t.Log(line)
+			}
+		}
+	})
+	return newInstance(t, b), b
+}
+
+// newInstance opens another process's worth of AgentFS on the bundle's
+// schema and bucket.
+func newInstance(t *testing.T, b *testBundle) *instance {
+	t.Helper()
+	store := storagetest.OpenConfig(t, b.cfg)
+	log := slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	enqueuer, err := batch.NewEnqueuer(store.QueuePool(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, err := admission.New(admission.Config{Store: store, Queue: enqueuer, PublicURL: "http://agentfs.test", Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner, err := batch.NewRunner(store, core, batch.Config{Workers: 2, RescueAfter: 30 * time.Second, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &instance{store: store, core: core, runner: runner}
+}
+
+// start runs the instance's workers until the test ends.
+func (in *instance) start(t *testing.T) {
+	t.Helper()
+	if err := in.runner.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.runner.Stop(context.Background()) })
+}
+
+// createBatch admits items as one batch request of caller and returns its id.
+func (in *instance) createBatch(t *testing.T, who agentfs.Caller, items ...agentfs.BatchItem) string {
+	t.Helper()
+	raw, err := json.Marshal(map[string]any{"operations": items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := in.core.CreateBatch(context.Background(), who, &agentfs.Batch{Items: items}, raw, 0)
+	if err != nil {
+		t.Fatalf("create batch: %v", err)
+	}
+	if res.Status != 202 || res.Resource.Object != "batch" {
+		t.Fatalf("create batch answered %d %+v: %s", res.Status, res.Resource, res.Body)
+	}
+	return res.Resource.ID
+}
+
+// await waits for the batch to end and returns it.
+func (in *instance) await(t *testing.T, id string) *agentfs.Batch {
+	t.Helper()
+	b, err := in.store.AwaitBatch(context.Background(), "s", id, 2*time.Minute)
+	if err != nil {
+		t.Fatalf("await batch: %v", err)
+	}
+	if !b.Terminal() {
+		t.Fatalf("batch %s still %s: %s", id, b.Status, describe(b))
+	}
+	return b
+}
+
+func describe(b *agentfs.Batch) string {
+	var s strings.Builder
+	for _, it := range b.Items {
+		fmt.Fprintf(&s, "\n  %d %s %s %s replayed=%v result=%s error=%s", it.Index, it.Op, it.Path, it.Status, it.Replayed, it.ResultID, it.Error)
+	}
+	return s.String()
+}
+
+// put stores content at path as a standalone request of who.
+func (in *instance) put(t *testing.T, who agentfs.Caller, path, content string) (idempotency.Result, error) {
+	t.Helper()
+	return in.core.Put(context.Background(), who, agentfs.Put{Subject: who.Subject, Path: path, ContentType: "text/plain",
+		Size: int64(len(content)), MaxBytes: 1 << 20, By: who.By}, strings.NewReader(content))
+}
+
+func (in *instance) mustPut(t *testing.T, path, content string) string {
+	t.Helper()
+	res, err := in.put(t, caller, path, content)
+	if err != nil {
+		t.Fatalf("put %s: %v", path, err)
+	}
+	return res.Resource.ID
+}
+
+func (in *instance) file(t *testing.T, id string) *agentfs.File {
+	t.Helper()
+	f, err := in.store.File(context.Background(), "s", id)
+	if err != nil {
+		t.Fatalf("file %s: %v", id, err)
+	}
+	return f
+}
+
+// filesAt lists every file that ever held path.
+func (in *instance) filesAt(t *testing.T, path string) []*agentfs.File {
+	t.Helper()
+	files, err := in.store.ListFiles(context.Background(), "s", agentfs.FileFilter{Path: path, IncludeDeleted: true, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func (in *instance) content(t *testing.T, f *agentfs.File) string {
+	t.Helper()
+	r, err := in.store.OpenBlob(context.Background(), f.BlobKey, 0, f.SizeBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(r); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func putItem(path, content string) agentfs.BatchItem {
+	return agentfs.BatchItem{Op: agentfs.OpPut, Path: path, Content: []byte(content), ContentType: "text/plain"}
+}
+
+func itemProblem(t *testing.T, it agentfs.BatchItem) problem.Problem {
+	t.Helper()
+	var p problem.Problem
+	if err := json.Unmarshal(it.Error, &p); err != nil {
+		t.Fatalf("item %d error %q: %v", it.Index, it.Error, err)
+	}
+	return p
+}
+
+func TestRunner(t *testing.T) {
+	t.Run("RunsEveryKindOfItemToSucceeded", func(t *testing.T) {
+		in, _ := setup(t)
+		in.start(t)
+		a := in.mustPut(t, "a.txt", "alpha")
+		gone := in.mustPut(t, "gone.txt", "gone")
+		if _, err := in.core.Delete(context.Background(), caller, gone, ""); err != nil {
+			t.Fatal(err)
+		}
+		id := in.createBatch(t, caller,
+			putItem("new.txt", "hello"),
+			agentfs.BatchItem{Op: agentfs.OpCopy, FileID: a, Path: "copy.txt"},
+			agentfs.BatchItem{Op: agentfs.OpDelete, FileID: a},
+			agentfs.BatchItem{Op: agentfs.OpRestore, FileID: gone},
+		)
+		b := in.await(t, id)
+		if b.Status != agentfs.BatchSucceeded || b.StartedAt == nil || b.CompletedAt == nil {
+			t.Fatalf("batch %s (started %v, completed %v): %s", b.Status, b.StartedAt, b.CompletedAt, describe(b))
+		}
+		for _, it := range b.Items {
+			if it.Status != agentfs.ItemSucceeded || it.Replayed || it.ResultID == "" {
+				t.Fatalf("item %d: %s", it.Index, describe(b))
+			}
+		}
+		created := in.file(t, b.Items[0].ResultID)
+		if created.Path != "new.txt" || in.content(t, created) != "hello" || created.Version != 1 ||
+			created.AgentID != by.AgentID || created.RunID != by.RunID {
+			t.Fatalf("put item left %+v", created)
+		}
+		copied := in.file(t, b.Items[1].ResultID)
+		if copied.Path != "copy.txt" || copied.ID == a || in.content(t, copied) != "alpha" || copied.ContentType != "text/plain" {
+			t.Fatalf("copy item left %+v", copied)
+		}
+		if f := in.file(t, a); f.Live() || b.Items[2].ResultID != a {
+			t.Fatalf("delete item: %s is live=%v, item result %s", a, f.Live(), b.Items[2].ResultID)
+		}
+		if f := in.file(t, gone); !f.Live() || b.Items[3].ResultID != gone {
+			t.Fatalf("restore item: %s is live=%v, item result %s", gone, f.Live(), b.Items[3].ResultID)
+		}
+	})
+
+	t.Run("EndsPartiallySucceededWithTheProblemAStandaloneRequestWouldGet", func(t *testing.T) {
+		in, _ := setup(t)
+		in.start(t)
+		holder := in.mustPut(t, "taken.txt", "first")
+		id := in.createBatch(t, caller, putItem("taken.txt", "second"), putItem("free.txt", "free"))
+		b := in.await(t, id)
+		if b.Status != agentfs.BatchPartiallySucceeded {
+			t.Fatalf("batch %s: %s", b.Status, describe(b))
+		}
+		failed, ok := b.Items[0], b.Items[1]
+		p := itemProblem(t, failed)
+		if failed.Status != agentfs.ItemFailed || failed.ResultID != "" || p.Code != problem.PathExists ||
+			p.Status != 409 || p.ExistingFileID != holder {
+			t.Fatalf("item 0: %s %+v, want PATH_EXISTS naming %s", failed.Status, p, holder)
+		}
+		if p.RequestID != "req_x" || p.Instance != "/v1/batch/"+id+"/items/0" {
+			t.Fatalf("item 0's problem names request %q and instance %q, want req_x and /v1/batch/%s/items/0", p.RequestID, p.Instance, id)
+		}
+		if ok.Status != agentfs.ItemSucceeded || len(ok.Error) != 0 {
+			t.Fatalf("item 1: %s", describe(b))
+		}
+		if f := in.file(t, holder); f.Version != 1 || in.content(t, f) != "first" {
+			t.Fatalf("the failed item touched the holder: %+v", f)
+		}
+	})
+
+	t.Run("EndsFailedWhenNoItemSucceeds", func(t *testing.T) {
+		in, _ := setup(t)
+		in.start(t)
+		missing := storage.NewID("file")
+		id := in.createBatch(t, caller,
+			agentfs.BatchItem{Op: agentfs.OpDelete, FileID: missing},
+			agentfs.BatchItem{Op: agentfs.OpRestore, FileID: missing},
+			agentfs.BatchItem{Op: agentfs.OpCopy, FileID: missing, Path: "copy.txt"},
+		)
+		b := in.await(t, id)
+		if b.Status != agentfs.BatchFailed {
+			t.Fatalf("batch %s: %s", b.Status, describe(b))
+		}
+		for _, it := range b.Items {
+			p := itemProblem(t, it)
+			if it.Status != agentfs.ItemFailed || p.Code != problem.NotFound ||
+				p.Instance != fmt.Sprintf("/v1/batch/%s/items/%d", id, it.Index) || p.RequestID != "req_x" {
+				t.Fatalf("item %d: %s %+v, want NOT_FOUND", it.Index, it.Status, p)
+			}
+		}
+		if files := in.filesAt(t, "copy.txt"); len(files) != 0 {
+			t.Fatalf("a failed copy left %d files", len(files))
+		}
+	})
+
+	t.Run("ResumesAtTheFirstPendingItem", func(t *testing.T) {
+		in, _ := setup(t)
+		id := in.createBatch(t, caller, putItem("p0", "0"), putItem("p1", "1"), putItem("p2", "2"), putItem("p3", "3"))
+		// A worker died after items 0 and 1 were done. Their effects are not
+		// here, so applying them again would show.
+		seed(t, in.store, `UPDATE batches SET status = 'running', started_at = now() - interval '1 minute' WHERE id = $1`, id)
+		seed(t, in.store, `UPDATE batch_items SET status = 'succeeded' WHERE batch_id = $1 AND idx < 2`, id)
+		in.start(t)
+		b := in.await(t, id)
+		if b.Status != agentfs.BatchSucceeded {
+			t.Fatalf("batch %s: %s", b.Status, describe(b))
+		}
+		for i, want := range []int{0, 0, 1, 1} {
+			if files := in.filesAt(t, fmt.Sprintf("p%d", i)); len(files) != want {
+				t.Fatalf("p%d has %d files, want %d: %s", i, len(files), want, describe(b))
+			}
+		}
+		for _, it := range b.Items[2:] {
+			if f := in.file(t, it.ResultID); f.Version != 1 || f.Path != it.Path {
+				t.Fatalf("item %d left %+v", it.Index, f)
+			}
+		}
+	})
+
+	t.Run("TwoRunnersApplyEachItemOnce", func(t *testing.T) {
+		one, b := setup(t)
+		two := newInstance(t, b)
+		one.start(t)
+		two.start(t)
+		const items = 200
+		var batches []string
+		big := make([]agentfs.BatchItem, items)
+		for i := range big {
+			big[i] = putItem(fmt.Sprintf("big/%03d", i), fmt.Sprintf("content %d", i))
+		}
+		batches = append(batches, one.createBatch(t, caller, big...))
+		for k := range 4 { // more batches, so that both runners have work
+			small := make([]agentfs.BatchItem, 10)
+			for i := range small {
+				small[i] = putItem(fmt.Sprintf("small/%d/%d", k, i), "x")
+			}
+			in := []*instance{one, two}[k%2]
+			batches = append(batches, in.createBatch(t, caller, small...))
+		}
+		for _, id := range batches {
+			if got := two.await(t, id); got.Status != agentfs.BatchSucceeded {
+				t.Fatalf("batch %s %s: %s", id, got.Status, describe(got))
+			}
+		}
+		var files, maxVersion, paths int
+		err := one.store.Pool().QueryRow(context.Background(),
+			`SELECT count(*), max(version), count(DISTINCT path) FROM files WHERE subject = 's'`).Scan(&files, &maxVersion, &paths)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := items + 4*10; files != want || paths != want || maxVersion != 1 {
+			t.Fatalf("%d files at %d paths, highest version %d; want %d files each at version 1", files, paths, maxVersion, want)
+		}
+		var done int
+		err = one.store.Pool().QueryRow(context.Background(),
+			`SELECT count(*) FROM batch_items WHERE status = 'succeeded' AND NOT replayed AND result_id IS NOT NULL`).Scan(&done)
+		if err != nil || done != files {
+			t.Fatalf("%d items succeeded with a file (%v), want %d", done, err, files)
+		}
+	})
+
+	t.Run("AnItemKeySharedWithAStandalonePutReplays", func(t *testing.T) {
+		in, _ := setup(t)
+		in.start(t)
+		keyed := caller
+		keyed.Key = "shared-1"
+		first, err := in.put(t, keyed, "k.txt", "same")
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyed.Key = "shared-2"
+		if _, err := in.put(t, keyed, "x.txt", "one"); err != nil {
+			t.Fatal(err)
+		}
+		same, other := putItem("k.txt", "same"), putItem("x.txt", "two")
+		same.Key, other.Key = "shared-1", "shared-2"
+		id := in.createBatch(t, caller, same, other)
+		b := in.await(t, id)
+		if b.Status != agentfs.BatchPartiallySucceeded {
+			t.Fatalf("batch %s: %s", b.Status, describe(b))
+		}
+		if it := b.Items[0]; it.Status != agentfs.ItemSucceeded || !it.Replayed || it.ResultID != first.Resource.ID {
+			t.Fatalf("item with the standalone put's key and content: %s, want replayed naming %s", describe(b), first.Resource.ID)
+		}
+		it := b.Items[1]
+		p := itemProblem(t, it)
+		if it.Status != agentfs.ItemFailed || it.Replayed || p.Code != problem.IdempotencyConflict || p.RequestID != "req_x" ||
+			p.Instance != "/v1/batch/"+id+"/items/1" {
+			t.Fatalf("item with the key of other content: %s %+v, want IDEMPOTENCY_CONFLICT", it.Status, p)
+		}
+		for path, want := range map[string]string{"k.txt": "same", "x.txt": "one"} {
+			files := in.filesAt(t, path)
+			if len(files) != 1 || files[0].Version != 1 || in.content(t, files[0]) != want {
+				t.Fatalf("%s: %d files, want one at version 1 holding %q", path, len(files), want)
+			}
+		}
+	})
+
+	t.Run("AKeyRecordedByAnItemReplaysForAStandalonePut", func(t *testing.T) {
+		in, _ := setup(t)
+		in.start(t)
+		item := putItem("i.txt", "from the batch")
+		item.Key = "item-key"
+		b := in.await(t, in.createBatch(t, caller, item))
+		if b.Items[0].Status != agentfs.ItemSucceeded || b.Items[0].Replayed {
+			t.Fatalf("batch: %s", describe(b))
+		}
+		keyed := caller
+		keyed.Key = "item-key"
+		res, err := in.put(t, keyed, "i.txt", "from the batch")
+		if err != nil || !res.Replayed || res.Status != 201 || res.Resource.ID != b.Items[0].ResultID {
+			t.Fatalf("standalone put with the item's key: %+v %v, want a replayed 201 naming %s", res, err, b.Items[0].ResultID)
+		}
+	})
+
+	t.Run("AnItemKeyInProgressElsewhereIsWaitedFor", func(t *testing.T) {
+		in, b := setup(t)
+		item := putItem("busy.txt", "content")
+		item.Key = "busy"
+		request := idempotency.PutRequest(agentfs.Put{Path: "busy.txt", ContentType: "text/plain", By: by}).Sum()
+		claim, _, err := in.store.BeginKey(context.Background(), "s", "busy", "POST", "/v1/files", request)
+		if err != nil || claim == nil {
+			t.Fatalf("hold the key: %v", err)
+		}
+		id := in.createBatch(t, caller, item)
+		in.start(t)
+		storagetest.Eventually(t, time.Minute, "the runner to meet the key in progress", func() bool {
+			return strings.Contains(b.logs.String(), "batch item will be retried")
+		})
+		got, err := in.store.Batch(context.Background(), "s", id)
+		if err != nil || got.Status != agentfs.BatchRunning || got.Items[0].Status != agentfs.ItemPending {
+			t.Fatalf("while the key is held elsewhere: %v %s %s", err, got.Status, describe(got))
+		}
+		if err := claim.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		done := in.await(t, id)
+		if it := done.Items[0]; done.Status != agentfs.BatchSucceeded || it.Replayed || in.file(t, it.ResultID).Version != 1 {
+			t.Fatalf("after the key was released: %s %s", done.Status, describe(done))
+		}
+	})
+}
+
+// seed runs one statement against the store's rows, to place them as a
+// crash would have left them.
+func seed(t *testing.T, store *storage.Store, sql string, args ...any) {
+	t.Helper()
+	if _, err := store.Pool().Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("seed %q: %v", sql, err)
+	}
+}
