@@ -57,8 +57,9 @@ type File struct {
 	LastRunID   string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
-	DeletedAt   *time.Time
+	DeletedAt   *time.Time // also set once ExpiresAt passed, before the sweeper records it
 	PurgeAfter  *time.Time
+	ExpiresAt   *time.Time
 	Blocked     bool
 	BlockReason string
 }

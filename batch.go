@@ -9,9 +9,11 @@ const (
 	BatchSucceeded          = "succeeded"
 	BatchPartiallySucceeded = "partially_succeeded"
 	BatchFailed             = "failed"
+	BatchCanceled           = "canceled"
 	ItemPending             = "pending"
 	ItemSucceeded           = "succeeded"
 	ItemFailed              = "failed"
+	ItemCanceled            = "canceled"
 )
 
 // Batch operations.
@@ -31,6 +33,7 @@ type Batch struct {
 	By          Attribution
 	RequestID   string // of the request that admitted it
 	Items       []BatchItem
+	Tally       ItemCounts // the counts of a batch listed without its items
 	CreatedAt   time.Time
 	StartedAt   *time.Time
 	CompletedAt *time.Time
@@ -45,7 +48,8 @@ type BatchItem struct {
 	Content     []byte // put: the decoded content (loaded only to run it)
 	ContentType string
 	Replace     bool
-	Key         string // the item's own Idempotency-Key, if any
+	ExpiresIn   time.Duration // put: the file expires this long after it is written; 0: never
+	Key         string        // the item's own Idempotency-Key, if any
 	Status      string
 	Replayed    bool
 	ResultID    string // the file the item left
@@ -53,21 +57,43 @@ type BatchItem struct {
 }
 
 // Terminal reports whether no item is left to run.
-func (b *Batch) Terminal() bool {
-	return b.Status == BatchSucceeded || b.Status == BatchPartiallySucceeded || b.Status == BatchFailed
+func (b *Batch) Terminal() bool { return TerminalBatch(b.Status) }
+
+// TerminalBatch reports whether a batch in this state is over.
+func TerminalBatch(status string) bool {
+	return status == BatchSucceeded || status == BatchPartiallySucceeded || status == BatchFailed || status == BatchCanceled
 }
 
-// Counts tallies the items by state.
-func (b *Batch) Counts() (succeeded, failed, pending int) {
+// ItemCounts tallies a batch's items by state.
+type ItemCounts struct {
+	Total, Succeeded, Failed, Pending, Canceled int
+}
+
+// Counts tallies the items by state; a batch listed without its items
+// carries them in Tally.
+func (b *Batch) Counts() ItemCounts {
+	if b.Items == nil {
+		return b.Tally
+	}
+	c := ItemCounts{Total: len(b.Items)}
 	for _, it := range b.Items {
 		switch it.Status {
 		case ItemSucceeded:
-			succeeded++
+			c.Succeeded++
 		case ItemFailed:
-			failed++
+			c.Failed++
+		case ItemCanceled:
+			c.Canceled++
 		default:
-			pending++
+			c.Pending++
 		}
 	}
-	return succeeded, failed, pending
+	return c
+}
+
+// BatchFilter selects batches to list, newest first.
+type BatchFilter struct {
+	Status string
+	Limit  int
+	After  *Cursor
 }

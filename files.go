@@ -27,7 +27,10 @@ type Put struct {
 	// Digest is the SHA-256 the caller sent in Content-Digest, if any; the
 	// content must match it.
 	Digest []byte
-	By     Attribution
+	// ExpiresIn, when positive, makes the file expire this long after the
+	// write; 0 keeps a replaced file's expiry (a new file never expires).
+	ExpiresIn time.Duration
+	By        Attribution
 }
 
 // CheckAgainst decides the put against the live file at its path (nil when
@@ -73,6 +76,7 @@ func ETagMatches(header, etag string) bool {
 type FileFilter struct {
 	RunID          string
 	AgentID        string
+	LastRunID      string
 	Prefix         string
 	Path           string
 	IncludeDeleted bool
@@ -95,14 +99,15 @@ func (c Cursor) String() string {
 	return base64.RawURLEncoding.EncodeToString([]byte(raw))
 }
 
-// ParseCursor decodes a token made by Cursor.String.
-func ParseCursor(s string) (Cursor, error) {
+// ParseCursor decodes a token made by Cursor.String for a listing of
+// resources whose ids carry prefix ("file", "upl", "batch").
+func ParseCursor(s, prefix string) (Cursor, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil || len(raw) > 200 {
 		return Cursor{}, ErrInvalidCursor
 	}
 	micros, id, ok := strings.Cut(string(raw), "|")
-	if !ok || !fileIDForm(id) {
+	if !ok || !WellFormedID(prefix, id) {
 		return Cursor{}, ErrInvalidCursor
 	}
 	us, err := strconv.ParseInt(micros, 10, 64)
@@ -136,4 +141,3 @@ func WellFormedID(prefix, id string) bool {
 	return true
 }
 
-func fileIDForm(id string) bool { return WellFormedID("file", id) }

@@ -184,7 +184,7 @@ func TestCursor(t *testing.T) {
 			{CreatedAt: time.UnixMicro(0).UTC(), ID: "file_" + strings.Repeat("0", 26)},
 			{CreatedAt: time.UnixMicro(math.MaxInt64).UTC(), ID: "file_" + strings.Repeat("z", 26)},
 		} {
-			got, err := agentfs.ParseCursor(c.String())
+			got, err := agentfs.ParseCursor(c.String(), "file")
 			if err != nil {
 				t.Fatalf("ParseCursor(%q) for %+v: %v", c.String(), c, err)
 			}
@@ -197,7 +197,7 @@ func TestCursor(t *testing.T) {
 	t.Run("ParsesToUTC", func(t *testing.T) {
 		t.Parallel()
 		local := agentfs.Cursor{CreatedAt: at.In(time.FixedZone("X", 5*3600)), ID: "file_" + strings.Repeat("x", 26)}
-		got, err := agentfs.ParseCursor(local.String())
+		got, err := agentfs.ParseCursor(local.String(), "file")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +209,7 @@ func TestCursor(t *testing.T) {
 	t.Run("TruncatesToMicroseconds", func(t *testing.T) {
 		t.Parallel()
 		c := agentfs.Cursor{CreatedAt: at.Add(789 * time.Nanosecond), ID: "file_" + strings.Repeat("x", 26)}
-		got, err := agentfs.ParseCursor(c.String())
+		got, err := agentfs.ParseCursor(c.String(), "file")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,7 +246,7 @@ func TestCursor(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c, err := agentfs.ParseCursor(tc.token)
+			c, err := agentfs.ParseCursor(tc.token, "file")
 			if !errors.Is(err, agentfs.ErrInvalidCursor) {
 				t.Fatalf("ParseCursor(%q) = %+v, %v; want ErrInvalidCursor", tc.token, c, err)
 			}
@@ -267,7 +267,7 @@ func FuzzParseCursor(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		c, err := agentfs.ParseCursor(s)
+		c, err := agentfs.ParseCursor(s, "file")
 		if err != nil {
 			if !errors.Is(err, agentfs.ErrInvalidCursor) {
 				t.Fatalf("ParseCursor(%q) error %v is not ErrInvalidCursor", s, err)
@@ -280,7 +280,7 @@ func FuzzParseCursor(f *testing.F) {
 		if c.CreatedAt.UnixMicro() < 0 || c.CreatedAt.Location() != time.UTC {
 			t.Fatalf("ParseCursor(%q) accepted time %v", s, c.CreatedAt)
 		}
-		again, err := agentfs.ParseCursor(c.String())
+		again, err := agentfs.ParseCursor(c.String(), "file")
 		if err != nil {
 			t.Fatalf("ParseCursor(%q) = %+v, whose String %q does not parse: %v", s, c, c.String(), err)
 		}
@@ -307,7 +307,7 @@ func FuzzCursorString(f *testing.F) {
 	f.Add(int64(1), "file_"+strings.Repeat("a", 60))
 	f.Fuzz(func(t *testing.T, us int64, id string) {
 		c := agentfs.Cursor{CreatedAt: time.UnixMicro(us), ID: id}
-		got, err := agentfs.ParseCursor(c.String())
+		got, err := agentfs.ParseCursor(c.String(), "file")
 		valid := us >= 0 && fileIDRE.MatchString(id)
 		if !valid {
 			if err == nil {

@@ -47,6 +47,7 @@ type Upload struct {
 	HashedParts int    // parts 1..HashedParts are folded into HashState
 	HashState   []byte // a marshalled SHA-256 of the content so far
 	Assembled   bool   // the S3 multipart upload was completed into BlobKey
+	ExpiresIn   time.Duration
 }
 
 // NewUpload is what a caller asks of a new upload session.
@@ -60,6 +61,7 @@ type NewUpload struct {
 	By          Attribution
 	PartSize    int64         // preferred; the plan may grow it
 	TTL         time.Duration // how long the session lives
+	ExpiresIn   time.Duration // the file expires this long after it is written; 0: never
 }
 
 // CompleteRequest overrides a session's if_exists and declared sha256, and
@@ -136,3 +138,11 @@ var (
 	// ErrIfMatchWithoutReplace says If-Match came without if_exists=replace.
 	ErrIfMatchWithoutReplace = errors.New("If-Match asks for a conditional replace; send if_exists=replace with it")
 )
+
+// UploadFilter selects upload sessions to list, newest first.
+type UploadFilter struct {
+	Status string
+	Path   string
+	Limit  int
+	After  *Cursor
+}

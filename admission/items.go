@@ -25,7 +25,9 @@ import (
 // is recorded on the item.
 func (c *Core) RunItem(ctx context.Context, b *agentfs.Batch, it agentfs.BatchItem) error {
 	who := agentfs.Caller{Subject: b.Subject, Key: it.Key, By: b.By, RequestID: b.RequestID}
-	w, err := c.itemWrite(ctx, who, b, it)
+	o := agentfs.OriginOf(who)
+	o.BatchID = b.ID
+	w, err := c.itemWrite(ctx, who, o, b, it)
 	if err == nil {
 		_, err = c.run(ctx, who, &item{batch: b, index: it.Index}, w)
 	}
@@ -40,7 +42,7 @@ func (c *Core) RunItem(ctx context.Context, b *agentfs.Batch, it agentfs.BatchIt
 }
 
 // itemWrite is the write an item asks for.
-func (c *Core) itemWrite(ctx context.Context, who agentfs.Caller, b *agentfs.Batch, it agentfs.BatchItem) (*write, error) {
+func (c *Core) itemWrite(ctx context.Context, who agentfs.Caller, o agentfs.Origin, b *agentfs.Batch, it agentfs.BatchItem) (*write, error) {
 	switch it.Op {
 	case agentfs.OpPut:
 		content, err := c.store.ItemContent(ctx, b.ID, it.Index)
@@ -49,15 +51,15 @@ func (c *Core) itemWrite(ctx context.Context, who agentfs.Caller, b *agentfs.Bat
 		}
 		sum := sha256.Sum256(content)
 		put := agentfs.Put{Subject: b.Subject, Path: it.Path, ContentType: it.ContentType, Replace: it.Replace,
-			Size: int64(len(content)), Digest: sum[:], By: b.By}
-		return c.putWrite(put, bytes.NewReader(content)), nil
+			Size: int64(len(content)), Digest: sum[:], ExpiresIn: it.ExpiresIn, By: b.By}
+		return c.putWrite(put, bytes.NewReader(content), o), nil
 	case agentfs.OpDelete:
-		return c.deleteWrite(who, it.FileID, ""), nil
+		return c.deleteWrite(who, it.FileID, "", o), nil
 	case agentfs.OpRestore:
-		return c.restoreWrite(who, it.FileID), nil
+		return c.restoreWrite(who, it.FileID, o), nil
 	case agentfs.OpCopy:
 		put := agentfs.Put{Subject: b.Subject, Path: it.Path, Replace: it.Replace, Size: -1, By: b.By}
-		return c.copyWrite(it.FileID, put), nil
+		return c.copyWrite(it.FileID, put, o), nil
 	}
 	return nil, problem.Validation("op", "unknown operation "+strconv.Quote(it.Op))
 }

@@ -23,12 +23,12 @@ import (
 // already holds these bytes. A put is one operation whichever door carries
 // it, so a key used by one door replays for the others.
 func (c *Core) Put(ctx context.Context, who agentfs.Caller, put agentfs.Put, body io.Reader) (idempotency.Result, error) {
-	return c.run(ctx, who, nil, c.putWrite(put, body))
+	return c.run(ctx, who, nil, c.putWrite(put, body, agentfs.OriginOf(who)))
 }
 
-func (c *Core) putWrite(put agentfs.Put, body io.Reader) *write {
+func (c *Core) putWrite(put agentfs.Put, body io.Reader, o agentfs.Origin) *write {
 	var pending *storage.PendingPut
-	return c.pendingPutWrite(&pending, put, func(ctx context.Context) (err error) {
+	return c.pendingPutWrite(&pending, put, o, func(ctx context.Context) (err error) {
 		pending, err = c.store.PreparePut(ctx, put, body)
 		return err
 	}, func() ([]byte, error) {
@@ -44,9 +44,9 @@ func (c *Core) putWrite(put agentfs.Put, body io.Reader) *write {
 
 // copyWrite puts the content of the live file srcID at put.Path (a batch
 // copy item).
-func (c *Core) copyWrite(srcID string, put agentfs.Put) *write {
+func (c *Core) copyWrite(srcID string, put agentfs.Put, o agentfs.Origin) *write {
 	var pending *storage.PendingPut
-	w := c.pendingPutWrite(&pending, put, func(ctx context.Context) (err error) {
+	w := c.pendingPutWrite(&pending, put, o, func(ctx context.Context) (err error) {
 		pending, err = c.store.PrepareCopy(ctx, srcID, put)
 		return err
 	}, noContent)
@@ -56,21 +56,21 @@ func (c *Core) copyWrite(srcID string, put agentfs.Put) *write {
 
 // pendingPutWrite is the write of a put whose bytes prepare puts in a new
 // blob (*pending once prepared).
-func (c *Core) pendingPutWrite(pending **storage.PendingPut, put agentfs.Put, prepare func(context.Context) error, content func() ([]byte, error)) *write {
+func (c *Core) pendingPutWrite(pending **storage.PendingPut, put agentfs.Put, o agentfs.Origin, prepare func(context.Context) error, content func() ([]byte, error)) *write {
 	return &write{
 		method: http.MethodPost, route: "/v1/files",
 		request: idempotency.PutRequest(put),
 		content: content,
 		prepare: prepare,
 		alone: func(ctx context.Context) (idempotency.Outcome, bool, error) {
-			f, created, err := (*pending).CommitAlone(ctx)
+			f, created, err := (*pending).CommitAlone(ctx, o)
 			if f == nil {
 				return idempotency.Outcome{}, false, err
 			}
 			return c.fileOutcome(f, created), true, nil
 		},
 		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
-			f, created, err := (*pending).Apply(ctx, tx)
+			f, created, err := (*pending).Apply(ctx, tx, o)
 			if err != nil {
 				return idempotency.Outcome{}, err
 			}
@@ -83,17 +83,17 @@ func (c *Core) pendingPutWrite(pending **storage.PendingPut, put agentfs.Put, pr
 // Delete soft-deletes a file (DELETE /v1/files/{id}); repeating it is safe.
 // ifMatch, when set, must name the file's etag.
 func (c *Core) Delete(ctx context.Context, who agentfs.Caller, id, ifMatch string) (idempotency.Result, error) {
-	return c.run(ctx, who, nil, c.deleteWrite(who, id, ifMatch))
+	return c.run(ctx, who, nil, c.deleteWrite(who, id, ifMatch, agentfs.OriginOf(who)))
 }
 
-func (c *Core) deleteWrite(who agentfs.Caller, id, ifMatch string) *write {
+func (c *Core) deleteWrite(who agentfs.Caller, id, ifMatch string, o agentfs.Origin) *write {
 	return &write{
 		method: http.MethodDelete, route: "/v1/files/:id",
 		request: idempotency.Request{Operation: "delete", Target: id,
 			Params: map[string]string{"if_match": ifMatch}, By: who.By},
 		content: noContent,
 		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
-			f, _, err := c.store.DeleteFileTx(ctx, tx, who.Subject, id, ifMatch)
+			f, _, err := c.store.DeleteFileTx(ctx, tx, who.Subject, id, ifMatch, o)
 			if err != nil {
 				return idempotency.Outcome{}, err
 			}
@@ -105,16 +105,16 @@ func (c *Core) deleteWrite(who agentfs.Caller, id, ifMatch string) *write {
 // Restore undoes a delete (POST /v1/files/{id}/restore); repeating it is
 // safe.
 func (c *Core) Restore(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error) {
-	return c.run(ctx, who, nil, c.restoreWrite(who, id))
+	return c.run(ctx, who, nil, c.restoreWrite(who, id, agentfs.OriginOf(who)))
 }
 
-func (c *Core) restoreWrite(who agentfs.Caller, id string) *write {
+func (c *Core) restoreWrite(who agentfs.Caller, id string, o agentfs.Origin) *write {
 	return &write{
 		method: http.MethodPost, route: "/v1/files/:id/restore",
 		request: idempotency.Request{Operation: "restore", Target: id, By: who.By},
 		content: noContent,
 		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
-			f, _, err := c.store.RestoreFileTx(ctx, tx, who.Subject, id)
+			f, _, err := c.store.RestoreFileTx(ctx, tx, who.Subject, id, o)
 			if err != nil {
 				return idempotency.Outcome{}, err
 			}
@@ -130,7 +130,8 @@ func (c *Core) CreateUpload(ctx context.Context, who agentfs.Caller, req agentfs
 	// The request, defaults filled in, canonicalised: key order, whitespace
 	// and omitted defaults do not make another request.
 	normal, _ := json.Marshal(map[string]any{"path": req.Path, "size_bytes": req.SizeBytes,
-		"content_type": req.ContentType, "replace": req.Replace, "sha256": req.SHA256})
+		"content_type": req.ContentType, "replace": req.Replace, "sha256": req.SHA256,
+		"expires_in": int64(req.ExpiresIn.Seconds())})
 	content, _ := idempotency.JSONContentHash(normal)
 	return c.run(ctx, who, nil, &write{
 		method: http.MethodPost, route: "/v1/uploads",
@@ -211,7 +212,7 @@ func (c *Core) CompleteUpload(ctx context.Context, who agentfs.Caller, id string
 			return err
 		},
 		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
-			f, created, err := pending.Apply(ctx, tx)
+			f, created, err := pending.Apply(ctx, tx, agentfs.OriginOf(who))
 			if err != nil {
 				return idempotency.Outcome{}, err
 			}

@@ -7,6 +7,7 @@ package api
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/agentfs/agentfs"
@@ -35,6 +36,7 @@ type File struct {
 	UpdatedAt   time.Time  `json:"updated_at"`
 	DeletedAt   *time.Time `json:"deleted_at"`
 	PurgeAfter  *time.Time `json:"purge_after"`
+	ExpiresAt   *time.Time `json:"expires_at"`
 	Blocked     bool       `json:"blocked"`
 }
 
@@ -46,7 +48,7 @@ func NewFile(base string, f *agentfs.File) File {
 		AgentID: nullable(f.AgentID), RunID: nullable(f.RunID),
 		LastAgentID: nullable(f.LastAgentID), LastRunID: nullable(f.LastRunID),
 		CreatedAt: f.CreatedAt.UTC(), UpdatedAt: f.UpdatedAt.UTC(),
-		DeletedAt: utc(f.DeletedAt), PurgeAfter: utc(f.PurgeAfter), Blocked: f.Blocked,
+		DeletedAt: utc(f.DeletedAt), PurgeAfter: utc(f.PurgeAfter), ExpiresAt: utc(f.ExpiresAt), Blocked: f.Blocked,
 	}
 }
 
@@ -74,6 +76,7 @@ type Upload struct {
 	ExpiresAt   time.Time        `json:"expires_at"`
 	File        *File            `json:"file"`
 	Error       *problem.Problem `json:"error"`
+	ExpiresIn   *int64           `json:"expires_in"`
 	AgentID     *string          `json:"agent_id"`
 	RunID       *string          `json:"run_id"`
 	CreatedAt   time.Time        `json:"created_at"`
@@ -106,6 +109,10 @@ func NewUpload(base string, u *agentfs.Upload, f *agentfs.File, requestID string
 	if u.Replace {
 		out.IfExists = "replace"
 	}
+	if u.ExpiresIn > 0 {
+		secs := int64(u.ExpiresIn.Seconds())
+		out.ExpiresIn = &secs
+	}
 	if out.Status == agentfs.UploadPending && !u.ExpiresAt.After(now) {
 		out.Status = agentfs.UploadExpired // the sweeper has not got to it yet
 	}
@@ -132,7 +139,7 @@ type Batch struct {
 	Object      string      `json:"object"`
 	Status      string      `json:"status"`
 	Counts      BatchCounts `json:"counts"`
-	Items       []BatchItem `json:"items"`
+	Items       []BatchItem `json:"items,omitempty"` // absent when batches are listed
 	CreatedAt   time.Time   `json:"created_at"`
 	StartedAt   *time.Time  `json:"started_at"`
 	CompletedAt *time.Time  `json:"completed_at"`
@@ -144,6 +151,7 @@ type BatchCounts struct {
 	Succeeded int `json:"succeeded"`
 	Failed    int `json:"failed"`
 	Pending   int `json:"pending"`
+	Canceled  int `json:"canceled"`
 }
 
 // BatchItem is one item of a batch and its outcome.
@@ -161,10 +169,13 @@ type BatchItem struct {
 // whose file is missing there shows none; its status still says what
 // happened).
 func NewBatch(base string, b *agentfs.Batch, files map[string]*agentfs.File) Batch {
-	out := Batch{ID: b.ID, Object: "batch", Status: b.Status, Items: make([]BatchItem, 0, len(b.Items)),
+	out := Batch{ID: b.ID, Object: "batch", Status: b.Status,
 		CreatedAt: b.CreatedAt.UTC(), StartedAt: utc(b.StartedAt), CompletedAt: utc(b.CompletedAt)}
-	out.Counts.Total = len(b.Items)
-	out.Counts.Succeeded, out.Counts.Failed, out.Counts.Pending = b.Counts()
+	n := b.Counts()
+	out.Counts = BatchCounts{Total: n.Total, Succeeded: n.Succeeded, Failed: n.Failed, Pending: n.Pending, Canceled: n.Canceled}
+	if b.Items != nil {
+		out.Items = make([]BatchItem, 0, len(b.Items))
+	}
 	for _, it := range b.Items {
 		j := BatchItem{Index: it.Index, Op: it.Op, Path: nullable(it.Path), Status: it.Status,
 			Replayed: it.Replayed, Error: json.RawMessage("null")}
@@ -214,6 +225,167 @@ func NewOperation(r *idempotency.Record) Operation {
 		}
 	}
 	return out
+}
+
+// FileVersion is the FileVersion object: the response of
+// GET /v1/files/{id}/versions/{n}, and an element of the version listing.
+type FileVersion struct {
+	Object      string    `json:"object"`
+	FileID      string    `json:"file_id"`
+	Version     int       `json:"version"`
+	SizeBytes   int64     `json:"size_bytes"`
+	ContentType string    `json:"content_type"`
+	SHA256      string    `json:"sha256"`
+	ETag        string    `json:"etag"`
+	URL         string    `json:"url"`
+	AgentID     *string   `json:"agent_id"`
+	RunID       *string   `json:"run_id"`
+	CreatedAt   time.Time `json:"created_at"`
+	Current     bool      `json:"current"`
+}
+
+// NewFileVersion shows v; its url serves its bytes.
+func NewFileVersion(base string, v *agentfs.FileVersion) FileVersion {
+	return FileVersion{Object: "file_version", FileID: v.FileID, Version: v.Version, SizeBytes: v.SizeBytes,
+		ContentType: v.ContentType, SHA256: v.SHA256, ETag: v.ETag(),
+		URL:     base + "/v1/files/" + v.FileID + "/versions/" + strconv.Itoa(v.Version) + "/content",
+		AgentID: nullable(v.By.AgentID), RunID: nullable(v.By.RunID), CreatedAt: v.CreatedAt.UTC(), Current: v.Current}
+}
+
+// VersionList is a page of a file's versions, newest first: the response
+// of GET /v1/files/{id}/versions.
+type VersionList struct {
+	Data       []FileVersion `json:"data"`
+	HasMore    bool          `json:"has_more"`
+	NextCursor *string       `json:"next_cursor"`
+}
+
+// Link is the Link object: the response of POST /v1/files/{id}/links (the
+// only time url is shown) and DELETE /v1/links/{id}, and an element of
+// GET /v1/files/{id}/links.
+type Link struct {
+	ID        string     `json:"id"`
+	Object    string     `json:"object"`
+	FileID    string     `json:"file_id"`
+	Version   *int       `json:"version"`
+	URL       *string    `json:"url"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+	CreatedAt time.Time  `json:"created_at"`
+}
+
+// NewLink shows l; its url only when l carries its secret.
+func NewLink(base string, l *agentfs.Link) Link {
+	out := Link{ID: l.ID, Object: "link", FileID: l.FileID, ExpiresAt: l.ExpiresAt.UTC(),
+		RevokedAt: utc(l.RevokedAt), CreatedAt: l.CreatedAt.UTC()}
+	if l.Version != 0 {
+		v := l.Version
+		out.Version = &v
+	}
+	if l.Secret != "" {
+		u := base + "/s/" + l.Secret
+		out.URL = &u
+	}
+	return out
+}
+
+// LinkList is a file's links, newest first: the response of
+// GET /v1/files/{id}/links.
+type LinkList struct {
+	Data []Link `json:"data"`
+}
+
+// UploadList is a page of upload sessions: the response of GET /v1/uploads.
+type UploadList struct {
+	Data       []Upload `json:"data"`
+	HasMore    bool     `json:"has_more"`
+	NextCursor *string  `json:"next_cursor"`
+}
+
+// BatchList is a page of batches, without their items: the response of
+// GET /v1/batch.
+type BatchList struct {
+	Data       []Batch `json:"data"`
+	HasMore    bool    `json:"has_more"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+// Event is the Event object: one effect on a file, as GET /v1/events lists
+// it.
+type Event struct {
+	ID             string    `json:"id"`
+	Object         string    `json:"object"`
+	Type           string    `json:"type"`
+	FileID         string    `json:"file_id"`
+	Path           string    `json:"path"`
+	PreviousPath   *string   `json:"previous_path"`
+	Version        *int      `json:"version"`
+	SizeBytes      *int64    `json:"size_bytes"`
+	SHA256         *string   `json:"sha256"`
+	AgentID        *string   `json:"agent_id"`
+	RunID          *string   `json:"run_id"`
+	IdempotencyKey *string   `json:"idempotency_key"`
+	RequestID      *string   `json:"request_id"`
+	BatchID        *string   `json:"batch_id"`
+	At             time.Time `json:"at"`
+}
+
+// NewEvent shows e.
+func NewEvent(e *agentfs.Event) Event {
+	out := Event{ID: e.ID, Object: "event", Type: e.Type, FileID: e.FileID, Path: e.Path,
+		PreviousPath: nullable(e.PreviousPath), SHA256: nullable(e.SHA256),
+		AgentID: nullable(e.Origin.By.AgentID), RunID: nullable(e.Origin.By.RunID),
+		IdempotencyKey: nullable(e.Origin.Key), RequestID: nullable(e.Origin.RequestID), BatchID: nullable(e.Origin.BatchID),
+		At: e.At.UTC()}
+	if e.Version != 0 {
+		v, n := e.Version, e.SizeBytes
+		out.Version, out.SizeBytes = &v, &n
+	}
+	return out
+}
+
+// EventList is a page of events, oldest first: the response of
+// GET /v1/events. next_cursor is always present.
+type EventList struct {
+	Data       []Event `json:"data"`
+	HasMore    bool    `json:"has_more"`
+	NextCursor string  `json:"next_cursor"`
+}
+
+// Run is the Run object: what one run did, the response of
+// GET /v1/runs/{run_id}.
+type Run struct {
+	Object       string    `json:"object"`
+	RunID        string    `json:"run_id"`
+	AgentIDs     []string  `json:"agent_ids"`
+	FirstAt      time.Time `json:"first_at"`
+	LastAt       time.Time `json:"last_at"`
+	Counts       RunCounts `json:"counts"`
+	BytesWritten int64     `json:"bytes_written"`
+	LiveFiles    int       `json:"live_files"`
+}
+
+// RunCounts tallies a run's effects by kind.
+type RunCounts struct {
+	Created  int `json:"created"`
+	Replaced int `json:"replaced"`
+	Deleted  int `json:"deleted"`
+	Restored int `json:"restored"`
+	Moved    int `json:"moved"`
+	Reverted int `json:"reverted"`
+}
+
+// NewRun shows a run's summary.
+func NewRun(r *agentfs.RunSummary) Run {
+	c := r.Counts
+	agents := r.AgentIDs
+	if agents == nil {
+		agents = []string{}
+	}
+	return Run{Object: "run", RunID: r.RunID, AgentIDs: agents, FirstAt: r.FirstAt, LastAt: r.LastAt,
+		BytesWritten: r.BytesWritten, LiveFiles: r.LiveFiles,
+		Counts: RunCounts{Created: c[agentfs.EventCreated], Replaced: c[agentfs.EventReplaced], Deleted: c[agentfs.EventDeleted],
+			Restored: c[agentfs.EventRestored], Moved: c[agentfs.EventMoved], Reverted: c[agentfs.EventReverted]}}
 }
 
 func nullable(s string) *string {

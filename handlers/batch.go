@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -11,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
 )
@@ -28,6 +30,7 @@ type batchOp struct {
 	IfExists       *string `json:"if_exists"`
 	IdempotencyKey *string `json:"idempotency_key"`
 	FileID         *string `json:"file_id"`
+	ExpiresIn      *int64  `json:"expires_in"`
 }
 
 // createBatch is POST /v1/batch: validate every item, store and queue the
@@ -135,7 +138,17 @@ func (a *API) batchItem(op batchOp, maxContent int64) (agentfs.BatchItem, []prob
 	}
 	if op.Op == agentfs.OpPut {
 		it.Content, it.ContentType, it.Key = putItemFields(op, maxContent, bad)
+		if op.ExpiresIn != nil {
+			d, err := expiresIn("expires_in", *op.ExpiresIn, agentfs.MinExpiresIn, agentfs.MaxExpiresIn)
+			if p, ok := err.(*problem.Problem); ok {
+				bad("expires_in", p.Errors[0].Message)
+			}
+			it.ExpiresIn = d
+		}
 	} else {
+		if op.ExpiresIn != nil {
+			bad("expires_in", "is only for put")
+		}
 		if it.FileID = need("file_id", op.FileID); it.FileID != "" && !agentfs.WellFormedID("file", it.FileID) {
 			bad("file_id", "is not a file id (file_ followed by 26 characters)")
 		}
@@ -191,4 +204,44 @@ func putItemFields(op batchOp, maxContent int64, bad func(f, m string)) (content
 func (a *API) getBatch(c echo.Context) error {
 	out, err := a.deps.Writes.CurrentBatch(c.Request().Context(), caller(c), c.Param("id"))
 	return writeResult(c, idempotency.Result{Outcome: out}, err)
+}
+
+// listBatches is GET /v1/batch: the subject's batches, newest first,
+// counted but without their items.
+func (a *API) listBatches(c echo.Context) error {
+	q := c.QueryParams()
+	limit, err := parseLimit(q.Get("limit"))
+	if err != nil {
+		return err
+	}
+	f := agentfs.BatchFilter{Status: q.Get("status"), Limit: limit + 1}
+	switch f.Status {
+	case "", agentfs.BatchQueued, agentfs.BatchRunning, agentfs.BatchSucceeded, agentfs.BatchPartiallySucceeded,
+		agentfs.BatchFailed, agentfs.BatchCanceled:
+	default:
+		return problem.Validation("status", "must be queued, running, succeeded, partially_succeeded, failed or canceled")
+	}
+	if f.After, err = parseCursor(q.Get("cursor"), "batch"); err != nil {
+		return err
+	}
+	batches, err := a.deps.Sessions.ListBatches(c.Request().Context(), principal(c).Subject, f)
+	if err != nil {
+		return err
+	}
+	out := api.BatchList{Data: make([]api.Batch, 0, min(len(batches), limit))}
+	if len(batches) > limit {
+		batches, out.HasMore = batches[:limit], true
+		out.NextCursor = nextCursor(batches[limit-1].CreatedAt, batches[limit-1].ID)
+	}
+	for _, b := range batches {
+		out.Data = append(out.Data, api.NewBatch(a.deps.PublicURL, b, nil))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// cancelBatch is POST /v1/batch/{id}/cancel: pending items become
+// canceled; safe to repeat.
+func (a *API) cancelBatch(c echo.Context) error {
+	res, err := a.deps.Writes.CancelBatch(c.Request().Context(), caller(c), c.Param("id"))
+	return writeResult(c, res, err)
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -23,11 +24,30 @@ const copyBufferSize = 1 << 20
 // writerOnly is an io.Writer and nothing more.
 type writerOnly struct{ io.Writer }
 
+// content is bytes the API serves: a file's current content, one of its
+// versions, or what a share link shares.
+type content struct {
+	fileID, path, blobKey, contentType, sha256 string
+	size                                       int64
+	modified                                   time.Time
+}
+
+func (ct content) etag() string { return `"` + ct.sha256 + `"` }
+
+func contentOf(f *agentfs.File) content {
+	return content{fileID: f.ID, path: f.Path, blobKey: f.BlobKey, contentType: f.ContentType, sha256: f.SHA256,
+		size: f.SizeBytes, modified: f.UpdatedAt}
+}
+
+func versionContent(f *agentfs.File, v *agentfs.FileVersion) content {
+	return content{fileID: f.ID, path: f.Path, blobKey: v.BlobKey, contentType: v.ContentType, sha256: v.SHA256,
+		size: v.SizeBytes, modified: v.CreatedAt}
+}
+
 // getContent is GET and HEAD /v1/files/{id}/content: the bytes of a live
 // file, whole or one range, with conditional GET.
 func (a *API) getContent(c echo.Context) error {
-	ctx := c.Request().Context()
-	f, err := a.deps.Files.File(ctx, principal(c).Subject, c.Param("id"))
+	f, err := a.deps.Files.File(c.Request().Context(), principal(c).Subject, c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -37,54 +57,60 @@ func (a *API) getContent(c echo.Context) error {
 	if f.Blocked {
 		return &agentfs.BlockedError{FileID: f.ID, Reason: f.BlockReason}
 	}
+	return a.serveContent(c, contentOf(f))
+}
+
+// serveContent answers with ct's bytes, whole or one range, with
+// conditional GET; HEAD gets the headers alone.
+func (a *API) serveContent(c echo.Context, ct content) error {
 	h := c.Response().Header()
-	setContentHeaders(h, f)
+	setContentHeaders(h, ct)
 	req := c.Request()
-	if inm := req.Header.Get("If-None-Match"); inm != "" && agentfs.ETagMatches(inm, f.ETag()) {
+	if inm := req.Header.Get("If-None-Match"); inm != "" && agentfs.ETagMatches(inm, ct.etag()) {
 		return c.NoContent(http.StatusNotModified)
 	}
-	status, rng, err := chooseRange(req, f)
+	status, rng, err := chooseRange(req, ct)
 	if err != nil {
 		return err
 	}
 	if status == http.StatusPartialContent {
-		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", rng.start, rng.start+rng.length-1, f.SizeBytes))
+		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", rng.start, rng.start+rng.length-1, ct.size))
 	}
 	h.Set(echo.HeaderContentLength, strconv.FormatInt(rng.length, 10))
 	if req.Method == http.MethodHead || rng.length == 0 {
 		c.Response().WriteHeader(status)
 		return nil
 	}
-	return a.streamBlob(c, f, status, rng)
+	return a.streamBlob(c, ct, status, rng)
 }
 
-func setContentHeaders(h http.Header, f *agentfs.File) {
-	h.Set("ETag", f.ETag())
+func setContentHeaders(h http.Header, ct content) {
+	h.Set("ETag", ct.etag())
 	h.Set("Accept-Ranges", "bytes")
-	h.Set(echo.HeaderContentType, f.ContentType)
-	h.Set("Last-Modified", f.UpdatedAt.UTC().Format(http.TimeFormat))
-	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(f.Path)}))
-	if sum, err := hex.DecodeString(f.SHA256); err == nil {
+	h.Set(echo.HeaderContentType, ct.contentType)
+	h.Set("Last-Modified", ct.modified.UTC().Format(http.TimeFormat))
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(ct.path)}))
+	if sum, err := hex.DecodeString(ct.sha256); err == nil {
 		h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":")
 	}
 }
 
 // chooseRange decides between the whole content (200) and one range (206).
 // A Range is honoured only when If-Range, if sent, names the current etag.
-func chooseRange(req *http.Request, f *agentfs.File) (int, byteRange, error) {
-	whole := byteRange{start: 0, length: f.SizeBytes}
+func chooseRange(req *http.Request, ct content) (int, byteRange, error) {
+	whole := byteRange{start: 0, length: ct.size}
 	rh := req.Header.Get("Range")
 	if rh == "" {
 		return http.StatusOK, whole, nil
 	}
-	if ir := req.Header.Get("If-Range"); ir != "" && ir != f.ETag() {
+	if ir := req.Header.Get("If-Range"); ir != "" && ir != ct.etag() {
 		return http.StatusOK, whole, nil
 	}
-	rng, ok, err := parseRange(rh, f.SizeBytes)
+	rng, ok, err := parseRange(rh, ct.size)
 	if errors.Is(err, errUnsatisfiable) {
 		return 0, rng, problem.New(problem.RangeNotSatisfiable,
-			fmt.Sprintf("the content has %d bytes", f.SizeBytes)).
-			WithHeader("Content-Range", fmt.Sprintf("bytes */%d", f.SizeBytes))
+			fmt.Sprintf("the content has %d bytes", ct.size)).
+			WithHeader("Content-Range", fmt.Sprintf("bytes */%d", ct.size))
 	}
 	if !ok {
 		return http.StatusOK, whole, nil
@@ -95,8 +121,8 @@ func chooseRange(req *http.Request, f *agentfs.File) (int, byteRange, error) {
 // streamBlob copies the range of the file's blob to the client. The first
 // bytes are fetched before the status is sent, so an outage is still
 // answered as a problem.
-func (a *API) streamBlob(c echo.Context, f *agentfs.File, status int, rng byteRange) error {
-	blob, err := a.deps.Files.OpenBlob(c.Request().Context(), f.BlobKey, rng.start, rng.length)
+func (a *API) streamBlob(c echo.Context, ct content, status int, rng byteRange) error {
+	blob, err := a.deps.Files.OpenBlob(c.Request().Context(), ct.blobKey, rng.start, rng.length)
 	if err != nil {
 		return err
 	}
@@ -107,7 +133,7 @@ func (a *API) streamBlob(c echo.Context, f *agentfs.File, status int, rng byteRa
 	n, err := blob.Read(buf)
 	if err != nil && err != io.EOF && n == 0 {
 		if errors.Is(err, agentfs.ErrNotFound) {
-			return fmt.Errorf("blob %s of file %s is missing: %w", f.BlobKey, f.ID, agentfs.ErrUnavailable)
+			return fmt.Errorf("blob %s of file %s is missing: %w", ct.blobKey, ct.fileID, agentfs.ErrUnavailable)
 		}
 		return err
 	}
@@ -123,9 +149,9 @@ func (a *API) streamBlob(c echo.Context, f *agentfs.File, status int, rng byteRa
 		// The status is sent; all that is left is to cut the connection so
 		// the client sees a short body, never a silently truncated one.
 		if ctx := c.Request().Context(); ctx.Err() != nil {
-			a.deps.Log.DebugContext(ctx, "client gone", "file_id", f.ID, "err", werr)
+			a.deps.Log.DebugContext(ctx, "client gone", "file_id", ct.fileID, "err", werr)
 		} else {
-			a.deps.Log.WarnContext(ctx, "content stream failed", "file_id", f.ID, "err", werr)
+			a.deps.Log.WarnContext(ctx, "content stream failed", "file_id", ct.fileID, "err", werr)
 		}
 		panic(http.ErrAbortHandler)
 	}

@@ -66,6 +66,9 @@ func (a *API) bindPut(c echo.Context) (agentfs.Put, io.Reader, error) {
 	if put.Size > put.MaxBytes {
 		return put, nil, agentfs.ErrTooLarge
 	}
+	if put.ExpiresIn, err = parseExpiresIn("expires_in", c.QueryParam("expires_in"), agentfs.MinExpiresIn, agentfs.MaxExpiresIn); err != nil {
+		return put, nil, err
+	}
 	return put, body, validatePut(&put, ifExists, req.Header)
 }
 
@@ -181,7 +184,7 @@ const (
 func bindFilter(c echo.Context) (agentfs.FileFilter, error) {
 	q := c.QueryParams()
 	f := agentfs.FileFilter{
-		RunID: q.Get("run_id"), AgentID: q.Get("agent_id"),
+		RunID: q.Get("run_id"), AgentID: q.Get("agent_id"), LastRunID: q.Get("last_run_id"),
 		Prefix: q.Get("prefix"), Path: q.Get("path"), Limit: defaultListLimit,
 	}
 	if v := q.Get("limit"); v != "" {
@@ -202,7 +205,7 @@ func bindFilter(c echo.Context) (agentfs.FileFilter, error) {
 		f.IncludeDeleted = b
 	}
 	if v := q.Get("cursor"); v != "" {
-		cur, err := agentfs.ParseCursor(v)
+		cur, err := agentfs.ParseCursor(v, "file")
 		if err != nil {
 			return f, problem.Invalid("cursor", err.Error())
 		}
@@ -212,7 +215,7 @@ func bindFilter(c echo.Context) (agentfs.FileFilter, error) {
 }
 
 func validateFilter(f agentfs.FileFilter) error {
-	for _, v := range []struct{ name, value string }{{"run_id", f.RunID}, {"agent_id", f.AgentID}} {
+	for _, v := range []struct{ name, value string }{{"run_id", f.RunID}, {"agent_id", f.AgentID}, {"last_run_id", f.LastRunID}} {
 		if v.value != "" && !agentfs.ValidTagValue(v.value) {
 			return problem.Validation(v.name, "must be 1-128 characters of A-Z a-z 0-9 . _ : / = + @ -")
 		}
@@ -222,8 +225,13 @@ func validateFilter(f agentfs.FileFilter) error {
 			return pathProblem(err)
 		}
 	}
-	if len(f.Prefix) > agentfs.MaxPathBytes || !utf8.ValidString(f.Prefix) ||
-		strings.ContainsFunc(f.Prefix, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+	return validatePrefix(f.Prefix)
+}
+
+// validatePrefix checks a listing's path prefix.
+func validatePrefix(prefix string) error {
+	if len(prefix) > agentfs.MaxPathBytes || !utf8.ValidString(prefix) ||
+		strings.ContainsFunc(prefix, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return problem.Validation("prefix", "must be at most 1024 bytes of UTF-8 without control characters")
 	}
 	return nil

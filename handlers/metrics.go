@@ -1,9 +1,11 @@
 package handlers
 
 import (
+	"errors"
 	"strconv"
 	"time"
 
+	"github.com/agentfs/agentfs"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -13,6 +15,7 @@ import (
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	links    *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -27,8 +30,26 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"method", "route"}),
 	}
-	reg.MustRegister(m.requests, m.duration)
+	m.links = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentfs_link_downloads_total",
+		Help: "Share link downloads, by outcome: served, gone (unknown, expired, revoked or deleted), blocked, failed.",
+	}, []string{"outcome"})
+	reg.MustRegister(m.requests, m.duration, m.links)
 	return m
+}
+
+// linkDownload counts one share link download by how it ended.
+func (m *metrics) linkDownload(err error) {
+	outcome := "served"
+	switch {
+	case errors.Is(err, agentfs.ErrLinkGone):
+		outcome = "gone"
+	case errors.Is(err, agentfs.ErrBlocked):
+		outcome = "blocked"
+	case err != nil:
+		outcome = "failed"
+	}
+	m.links.WithLabelValues(outcome).Inc()
 }
 
 // observe counts one request. Every label value comes from a closed set, so
@@ -51,6 +72,6 @@ var knownMethods = map[string]bool{
 	"CONNECT": true, "TRACE": true,
 }
 
-func (a *API) metrics() echo.HandlerFunc {
+func (a *API) serveMetrics() echo.HandlerFunc {
 	return echo.WrapHandler(promhttp.HandlerFor(a.deps.Registry, promhttp.HandlerOpts{}))
 }

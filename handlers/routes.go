@@ -27,6 +27,23 @@ type Files interface {
 	File(ctx context.Context, subject, id string) (*agentfs.File, error)
 	ListFiles(ctx context.Context, subject string, filter agentfs.FileFilter) ([]*agentfs.File, error)
 	OpenBlob(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
+	Versions(ctx context.Context, subject, fileID string, filter agentfs.VersionFilter) ([]*agentfs.FileVersion, error)
+	Version(ctx context.Context, subject, fileID string, n int) (*agentfs.FileVersion, error)
+	Links(ctx context.Context, subject, fileID string) ([]*agentfs.Link, error)
+	ResolveLink(ctx context.Context, secret string) (*agentfs.Shared, error)
+}
+
+// Sessions lists upload sessions and batches.
+type Sessions interface {
+	ListUploads(ctx context.Context, subject string, filter agentfs.UploadFilter) ([]*agentfs.Upload, error)
+	ListBatches(ctx context.Context, subject string, filter agentfs.BatchFilter) ([]*agentfs.Batch, error)
+}
+
+// Ledger reads the run ledger: the event feed and run summaries.
+type Ledger interface {
+	AwaitEvents(ctx context.Context, subject string, filter agentfs.EventFilter, wait time.Duration) ([]*agentfs.Event, agentfs.EventCursor, error)
+	EventsStart(ctx context.Context, subject string) (agentfs.EventCursor, error)
+	RunSummary(ctx context.Context, subject, runID string) (*agentfs.RunSummary, error)
 }
 
 // Writes is the admission core (package admission): every write the API
@@ -42,6 +59,12 @@ type Writes interface {
 	CompleteUpload(ctx context.Context, who agentfs.Caller, id string, req agentfs.CompleteRequest) (idempotency.Result, error)
 	AbortUpload(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
 	CreateBatch(ctx context.Context, who agentfs.Caller, b *agentfs.Batch, raw []byte, wait time.Duration) (idempotency.Result, error)
+	Revert(ctx context.Context, who agentfs.Caller, r agentfs.Revert) (idempotency.Result, error)
+	Move(ctx context.Context, who agentfs.Caller, m agentfs.Move) (idempotency.Result, error)
+	SetExpiry(ctx context.Context, who agentfs.Caller, e agentfs.Expiry) (idempotency.Result, error)
+	CreateLink(ctx context.Context, who agentfs.Caller, req agentfs.NewLink) (idempotency.Result, error)
+	RevokeLink(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
+	CancelBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
 	CurrentUpload(ctx context.Context, who agentfs.Caller, id string) (idempotency.Outcome, error)
 	CurrentBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Outcome, error)
 	Operation(ctx context.Context, subject, key string) (*idempotency.Record, error)
@@ -82,11 +105,18 @@ type Limits struct {
 	// instances (429 QUOTA_EXCEEDED); 0 disables it.
 	QuotaBytes  int64
 	QuotaWindow time.Duration
+	// VersionRetention and MaxVersions bound the non-current versions kept
+	// per file; EventRetention how long events (and cursors) last.
+	VersionRetention time.Duration
+	MaxVersions      int
+	EventRetention   time.Duration
 }
 
 // Deps are what the API needs; New rejects missing ones.
 type Deps struct {
 	Files     Files
+	Sessions  Sessions
+	Ledger    Ledger
 	Writes    Writes
 	Quota     Quota
 	Tokens    Tokens
@@ -100,17 +130,18 @@ type Deps struct {
 
 // API is the AgentFS HTTP handler.
 type API struct {
-	deps   Deps
-	echo   *echo.Echo
-	rates  *rateLimits
-	routes map[string]bool // every route template, the closed set of route labels
+	deps    Deps
+	echo    *echo.Echo
+	rates   *rateLimits
+	metrics *metrics
+	routes  map[string]bool // every route template, the closed set of route labels
 }
 
 // New builds the API and its routes.
 func New(d Deps) (*API, error) {
 	switch {
-	case d.Files == nil, d.Writes == nil, d.Tokens == nil, d.Health == nil, d.Quota == nil:
-		return nil, errors.New("handlers: Files, Writes, Quota, Tokens and Health are required")
+	case d.Files == nil, d.Sessions == nil, d.Ledger == nil, d.Writes == nil, d.Tokens == nil, d.Health == nil, d.Quota == nil:
+		return nil, errors.New("handlers: Files, Sessions, Ledger, Writes, Quota, Tokens and Health are required")
 	case d.Limits.QuotaBytes > 0 && d.Limits.QuotaWindow <= 0:
 		return nil, errors.New("handlers: a byte quota needs a positive QuotaWindow")
 	case d.Limits.BatchMaxItems <= 0, d.Limits.BatchMaxBytes <= 0, d.Limits.BatchMaxItemBytes <= 0:
@@ -125,6 +156,7 @@ func New(d Deps) (*API, error) {
 		return nil, errors.New("handlers: Limits.UploadPartSize must be at least 5 MiB and UploadTTL positive")
 	}
 	a := &API{deps: d, echo: echo.New(), rates: newRateLimits(d.Limits.RatePerSecond, d.Limits.RateBurst, time.Now)}
+	a.metrics = newMetrics(d.Registry)
 	a.addRoutes()
 	a.routes = map[string]bool{}
 	for _, r := range a.echo.Routes() {
@@ -143,11 +175,11 @@ func (a *API) addRoutes() {
 	e := a.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = problem.ErrorHandler(a.deps.Log)
-	e.Use(requestID, a.observe(newMetrics(a.deps.Registry)), recoverPanics)
+	e.Use(requestID, a.observe(a.metrics), recoverPanics)
 
 	e.GET("/healthz", a.healthz)
 	e.GET("/readyz", a.readyz)
-	e.GET("/metrics", a.metrics())
+	e.GET("/metrics", a.serveMetrics())
 	e.GET("/openapi.yaml", a.openAPI)
 	e.GET("/problems/:code", a.problemKind)
 	e.GET("/v1/protocol", a.protocol)
@@ -160,16 +192,36 @@ func (a *API) addRoutes() {
 	v1.GET("/files", a.listFiles, mw...)
 	v1.GET("/files/:id", a.getFile, mw...)
 	v1.HEAD("/files/:id", a.getFile, mw...)
+	v1.PATCH("/files/:id", a.patchFile, mw...)
 	v1.GET("/files/:id/content", a.getContent, mw...)
 	v1.HEAD("/files/:id/content", a.getContent, mw...)
 	v1.DELETE("/files/:id", a.deleteFile, mw...)
 	v1.POST("/files/:id/restore", a.restoreFile, mw...)
+	v1.GET("/files/:id/versions", a.listVersions, mw...)
+	v1.GET("/files/:id/versions/:n", a.getVersion, mw...)
+	v1.GET("/files/:id/versions/:n/content", a.getVersionContent, mw...)
+	v1.HEAD("/files/:id/versions/:n/content", a.getVersionContent, mw...)
+	v1.POST("/files/:id/revert", a.revertFile, mw...)
+	v1.POST("/files/:id/move", a.moveFile, mw...)
+	v1.POST("/files/:id/links", a.createLink, mw...)
+	v1.GET("/files/:id/links", a.listLinks, mw...)
+	v1.DELETE("/links/:id", a.revokeLink, mw...)
 	v1.POST("/uploads", a.createUpload, mw...)
+	v1.GET("/uploads", a.listUploads, mw...)
 	v1.GET("/uploads/:id", a.getUpload, mw...)
 	v1.PUT("/uploads/:id/parts/:n", a.putPart, mw...)
 	v1.POST("/uploads/:id/complete", a.completeUpload, mw...)
 	v1.DELETE("/uploads/:id", a.abortUpload, mw...)
 	v1.POST("/batch", a.createBatch, mw...)
+	v1.GET("/batch", a.listBatches, mw...)
 	v1.GET("/batch/:id", a.getBatch, mw...)
+	v1.POST("/batch/:id/cancel", a.cancelBatch, mw...)
 	v1.GET("/operations/:idempotency_key", a.getOperation, mw...)
+	v1.GET("/events", a.listEvents, mw...)
+	v1.GET("/runs/:run_id", a.getRun, mw...)
+
+	// Share links carry their own authority: no token, only the link's
+	// secret.
+	e.GET("/s/:secret", a.getShared)
+	e.HEAD("/s/:secret", a.getShared)
 }

@@ -10,11 +10,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
 )
@@ -31,6 +33,7 @@ type createUploadBody struct {
 	ContentType *string `json:"content_type"`
 	IfExists    *string `json:"if_exists"`
 	SHA256      *string `json:"sha256"`
+	ExpiresIn   *int64  `json:"expires_in"`
 }
 
 // createUpload is POST /v1/uploads: a new session, or the live one that
@@ -83,6 +86,11 @@ func (a *API) newUpload(c echo.Context, b createUploadBody) (agentfs.NewUpload, 
 			return req, problem.Validation("sha256", "must be 64 lowercase hex digits")
 		}
 		req.SHA256 = *b.SHA256
+	}
+	if b.ExpiresIn != nil {
+		if req.ExpiresIn, err = expiresIn("expires_in", *b.ExpiresIn, agentfs.MinExpiresIn, agentfs.MaxExpiresIn); err != nil {
+			return req, err
+		}
 	}
 	return req, nil
 }
@@ -199,4 +207,59 @@ func (a *API) completeUpload(c echo.Context) error {
 func (a *API) abortUpload(c echo.Context) error {
 	res, err := a.deps.Writes.AbortUpload(c.Request().Context(), caller(c), c.Param("id"))
 	return writeResult(c, res, err)
+}
+
+// listUploads is GET /v1/uploads: the subject's sessions, newest first.
+func (a *API) listUploads(c echo.Context) error {
+	q := c.QueryParams()
+	limit, err := parseLimit(q.Get("limit"))
+	if err != nil {
+		return err
+	}
+	f := agentfs.UploadFilter{Status: q.Get("status"), Limit: limit + 1}
+	switch f.Status {
+	case "", agentfs.UploadPending, agentfs.UploadCompleting, agentfs.UploadCompleted, agentfs.UploadAborted,
+		agentfs.UploadExpired, agentfs.UploadFailed:
+	default:
+		return problem.Validation("status", "must be pending, completing, completed, aborted, expired or failed")
+	}
+	if p := q.Get("path"); p != "" {
+		if f.Path, err = cleanPath(p); err != nil {
+			return err
+		}
+	}
+	if f.After, err = parseCursor(q.Get("cursor"), "upl"); err != nil {
+		return err
+	}
+	uploads, err := a.deps.Sessions.ListUploads(c.Request().Context(), principal(c).Subject, f)
+	if err != nil {
+		return err
+	}
+	out := api.UploadList{Data: make([]api.Upload, 0, min(len(uploads), limit))}
+	if len(uploads) > limit {
+		uploads, out.HasMore = uploads[:limit], true
+		out.NextCursor = nextCursor(uploads[limit-1].CreatedAt, uploads[limit-1].ID)
+	}
+	reqID := c.Response().Header().Get(problem.RequestIDHeader)
+	for _, u := range uploads {
+		out.Data = append(out.Data, api.NewUpload(a.deps.PublicURL, u, nil, reqID, time.Now()))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// parseCursor reads a listing cursor of resources with this id prefix.
+func parseCursor(v, prefix string) (*agentfs.Cursor, error) {
+	if v == "" {
+		return nil, nil
+	}
+	cur, err := agentfs.ParseCursor(v, prefix)
+	if err != nil {
+		return nil, problem.Invalid("cursor", err.Error())
+	}
+	return &cur, nil
+}
+
+func nextCursor(at time.Time, id string) *string {
+	s := agentfs.Cursor{CreatedAt: at, ID: id}.String()
+	return &s
 }

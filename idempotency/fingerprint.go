@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"sort"
+	"strconv"
 
 	"github.com/agentfs/agentfs"
 )
@@ -63,10 +64,14 @@ func PutRequest(p agentfs.Put) Request {
 	if p.IfNoneMatchAny {
 		ifNoneMatch = "*"
 	}
+	params := map[string]string{"if_exists": ifExists, "if_match": p.IfMatch, "if_none_match": ifNoneMatch}
+	if p.ExpiresIn > 0 { // absent before expiry existed: keys recorded then still replay
+		params["expires_in"] = strconv.FormatInt(int64(p.ExpiresIn.Seconds()), 10)
+	}
 	return Request{
 		Operation: "put",
 		Target:    p.Path,
-		Params:    map[string]string{"if_exists": ifExists, "if_match": p.IfMatch, "if_none_match": ifNoneMatch},
+		Params:    params,
 		MediaType: p.ContentType,
 		By:        p.By,
 	}

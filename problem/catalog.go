@@ -33,6 +33,8 @@ const (
 	RateLimited            = "RATE_LIMITED"
 	QuotaExceeded          = "QUOTA_EXCEEDED"
 	ContentBlocked         = "CONTENT_BLOCKED"
+	ChangedSinceRun        = "CHANGED_SINCE_RUN"
+	CursorExpired          = "CURSOR_EXPIRED"
 	Internal               = "INTERNAL"
 	StorageUnavailable     = "STORAGE_UNAVAILABLE"
 )
@@ -80,6 +82,8 @@ func init() {
 		{UploadCompleted, 409, "Upload completed", false, "The upload session is already completed; it takes no more parts."},
 		{UploadAborted, 409, "Upload aborted", false, "The upload session was aborted; start a new one."},
 		{UploadExpired, 409, "Upload expired", false, "The upload session expired; start a new one."},
+		{ChangedSinceRun, 409, "Changed since the run", false, "Another run changed this file after the run being reverted last wrote it, so undoing the run would undo that change too. Revert with force to override, or leave the file as it is."},
+		{CursorExpired, 410, "Cursor expired", false, "The events after this cursor may have been removed by the retention (AGENTFS_EVENT_RETENTION). Start again without after, or with after=now."},
 		{LengthRequired, 411, "Length required", false, "This request needs a Content-Length header."},
 		{PreconditionFailed, 412, "Precondition failed", false, "If-Match or If-None-Match did not hold: the file changed or exists. Read its current etag and decide again."},
 		{PayloadTooLarge, 413, "Payload too large", false, "The body is larger than the server accepts; /v1/protocol lists the limits. Large files go through upload sessions."},
@@ -107,7 +111,7 @@ func init() {
 // never run the write at all.
 var recorded = map[string]bool{
 	NotFound: true, PathExists: true, UploadCompleted: true, UploadAborted: true, UploadExpired: true,
-	PreconditionFailed: true, SizeMismatch: true, PartsMissing: true, ContentBlocked: true,
+	PreconditionFailed: true, SizeMismatch: true, PartsMissing: true, ContentBlocked: true, ChangedSinceRun: true,
 }
 
 // Recorded reports whether a keyed write that ended in p keeps p under its

@@ -223,8 +223,10 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		p, unexpected := From(err)
 		req := c.Request()
 		if unexpected {
+			// The route template, not the path: a path may hold a share
+			// link's secret.
 			log.ErrorContext(req.Context(), "request failed", "err", err,
-				"method", req.Method, "path", req.URL.Path,
+				"method", req.Method, "route", c.Path(),
 				"request_id", c.Response().Header().Get(RequestIDHeader))
 		}
 		if c.Response().Committed {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -39,10 +40,12 @@ func (s *Store) CreateBatchTx(ctx context.Context, tx pgx.Tx, b *agentfs.Batch) 
 	}
 	rows := make([][]any, len(b.Items))
 	for i, it := range b.Items {
-		rows[i] = []any{out.ID, i, it.Op, it.Path, it.FileID, it.Content, it.ContentType, it.Replace, it.Key}
+		rows[i] = []any{out.ID, i, it.Op, it.Path, it.FileID, it.Content, it.ContentType, it.Replace, it.Key,
+			int64(it.ExpiresIn.Seconds())}
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"batch_items"},
-		[]string{"batch_id", "idx", "op", "path", "file_id", "content", "content_type", "replace", "item_key"},
+		[]string{"batch_id", "idx", "op", "path", "file_id", "content", "content_type", "replace", "item_key",
+			"expires_in_seconds"},
 		pgx.CopyFromRows(rows)); err != nil {
 		return nil, Translate(fmt.Errorf("store batch items: %w", err))
 	}
@@ -54,15 +57,17 @@ func (s *Store) CreateBatchTx(ctx context.Context, tx pgx.Tx, b *agentfs.Batch) 
 
 func (s *Store) loadItems(ctx context.Context, q querier, b *agentfs.Batch) error {
 	rows, err := q.Query(ctx, `SELECT idx, op, path, file_id, content_type, replace, item_key, status, replayed,
-			coalesce(result_id, ''), coalesce(error, ''::bytea)
+			coalesce(result_id, ''), coalesce(error, ''::bytea), expires_in_seconds
 		FROM batch_items WHERE batch_id = $1 ORDER BY idx`, b.ID)
 	if err != nil {
 		return Translate(fmt.Errorf("load batch items: %w", err))
 	}
 	b.Items, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (agentfs.BatchItem, error) {
 		var it agentfs.BatchItem
+		var expiresIn int64
 		err := r.Scan(&it.Index, &it.Op, &it.Path, &it.FileID, &it.ContentType, &it.Replace, &it.Key,
-			&it.Status, &it.Replayed, &it.ResultID, &it.Error)
+			&it.Status, &it.Replayed, &it.ResultID, &it.Error, &expiresIn)
+		it.ExpiresIn = time.Duration(expiresIn) * time.Second
 		return it, err
 	})
 	return Translate(err)
@@ -144,7 +149,7 @@ func (s *Store) Files(ctx context.Context, subject string, ids []string) ([]*age
 	defer rows.Close()
 	var out []*agentfs.File
 	for rows.Next() {
-		f, err := scanFile(rows)
+		f, err := s.scanFile(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -231,20 +236,91 @@ func (s *Store) MarkItem(ctx context.Context, batchID string, idx int, out ItemO
 	return err
 }
 
-// FinishBatch sets a batch's terminal state from its items: succeeded when
-// all succeeded, failed when none did, else partially_succeeded.
+// FinishBatch sets a batch's terminal state from its items once none is
+// pending: canceled when any was canceled, succeeded when all succeeded,
+// failed when none did, else partially_succeeded.
 func (s *Store) FinishBatch(ctx context.Context, id string) error {
-	_, err := s.pool.Exec(ctx, `WITH finished AS (
-		UPDATE batches b SET completed_at = now(), status = CASE
+	return finishBatch(ctx, s.pool, id)
+}
+
+func finishBatch(ctx context.Context, q querier, id string) error {
+	_, err := q.Exec(ctx, `WITH finished AS (
+		UPDATE batches b SET completed_at = now(), status = CASE WHEN c.canceled > 0 THEN 'canceled'
 			WHEN c.failed = 0 THEN 'succeeded' WHEN c.succeeded = 0 THEN 'failed' ELSE 'partially_succeeded' END
 		FROM (SELECT count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
 		             count(*) FILTER (WHERE status = 'failed') AS failed,
-		             count(*) FILTER (WHERE status = 'pending') AS pending
+		             count(*) FILTER (WHERE status = 'pending') AS pending,
+		             count(*) FILTER (WHERE status = 'canceled') AS canceled
 		      FROM batch_items WHERE batch_id = $1) c
 		WHERE b.id = $1 AND c.pending = 0 AND b.status IN ('queued', 'running')
 		RETURNING b.id)
 		SELECT pg_notify('`+ChannelBatch+`', id) FROM finished`, id)
 	return Translate(err)
+}
+
+// ListBatches returns up to filter.Limit of the subject's batches, newest
+// first, with their items counted but not loaded.
+func (s *Store) ListBatches(ctx context.Context, subject string, filter agentfs.BatchFilter) ([]*agentfs.Batch, error) {
+	where := []string{"b.subject = $1"}
+	args := []any{subject}
+	if filter.Status != "" {
+		args = append(args, filter.Status)
+		where = append(where, fmt.Sprintf("b.status = $%d", len(args)))
+	}
+	if c := filter.After; c != nil {
+		args = append(args, c.CreatedAt, c.ID)
+		where = append(where, fmt.Sprintf("(b.created_at, b.id) < ($%d, $%d)", len(args)-1, len(args)))
+	}
+	args = append(args, filter.Limit)
+	rows, err := s.pool.Query(ctx, `SELECT b.id, b.subject, b.status, coalesce(b.agent_id, ''), coalesce(b.run_id, ''),
+			coalesce(b.request_id, ''), b.created_at, b.started_at, b.completed_at,
+			c.total, c.succeeded, c.failed, c.pending, c.canceled
+		FROM batches b CROSS JOIN LATERAL (SELECT count(*) AS total,
+			count(*) FILTER (WHERE i.status = 'succeeded') AS succeeded, count(*) FILTER (WHERE i.status = 'failed') AS failed,
+			count(*) FILTER (WHERE i.status = 'pending') AS pending, count(*) FILTER (WHERE i.status = 'canceled') AS canceled
+			FROM batch_items i WHERE i.batch_id = b.id) c
+		WHERE `+strings.Join(where, " AND ")+fmt.Sprintf(` ORDER BY b.created_at DESC, b.id DESC LIMIT $%d`, len(args)), args...)
+	if err != nil {
+		return nil, Translate(fmt.Errorf("list batches: %w", err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*agentfs.Batch, error) {
+		var b agentfs.Batch
+		t := &b.Tally
+		err := r.Scan(&b.ID, &b.Subject, &b.Status, &b.By.AgentID, &b.By.RunID, &b.RequestID, &b.CreatedAt, &b.StartedAt,
+			&b.CompletedAt, &t.Total, &t.Succeeded, &t.Failed, &t.Pending, &t.Canceled)
+		return &b, err
+	})
+	return out, Translate(err)
+}
+
+// CancelBatchTx cancels the subject's batch in tx: its pending items
+// become canceled, and since no item can commit after that (an item commits
+// only while it is pending), the batch ends canceled at once. An item
+// already committing finishes first (its row is locked). Cancelling a
+// batch that ended returns it unchanged.
+func (s *Store) CancelBatchTx(ctx context.Context, tx pgx.Tx, subject, id string) (*agentfs.Batch, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	b, err := scanBatch(tx.QueryRow(ctx, `SELECT `+batchColumns+` FROM batches WHERE id = $1 AND subject = $2 FOR UPDATE`, id, subject))
+	if err != nil {
+		return nil, fmt.Errorf("cancel batch: %w", err)
+	}
+	if !b.Terminal() {
+		if _, err := tx.Exec(ctx, `UPDATE batch_items SET status = 'canceled' WHERE batch_id = $1 AND status = 'pending'`, id); err != nil {
+			return nil, Translate(fmt.Errorf("cancel batch: %w", err))
+		}
+		if err := finishBatch(ctx, tx, id); err != nil {
+			return nil, fmt.Errorf("cancel batch: %w", err)
+		}
+		if b, err = scanBatch(tx.QueryRow(ctx, `SELECT `+batchColumns+` FROM batches WHERE id = $1`, id)); err != nil {
+			return nil, fmt.Errorf("cancel batch: %w", err)
+		}
+	}
+	if err := s.loadItems(ctx, tx, b); err != nil {
+		return nil, fmt.Errorf("cancel batch: %w", err)
+	}
+	return b, nil
 }
 
 // PrepareCopy prepares a put at put.Path with the content of the subject's
@@ -262,7 +338,7 @@ func (s *Store) PrepareCopy(ctx context.Context, srcID string, put agentfs.Put) 
 		return nil, &agentfs.BlockedError{FileID: src.ID, Reason: src.BlockReason}
 	}
 	put.ContentType = src.ContentType
-	live, err := s.liveFile(ctx, s.pool, put.Subject, put.Path)
+	live, _, err := s.fileAtPath(ctx, s.pool, put.Subject, put.Path)
 	if err != nil {
 		return nil, err
 	}

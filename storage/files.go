@@ -16,19 +16,47 @@ import (
 	"github.com/agentfs/agentfs"
 )
 
+// fileColumns are a file row as scanFile reads it. A file past its
+// expires_at counts as deleted from that moment, before the sweeper records
+// it (the last but two column says so).
 const fileColumns = `id, subject, path, size_bytes, content_type, sha256, version, blob_key,
 	coalesce(agent_id, ''), coalesce(run_id, ''), coalesce(last_agent_id, ''), coalesce(last_run_id, ''),
-	created_at, updated_at, deleted_at, purge_after, blocked, block_reason`
+	created_at, updated_at, deleted_at, purge_after, expires_at, coalesce(expires_at <= now(), false),
+	blocked, block_reason`
 
-func scanFile(row pgx.Row) (*agentfs.File, error) {
+func (s *Store) scanFile(row pgx.Row) (*agentfs.File, error) {
 	var f agentfs.File
+	var expired bool
 	err := row.Scan(&f.ID, &f.Subject, &f.Path, &f.SizeBytes, &f.ContentType, &f.SHA256, &f.Version, &f.BlobKey,
 		&f.AgentID, &f.RunID, &f.LastAgentID, &f.LastRunID,
-		&f.CreatedAt, &f.UpdatedAt, &f.DeletedAt, &f.PurgeAfter, &f.Blocked, &f.BlockReason)
+		&f.CreatedAt, &f.UpdatedAt, &f.DeletedAt, &f.PurgeAfter, &f.ExpiresAt, &expired, &f.Blocked, &f.BlockReason)
 	if err != nil {
 		return nil, Translate(err)
 	}
+	if expired && f.DeletedAt == nil {
+		// Deleted from expires_at on, as the sweeper will record it.
+		at := *f.ExpiresAt
+		purge := at.Add(s.cfg.DeletedRetention)
+		f.DeletedAt, f.PurgeAfter = &at, &purge
+	}
 	return &f, nil
+}
+
+// scanFiles reads every file of rows.
+func (s *Store) scanFiles(rows pgx.Rows, err error) ([]*agentfs.File, error) {
+	if err != nil {
+		return nil, Translate(err)
+	}
+	defer rows.Close()
+	var out []*agentfs.File
+	for rows.Next() {
+		f, err := s.scanFile(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, Translate(rows.Err())
 }
 
 // PendingPut is a put whose bytes are in a new blob, decided against the
@@ -49,7 +77,7 @@ type PendingPut struct {
 // new immutable blob while hashing it. A refusal before the body leaves the
 // body unread.
 func (s *Store) PreparePut(ctx context.Context, put agentfs.Put, body io.Reader) (*PendingPut, error) {
-	live, err := s.liveFile(ctx, s.pool, put.Subject, put.Path)
+	live, _, err := s.fileAtPath(ctx, s.pool, put.Subject, put.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -69,9 +97,10 @@ func (p *PendingPut) Sum() []byte { b, _ := hex.DecodeString(p.blob.sha256); ret
 
 // Apply decides the put again against the state it locks in tx and points
 // the file at the blob: a new file (created), a replace, or nothing when the
-// live file already holds these bytes.
-func (p *PendingPut) Apply(ctx context.Context, tx pgx.Tx) (f *agentfs.File, created bool, err error) {
-	f, created, p.used, err = p.store.applyPut(ctx, tx, p.put, p.seen == nil, p.fileID, p.blob)
+// live file already holds these bytes. A change makes a new version and
+// records its event, from origin.
+func (p *PendingPut) Apply(ctx context.Context, tx pgx.Tx, origin agentfs.Origin) (f *agentfs.File, created bool, err error) {
+	f, created, p.used, err = p.store.applyPut(ctx, tx, p.put, p.seen == nil, p.fileID, p.blob, origin)
 	return f, created, err
 }
 
@@ -152,12 +181,13 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 }
 
 // CommitAlone commits a put that has nothing else to commit with it in one
-// statement, when the state is still the one the put was decided against:
-// no live file at the path (the insert's unique index says so), or the same
-// version of the same live, unblocked file. It returns a nil file and no
-// error when the state moved on, for a transaction to decide. This saves
-// the 3 round trips of a transaction on the common path.
-func (p *PendingPut) CommitAlone(ctx context.Context) (*agentfs.File, bool, error) {
+// statement (the file, its version and its event), when the state is still
+// the one the put was decided against: no file at the path (the insert's
+// unique index says so), or the same version of the same live, unblocked
+// file. It returns a nil file and no error when the state moved on, for a
+// transaction to decide. This saves the 3 round trips of a transaction on
+// the common path.
+func (p *PendingPut) CommitAlone(ctx context.Context, origin agentfs.Origin) (*agentfs.File, bool, error) {
 	s, put, seen, b := p.store, p.put, p.seen, p.blob
 	var (
 		f   *agentfs.File
@@ -165,15 +195,16 @@ func (p *PendingPut) CommitAlone(ctx context.Context) (*agentfs.File, bool, erro
 	)
 	switch {
 	case seen == nil:
-		f, err = s.insertFile(ctx, s.pool, put, p.fileID, b)
+		f, err = s.insertFile(ctx, s.pool, put, p.fileID, b, origin)
 		if uniqueViolation(err, "files_live_path") {
 			return nil, false, nil
 		}
 	case seen.SHA256 == b.sha256 && seen.ContentType == put.ContentType:
 		return nil, false, nil // identical bytes: decided under the lock
 	default:
-		f, err = s.updateFile(ctx, s.pool, put, seen.ID, b,
-			"AND version = $8 AND deleted_at IS NULL AND NOT blocked", seen.Version)
+		f, err = s.updateFile(ctx, s.pool, fileUpdate{id: seen.ID, put: put, blob: b, event: agentfs.EventReplaced, origin: origin,
+			cond: "AND version = $13 AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > now()) AND NOT blocked",
+			args: []any{seen.Version}})
 		if errors.Is(err, agentfs.ErrNotFound) { // no longer that version
 			return nil, false, nil
 		}
@@ -194,8 +225,8 @@ func isPgError(err error) bool {
 
 // applyPut decides and commits the put in tx. fresh says fileID was made
 // for this put, so no row can have it.
-func (s *Store) applyPut(ctx context.Context, tx pgx.Tx, put agentfs.Put, fresh bool, fileID string, b *writtenBlob) (*agentfs.File, bool, bool, error) {
-	live, err := s.liveFile(ctx, tx, put.Subject, put.Path, "FOR UPDATE")
+func (s *Store) applyPut(ctx context.Context, tx pgx.Tx, put agentfs.Put, fresh bool, fileID string, b *writtenBlob, origin agentfs.Origin) (*agentfs.File, bool, bool, error) {
+	live, expired, err := s.fileAtPath(ctx, tx, put.Subject, put.Path, "FOR UPDATE")
 	if err != nil {
 		return nil, false, false, err
 	}
@@ -204,6 +235,11 @@ func (s *Store) applyPut(ctx context.Context, tx pgx.Tx, put agentfs.Put, fresh 
 	}
 	if live != nil && live.SHA256 == b.sha256 && live.ContentType == put.ContentType {
 		return live, false, false, nil // identical bytes change nothing
+	}
+	if expired != nil {
+		if err := s.recordExpiry(ctx, tx, expired); err != nil {
+			return nil, false, false, err
+		}
 	}
 	id := fileID
 	if live != nil {
@@ -224,49 +260,112 @@ func (s *Store) applyPut(ctx context.Context, tx pgx.Tx, put agentfs.Put, fresh 
 		}
 	}
 	if live == nil {
-		f, err := s.insertFile(ctx, tx, put, id, b)
+		f, err := s.insertFile(ctx, tx, put, id, b, origin)
 		return f, true, err == nil, err
 	}
-	f, err := s.updateFile(ctx, tx, put, id, b, "")
+	f, err := s.updateFile(ctx, tx, fileUpdate{id: id, put: put, blob: b, event: agentfs.EventReplaced, origin: origin})
 	return f, false, err == nil, err
 }
 
-func (s *Store) insertFile(ctx context.Context, q querier, put agentfs.Put, id string, b *writtenBlob) (*agentfs.File, error) {
-	return scanFile(q.QueryRow(ctx, `INSERT INTO files
-		(id, subject, path, size_bytes, content_type, sha256, blob_key, agent_id, run_id, last_agent_id, last_run_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, nullif($8, ''), nullif($9, ''), nullif($8, ''), nullif($9, ''))
-		RETURNING `+fileColumns,
-		id, put.Subject, put.Path, b.size, put.ContentType, b.sha256, b.key, put.By.AgentID, put.By.RunID))
+// insertFile makes a new file at version 1 in one statement: the file row,
+// its version and its file.created event.
+func (s *Store) insertFile(ctx context.Context, q querier, put agentfs.Put, id string, b *writtenBlob, o agentfs.Origin) (*agentfs.File, error) {
+	return s.scanFile(q.QueryRow(ctx, `WITH f AS (
+			INSERT INTO files (id, subject, path, size_bytes, content_type, sha256, blob_key,
+				agent_id, run_id, last_agent_id, last_run_id, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, nullif($8, ''), nullif($9, ''), nullif($8, ''), nullif($9, ''),
+				CASE WHEN $10::float8 > 0 THEN now() + make_interval(secs => $10) END)
+			RETURNING *),
+		v AS (`+insertVersionFrom+`),
+		e AS (`+insertEventFrom("'"+agentfs.EventCreated+"'", "NULL", 8, 11)+`)
+		SELECT `+fileColumns+` FROM f`,
+		id, put.Subject, put.Path, b.size, put.ContentType, b.sha256, b.key, put.By.AgentID, put.By.RunID,
+		put.ExpiresIn.Seconds(), o.Key, o.RequestID, o.BatchID))
 }
 
-// updateFile points file id at blob b; cond adds to the WHERE clause, with
-// its arguments from $8.
-func (s *Store) updateFile(ctx context.Context, q querier, put agentfs.Put, id string, b *writtenBlob, cond string, args ...any) (*agentfs.File, error) {
-	return scanFile(q.QueryRow(ctx, `UPDATE files SET size_bytes = $2, content_type = $3, sha256 = $4,
-			blob_key = $5, version = version + 1, last_agent_id = nullif($6, ''), last_run_id = nullif($7, ''),
-			updated_at = now()
-		WHERE id = $1 `+cond+` RETURNING `+fileColumns,
-		append([]any{id, b.size, put.ContentType, b.sha256, b.key, put.By.AgentID, put.By.RunID}, args...)...))
+// fileUpdate is a new content for a file: a replace or a revert.
+type fileUpdate struct {
+	id     string
+	put    agentfs.Put // size, content type, attribution and expiry of the write
+	blob   *writtenBlob
+	event  string // file.replaced or file.reverted
+	origin agentfs.Origin
+	cond   string // more of the WHERE clause, with arguments from $13
+	args   []any
+}
+
+// updateFile points a file at a new content in one statement: the file
+// row at the next version, the version it supersedes, the new version and
+// the event. A replace without an expiry keeps the file's.
+func (s *Store) updateFile(ctx context.Context, q querier, u fileUpdate) (*agentfs.File, error) {
+	b, put, o := u.blob, u.put, u.origin
+	return s.scanFile(q.QueryRow(ctx, `WITH f AS (
+			UPDATE files SET size_bytes = $2, content_type = $3, sha256 = $4, blob_key = $5,
+				version = version + 1, last_agent_id = nullif($6, ''), last_run_id = nullif($7, ''),
+				updated_at = now(),
+				expires_at = CASE WHEN $8::float8 > 0 THEN now() + make_interval(secs => $8) ELSE expires_at END
+			WHERE id = $1 `+u.cond+` RETURNING *),
+		s AS (UPDATE file_versions SET superseded_at = now() FROM f
+			WHERE file_versions.file_id = f.id AND file_versions.version = f.version - 1),
+		v AS (`+insertVersionFrom+`),
+		e AS (`+insertEventFrom("$9", "NULL", 6, 10)+`)
+		SELECT `+fileColumns+` FROM f`,
+		append([]any{u.id, b.size, put.ContentType, b.sha256, b.key, put.By.AgentID, put.By.RunID,
+			put.ExpiresIn.Seconds(), u.event, o.Key, o.RequestID, o.BatchID}, u.args...)...))
+}
+
+// insertVersionFrom records the version a statement's CTE f just wrote.
+const insertVersionFrom = `INSERT INTO file_versions (file_id, version, subject, size_bytes, content_type, sha256,
+		blob_key, agent_id, run_id, created_at)
+	SELECT id, version, subject, size_bytes, content_type, sha256, blob_key, last_agent_id, last_run_id, updated_at FROM f`
+
+// insertEventFrom records the event of each file a statement's CTE f just
+// wrote: typ and previous are SQL expressions; the attribution is
+// parameters $by and $by+1, and the key, request and batch are parameters
+// $origin to $origin+2.
+func insertEventFrom(typ, previous string, by, origin int) string {
+	p := func(n int) string { return "$" + strconv.Itoa(n) }
+	return `INSERT INTO events (subject, type, file_id, path, previous_path, version, size_bytes, sha256,
+			agent_id, run_id, idempotency_key, request_id, batch_id)
+		SELECT subject, ` + typ + `, id, path, ` + previous + `, version, size_bytes, sha256,
+			nullif(` + p(by) + `, ''), nullif(` + p(by+1) + `, ''), nullif(` + p(origin) + `, ''),
+			nullif(` + p(origin+1) + `, ''), nullif(` + p(origin+2) + `, '') FROM f`
 }
 
 // querier is what both a pool and a transaction offer.
 type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// liveFile returns the subject's live file at path, or nil when there is
-// none. lock may be "FOR UPDATE".
-func (s *Store) liveFile(ctx context.Context, q querier, subject, path string, lock ...string) (*agentfs.File, error) {
-	f, err := scanFile(q.QueryRow(ctx, `SELECT `+fileColumns+` FROM files
+// fileAtPath returns the subject's live file at path (nil when there is
+// none), and the file that still holds the path past its expiry (nil when
+// there is none): it must be recorded expired before anything else takes
+// the path. lock may be "FOR UPDATE".
+func (s *Store) fileAtPath(ctx context.Context, q querier, subject, path string, lock ...string) (live, expired *agentfs.File, err error) {
+	f, err := s.scanFile(q.QueryRow(ctx, `SELECT `+fileColumns+` FROM files
 		WHERE subject = $1 AND path = $2 AND deleted_at IS NULL `+strings.Join(lock, " "), subject, path))
-	if errors.Is(err, agentfs.ErrNotFound) {
-		return nil, nil
+	switch {
+	case errors.Is(err, agentfs.ErrNotFound):
+		return nil, nil, nil
+	case err != nil:
+		return nil, nil, fmt.Errorf("find live file: %w", err)
+	case !f.Live():
+		return nil, f, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("find live file: %w", err)
-	}
-	return f, nil
+	return f, nil, nil
+}
+
+// recordExpiry records a file past its expires_at as deleted at that
+// moment, with its file.expired event, freeing its path.
+func (s *Store) recordExpiry(ctx context.Context, q querier, f *agentfs.File) error {
+	_, err := q.Exec(ctx, `WITH f AS (
+			UPDATE files SET deleted_at = expires_at, purge_after = expires_at + make_interval(secs => $2)
+			WHERE id = $1 AND deleted_at IS NULL AND expires_at <= now() RETURNING *)
+		`+insertEventFrom("'"+agentfs.EventExpired+"'", "NULL", 3, 5),
+		f.ID, s.cfg.DeletedRetention.Seconds(), "", "", "", "", "")
+	return Translate(err)
 }
 
 func (s *Store) fileExists(ctx context.Context, q querier, id string) (bool, error) {
@@ -280,7 +379,7 @@ func (s *Store) File(ctx context.Context, subject, id string) (*agentfs.File, er
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	f, err := scanFile(s.pool.QueryRow(ctx, `SELECT `+fileColumns+` FROM files WHERE id = $1 AND subject = $2`, id, subject))
+	f, err := s.scanFile(s.pool.QueryRow(ctx, `SELECT `+fileColumns+` FROM files WHERE id = $1 AND subject = $2`, id, subject))
 	if err != nil {
 		return nil, fmt.Errorf("get file: %w", err)
 	}
@@ -297,10 +396,13 @@ func (s *Store) ListFiles(ctx context.Context, subject string, filter agentfs.Fi
 		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
 	}
 	if !filter.IncludeDeleted {
-		where = append(where, "deleted_at IS NULL")
+		where = append(where, "deleted_at IS NULL", "(expires_at IS NULL OR expires_at > now())")
 	}
 	if filter.RunID != "" {
 		add("run_id = ?", filter.RunID)
+	}
+	if filter.LastRunID != "" {
+		add("last_run_id = ?", filter.LastRunID)
 	}
 	if filter.AgentID != "" {
 		add("agent_id = ?", filter.AgentID)
@@ -316,21 +418,12 @@ func (s *Store) ListFiles(ctx context.Context, subject string, filter agentfs.Fi
 		where = append(where, fmt.Sprintf("(created_at, id) < ($%d, $%d)", len(args)-1, len(args)))
 	}
 	args = append(args, filter.Limit)
-	rows, err := s.pool.Query(ctx, `SELECT `+fileColumns+` FROM files WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY created_at DESC, id DESC LIMIT $`+strconv.Itoa(len(args)), args...)
+	out, err := s.scanFiles(s.pool.Query(ctx, `SELECT `+fileColumns+` FROM files WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY created_at DESC, id DESC LIMIT $`+strconv.Itoa(len(args)), args...))
 	if err != nil {
-		return nil, Translate(fmt.Errorf("list files: %w", err))
+		return nil, fmt.Errorf("list files: %w", err)
 	}
-	defer rows.Close()
-	var out []*agentfs.File
-	for rows.Next() {
-		f, err := scanFile(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list files: %w", err)
-		}
-		out = append(out, f)
-	}
-	return out, Translate(rows.Err())
+	return out, nil
 }
 
 func likePrefix(p string) string {
@@ -339,14 +432,11 @@ func likePrefix(p string) string {
 }
 
 // DeleteFileTx soft-deletes a file in tx: it stays readable as metadata,
-// frees its path, and is purged after the retention. Deleting a deleted
-// file returns it unchanged (changed false). ifMatch, when set, must name
-// the file's etag.
-func (s *Store) DeleteFileTx(ctx context.Context, tx pgx.Tx, subject, id, ifMatch string) (f *agentfs.File, changed bool, err error) {
-	if err := checkID(id); err != nil {
-		return nil, false, err
-	}
-	cur, err := s.lockFile(ctx, tx, subject, id)
+// frees its path, and is purged after the retention. Deleting a deleted (or
+// expired) file returns it unchanged (changed false). ifMatch, when set,
+// must name the file's etag.
+func (s *Store) DeleteFileTx(ctx context.Context, tx pgx.Tx, subject, id, ifMatch string, o agentfs.Origin) (f *agentfs.File, changed bool, err error) {
+	cur, err := s.LockFile(ctx, tx, subject, id)
 	if err != nil {
 		return nil, false, fmt.Errorf("delete file: %w", err)
 	}
@@ -356,42 +446,58 @@ func (s *Store) DeleteFileTx(ctx context.Context, tx pgx.Tx, subject, id, ifMatc
 	if !cur.Live() {
 		return cur, false, nil
 	}
-	f, err = scanFile(tx.QueryRow(ctx, `UPDATE files SET deleted_at = now(), updated_at = now(),
-		purge_after = now() + make_interval(secs => $2) WHERE id = $1 RETURNING `+fileColumns,
-		id, s.cfg.DeletedRetention.Seconds()))
+	f, err = s.scanFile(tx.QueryRow(ctx, `WITH f AS (
+			UPDATE files SET deleted_at = now(), updated_at = now(), purge_after = now() + make_interval(secs => $2)
+			WHERE id = $1 RETURNING *),
+		e AS (`+insertEventFrom("'"+agentfs.EventDeleted+"'", "NULL", 3, 5)+`)
+		SELECT `+fileColumns+` FROM f`,
+		id, s.cfg.DeletedRetention.Seconds(), o.By.AgentID, o.By.RunID, o.Key, o.RequestID, o.BatchID))
 	if err != nil {
 		return nil, false, fmt.Errorf("delete file: %w", err)
 	}
 	return f, true, nil
 }
 
-// RestoreFileTx undoes a delete in tx. Restoring a live file returns it
-// unchanged (changed false); a path taken meanwhile by another live file is
-// a *agentfs.PathExistsError.
-func (s *Store) RestoreFileTx(ctx context.Context, tx pgx.Tx, subject, id string) (f *agentfs.File, changed bool, err error) {
-	if err := checkID(id); err != nil {
-		return nil, false, err
-	}
-	cur, err := s.lockFile(ctx, tx, subject, id)
+// RestoreFileTx undoes a delete (or an expiry) in tx, and clears the
+// file's expiry. Restoring a live file returns it unchanged (changed
+// false); a path taken meanwhile by another live file is a
+// *agentfs.PathExistsError.
+func (s *Store) RestoreFileTx(ctx context.Context, tx pgx.Tx, subject, id string, o agentfs.Origin) (f *agentfs.File, changed bool, err error) {
+	cur, err := s.LockFile(ctx, tx, subject, id)
 	if err != nil {
 		return nil, false, fmt.Errorf("restore file: %w", err)
 	}
 	if cur.Live() {
 		return cur, false, nil
 	}
-	holder, err := s.liveFile(ctx, tx, subject, cur.Path)
-	if err != nil {
+	if err := s.freePath(ctx, tx, subject, cur.Path); err != nil {
 		return nil, false, err
 	}
-	if holder != nil {
-		return nil, false, &agentfs.PathExistsError{Path: cur.Path, ExistingFileID: holder.ID}
-	}
-	f, err = scanFile(tx.QueryRow(ctx, `UPDATE files SET deleted_at = NULL, purge_after = NULL, updated_at = now()
-		WHERE id = $1 RETURNING `+fileColumns, id))
+	f, err = s.scanFile(tx.QueryRow(ctx, `WITH f AS (
+			UPDATE files SET deleted_at = NULL, purge_after = NULL, expires_at = NULL, updated_at = now()
+			WHERE id = $1 RETURNING *),
+		e AS (`+insertEventFrom("'"+agentfs.EventRestored+"'", "NULL", 2, 4)+`)
+		SELECT `+fileColumns+` FROM f`,
+		id, o.By.AgentID, o.By.RunID, o.Key, o.RequestID, o.BatchID))
 	if err != nil {
 		return nil, false, fmt.Errorf("restore file: %w", err)
 	}
 	return f, true, nil
+}
+
+// freePath makes sure no live file holds path in tx: a file past its expiry
+// is recorded expired; a live one is a *agentfs.PathExistsError.
+func (s *Store) freePath(ctx context.Context, tx pgx.Tx, subject, path string) error {
+	live, expired, err := s.fileAtPath(ctx, tx, subject, path, "FOR UPDATE")
+	switch {
+	case err != nil:
+		return err
+	case expired != nil:
+		return s.recordExpiry(ctx, tx, expired)
+	case live != nil:
+		return &agentfs.PathExistsError{Path: path, ExistingFileID: live.ID}
+	}
+	return nil
 }
 
 // LockFile returns the subject's file with this id, locked in tx until it
@@ -400,11 +506,7 @@ func (s *Store) LockFile(ctx context.Context, tx pgx.Tx, subject, id string) (*a
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	return s.lockFile(ctx, tx, subject, id)
-}
-
-func (s *Store) lockFile(ctx context.Context, tx pgx.Tx, subject, id string) (*agentfs.File, error) {
-	return scanFile(tx.QueryRow(ctx, `SELECT `+fileColumns+` FROM files WHERE id = $1 AND subject = $2 FOR UPDATE`, id, subject))
+	return s.scanFile(tx.QueryRow(ctx, `SELECT `+fileColumns+` FROM files WHERE id = $1 AND subject = $2 FOR UPDATE`, id, subject))
 }
 
 // BlockFile marks a file blocked by an operator: its content and any
@@ -414,7 +516,7 @@ func (s *Store) BlockFile(ctx context.Context, id string, blocked bool, reason s
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	f, err := scanFile(s.pool.QueryRow(ctx, `UPDATE files SET blocked = $2, block_reason = $3
+	f, err := s.scanFile(s.pool.QueryRow(ctx, `UPDATE files SET blocked = $2, block_reason = $3
 		WHERE id = $1 RETURNING `+fileColumns, id, blocked, reason))
 	if err != nil {
 		return nil, fmt.Errorf("block file: %w", err)

@@ -66,11 +66,11 @@ func putFile(ctx context.Context, store *storage.Store, put agentfs.Put, body io
 	}
 	res.ContentSHA256 = p.Sum()
 	if mode == alone {
-		res.File, res.Created, err = p.CommitAlone(ctx)
+		res.File, res.Created, err = p.CommitAlone(ctx, agentfs.Origin{})
 	}
 	if res.File == nil && err == nil {
 		err = store.WithTxRetry(ctx, func(tx pgx.Tx) error {
-			res.File, res.Created, err = p.Apply(ctx, tx)
+			res.File, res.Created, err = p.Apply(ctx, tx, agentfs.Origin{})
 			return err
 		})
 	}
@@ -81,7 +81,7 @@ func putFile(ctx context.Context, store *storage.Store, put agentfs.Put, body io
 func deleteFile(ctx context.Context, store *storage.Store, subject, id string) (*agentfs.File, error) {
 	var f *agentfs.File
 	err := store.WithTx(ctx, func(tx pgx.Tx) (err error) {
-		f, _, err = store.DeleteFileTx(ctx, tx, subject, id, "")
+		f, _, err = store.DeleteFileTx(ctx, tx, subject, id, "", agentfs.Origin{})
 		return err
 	})
 	return f, err

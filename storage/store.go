@@ -42,6 +42,9 @@ type Config struct {
 	// IdempotencyRetention is how long recorded outcomes are kept (0: 7 days).
 	IdempotencyLease     time.Duration
 	IdempotencyRetention time.Duration
+	// EventRetention is how long events are kept (0: 720h); a cursor older
+	// than that has expired.
+	EventRetention time.Duration
 }
 
 // Store is the AgentFS state: a Postgres pool and an S3 bucket. It is safe
@@ -84,6 +87,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.IdempotencyRetention <= 0 {
 		cfg.IdempotencyRetention = 7 * 24 * time.Hour
+	}
+	if cfg.EventRetention <= 0 {
+		cfg.EventRetention = 720 * time.Hour
 	}
 	s3, err := newS3(cfg, cfg.S3Timeout)
 	if err != nil {

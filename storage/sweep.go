@@ -55,15 +55,9 @@ func (s *Store) removeUnreferenced(ctx context.Context, page []string) (int64, e
 	if len(page) == 0 {
 		return 0, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT k FROM unnest($1::text[]) AS k
-		WHERE NOT EXISTS (SELECT 1 FROM files WHERE blob_key = k)
-		  AND NOT EXISTS (SELECT 1 FROM uploads WHERE blob_key = k)`, page)
+	orphans, err := s.unreferenced(ctx, page)
 	if err != nil {
-		return 0, Translate(fmt.Errorf("find unreferenced blobs: %w", err))
-	}
-	orphans, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return 0, Translate(err)
+		return 0, err
 	}
 	var n int64
 	for _, key := range orphans {
@@ -73,6 +67,21 @@ func (s *Store) removeUnreferenced(ctx context.Context, page []string) (int64, e
 		n++
 	}
 	return n, nil
+}
+
+// unreferenced returns the blob keys that no file, no version and no
+// upload session still in progress references. (A completed session's
+// blob is its file's, or garbage once that file's versions are gone.)
+func (s *Store) unreferenced(ctx context.Context, keys []string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT k FROM unnest($1::text[]) AS k
+		WHERE NOT EXISTS (SELECT 1 FROM files WHERE blob_key = k)
+		  AND NOT EXISTS (SELECT 1 FROM file_versions WHERE blob_key = k)
+		  AND NOT EXISTS (SELECT 1 FROM uploads WHERE blob_key = k AND status IN ('pending', 'completing'))`, keys)
+	if err != nil {
+		return nil, Translate(fmt.Errorf("find unreferenced blobs: %w", err))
+	}
+	orphans, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return orphans, Translate(err)
 }
 
 // abortStaleMultipart aborts S3 multipart uploads older than cutoff that no
@@ -104,25 +113,40 @@ func (s *Store) abortStaleMultipart(ctx context.Context, cutoff time.Time) (int6
 }
 
 // PurgeDeleted removes files deleted longer ago than their retention
-// (purge_after): the row, then its blob, which no other row can reference.
+// (purge_after): the row with its versions and links, with a file.purged
+// event, then the blobs of its versions that no other row references.
 func (s *Store) PurgeDeleted(ctx context.Context) (int64, error) {
 	var n int64
 	for {
-		var f *agentfs.File
+		var blobs []string
 		err := s.WithTx(ctx, func(tx pgx.Tx) error {
-			var err error
-			f, err = scanFile(tx.QueryRow(ctx, `DELETE FROM files WHERE id = (
-					SELECT id FROM files WHERE purge_after < now() LIMIT 1 FOR UPDATE SKIP LOCKED)
-				RETURNING `+fileColumns))
-			return err
+			rows, err := tx.Query(ctx, `WITH f AS (
+					DELETE FROM files WHERE id = (
+						SELECT id FROM files WHERE purge_after < now() LIMIT 1 FOR UPDATE SKIP LOCKED)
+					RETURNING *),
+				gone AS (SELECT blob_key FROM file_versions WHERE file_id = (SELECT id FROM f)
+					UNION SELECT blob_key FROM f),
+				e AS (`+insertEventFrom("'"+agentfs.EventPurged+"'", "NULL", 1, 3)+`)
+				SELECT blob_key FROM gone`, "", "", "", "", "")
+			if err != nil {
+				return Translate(err)
+			}
+			blobs, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return Translate(err)
 		})
 		if err != nil {
-			if errorsIsNotFound(err) {
-				return n, nil
-			}
 			return n, fmt.Errorf("purge deleted files: %w", err)
 		}
-		s.removeBlob(ctx, f.BlobKey)
+		if len(blobs) == 0 {
+			return n, nil
+		}
+		orphans, err := s.unreferenced(ctx, blobs)
+		if err != nil {
+			return n, err
+		}
+		for _, key := range orphans {
+			s.removeBlob(ctx, key)
+		}
 		n++
 	}
 }

@@ -16,9 +16,10 @@ import (
 )
 
 // TestSweepsRemoveOnlyWhatNothingReferences builds every kind of blob a
-// store holds — live, superseded, of a deleted file still kept, of a file
-// due for purge, of a pending upload session, and an orphan — then sweeps
-// with no grace: only the superseded, purged and orphaned ones go.
+// store holds — live, superseded (an earlier version), of a deleted file
+// still kept, of a file due for purge, of a pending upload session, and an
+// orphan — then sweeps with no grace: the purged and orphaned ones go; the
+// superseded one stays while its version is kept and goes with it.
 func TestSweepsRemoveOnlyWhatNothingReferences(t *testing.T) {
 	store, b := setup(t)
 	ctx := context.Background()
@@ -62,16 +63,17 @@ func TestSweepsRemoveOnlyWhatNothingReferences(t *testing.T) {
 	if _, err := store.File(ctx, "s", purged.ID); err == nil {
 		t.Fatal("the purged file's row is still there")
 	}
-	if n, err := store.SweepBlobs(ctx, 0); err != nil || n != 2 {
-		t.Fatalf("blob sweep removed %d (%v), want the superseded blob and the orphan", n, err)
+	if n, err := store.SweepBlobs(ctx, 0); err != nil || n != 1 {
+		t.Fatalf("blob sweep removed %d (%v), want the orphan alone", n, err)
 	}
 	keys := strings.Join(storagetest.ObjectKeys(t, b.cfg), " ")
-	for _, gone := range []string{old.BlobKey, purged.BlobKey, "blobs/orphan"} {
+	for _, gone := range []string{purged.BlobKey, "blobs/orphan"} {
 		if strings.Contains(keys, gone) {
 			t.Errorf("%s survived the sweep", gone)
 		}
 	}
-	for _, f := range []struct{ key, want string }{{live.BlobKey, "live"}, {replaced.BlobKey, "v2"}, {kept.BlobKey, "kept"}} {
+	for _, f := range []struct{ key, want string }{{live.BlobKey, "live"}, {replaced.BlobKey, "v2"}, {kept.BlobKey, "kept"},
+		{old.BlobKey, "v1"}} {
 		r, err := store.OpenBlob(ctx, f.key, 0, int64(len(f.want)))
 		if err != nil {
 			t.Fatal(err)
@@ -85,6 +87,17 @@ func TestSweepsRemoveOnlyWhatNothingReferences(t *testing.T) {
 	f, _, err := completeUpload(ctx, store, "s", up.ID, agentfs.CompleteRequest{})
 	if err != nil || f.SizeBytes != 3 {
 		t.Fatalf("the pending upload lost its parts to the sweep: %v", err)
+	}
+
+	// Once its version is dropped, the superseded blob goes too.
+	if n, err := store.SweepVersions(ctx, 0, 100); err != nil || n != 1 {
+		t.Fatalf("version sweep removed %d (%v), want version 1 of replaced.txt", n, err)
+	}
+	if n, err := store.SweepBlobs(ctx, 0); err != nil || n != 1 {
+		t.Fatalf("blob sweep removed %d (%v), want the superseded blob", n, err)
+	}
+	if strings.Contains(strings.Join(storagetest.ObjectKeys(t, b.cfg), " "), old.BlobKey) {
+		t.Error("the superseded blob survived the sweep after its version")
 	}
 }
 

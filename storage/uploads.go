@@ -29,16 +29,18 @@ const completionLease = 10 * time.Minute
 const uploadColumns = `id, subject, path, size_bytes, content_type, replace, sha256, part_size, part_count,
 	status, s3_upload_id, blob_key, hashed_parts, coalesce(hash_state, ''::bytea), assembled,
 	coalesce(file_id, ''), coalesce(error, ''::bytea), coalesce(agent_id, ''), coalesce(run_id, ''),
-	created_at, expires_at`
+	created_at, expires_at, expires_in_seconds`
 
 func scanUpload(row pgx.Row) (*agentfs.Upload, error) {
 	var u agentfs.Upload
+	var expiresIn int64
 	err := row.Scan(&u.ID, &u.Subject, &u.Path, &u.SizeBytes, &u.ContentType, &u.Replace, &u.SHA256,
 		&u.PartSize, &u.PartCount, &u.Status, &u.S3UploadID, &u.BlobKey, &u.HashedParts, &u.HashState,
-		&u.Assembled, &u.FileID, &u.Error, &u.By.AgentID, &u.By.RunID, &u.CreatedAt, &u.ExpiresAt)
+		&u.Assembled, &u.FileID, &u.Error, &u.By.AgentID, &u.By.RunID, &u.CreatedAt, &u.ExpiresAt, &expiresIn)
 	if err != nil {
 		return nil, Translate(err)
 	}
+	u.ExpiresIn = time.Duration(expiresIn) * time.Second
 	return &u, nil
 }
 
@@ -85,12 +87,12 @@ func (s *Store) insertUpload(ctx context.Context, tx pgx.Tx, req agentfs.NewUplo
 	}
 	u, err := scanUpload(tx.QueryRow(ctx, `INSERT INTO uploads
 		(id, subject, path, size_bytes, content_type, replace, sha256, part_size, part_count, status,
-		 s3_upload_id, blob_key, agent_id, run_id, expires_at)
+		 s3_upload_id, blob_key, agent_id, run_id, expires_at, expires_in_seconds)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, nullif($12, ''), nullif($13, ''),
-		        now() + make_interval(secs => $14))
+		        now() + make_interval(secs => $14), $15)
 		RETURNING `+uploadColumns,
 		NewID("upl"), req.Subject, req.Path, req.SizeBytes, req.ContentType, req.Replace, req.SHA256,
-		partSize, count, uploadID, key, req.By.AgentID, req.By.RunID, req.TTL.Seconds()))
+		partSize, count, uploadID, key, req.By.AgentID, req.By.RunID, req.TTL.Seconds(), int64(req.ExpiresIn.Seconds())))
 	if err != nil {
 		_ = s.core().AbortMultipartUpload(context.WithoutCancel(ctx), s.bucket, key, uploadID)
 		return nil, err
@@ -345,12 +347,12 @@ func (s *Store) PrepareComplete(ctx context.Context, subject, id string, req age
 
 // Apply commits the file and the session's completion in tx; created says
 // whether the file is new.
-func (pc *PendingComplete) Apply(ctx context.Context, tx pgx.Tx) (*agentfs.File, bool, error) {
+func (pc *PendingComplete) Apply(ctx context.Context, tx pgx.Tx, o agentfs.Origin) (*agentfs.File, bool, error) {
 	if pc.done != nil {
-		f, err := pc.store.lockFile(ctx, tx, pc.u.Subject, pc.done.ID)
+		f, err := pc.store.LockFile(ctx, tx, pc.u.Subject, pc.done.ID)
 		return f, false, err
 	}
-	f, created, err := pc.put.Apply(ctx, tx)
+	f, created, err := pc.put.Apply(ctx, tx, o)
 	if err != nil {
 		return nil, false, err
 	}
@@ -395,7 +397,7 @@ func (s *Store) beginComplete(ctx context.Context, subject, id string, req agent
 		}
 		switch u.Status {
 		case agentfs.UploadCompleted:
-			done, err = s.lockFile(ctx, tx, subject, u.FileID)
+			done, err = s.LockFile(ctx, tx, subject, u.FileID)
 			return err
 		case agentfs.UploadFailed:
 			return agentfs.ErrChecksumMismatch
@@ -415,7 +417,7 @@ func (s *Store) beginComplete(ctx context.Context, subject, id string, req agent
 		if put.IfMatch != "" && !put.Replace {
 			return agentfs.ErrIfMatchWithoutReplace
 		}
-		live, err := s.liveFile(ctx, tx, subject, u.Path)
+		live, _, err := s.fileAtPath(ctx, tx, subject, u.Path)
 		if err != nil {
 			return err
 		}
@@ -441,7 +443,7 @@ func putFor(u *agentfs.Upload, req agentfs.CompleteRequest) agentfs.Put {
 	}
 	return agentfs.Put{
 		Subject: u.Subject, Path: u.Path, ContentType: u.ContentType, Replace: replace,
-		IfMatch: req.IfMatch, Size: u.SizeBytes, By: u.By,
+		IfMatch: req.IfMatch, Size: u.SizeBytes, ExpiresIn: u.ExpiresIn, By: u.By,
 	}
 }
 
@@ -462,7 +464,7 @@ func (s *Store) assemble(ctx context.Context, u *agentfs.Upload, put agentfs.Put
 	if want != "" && want != sum {
 		return nil, s.failUpload(ctx, u, token)
 	}
-	live, err := s.liveFile(ctx, s.pool, u.Subject, u.Path)
+	live, _, err := s.fileAtPath(ctx, s.pool, u.Subject, u.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -658,4 +660,68 @@ func (s *Store) ExpireUploads(ctx context.Context) (int, error) {
 		}
 		n++
 	}
+}
+
+// ListUploads returns up to filter.Limit of the subject's sessions, newest
+// first, without their parts. A pending session past its expiry counts as
+// expired, as the API shows it.
+func (s *Store) ListUploads(ctx context.Context, subject string, filter agentfs.UploadFilter) ([]*agentfs.Upload, error) {
+	where := []string{"subject = $1"}
+	args := []any{subject}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", fmt.Sprintf("$%d", len(args))))
+	}
+	switch filter.Status {
+	case "":
+	case agentfs.UploadPending:
+		where = append(where, "status = 'pending' AND expires_at > now()")
+	case agentfs.UploadExpired:
+		where = append(where, "(status = 'expired' OR status = 'pending' AND expires_at <= now())")
+	default:
+		add("status = ?", filter.Status)
+	}
+	if filter.Path != "" {
+		add("path = ?", filter.Path)
+	}
+	if c := filter.After; c != nil {
+		args = append(args, c.CreatedAt, c.ID)
+		where = append(where, fmt.Sprintf("(created_at, id) < ($%d, $%d)", len(args)-1, len(args)))
+	}
+	args = append(args, filter.Limit)
+	rows, err := s.pool.Query(ctx, `SELECT `+uploadColumns+` FROM uploads WHERE `+strings.Join(where, " AND ")+
+		fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args)), args...)
+	if err != nil {
+		return nil, Translate(fmt.Errorf("list uploads: %w", err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*agentfs.Upload, error) { return scanUpload(r) })
+	if err != nil {
+		return nil, Translate(fmt.Errorf("list uploads: %w", err))
+	}
+	return out, s.loadPartsOf(ctx, out)
+}
+
+// loadPartsOf loads the parts of many sessions in one query.
+func (s *Store) loadPartsOf(ctx context.Context, uploads []*agentfs.Upload) error {
+	byID := make(map[string]*agentfs.Upload, len(uploads))
+	ids := make([]string, 0, len(uploads))
+	for _, u := range uploads {
+		byID[u.ID], u.Parts = u, []agentfs.Part{}
+		ids = append(ids, u.ID)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT upload_id, part_number, size_bytes, sha256, etag FROM upload_parts
+		WHERE upload_id = ANY($1) ORDER BY upload_id, part_number`, ids)
+	if err != nil {
+		return Translate(fmt.Errorf("load parts: %w", err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var p agentfs.Part
+		if err := rows.Scan(&id, &p.Number, &p.SizeBytes, &p.SHA256, &p.ETag); err != nil {
+			return Translate(err)
+		}
+		byID[id].Parts = append(byID[id].Parts, p)
+	}
+	return Translate(rows.Err())
 }

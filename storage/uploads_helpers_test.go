@@ -51,7 +51,7 @@ func completeUpload(ctx context.Context, store *storage.Store, subject, id strin
 		return nil, false, err
 	}
 	err = store.WithTxRetry(ctx, func(tx pgx.Tx) error {
-		f, created, err = pc.Apply(ctx, tx)
+		f, created, err = pc.Apply(ctx, tx, agentfs.Origin{})
 		return err
 	})
 	pc.Finish(ctx, err)

@@ -586,7 +586,7 @@ func TestCompleteUpload(t *testing.T) {
 			t.Fatalf("takeover: created=%v %+v", created, f)
 		}
 		// The dead complete, waking late, commits nothing.
-		err = store.WithTx(ctx, func(tx pgx.Tx) error { _, _, err := dead.Apply(ctx, tx); return err })
+		err = store.WithTx(ctx, func(tx pgx.Tx) error { _, _, err := dead.Apply(ctx, tx, agentfs.Origin{}); return err })
 		if !errors.Is(err, agentfs.ErrUploadCompleting) {
 			t.Fatalf("the taken-over complete: %v, want ErrUploadCompleting", err)
 		}

@@ -50,28 +50,51 @@ func Once(ctx context.Context, log *slog.Logger, tasks ...Task) {
 type Store interface {
 	SweepKeys(ctx context.Context) (int64, error)
 	ExpireUploads(ctx context.Context) (int, error)
+	ExpireFiles(ctx context.Context) (int64, error)
 	PurgeDeleted(ctx context.Context) (int64, error)
+	SweepVersions(ctx context.Context, retention time.Duration, maxVersions int) (int64, error)
+	SweepEvents(ctx context.Context) (int64, error)
 	SweepQuota(ctx context.Context, cutoff time.Time) (int64, error)
 	SweepBlobs(ctx context.Context, grace time.Duration) (int64, error)
 }
 
-// Tasks are every clean-up of store: expired idempotency records, expired
-// upload sessions, deleted files past purge_after, quota windows that ended
-// more than an hour ago, and blobs nothing references that are older than
-// blobGrace.
-func Tasks(store Store, blobGrace, quotaWindow time.Duration) []Task {
+// Config is how long things are kept.
+type Config struct {
+	// BlobGrace is how old an unreferenced blob must be before it goes:
+	// longer than any write in flight.
+	BlobGrace time.Duration
+	// QuotaWindow is the byte quota's window; windows that ended more than
+	// an hour ago go.
+	QuotaWindow time.Duration
+	// VersionRetention and MaxVersions bound the non-current versions kept
+	// per file.
+	VersionRetention time.Duration
+	MaxVersions      int
+}
+
+// Tasks are every clean-up of store, in an order where each frees what
+// the next removes: expired idempotency records and upload sessions, files
+// past their expiry (recorded deleted), deleted files past purge_after,
+// versions past their retention, events past theirs, old quota windows, and
+// blobs nothing references any more.
+func Tasks(store Store, cfg Config) []Task {
 	return []Task{
 		{Name: "idempotency records", Run: store.SweepKeys},
 		{Name: "expired uploads", Run: func(ctx context.Context) (int64, error) {
 			n, err := store.ExpireUploads(ctx)
 			return int64(n), err
 		}},
+		{Name: "expired files", Run: store.ExpireFiles},
 		{Name: "purged deleted files", Run: store.PurgeDeleted},
+		{Name: "old versions", Run: func(ctx context.Context) (int64, error) {
+			return store.SweepVersions(ctx, cfg.VersionRetention, cfg.MaxVersions)
+		}},
+		{Name: "old events", Run: store.SweepEvents},
 		{Name: "old quota windows", Run: func(ctx context.Context) (int64, error) {
-			return store.SweepQuota(ctx, time.Now().Add(-quotaWindow-time.Hour))
+			return store.SweepQuota(ctx, time.Now().Add(-cfg.QuotaWindow-time.Hour))
 		}},
 		{Name: "unreferenced blobs", Run: func(ctx context.Context) (int64, error) {
-			return store.SweepBlobs(ctx, blobGrace)
+			return store.SweepBlobs(ctx, cfg.BlobGrace)
 		}},
 	}
 }

@@ -190,6 +190,21 @@ func TestTasks(t *testing.T) {
 	deleteFile(t, store, kept.ID)
 	past(`UPDATE files SET purge_after = now() - interval '1 second' WHERE id = $1`, purged.ID)
 
+	// Files with an expiry: one past it, one not yet.
+	expiring, notYet := putFile(t, store, "expiring.txt"), putFile(t, store, "not-yet.txt")
+	past(`UPDATE files SET expires_at = now() - interval '1 second' WHERE id = $1`, expiring.ID)
+	past(`UPDATE files SET expires_at = now() + interval '1 hour' WHERE id = $1`, notYet.ID)
+
+	// Versions: a file replaced twice, whose first version was superseded
+	// longer ago than the retention; the second is kept.
+	first := putFile(t, store, "versioned.txt")
+	replaceFile(t, store, "versioned.txt", "second")
+	replaceFile(t, store, "versioned.txt", "third")
+	past(`UPDATE file_versions SET superseded_at = now() - interval '800 hours' WHERE file_id = $1 AND version = 1`, first.ID)
+
+	// Events: one older than the retention.
+	past(`UPDATE events SET at = now() - interval '800 hours' WHERE file_id = $1 AND type = 'file.created'`, alive.ID)
+
 	// Quota windows: one that ended more than an hour before the window, one
 	// current.
 	const window = time.Hour
@@ -207,14 +222,17 @@ func TestTasks(t *testing.T) {
 	}
 
 	log, logs := newLog()
-	tasks := sweeper.Tasks(store, 0, window)
+	tasks := sweeper.Tasks(store, sweeper.Config{QuotaWindow: window, VersionRetention: 720 * time.Hour, MaxVersions: 100})
 	sweeper.Once(ctx, log, tasks...)
 	want := []string{
 		`level=INFO msg=swept task="idempotency records" removed=1`,
 		`level=INFO msg=swept task="expired uploads" removed=1`,
+		`level=INFO msg=swept task="expired files" removed=1`,
 		`level=INFO msg=swept task="purged deleted files" removed=1`,
+		`level=INFO msg=swept task="old versions" removed=1`,
+		`level=INFO msg=swept task="old events" removed=1`,
 		`level=INFO msg=swept task="old quota windows" removed=1`,
-		`level=INFO msg=swept task="unreferenced blobs" removed=1`,
+		`level=INFO msg=swept task="unreferenced blobs" removed=2`,
 	}
 	if got := logs.lines(); !sameLines(got, want) {
 		t.Fatalf("first sweep logged:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -250,8 +268,20 @@ func TestTasks(t *testing.T) {
 			t.Errorf("quota window %s: %d bytes (%v), want %d", tc.start, n, err, tc.want)
 		}
 	}
+	if f, err := store.File(ctx, "s", expiring.ID); err != nil || f.DeletedAt == nil || !f.DeletedAt.Equal(*f.ExpiresAt) {
+		t.Errorf("the expired file is not recorded deleted at its expiry: %+v %v", f, err)
+	}
+	if f, err := store.File(ctx, "s", notYet.ID); err != nil || f.DeletedAt != nil {
+		t.Errorf("a file not yet expired was: %+v %v", f, err)
+	}
+	if _, err := store.Version(ctx, "s", first.ID, 1); !errors.Is(err, agentfs.ErrNotFound) {
+		t.Errorf("the version past its retention survived: %v", err)
+	}
+	if _, err := store.Version(ctx, "s", first.ID, 2); err != nil {
+		t.Errorf("the version within its retention was swept: %v", err)
+	}
 	keys := strings.Join(storagetest.ObjectKeys(t, cfg), " ")
-	if strings.Contains(keys, "blobs/orphan") || strings.Contains(keys, purged.BlobKey) {
+	if strings.Contains(keys, "blobs/orphan") || strings.Contains(keys, purged.BlobKey) || strings.Contains(keys, first.BlobKey) {
 		t.Errorf("an unreferenced blob survived: %s", keys)
 	}
 	for _, f := range []*agentfs.File{kept, alive} {
@@ -277,7 +307,8 @@ func TestTasksLeaveBlobsWithinTheirGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	log, logs := newLog()
-	sweeper.Once(ctx, log, sweeper.Tasks(store, time.Hour, time.Hour)...)
+	sweeper.Once(ctx, log, sweeper.Tasks(store, sweeper.Config{BlobGrace: time.Hour, QuotaWindow: time.Hour,
+		VersionRetention: time.Hour, MaxVersions: 100})...)
 	if got := logs.lines(); len(got) != 0 {
 		t.Fatalf("swept within the grace:\n%s", strings.Join(got, "\n"))
 	}
@@ -325,7 +356,7 @@ func putFile(t *testing.T, store *storage.Store, path string) *agentfs.File {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, _, err := p.CommitAlone(ctx)
+	f, _, err := p.CommitAlone(ctx, agentfs.Origin{})
 	p.Finish(ctx, err)
 	if err != nil || f == nil {
 		t.Fatalf("put %s: %v", path, err)
@@ -336,10 +367,32 @@ func putFile(t *testing.T, store *storage.Store, path string) *agentfs.File {
 func deleteFile(t *testing.T, store *storage.Store, id string) {
 	t.Helper()
 	err := store.WithTx(context.Background(), func(tx pgx.Tx) error {
-		_, _, err := store.DeleteFileTx(context.Background(), tx, "s", id, "")
+		_, _, err := store.DeleteFileTx(context.Background(), tx, "s", id, "", agentfs.Origin{})
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// replaceFile replaces the live file at path with content, in a transaction
+// as a keyed write would.
+func replaceFile(t *testing.T, store *storage.Store, path, content string) *agentfs.File {
+	t.Helper()
+	ctx := context.Background()
+	p, err := store.PreparePut(ctx, agentfs.Put{Subject: "s", Path: path, ContentType: "text/plain", Replace: true,
+		Size: int64(len(content))}, strings.NewReader(content))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f *agentfs.File
+	err = store.WithTx(ctx, func(tx pgx.Tx) (err error) {
+		f, _, err = p.Apply(ctx, tx, agentfs.Origin{})
+		return err
+	})
+	p.Finish(ctx, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

@@ -98,6 +98,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseDuration(env("AGENTFS_S3_TIMEOUT", "30s"), "AGENTFS_S3_TIMEOUT", &c.Storage.S3Timeout))
 	c.Storage.MaxConns = int32(min(maxConns, 10000))
 	check(parseDuration(env("AGENTFS_BLOB_GRACE", "6h"), "AGENTFS_BLOB_GRACE", &c.BlobGrace))
+	var maxVersions int64
+	check(parseDuration(env("AGENTFS_VERSION_RETENTION", "720h"), "AGENTFS_VERSION_RETENTION", &c.Limits.VersionRetention))
+	check(parseCount(env("AGENTFS_MAX_VERSIONS", "100"), "AGENTFS_MAX_VERSIONS", &maxVersions))
+	c.Limits.MaxVersions = int(min(maxVersions, 1<<20))
+	check(parseDuration(env("AGENTFS_EVENT_RETENTION", "720h"), "AGENTFS_EVENT_RETENTION", &c.Storage.EventRetention))
+	c.Limits.EventRetention = c.Storage.EventRetention
 	check(parseDuration(env("AGENTFS_SWEEP_INTERVAL", "5m"), "AGENTFS_SWEEP_INTERVAL", &c.SweepInterval))
 	c.Storage.PartSize = uint64(partSize)
 	c.Limits.DeletedRetention = c.Storage.DeletedRetention

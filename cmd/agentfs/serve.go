@@ -58,7 +58,9 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 		return err
 	}
 	defer store.Close()
-	go sweeper.Run(ctx, log, cfg.SweepInterval, sweeper.Tasks(store, cfg.BlobGrace, cfg.Limits.QuotaWindow)...)
+	go sweeper.Run(ctx, log, cfg.SweepInterval, sweeper.Tasks(store, sweeper.Config{
+		BlobGrace: cfg.BlobGrace, QuotaWindow: cfg.Limits.QuotaWindow,
+		VersionRetention: cfg.Limits.VersionRetention, MaxVersions: cfg.Limits.MaxVersions})...)
 	enqueuer, err := batch.NewEnqueuer(store.QueuePool(), log)
 	if err != nil {
 		return err
@@ -79,7 +81,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, err := handlers.New(handlers.Deps{
-		Files: store, Writes: core, Quota: store, Tokens: store, Health: store, Log: log,
+		Files: store, Sessions: store, Ledger: store, Writes: core, Quota: store, Tokens: store, Health: store, Log: log,
 		PublicURL: cfg.PublicURL, Limits: cfg.Limits, Registry: reg,
 	})
 	if err != nil {

@@ -125,7 +125,7 @@ func NewServer(t testing.TB, opts Options) *Server {
 	}
 	t.Cleanup(func() { _ = runner.Stop(context.Background()) })
 	api, err := handlers.New(handlers.Deps{
-		Files: files, Writes: core, Quota: store, Tokens: store, Health: store,
+		Files: files, Sessions: store, Ledger: store, Writes: core, Quota: store, Tokens: store, Health: store,
 		Log:       log,
 		PublicURL: publicURL,
 		Limits:    opts.Limits, Registry: prometheus.NewRegistry(),

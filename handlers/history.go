@@ -1,0 +1,229 @@
+package handlers
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/api"
+	"github.com/agentfs/agentfs/problem"
+)
+
+// listVersions is GET /v1/files/{id}/versions: newest first, in pages.
+func (a *API) listVersions(c echo.Context) error {
+	limit, err := parseLimit(c.QueryParam("limit"))
+	if err != nil {
+		return err
+	}
+	filter := agentfs.VersionFilter{Limit: limit + 1}
+	if v := c.QueryParam("cursor"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return problem.Invalid("cursor", "is not a cursor this server issued")
+		}
+		filter.Before = n
+	}
+	versions, err := a.deps.Files.Versions(c.Request().Context(), principal(c).Subject, c.Param("id"), filter)
+	if err != nil {
+		return err
+	}
+	out := api.VersionList{Data: make([]api.FileVersion, 0, min(len(versions), limit))}
+	if len(versions) > limit {
+		versions, out.HasMore = versions[:limit], true
+		next := strconv.Itoa(versions[limit-1].Version)
+		out.NextCursor = &next
+	}
+	for _, v := range versions {
+		out.Data = append(out.Data, api.NewFileVersion(a.deps.PublicURL, v))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// parseVersion reads a version number: not a number is 400, a number that
+// no version can have is 422.
+func parseVersion(field, v string) (int, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, problem.Invalid(field, "must be an integer")
+	}
+	if n < 1 || n > math.MaxInt32 {
+		return 0, problem.Validation(field, "must be a version number, 1 or more")
+	}
+	return int(n), nil
+}
+
+// version loads the version the route names.
+func (a *API) version(c echo.Context) (*agentfs.File, *agentfs.FileVersion, error) {
+	n, err := parseVersion("version", c.Param("n"))
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, subject := c.Request().Context(), principal(c).Subject
+	f, err := a.deps.Files.File(ctx, subject, c.Param("id"))
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := a.deps.Files.Version(ctx, subject, f.ID, n)
+	return f, v, err
+}
+
+// getVersion is GET /v1/files/{id}/versions/{n}.
+func (a *API) getVersion(c echo.Context) error {
+	_, v, err := a.version(c)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("ETag", v.ETag())
+	return c.JSON(http.StatusOK, api.NewFileVersion(a.deps.PublicURL, v))
+}
+
+// getVersionContent is GET and HEAD /v1/files/{id}/versions/{n}/content:
+// like /content, for any version kept (also of a deleted file).
+func (a *API) getVersionContent(c echo.Context) error {
+	f, v, err := a.version(c)
+	if err != nil {
+		return err
+	}
+	if f.Blocked {
+		return &agentfs.BlockedError{FileID: f.ID, Reason: f.BlockReason}
+	}
+	return a.serveContent(c, versionContent(f, v))
+}
+
+// revertBody is the body of POST /v1/files/{id}/revert.
+type revertBody struct {
+	Version *int64 `json:"version"`
+}
+
+// revertFile is POST /v1/files/{id}/revert.
+func (a *API) revertFile(c echo.Context) error {
+	var body revertBody
+	if _, err := readJSON(c, maxJSONBytes, &body, false); err != nil {
+		return err
+	}
+	if body.Version == nil {
+		return problem.Validation("version", "is required")
+	}
+	n, err := parseVersion("version", strconv.FormatInt(*body.Version, 10))
+	if err != nil {
+		return err
+	}
+	res, err := a.deps.Writes.Revert(c.Request().Context(), caller(c), agentfs.Revert{
+		FileID: c.Param("id"), Version: n, IfMatch: ifMatch(c)})
+	return writeResult(c, res, err)
+}
+
+// moveBody is the body of POST /v1/files/{id}/move.
+type moveBody struct {
+	Path     *string `json:"path"`
+	IfExists *string `json:"if_exists"`
+}
+
+// moveFile is POST /v1/files/{id}/move.
+func (a *API) moveFile(c echo.Context) error {
+	var body moveBody
+	if _, err := readJSON(c, maxJSONBytes, &body, false); err != nil {
+		return err
+	}
+	if body.Path == nil {
+		return problem.Validation("path", "is required")
+	}
+	p, err := cleanPath(*body.Path)
+	if err != nil {
+		return err
+	}
+	m := agentfs.Move{FileID: c.Param("id"), Path: p, IfMatch: ifMatch(c)}
+	if body.IfExists != nil {
+		if m.Replace, err = parseIfExists(*body.IfExists); err != nil {
+			return problem.Validation("if_exists", err.Error())
+		}
+	}
+	res, err := a.deps.Writes.Move(c.Request().Context(), caller(c), m)
+	return writeResult(c, res, err)
+}
+
+// patchFile is PATCH /v1/files/{id}: {"expires_at": RFC 3339 | null}, the
+// only field it takes.
+func (a *API) patchFile(c echo.Context) error {
+	var body map[string]any
+	if _, err := readJSON(c, maxJSONBytes, &body, false); err != nil {
+		return err
+	}
+	e := agentfs.Expiry{FileID: c.Param("id"), IfMatch: ifMatch(c)}
+	for k := range body {
+		if k != "expires_at" {
+			return problem.Validation(k, "cannot be changed; PATCH takes only expires_at")
+		}
+	}
+	v, ok := body["expires_at"]
+	if !ok {
+		return problem.Validation("expires_at", "is required")
+	}
+	if v != nil {
+		s, ok := v.(string)
+		if !ok {
+			return problem.Validation("expires_at", "must be an RFC 3339 time or null")
+		}
+		at, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return problem.Validation("expires_at", "must be an RFC 3339 time or null")
+		}
+		if d := time.Until(at); d < agentfs.MinExpiresIn-time.Second || d > agentfs.MaxExpiresIn+time.Minute {
+			return problem.Validation("expires_at", "must be between 60 seconds and 365 days from now; delete the file to remove it now")
+		}
+		e.At = &at
+	}
+	res, err := a.deps.Writes.SetExpiry(c.Request().Context(), caller(c), e)
+	return writeResult(c, res, err)
+}
+
+// parseExpiresIn reads an expires_in of seconds (60 s … 365 days): not a
+// number is 400, out of range 422; empty is none.
+func parseExpiresIn(field, v string, lo, hi time.Duration) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, problem.Invalid(field, "must be a whole number of seconds")
+	}
+	return expiresIn(field, n, lo, hi)
+}
+
+func expiresIn(field string, n int64, lo, hi time.Duration) (time.Duration, error) {
+	if n < int64(lo/time.Second) || n > int64(hi/time.Second) {
+		return 0, problem.Validation(field, fmt.Sprintf("must be between %d and %d seconds", int64(lo/time.Second), int64(hi/time.Second)))
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
+func ifMatch(c echo.Context) string { return strings.TrimSpace(c.Request().Header.Get("If-Match")) }
+
+// cleanPath checks a path given in a body or a query.
+func cleanPath(p string) (string, error) {
+	if err := agentfs.ValidatePath(p); err != nil {
+		return "", pathProblem(err)
+	}
+	return p, nil
+}
+
+// parseLimit reads a page size: 1-1000, default 100.
+func parseLimit(v string) (int, error) {
+	if v == "" {
+		return defaultListLimit, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, problem.Invalid("limit", "must be an integer")
+	}
+	if n < 1 || n > maxListLimit {
+		return 0, problem.Validation("limit", "must be between 1 and 1000")
+	}
+	return n, nil
+}

@@ -1,0 +1,135 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/api"
+	"github.com/agentfs/agentfs/problem"
+)
+
+// maxEventWait bounds ?wait on GET /v1/events.
+const maxEventWait = 30
+
+// listEvents is GET /v1/events: the subject's events, oldest first, after
+// a cursor; with wait, held until at least one matching event commits.
+func (a *API) listEvents(c echo.Context) error {
+	filter, wait, err := a.bindEventFilter(c)
+	if err != nil {
+		return err
+	}
+	limit := filter.Limit
+	filter.Limit++
+	ctx, subject := c.Request().Context(), principal(c).Subject
+	events, next, err := a.deps.Ledger.AwaitEvents(ctx, subject, filter, wait)
+	if errors.Is(err, agentfs.ErrCursorExpired) {
+		return problem.New(problem.CursorExpired, "the events after this cursor may have been removed by the retention; start again without after")
+	}
+	if err != nil {
+		return err
+	}
+	out := api.EventList{Data: make([]api.Event, 0, min(len(events), limit))}
+	if len(events) > limit {
+		events, out.HasMore = events[:limit], true
+		next.Position, next.At = events[limit-1].Position, events[limit-1].At
+	}
+	for _, e := range events {
+		out.Data = append(out.Data, api.NewEvent(e))
+	}
+	out.NextCursor = next.String()
+	return c.JSON(http.StatusOK, out)
+}
+
+func (a *API) bindEventFilter(c echo.Context) (agentfs.EventFilter, time.Duration, error) {
+	q := c.QueryParams()
+	subject := principal(c).Subject
+	var f agentfs.EventFilter
+	var err error
+	if f.Limit, err = parseLimit(q.Get("limit")); err != nil {
+		return f, 0, err
+	}
+	switch after := q.Get("after"); after {
+	case "":
+	case "now":
+		cur, err := a.deps.Ledger.EventsStart(c.Request().Context(), subject)
+		if err != nil {
+			return f, 0, err
+		}
+		f.After = &cur
+	default:
+		cur, err := agentfs.ParseEventCursor(after, subject)
+		if err != nil {
+			return f, 0, problem.Invalid("after", err.Error())
+		}
+		f.After = &cur
+	}
+	f.RunID, f.AgentID, f.FileID, f.Prefix = q.Get("run_id"), q.Get("agent_id"), q.Get("file_id"), q.Get("prefix")
+	for _, v := range []struct{ name, value string }{{"run_id", f.RunID}, {"agent_id", f.AgentID}} {
+		if v.value != "" && !agentfs.ValidTagValue(v.value) {
+			return f, 0, problem.Validation(v.name, "must be 1-128 characters of A-Z a-z 0-9 . _ : / = + @ -")
+		}
+	}
+	if f.FileID != "" && !agentfs.WellFormedID("file", f.FileID) {
+		return f, 0, problem.Validation("file_id", "is not a file id (file_ followed by 26 characters)")
+	}
+	if err := validatePrefix(f.Prefix); err != nil {
+		return f, 0, err
+	}
+	if types := q.Get("type"); types != "" {
+		for _, t := range strings.Split(types, ",") {
+			if !knownEventType(t) {
+				return f, 0, problem.Validation("type", "must be a comma-separated list of "+strings.Join(agentfs.EventTypes, ", "))
+			}
+			f.Types = append(f.Types, t)
+		}
+	}
+	var wait time.Duration
+	if v := q.Get("wait"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return f, 0, problem.Invalid("wait", "must be an integer number of seconds")
+		}
+		if n < 0 || n > maxEventWait {
+			return f, 0, problem.Validation("wait", "must be between 0 and 30")
+		}
+		wait = time.Duration(n) * time.Second
+	}
+	return f, wait, nil
+}
+
+func knownEventType(t string) bool {
+	for _, k := range agentfs.EventTypes {
+		if t == k {
+			return true
+		}
+	}
+	return false
+}
+
+// runID reads the run id path segment (a / in it arrives as %2F).
+func runID(c echo.Context) (string, error) {
+	id := c.Param("run_id")
+	if !agentfs.ValidTagValue(id) {
+		return "", problem.Validation("run_id", "must be 1-128 characters of A-Z a-z 0-9 . _ : / = + @ -, starting with a letter or digit")
+	}
+	return id, nil
+}
+
+// getRun is GET /v1/runs/{run_id}: what one run did.
+func (a *API) getRun(c echo.Context) error {
+	id, err := runID(c)
+	if err != nil {
+		return err
+	}
+	r, err := a.deps.Ledger.RunSummary(c.Request().Context(), principal(c).Subject, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, api.NewRun(r))
+}

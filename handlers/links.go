@@ -1,0 +1,80 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/api"
+	"github.com/agentfs/agentfs/problem"
+)
+
+// createLinkBody is the body of POST /v1/files/{id}/links.
+type createLinkBody struct {
+	ExpiresIn *int64 `json:"expires_in"`
+	Version   *int64 `json:"version"`
+}
+
+// createLink is POST /v1/files/{id}/links: 201 with the link; its url (the
+// secret) is shown in this answer only.
+func (a *API) createLink(c echo.Context) error {
+	var body createLinkBody
+	if _, err := readJSON(c, maxJSONBytes, &body, true); err != nil {
+		return err
+	}
+	req := agentfs.NewLink{FileID: c.Param("id"), ExpiresIn: agentfs.DefaultLinkExpiresIn}
+	var err error
+	if body.ExpiresIn != nil {
+		if req.ExpiresIn, err = expiresIn("expires_in", *body.ExpiresIn, agentfs.MinLinkExpiresIn, agentfs.MaxLinkExpiresIn); err != nil {
+			return err
+		}
+	}
+	if body.Version != nil {
+		if req.Version, err = parseVersion("version", strconv.FormatInt(*body.Version, 10)); err != nil {
+			return err
+		}
+	}
+	res, err := a.deps.Writes.CreateLink(c.Request().Context(), caller(c), req)
+	return writeResult(c, res, err)
+}
+
+// listLinks is GET /v1/files/{id}/links: the file's links, without secrets.
+func (a *API) listLinks(c echo.Context) error {
+	links, err := a.deps.Files.Links(c.Request().Context(), principal(c).Subject, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	out := api.LinkList{Data: make([]api.Link, 0, len(links))}
+	for _, l := range links {
+		out.Data = append(out.Data, api.NewLink(a.deps.PublicURL, l))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// revokeLink is DELETE /v1/links/{id}: revoke, safe to repeat.
+func (a *API) revokeLink(c echo.Context) error {
+	res, err := a.deps.Writes.RevokeLink(c.Request().Context(), caller(c), c.Param("id"))
+	return writeResult(c, res, err)
+}
+
+// getShared is GET and HEAD /s/{secret}: what a share link shares, without
+// a token. Every way a link can fail to serve (unknown, malformed, expired,
+// revoked, its file deleted, its version swept) is the same 404 after the
+// same work, so a guess learns nothing; a blocked file is 451. The secret
+// is never logged: the route is logged as its template.
+func (a *API) getShared(c echo.Context) error {
+	shared, err := a.deps.Files.ResolveLink(c.Request().Context(), c.Param("secret"))
+	a.metrics.linkDownload(err)
+	if errors.Is(err, agentfs.ErrLinkGone) {
+		p := problem.New(problem.NotFound, "this link is unknown, expired or revoked, or what it shared is gone")
+		p.Instance = "/s/{secret}"
+		return p
+	}
+	if err != nil {
+		return err
+	}
+	return a.serveContent(c, versionContent(shared.File, shared.Version))
+}

@@ -1,0 +1,186 @@
+package agentfs
+
+import (
+	"errors"
+	"time"
+)
+
+// FileVersion is one content of a file: every write that changes a file's
+// bytes or content type makes one. The previous ones stay readable until
+// the retention drops them.
+type FileVersion struct {
+	FileID      string
+	Subject     string
+	Version     int
+	SizeBytes   int64
+	ContentType string
+	SHA256      string
+	BlobKey     string
+	By          Attribution // of the write that made it
+	CreatedAt   time.Time
+	Current     bool
+}
+
+// ETag names the version's content, like File.ETag.
+func (v *FileVersion) ETag() string { return `"` + v.SHA256 + `"` }
+
+// VersionFilter selects versions of a file to list, newest first.
+type VersionFilter struct {
+	Limit  int
+	Before int // list versions below this number; 0: from the newest
+}
+
+// Move asks to give a file another path, keeping its id, url, version and
+// history.
+type Move struct {
+	Subject string
+	FileID  string
+	Path    string
+	Replace bool   // soft-delete a live file at the destination
+	IfMatch string // the file must carry this etag
+}
+
+// Revert asks to make an earlier version's content the current one, as a
+// new version sharing that version's blob.
+type Revert struct {
+	Subject string
+	FileID  string
+	Version int
+	IfMatch string
+	By      Attribution
+}
+
+// Expiry asks to set (or clear, when At is nil) when a file expires.
+type Expiry struct {
+	Subject string
+	FileID  string
+	At      *time.Time
+	IfMatch string
+}
+
+// Limits on expiry times (DESIGN §13).
+const (
+	MinExpiresIn = 60 * time.Second
+	MaxExpiresIn = 365 * 24 * time.Hour
+)
+
+// Link is a share link: a secret URL that serves a file's bytes without a
+// token. Only the SHA-256 of its secret is kept.
+type Link struct {
+	ID        string
+	Subject   string
+	FileID    string
+	Version   int // 0: always the current content
+	ExpiresAt time.Time
+	RevokedAt *time.Time
+	CreatedAt time.Time
+	By        Attribution
+	// Secret is the link's secret, known only to the request that created
+	// it; empty whenever the link is read back.
+	Secret string
+}
+
+// Shared is what a share link serves: the file and the version it shows.
+type Shared struct {
+	Link    *Link
+	File    *File        // as it is now
+	Version *FileVersion // the content to serve
+}
+
+// NewLink is what a caller asks of a new share link.
+type NewLink struct {
+	Subject   string
+	FileID    string
+	Version   int
+	ExpiresIn time.Duration
+	By        Attribution
+}
+
+// Limits on share links (DESIGN §13).
+const (
+	MinLinkExpiresIn     = 60 * time.Second
+	MaxLinkExpiresIn     = 7 * 24 * time.Hour
+	DefaultLinkExpiresIn = time.Hour
+)
+
+// Event types: every effect on a file commits one (DESIGN §14).
+const (
+	EventCreated  = "file.created"
+	EventReplaced = "file.replaced"
+	EventDeleted  = "file.deleted"
+	EventRestored = "file.restored"
+	EventMoved    = "file.moved"
+	EventReverted = "file.reverted"
+	EventExpired  = "file.expired"
+	EventPurged   = "file.purged"
+)
+
+// EventTypes lists every event type.
+var EventTypes = []string{EventCreated, EventReplaced, EventDeleted, EventRestored, EventMoved,
+	EventReverted, EventExpired, EventPurged}
+
+// Origin is what caused an effect, as its event records it: the request's
+// attribution, its Idempotency-Key and id, and the batch it ran in.
+type Origin struct {
+	By        Attribution
+	Key       string
+	RequestID string
+	BatchID   string
+}
+
+// OriginOf is the origin of a caller's write.
+func OriginOf(who Caller) Origin {
+	return Origin{By: who.By, Key: who.Key, RequestID: who.RequestID}
+}
+
+// Event is one effect on a file, in the order effects became visible.
+type Event struct {
+	ID           string
+	Subject      string
+	Type         string
+	FileID       string
+	Path         string
+	PreviousPath string
+	Version      int
+	SizeBytes    int64
+	SHA256       string
+	Origin       Origin
+	At           time.Time
+	Position     EventPosition
+}
+
+// EventPosition orders events: the transaction that committed an event
+// (its Postgres xid8) and the event's place within it.
+type EventPosition struct {
+	Xid uint64
+	Seq int64
+}
+
+// Errors of history and lifecycle.
+var (
+	// ErrLinkGone says a share link is unknown, expired or revoked, or
+	// what it shares is deleted or swept: all the same to its holder.
+	ErrLinkGone = errors.New("share link is unknown, expired or revoked")
+)
+
+// EventFilter selects a subject's events, oldest first.
+type EventFilter struct {
+	After   *EventCursor // nil: from the oldest kept event
+	RunID   string
+	AgentID string
+	FileID  string
+	Prefix  string
+	Types   []string
+	Limit   int
+}
+
+// RunSummary is what one run did, from its events.
+type RunSummary struct {
+	RunID        string
+	AgentIDs     []string
+	FirstAt      time.Time
+	LastAt       time.Time
+	Counts       map[string]int // by event type
+	BytesWritten int64
+	LiveFiles    int
+}

@@ -1,0 +1,203 @@
+package storage
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentfs/agentfs"
+)
+
+// ChannelEvents carries the md5 of the subject whose events just committed
+// (a trigger on events notifies it).
+const ChannelEvents = "agentfs_events"
+
+const eventColumns = `xid::text, seq, id, subject, type, file_id, path, coalesce(previous_path, ''),
+	coalesce(version, 0), coalesce(size_bytes, 0), coalesce(sha256, ''), coalesce(agent_id, ''), coalesce(run_id, ''),
+	coalesce(idempotency_key, ''), coalesce(request_id, ''), coalesce(batch_id, ''), at`
+
+func scanEvent(row pgx.Row) (*agentfs.Event, error) {
+	var e agentfs.Event
+	var xid string
+	err := row.Scan(&xid, &e.Position.Seq, &e.ID, &e.Subject, &e.Type, &e.FileID, &e.Path, &e.PreviousPath,
+		&e.Version, &e.SizeBytes, &e.SHA256, &e.Origin.By.AgentID, &e.Origin.By.RunID,
+		&e.Origin.Key, &e.Origin.RequestID, &e.Origin.BatchID, &e.At)
+	if err != nil {
+		return nil, Translate(err)
+	}
+	if e.Position.Xid, err = strconv.ParseUint(xid, 10, 64); err != nil {
+		return nil, fmt.Errorf("event xid %q: %w", xid, err)
+	}
+	return &e, nil
+}
+
+// ListEvents returns up to filter.Limit of the subject's events after the
+// filter's cursor, oldest first, and the cursor to continue from.
+//
+// Only events of transactions older than every transaction still running
+// are handed out (pg_snapshot_xmin of the statement's snapshot): such a
+// transaction has committed or rolled back, so no event can ever appear
+// before the position a page ends at. A follower of the cursors therefore
+// never skips an event that commits late, and never sees one twice. A
+// transaction held open holds the feed back until it ends; nothing is lost.
+func (s *Store) ListEvents(ctx context.Context, subject string, filter agentfs.EventFilter) ([]*agentfs.Event, agentfs.EventCursor, error) {
+	next := agentfs.EventCursor{Subject: subject, At: time.Now().UTC()}
+	if filter.After != nil {
+		next = *filter.After
+		if next.At.Before(time.Now().Add(-s.cfg.EventRetention)) {
+			return nil, next, agentfs.ErrCursorExpired
+		}
+	}
+	where := []string{"subject = $1", "(xid, seq) > ($2::text::xid8, $3)", "xid < pg_snapshot_xmin(pg_current_snapshot())"}
+	args := []any{subject, strconv.FormatUint(next.Position.Xid, 10), next.Position.Seq}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	if filter.RunID != "" {
+		add("run_id = ?", filter.RunID)
+	}
+	if filter.AgentID != "" {
+		add("agent_id = ?", filter.AgentID)
+	}
+	if filter.FileID != "" {
+		add("file_id = ?", filter.FileID)
+	}
+	if filter.Prefix != "" {
+		add(`path LIKE ? ESCAPE '\'`, likePrefix(filter.Prefix))
+	}
+	if len(filter.Types) > 0 {
+		add("type = ANY(?)", filter.Types)
+	}
+	args = append(args, filter.Limit)
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY xid, seq LIMIT $`+strconv.Itoa(len(args)), args...)
+	if err != nil {
+		return nil, next, Translate(fmt.Errorf("list events: %w", err))
+	}
+	events, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*agentfs.Event, error) { return scanEvent(r) })
+	if err != nil {
+		return nil, next, Translate(fmt.Errorf("list events: %w", err))
+	}
+	if n := len(events); n > 0 {
+		next.Position, next.At = events[n-1].Position, events[n-1].At
+	} else {
+		next.At = time.Now().UTC() // nothing after it yet: the cursor is as fresh as this read
+	}
+	return events, next, nil
+}
+
+// AwaitEvents is ListEvents that, when there is nothing to hand out yet,
+// waits up to wait for the subject's next events to commit (woken by the
+// events trigger's notification, and looking again every second, for a
+// transaction that held the feed back and ended without events).
+func (s *Store) AwaitEvents(ctx context.Context, subject string, filter agentfs.EventFilter, wait time.Duration) ([]*agentfs.Event, agentfs.EventCursor, error) {
+	events, next, err := s.ListEvents(ctx, subject, filter)
+	if err != nil || len(events) > 0 || wait <= 0 {
+		return events, next, err
+	}
+	woke, stop := s.notify.subscribe(ChannelEvents)
+	defer stop()
+	tag := md5.Sum([]byte(subject))
+	mine := hex.EncodeToString(tag[:])
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		// Listening now: what commits from here on wakes this loop.
+		if events, next, err = s.ListEvents(ctx, subject, filter); err != nil || len(events) > 0 {
+			return events, next, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, next, ctx.Err()
+		case <-deadline.C:
+			return nil, next, nil
+		case who := <-woke:
+			if who != mine && who != "" {
+				continue
+			}
+		case <-tick.C:
+		}
+	}
+}
+
+// EventsStart is a cursor at the current end of the subject's feed: its
+// follower gets what commits from now on (and possibly a few events that
+// committed just before, never fewer).
+func (s *Store) EventsStart(ctx context.Context, subject string) (agentfs.EventCursor, error) {
+	var xmin string
+	if err := s.pool.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text`).Scan(&xmin); err != nil {
+		return agentfs.EventCursor{}, Translate(err)
+	}
+	x, err := strconv.ParseUint(xmin, 10, 64)
+	if err != nil {
+		return agentfs.EventCursor{}, fmt.Errorf("snapshot xmin %q: %w", xmin, err)
+	}
+	// Every event of a transaction below xmin is final: start just before
+	// the oldest transaction that may still add some.
+	return agentfs.EventCursor{Subject: subject, At: time.Now().UTC(), Position: agentfs.EventPosition{Xid: x - 1, Seq: 1<<63 - 1}}, nil
+}
+
+// SweepEvents removes events older than the retention, and reports how
+// many.
+func (s *Store) SweepEvents(ctx context.Context) (int64, error) {
+	const chunk = 5000
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM events WHERE (xid, seq) IN (
+			SELECT xid, seq FROM events WHERE at < now() - make_interval(secs => $1) LIMIT $2)`,
+			s.cfg.EventRetention.Seconds(), chunk)
+		if err != nil {
+			return total, Translate(fmt.Errorf("sweep events: %w", err))
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < chunk {
+			return total, nil
+		}
+	}
+}
+
+// RunSummary is what the subject's run did, from its events, or
+// agentfs.ErrNotFound when no event carries the run id.
+func (s *Store) RunSummary(ctx context.Context, subject, runID string) (*agentfs.RunSummary, error) {
+	r := &agentfs.RunSummary{RunID: runID, Counts: map[string]int{}}
+	var first, last *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT min(at), max(at),
+			coalesce(array_agg(DISTINCT agent_id) FILTER (WHERE agent_id IS NOT NULL), '{}'),
+			coalesce(sum(size_bytes) FILTER (WHERE type IN ('file.created', 'file.replaced')), 0)
+		FROM events WHERE subject = $1 AND run_id = $2`, subject, runID).Scan(&first, &last, &r.AgentIDs, &r.BytesWritten)
+	if err != nil {
+		return nil, Translate(fmt.Errorf("run summary: %w", err))
+	}
+	if first == nil {
+		return nil, fmt.Errorf("run summary: %w", agentfs.ErrNotFound)
+	}
+	r.FirstAt, r.LastAt = first.UTC(), last.UTC()
+	rows, err := s.pool.Query(ctx, `SELECT type, count(*) FROM events WHERE subject = $1 AND run_id = $2 GROUP BY type`, subject, runID)
+	if err != nil {
+		return nil, Translate(fmt.Errorf("run summary: %w", err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var typ string
+		var n int
+		if err := rows.Scan(&typ, &n); err != nil {
+			return nil, Translate(err)
+		}
+		r.Counts[typ] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, Translate(err)
+	}
+	err = s.pool.QueryRow(ctx, `SELECT count(*) FROM files WHERE subject = $1 AND (run_id = $2 OR last_run_id = $2)
+		AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > now())`, subject, runID).Scan(&r.LiveFiles)
+	return r, Translate(err)
+}

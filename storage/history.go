@@ -1,0 +1,224 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentfs/agentfs"
+)
+
+const versionColumns = `v.file_id, v.subject, v.version, v.size_bytes, v.content_type, v.sha256, v.blob_key,
+	coalesce(v.agent_id, ''), coalesce(v.run_id, ''), v.created_at, v.version = f.version`
+
+func scanVersion(row pgx.Row) (*agentfs.FileVersion, error) {
+	var v agentfs.FileVersion
+	err := row.Scan(&v.FileID, &v.Subject, &v.Version, &v.SizeBytes, &v.ContentType, &v.SHA256, &v.BlobKey,
+		&v.By.AgentID, &v.By.RunID, &v.CreatedAt, &v.Current)
+	if err != nil {
+		return nil, Translate(err)
+	}
+	return &v, nil
+}
+
+// Versions lists the subject's file's versions, newest first, below
+// filter.Before (0: from the newest). An unknown file is agentfs.ErrNotFound;
+// a file whose versions were all swept but the current lists that one.
+func (s *Store) Versions(ctx context.Context, subject, fileID string, filter agentfs.VersionFilter) ([]*agentfs.FileVersion, error) {
+	if _, err := s.File(ctx, subject, fileID); err != nil {
+		return nil, err
+	}
+	before := filter.Before
+	if before <= 0 {
+		before = 1 << 31 - 1
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+versionColumns+` FROM file_versions v JOIN files f ON f.id = v.file_id
+		WHERE v.file_id = $1 AND f.subject = $2 AND v.version < $3
+		ORDER BY v.version DESC LIMIT $4`, fileID, subject, before, filter.Limit)
+	if err != nil {
+		return nil, Translate(fmt.Errorf("list versions: %w", err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*agentfs.FileVersion, error) { return scanVersion(r) })
+	if err != nil {
+		return nil, Translate(fmt.Errorf("list versions: %w", err))
+	}
+	return out, nil
+}
+
+// Version returns version n of the subject's file, or agentfs.ErrNotFound
+// when there is no such version (or it was swept).
+func (s *Store) Version(ctx context.Context, subject, fileID string, n int) (*agentfs.FileVersion, error) {
+	if err := checkID(fileID); err != nil {
+		return nil, err
+	}
+	return s.version(ctx, s.pool, subject, fileID, n)
+}
+
+func (s *Store) version(ctx context.Context, q querier, subject, fileID string, n int) (*agentfs.FileVersion, error) {
+	v, err := scanVersion(q.QueryRow(ctx, `SELECT `+versionColumns+` FROM file_versions v JOIN files f ON f.id = v.file_id
+		WHERE v.file_id = $1 AND f.subject = $2 AND v.version = $3`, fileID, subject, n))
+	if err != nil {
+		return nil, fmt.Errorf("get version: %w", err)
+	}
+	return v, nil
+}
+
+// liveForChange locks the subject's live file for a change in tx: a deleted
+// (or expired) file is agentfs.ErrNotFound, and ifMatch, when set, must name
+// its etag.
+func (s *Store) liveForChange(ctx context.Context, tx pgx.Tx, subject, id, ifMatch string) (*agentfs.File, error) {
+	f, err := s.LockFile(ctx, tx, subject, id)
+	if err != nil {
+		return nil, err
+	}
+	if !f.Live() {
+		return nil, fmt.Errorf("%w: the file is deleted; restore it first", agentfs.ErrNotFound)
+	}
+	if ifMatch != "" && !agentfs.ETagMatches(ifMatch, f.ETag()) {
+		return nil, agentfs.ErrPreconditionFailed
+	}
+	return f, nil
+}
+
+// RevertFileTx makes version r.Version's content the file's current one in
+// tx, as a new version that shares that version's blob (no bytes are
+// copied). Content identical to the current one changes nothing (changed
+// false). A deleted file, or a version that does not exist or was swept, is
+// agentfs.ErrNotFound; a blocked file is a *agentfs.BlockedError.
+func (s *Store) RevertFileTx(ctx context.Context, tx pgx.Tx, r agentfs.Revert, o agentfs.Origin) (*agentfs.File, bool, error) {
+	cur, err := s.liveForChange(ctx, tx, r.Subject, r.FileID, r.IfMatch)
+	if err != nil {
+		return nil, false, fmt.Errorf("revert file: %w", err)
+	}
+	if cur.Blocked {
+		return nil, false, &agentfs.BlockedError{FileID: cur.ID, Reason: cur.BlockReason}
+	}
+	v, err := s.version(ctx, tx, r.Subject, r.FileID, r.Version)
+	if err != nil {
+		return nil, false, fmt.Errorf("revert file: %w", err)
+	}
+	if v.SHA256 == cur.SHA256 && v.ContentType == cur.ContentType {
+		return cur, false, nil
+	}
+	f, err := s.updateFile(ctx, tx, fileUpdate{id: cur.ID, event: agentfs.EventReverted, origin: o,
+		put:  agentfs.Put{ContentType: v.ContentType, By: r.By},
+		blob: &writtenBlob{key: v.BlobKey, size: v.SizeBytes, sha256: v.SHA256}})
+	if err != nil {
+		return nil, false, fmt.Errorf("revert file: %w", err)
+	}
+	return f, true, nil
+}
+
+// MoveFileTx gives the subject's live file another path in tx; its id,
+// url, version and history stay. A live file at the destination is a
+// *agentfs.PathExistsError, or, with m.Replace, is soft-deleted in the same
+// transaction (a blocked one is a *agentfs.BlockedError). Moving a file to
+// its own path changes nothing (changed false). S3 is not touched: blob
+// keys never derive from paths.
+func (s *Store) MoveFileTx(ctx context.Context, tx pgx.Tx, m agentfs.Move, o agentfs.Origin) (*agentfs.File, bool, error) {
+	cur, err := s.liveForChange(ctx, tx, m.Subject, m.FileID, m.IfMatch)
+	if err != nil {
+		return nil, false, fmt.Errorf("move file: %w", err)
+	}
+	if cur.Path == m.Path {
+		return cur, false, nil
+	}
+	dest, expired, err := s.fileAtPath(ctx, tx, m.Subject, m.Path, "FOR UPDATE")
+	switch {
+	case err != nil:
+		return nil, false, err
+	case expired != nil:
+		err = s.recordExpiry(ctx, tx, expired)
+	case dest != nil && !m.Replace:
+		err = &agentfs.PathExistsError{Path: m.Path, ExistingFileID: dest.ID}
+	case dest != nil && dest.Blocked:
+		err = &agentfs.BlockedError{FileID: dest.ID, Reason: dest.BlockReason}
+	case dest != nil:
+		_, _, err = s.DeleteFileTx(ctx, tx, m.Subject, dest.ID, "", o)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	f, err := s.scanFile(tx.QueryRow(ctx, `WITH old AS (SELECT path FROM files WHERE id = $1),
+		f AS (UPDATE files SET path = $2, updated_at = now(), last_agent_id = nullif($3, ''), last_run_id = nullif($4, '')
+			WHERE id = $1 RETURNING *),
+		e AS (`+insertEventFrom("'"+agentfs.EventMoved+"'", "(SELECT path FROM old)", 3, 5)+`)
+		SELECT `+fileColumns+` FROM f`,
+		cur.ID, m.Path, o.By.AgentID, o.By.RunID, o.Key, o.RequestID, o.BatchID))
+	if err != nil {
+		return nil, false, fmt.Errorf("move file: %w", err)
+	}
+	return f, true, nil
+}
+
+// SetExpiryTx sets (or, with e.At nil, clears) when the subject's live file
+// expires, in tx. The same expiry changes nothing (changed false).
+func (s *Store) SetExpiryTx(ctx context.Context, tx pgx.Tx, e agentfs.Expiry) (*agentfs.File, bool, error) {
+	cur, err := s.liveForChange(ctx, tx, e.Subject, e.FileID, e.IfMatch)
+	if err != nil {
+		return nil, false, fmt.Errorf("set expiry: %w", err)
+	}
+	if sameTime(cur.ExpiresAt, e.At) {
+		return cur, false, nil
+	}
+	f, err := s.scanFile(tx.QueryRow(ctx, `UPDATE files SET expires_at = $2, updated_at = now()
+		WHERE id = $1 RETURNING `+fileColumns, cur.ID, e.At))
+	if err != nil {
+		return nil, false, fmt.Errorf("set expiry: %w", err)
+	}
+	return f, true, nil
+}
+
+func sameTime(a, b *time.Time) bool {
+	return a == nil && b == nil || a != nil && b != nil && a.Truncate(time.Microsecond).Equal(b.Truncate(time.Microsecond))
+}
+
+// ExpireFiles records every file past its expires_at as deleted at that
+// moment, with its file.expired event, and reports how many. (The API
+// already treats such files as deleted; this makes it so in the rows.)
+// Several instances may run it at once: each file is taken by one.
+func (s *Store) ExpireFiles(ctx context.Context) (int64, error) {
+	const chunk = 500
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, `WITH f AS (
+				UPDATE files SET deleted_at = expires_at, purge_after = expires_at + make_interval(secs => $1)
+				WHERE id IN (SELECT id FROM files WHERE deleted_at IS NULL AND expires_at <= now()
+					LIMIT $2 FOR UPDATE SKIP LOCKED)
+				RETURNING *)
+			`+insertEventFrom("'"+agentfs.EventExpired+"'", "NULL", 3, 5),
+			s.cfg.DeletedRetention.Seconds(), chunk, "", "", "", "", "")
+		if err != nil {
+			return total, Translate(fmt.Errorf("expire files: %w", err))
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < chunk {
+			return total, nil
+		}
+	}
+}
+
+// SweepVersions removes non-current versions superseded longer ago than
+// retention, and those beyond the newest maxVersions of their file (the
+// current one always stays), and reports how many. A version a live share
+// link pins stays. Their blobs go with the next blob sweep, once no row
+// references them (versions share blobs after a revert).
+func (s *Store) SweepVersions(ctx context.Context, retention time.Duration, maxVersions int) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM file_versions v USING files f
+		WHERE f.id = v.file_id AND v.version <> f.version
+		  AND (v.superseded_at < now() - make_interval(secs => $1)
+		       OR v.version <= f.version - $2)
+		  AND NOT EXISTS (SELECT 1 FROM links l WHERE l.file_id = v.file_id AND l.version = v.version
+		                  AND l.revoked_at IS NULL AND l.expires_at > now())`,
+		retention.Seconds(), maxVersions)
+	if err != nil {
+		return 0, Translate(fmt.Errorf("sweep versions: %w", err))
+	}
+	return tag.RowsAffected(), nil
+}
+
+// errVersionSwept is the reason a pinned version's bytes are gone.
+var errVersionSwept = errors.New("the version was swept")
