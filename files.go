@@ -140,4 +140,3 @@ func WellFormedID(prefix, id string) bool {
 	}
 	return true
 }
-

@@ -33,7 +33,7 @@ func (s *Store) Versions(ctx context.Context, subject, fileID string, filter age
 	}
 	before := filter.Before
 	if before <= 0 {
-		before = 1 << 31 - 1
+		before = 1<<31 - 1
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+versionColumns+` FROM file_versions v JOIN files f ON f.id = v.file_id
 		WHERE v.file_id = $1 AND f.subject = $2 AND v.version < $3
