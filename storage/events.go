@@ -18,7 +18,9 @@ import (
 // (a trigger on events notifies it).
 const ChannelEvents = "agentfs_events"
 
-const eventColumns = `xid::text, seq, id, subject, type, file_id, path, coalesce(previous_path, ''),
+// eventColumns name xid's text form xid_text: a plain xid::text would be
+// an output column named xid, and ORDER BY xid would then sort as text.
+const eventColumns = `xid::text AS xid_text, seq, id, subject, type, file_id, path, coalesce(previous_path, ''),
 	coalesce(version, 0), coalesce(size_bytes, 0), coalesce(sha256, ''), coalesce(agent_id, ''), coalesce(run_id, ''),
 	coalesce(idempotency_key, ''), coalesce(request_id, ''), coalesce(batch_id, ''), at`
 
@@ -77,7 +79,7 @@ func (s *Store) ListEvents(ctx context.Context, subject string, filter agentfs.E
 	}
 	args = append(args, filter.Limit)
 	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY xid, seq LIMIT $`+strconv.Itoa(len(args)), args...)
+		` ORDER BY events.xid, events.seq LIMIT $`+strconv.Itoa(len(args)), args...)
 	if err != nil {
 		return nil, next, Translate(fmt.Errorf("list events: %w", err))
 	}
