@@ -208,6 +208,9 @@ func (c *Core) CompleteUpload(ctx context.Context, who agentfs.Caller, id string
 		content: func() ([]byte, error) { return content, nil },
 		prepare: func(ctx context.Context) (err error) {
 			pending, err = c.store.PrepareComplete(ctx, who.Subject, id, req)
+			if err == nil && c.cfg.MidComplete != nil {
+				c.cfg.MidComplete()
+			}
 			return err
 		},
 		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {

@@ -42,6 +42,9 @@ type Config struct {
 	// IdempotencyRetention is how long recorded outcomes are kept (0: 7 days).
 	IdempotencyLease     time.Duration
 	IdempotencyRetention time.Duration
+	// UploadCompleteLease is how long a complete holds its upload session
+	// without renewal (0: 30 s).
+	UploadCompleteLease time.Duration
 }
 
 // Store is the AgentFS state: a Postgres pool and an S3 bucket. It is safe
