@@ -166,7 +166,9 @@ func (c *Core) CurrentUpload(ctx context.Context, who agentfs.Caller, id string)
 }
 
 // PutPart stores part n of a session (PUT /v1/uploads/{id}/parts/{n});
-// repeating it overwrites the part with the same result.
+// repeating it overwrites the part with the same result. While the part
+// streams it holds the session, so a complete waits for it; a part that
+// comes while a complete runs is told to retry.
 func (c *Core) PutPart(ctx context.Context, who agentfs.Caller, id string, n int, body io.Reader, size int64, digest []byte) (idempotency.Result, error) {
 	var pending *storage.PendingPart
 	return c.run(ctx, who, nil, &write{
@@ -191,6 +193,7 @@ func (c *Core) PutPart(ctx context.Context, who agentfs.Caller, id string, n int
 			}
 			return outcome(http.StatusOK, api.NewPart(id, pending.Part), "upload", id), nil
 		},
+		finish: func(ctx context.Context, err error) { pending.Finish(ctx, err) },
 	})
 }
 

@@ -137,11 +137,18 @@ func TestUploadRaces(t *testing.T) {
 			})
 			// Parts 1 and 2 in turn, the same bytes each time, until the
 			// complete has answered.
+			answers := map[string]int{}
 			for n := 1; ; n = 3 - n {
 				select {
 				case <-done:
 				default:
-					if res := putPart(t, c, u.ID, n, partOf(data, n)); res.Status != http.StatusOK && !busy(t, res, 3*time.Second) {
+					res := putPart(t, c, u.ID, n, partOf(data, n))
+					switch {
+					case res.Status == http.StatusOK:
+						answers["200"]++
+					case busy(t, res, 3*time.Second):
+						answers["OPERATION_IN_PROGRESS"]++
+					default:
 						// Only a session that is completed may say so.
 						res.ExpectProblem(t, http.StatusConflict, "UPLOAD_COMPLETED")
 						var got session
@@ -149,12 +156,14 @@ func TestUploadRaces(t *testing.T) {
 						if got.Status != "completed" {
 							t.Fatalf("round %d: part %d was answered UPLOAD_COMPLETED while the session is %s", round, n, got.Status)
 						}
+						answers["UPLOAD_COMPLETED"]++
 					}
 					continue
 				}
 				break
 			}
 			wg.Wait()
+			t.Logf("round %d: parts sent while the complete ran were answered %v", round, answers)
 			f := completed.Expect(t, http.StatusCreated).File(t)
 			// After the complete, a part is truthfully UPLOAD_COMPLETED.
 			putPart(t, c, u.ID, 1, partOf(data, 1)).ExpectProblem(t, http.StatusConflict, "UPLOAD_COMPLETED")

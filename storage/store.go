@@ -43,7 +43,11 @@ type Config struct {
 	IdempotencyLease     time.Duration
 	IdempotencyRetention time.Duration
 	// UploadCompleteLease is how long a complete holds its upload session
-	// without renewal (0: 30 s).
+	// without renewal (0: 30 s); it is renewed every third of that while
+	// the complete runs. A complete of a process that died frees the
+	// session after it, and a request told to wait for a complete waits at
+	// most that long. A part on its way holds its session for a third of
+	// it (at least 1 s), renewed likewise.
 	UploadCompleteLease time.Duration
 }
 
@@ -84,6 +88,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.IdempotencyLease <= 0 {
 		cfg.IdempotencyLease = 30 * time.Second
+	}
+	if cfg.UploadCompleteLease <= 0 {
+		cfg.UploadCompleteLease = 30 * time.Second
 	}
 	if cfg.IdempotencyRetention <= 0 {
 		cfg.IdempotencyRetention = 7 * 24 * time.Hour
