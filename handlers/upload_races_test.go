@@ -4,9 +4,12 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/minio/minio-go/v7"
 
 	"github.com/agentfs/agentfs/handlers/apitest"
 	"github.com/agentfs/agentfs/storage/storagetest"
@@ -176,4 +179,45 @@ func TestUploadRaces(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestUploadAssembledByADeadComplete: a complete that died after S3
+// assembled the parts, before it could record so, leaves the session
+// pending with its multipart upload gone. A part sent to it is told to
+// retry, then taken again only with the same bytes (other bytes are told
+// why not), and the session completes with the assembled content.
+func TestUploadAssembledByADeadComplete(t *testing.T) {
+	c, srv := setupRaces(t)
+	ctx := context.Background()
+	data := randomBytes(partSize+1024, 300)
+	u := reverseSession(t, c, "dead.bin", data)
+	stored, err := srv.Store.Upload(ctx, "alice", u.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := make([]minio.CompletePart, len(stored.Parts))
+	for i, p := range stored.Parts {
+		parts[i] = minio.CompletePart{PartNumber: p.Number, ETag: p.ETag}
+	}
+	core := minio.Core{Client: storagetest.S3(t, srv.Config)}
+	if _, err := core.CompleteMultipartUpload(ctx, srv.Config.S3Bucket, stored.BlobKey, stored.S3UploadID, parts, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !busy(t, putPart(t, c, u.ID, 1, partOf(data, 1)), time.Second) {
+		t.Fatal("a part to a session assembled behind its back was not told to retry")
+	}
+	var got session
+	c.Do("GET", "/v1/uploads/"+u.ID, nil).Expect(t, http.StatusOK).JSON(t, &got)
+	if got.Status != "pending" {
+		t.Fatalf("session %s", got.Status)
+	}
+	putPart(t, c, u.ID, 1, partOf(data, 1)).Expect(t, http.StatusOK)
+	p := putPart(t, c, u.ID, 2, randomBytes(1024, 301)).ExpectProblem(t, http.StatusUnprocessableEntity, "VALIDATION_FAILED")
+	if !strings.Contains(p.Detail, "already assembled") || len(p.Errors) != 1 {
+		t.Fatalf("the refusal does not say why: %+v", p)
+	}
+	f := complete(t, c, u.ID, "").Expect(t, http.StatusCreated).File(t)
+	if f.SHA256 != sha(string(data)) {
+		t.Fatalf("sha256 %s", f.SHA256)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/minio/minio-go/v7"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/storage"
@@ -374,4 +375,40 @@ func TestPartsRacingCompletes(t *testing.T) {
 			t.Fatalf("complete of the assembled session: %v", err)
 		}
 	})
+}
+
+// TestAssemblyNotRecorded: a complete that died after S3 assembled the parts
+// and before it could record so leaves a pending session whose multipart
+// upload is gone. A part sent to it is told the truth (retry, then compared
+// with the part assembled), never that the session was aborted.
+func TestAssemblyNotRecorded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := storagetest.Config(t)
+	store := storagetest.OpenConfig(t, cfg)
+	content := strings.Repeat("assemble", agentfs.MinPartSize/8) // one part of 5 MiB: S3 may drop the connection mid-body
+	u := racingSession(t, store, "unrecorded.bin", content)
+	u = sessionStatus(t, store, u.ID)
+	core := minio.Core{Client: storagetest.S3(t, cfg)}
+	if _, err := core.CompleteMultipartUpload(ctx, cfg.S3Bucket, u.BlobKey, u.S3UploadID,
+		[]minio.CompletePart{{PartNumber: 1, ETag: u.Parts[0].ETag}}, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := sendPart(ctx, store, "s", u.ID, 1, content)
+	expectBusy(t, err, time.Second)
+	if got := sessionStatus(t, store, u.ID); got.Status != agentfs.UploadPending || !got.Assembled {
+		t.Fatalf("session %s, assembled %v", got.Status, got.Assembled)
+	}
+	if _, err := sendPart(ctx, store, "s", u.ID, 1, content); err != nil {
+		t.Fatalf("the same bytes again: %v", err)
+	}
+	_, err = sendPart(ctx, store, "s", u.ID, 1, strings.Repeat("x", len(content)))
+	var settled *agentfs.PartAssembledError
+	if !errors.As(err, &settled) {
+		t.Fatalf("other bytes: %v", err)
+	}
+	f, _, err := completeUpload(ctx, store, "s", u.ID, agentfs.CompleteRequest{})
+	if err != nil || fileContent(t, store, f) != content {
+		t.Fatalf("complete: %v", err)
+	}
 }

@@ -326,9 +326,15 @@ func (s *Store) sendPart(ctx context.Context, u *agentfs.Upload, n int, body io.
 		return nil, agentfs.BodyError(srcErr)
 	case err != nil && digest != nil && minio.ToErrorResponse(err).Code == "XAmzContentSHA256Mismatch":
 		return nil, agentfs.ErrChecksumMismatch
-	case err != nil && minio.ToErrorResponse(err).Code == "NoSuchUpload":
-		return nil, s.multipartGone(ctx, u.ID)
 	case err != nil:
+		// The multipart upload may be gone (a complete assembled it, an
+		// abort dropped it); S3 says so, or just drops the connection.
+		if why := s.partRefusal(ctx, u.ID); why != nil {
+			return nil, why
+		}
+		if minio.ToErrorResponse(err).Code == "NoSuchUpload" {
+			return nil, &agentfs.UploadStateError{Status: agentfs.UploadAborted} // S3 lost a pending session's parts
+		}
 		return nil, translateS3(fmt.Errorf("put part: %w", err))
 	case got != size:
 		return nil, agentfs.ErrSizeMismatch
@@ -393,23 +399,30 @@ func (s *Store) recordHash(ctx context.Context, tx pgx.Tx, u *agentfs.Upload, p 
 	return nil
 }
 
-// multipartGone answers a part that S3 refused because the session's
-// multipart upload is gone, by the session's state now: aborted or expired
-// meanwhile, or assembled by a complete that took the session after this
-// part's lease lapsed (sent again, the part is compared with the part
-// assembled).
-func (s *Store) multipartGone(ctx context.Context, id string) error {
+// partRefusal explains a part that S3 refused by the session's state now,
+// if that explains it: aborted or expired meanwhile, or assembled, by a
+// complete that took the session after this part's lease lapsed or by one
+// that died before it could record so (sent again, the part is compared
+// with the part assembled). It is nil while the session still takes parts
+// into its multipart upload, or when its state cannot be read.
+func (s *Store) partRefusal(ctx context.Context, id string) error {
 	u, err := scanUpload(s.pool.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads WHERE id = $1`, id))
 	if err != nil {
-		return err
+		return nil
+	}
+	if u.Status == agentfs.UploadPending && !u.Assembled {
+		info, serr := s.s3.StatObject(ctx, s.bucket, u.BlobKey, minio.StatObjectOptions{})
+		if serr == nil && info.Size == u.SizeBytes {
+			if _, err := s.pool.Exec(ctx, `UPDATE uploads SET assembled = true WHERE id = $1`, u.ID); err != nil {
+				return nil
+			}
+			u.Assembled = true
+		}
 	}
 	if u.Status == agentfs.UploadPending && u.Assembled {
 		return &agentfs.UploadBusyError{Reason: "the upload's parts were assembled while this part was on its way", RetryAfter: time.Second}
 	}
-	if err := s.takesParts(ctx, s.pool, u); err != nil {
-		return err
-	}
-	return &agentfs.UploadStateError{Status: agentfs.UploadAborted} // S3 lost the parts of a pending session
+	return s.takesParts(ctx, s.pool, u)
 }
 
 // forgetParts drops part records that no longer match what S3 holds, and
