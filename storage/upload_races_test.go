@@ -96,7 +96,7 @@ func fileContent(t *testing.T, store *storage.Store, f *agentfs.File) string {
 	return string(b)
 }
 
-func TestCompleteLease(t *testing.T) {
+func TestUploadCompleteLease(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("RenewedWhileASlowCompleteRuns", func(t *testing.T) {
@@ -206,7 +206,7 @@ func TestCompleteLease(t *testing.T) {
 	})
 }
 
-func TestPartsRacingCompletes(t *testing.T) {
+func TestUploadPartsRacingCompletes(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("APartOnItsWayHoldsOffTheComplete", func(t *testing.T) {
@@ -377,11 +377,12 @@ func TestPartsRacingCompletes(t *testing.T) {
 	})
 }
 
-// TestAssemblyNotRecorded: a complete that died after S3 assembled the parts
-// and before it could record so leaves a pending session whose multipart
-// upload is gone. A part sent to it is told the truth (retry, then compared
-// with the part assembled), never that the session was aborted.
-func TestAssemblyNotRecorded(t *testing.T) {
+// TestUploadAssemblyNotRecorded: a complete that died after S3 assembled
+// the parts and before it could record so leaves a pending session whose
+// multipart upload is gone. A part sent to it is told the truth (retry,
+// then compared with the part assembled), never that the session was
+// aborted.
+func TestUploadAssemblyNotRecorded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	cfg := storagetest.Config(t)
