@@ -139,9 +139,9 @@ func From(err error) (p *Problem, unexpected bool) {
 		p.RetryAfter = max(1, int(math.Ceil(held.RetryAfter.Seconds())))
 		return p, false
 	case errors.As(err, &settled):
-		return Validation("body", fmt.Sprintf("part %d of this upload was already assembled, with other bytes, by a complete that "+
-			"did not finish; the upload takes that part again only with the same bytes. Complete the upload, or abort it "+
-			"and start a new one", settled.Number)), false
+		return Validation("body", fmt.Sprintf("part %d of this upload was already assembled, by a complete that did not finish, "+
+			"from other bytes than these; the upload takes that part again only with the same bytes. Complete the upload, "+
+			"or abort it and start a new one", settled.Number)), false
 	case errors.As(err, &missing):
 		p := New(PartsMissing, "the upload lacks parts; send them, then complete again")
 		p.MissingParts = missing.Missing
