@@ -122,6 +122,29 @@ type UploadStateError struct{ Status string }
 
 func (e *UploadStateError) Error() string { return "upload session is " + e.Status }
 
+// UploadBusyError says another request holds the session for a while: a
+// complete of it (or of another session of its path) is running, or a part
+// of it is still on its way. Nothing was done; the same request may be sent
+// again after RetryAfter, by when the holder has finished or its lease
+// has lapsed.
+type UploadBusyError struct {
+	Reason     string        // what holds the session, in the API's words
+	RetryAfter time.Duration // at most what is left of the holder's lease, at least 1 s
+}
+
+func (e *UploadBusyError) Error() string { return e.Reason }
+
+// PartAssembledError says a part came with other bytes than the part a
+// session already assembled: an earlier complete assembled the session's
+// parts and then did not commit (the path was taken meanwhile, S3 or
+// Postgres failed), so the session can still be completed but its parts can
+// no longer change.
+type PartAssembledError struct{ Number int }
+
+func (e *PartAssembledError) Error() string {
+	return fmt.Sprintf("part %d was already assembled with other bytes", e.Number)
+}
+
 // PartsMissingError says a complete came before every part.
 type PartsMissingError struct{ Missing []int }
 

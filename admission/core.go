@@ -45,6 +45,10 @@ type Config struct {
 	// AfterCommit, when set, runs after a keyed write committed and before
 	// its door answers. Fault-injection tests use it to crash there.
 	AfterCommit func()
+	// MidComplete, when set, runs once a complete has assembled its upload
+	// session and before it commits the file. Fault-injection tests use it
+	// to crash there.
+	MidComplete func()
 	// Now is the clock of what the core renders (0: time.Now).
 	Now func() time.Time
 }

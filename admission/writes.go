@@ -167,7 +167,9 @@ func (c *Core) CurrentUpload(ctx context.Context, who agentfs.Caller, id string)
 }
 
 // PutPart stores part n of a session (PUT /v1/uploads/{id}/parts/{n});
-// repeating it overwrites the part with the same result.
+// repeating it overwrites the part with the same result. While the part
+// streams it holds the session, so a complete waits for it; a part that
+// comes while a complete runs is told to retry.
 func (c *Core) PutPart(ctx context.Context, who agentfs.Caller, id string, n int, body io.Reader, size int64, digest []byte) (idempotency.Result, error) {
 	var pending *storage.PendingPart
 	return c.run(ctx, who, nil, &write{
@@ -192,6 +194,7 @@ func (c *Core) PutPart(ctx context.Context, who agentfs.Caller, id string, n int
 			}
 			return outcome(http.StatusOK, api.NewPart(id, pending.Part), "upload", id), nil
 		},
+		finish: func(ctx context.Context, err error) { pending.Finish(ctx, err) },
 	})
 }
 
@@ -209,6 +212,9 @@ func (c *Core) CompleteUpload(ctx context.Context, who agentfs.Caller, id string
 		content: func() ([]byte, error) { return content, nil },
 		prepare: func(ctx context.Context) (err error) {
 			pending, err = c.store.PrepareComplete(ctx, who.Subject, id, req)
+			if err == nil && c.cfg.MidComplete != nil {
+				c.cfg.MidComplete()
+			}
 			return err
 		},
 		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {

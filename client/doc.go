@@ -145,8 +145,9 @@
 //     polling GET /v1/operations/{key} after Retry-After: the recorded
 //     outcome is returned, a recorded problem included. Only a 404, which
 //     proves that nothing happened under the key, sends the write again.
-//     Without a key, a request that is safe to repeat (a complete while
-//     another complete of the session runs) is simply sent again.
+//     Without a key, a request that is safe to repeat (a complete or a part
+//     while another request holds the upload session) is simply sent
+//     again.
 //   - A body is sent again only if it can be re-read: an io.ReadSeeker
 //     (an *os.File, a bytes.Reader, a strings.Reader), or any reader with
 //     PutOptions.GetBody. A stream that was read is sent once.

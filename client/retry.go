@@ -143,8 +143,9 @@ func classify(c call, r result, maxDelay time.Duration) verdict {
 		case c.Keyed:
 			return poll
 		case c.safeToRepeat() && !r.BodyLost:
-			// Another request holds what this one acts on (a complete of
-			// the same session): repeating it cannot do anything twice.
+			// Another request holds what this one acts on (a complete or a
+			// part of the same upload session): repeating it cannot do
+			// anything twice.
 			return retry
 		}
 		return stop

@@ -78,7 +78,7 @@ func init() {
 		{RequestTimeout, 408, "Request timeout", true, "The request body stalled longer than the server's idle limit. Nothing was stored; retry with backoff."},
 		{PathExists, 409, "Path exists", false, "A live file already holds this path; existing_file_id names it. Upload with if_exists=replace to replace it, or pick another path. A plain create retried after a lost response lands here instead of creating a second file."},
 		{IdempotencyConflict, 409, "Idempotency conflict", false, "This Idempotency-Key was already used for a different request (other bytes, path, parameters or attribution headers). Use a new key for a new request."},
-		{OperationInProgress, 409, "Operation in progress", true, "A request with this Idempotency-Key is still running. Wait as Retry-After says and retry with the same key, or poll the operation named in the Link header."},
+		{OperationInProgress, 409, "Operation in progress", true, "A request with this Idempotency-Key is still running, or another request holds the upload session (a complete of it or of another session of its path, or a part on its way). Nothing was done: wait as Retry-After says and send the same request again (with the same key), or poll the operation named in the Link header."},
 		{UploadCompleted, 409, "Upload completed", false, "The upload session is already completed; it takes no more parts."},
 		{UploadAborted, 409, "Upload aborted", false, "The upload session was aborted; start a new one."},
 		{UploadExpired, 409, "Upload expired", false, "The upload session expired; start a new one."},

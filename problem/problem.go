@@ -7,7 +7,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -109,6 +111,8 @@ func From(err error) (p *Problem, unexpected bool) {
 		missing *agentfs.PartsMissingError
 		reused  *agentfs.ConflictError
 		busy    *agentfs.InProgressError
+		held    *agentfs.UploadBusyError
+		settled *agentfs.PartAssembledError
 	)
 	switch {
 	case errors.As(err, &pe):
@@ -130,6 +134,14 @@ func From(err error) (p *Problem, unexpected bool) {
 		return New(PayloadTooLarge, "the body exceeds the upload limit"), false
 	case errors.As(err, &state):
 		return uploadState(state.Status), false
+	case errors.As(err, &held):
+		p := New(OperationInProgress, held.Reason+"; nothing was done, send the same request again after Retry-After seconds")
+		p.RetryAfter = max(1, int(math.Ceil(held.RetryAfter.Seconds())))
+		return p, false
+	case errors.As(err, &settled):
+		return Validation("body", fmt.Sprintf("part %d of this upload was already assembled, by a complete that did not finish, "+
+			"from other bytes than these; the upload takes that part again only with the same bytes. Complete the upload, "+
+			"or abort it and start a new one", settled.Number)), false
 	case errors.As(err, &missing):
 		p := New(PartsMissing, "the upload lacks parts; send them, then complete again")
 		p.MissingParts = missing.Missing

@@ -45,6 +45,13 @@ type Config struct {
 	// EventRetention is how long events are kept (0: 720h); a cursor older
 	// than that has expired.
 	EventRetention time.Duration
+	// UploadCompleteLease is how long a complete holds its upload session
+	// without renewal (0: 30 s); it is renewed every third of that while
+	// the complete runs. A complete of a process that died frees the
+	// session after it, and a request told to wait for a complete waits at
+	// most that long. A part on its way holds its session for a third of
+	// it (at least 1 s), renewed likewise.
+	UploadCompleteLease time.Duration
 }
 
 // Store is the AgentFS state: a Postgres pool and an S3 bucket. It is safe
@@ -84,6 +91,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.IdempotencyLease <= 0 {
 		cfg.IdempotencyLease = 30 * time.Second
+	}
+	if cfg.UploadCompleteLease <= 0 {
+		cfg.UploadCompleteLease = 30 * time.Second
 	}
 	if cfg.IdempotencyRetention <= 0 {
 		cfg.IdempotencyRetention = 7 * 24 * time.Hour

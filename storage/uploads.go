@@ -21,11 +21,6 @@ import (
 	"github.com/agentfs/agentfs"
 )
 
-// completionLease bounds how long a complete holds a session in completing
-// before another complete may take over (from a process that died, or one
-// slower than this); the taken-over complete then cannot commit.
-const completionLease = 10 * time.Minute
-
 const uploadColumns = `id, subject, path, size_bytes, content_type, replace, sha256, part_size, part_count,
 	status, s3_upload_id, blob_key, hashed_parts, coalesce(hash_state, ''::bytea), assembled,
 	coalesce(file_id, ''), coalesce(error, ''::bytea), coalesce(agent_id, ''), coalesce(run_id, ''),
@@ -134,17 +129,20 @@ func (s *Store) Upload(ctx context.Context, subject, id string) (*agentfs.Upload
 	return u, nil
 }
 
-// ensurePending fails with the session's state unless it still takes parts.
-func ensurePending(u *agentfs.Upload) error {
+// takesParts fails with the session's state unless it takes parts now. A
+// session a live complete holds is busy for what is left of its lease.
+func (s *Store) takesParts(ctx context.Context, q querier, u *agentfs.Upload) error {
 	switch {
+	case u.Status == agentfs.UploadCompleting:
+		wait, _, err := s.completeHeld(ctx, q, u.ID)
+		if err != nil {
+			return err
+		}
+		return &agentfs.UploadBusyError{Reason: "a complete of this upload is running", RetryAfter: wait}
 	case u.Status == agentfs.UploadPending && !u.ExpiresAt.After(time.Now()):
 		return &agentfs.UploadStateError{Status: agentfs.UploadExpired}
-	case u.Status == agentfs.UploadPending && u.Assembled:
-		return &agentfs.UploadStateError{Status: agentfs.UploadCompleted}
 	case u.Status == agentfs.UploadPending:
 		return nil
-	case u.Status == agentfs.UploadCompleting:
-		return &agentfs.UploadStateError{Status: agentfs.UploadCompleted}
 	}
 	return &agentfs.UploadStateError{Status: u.Status}
 }
@@ -155,32 +153,88 @@ type PendingPart struct {
 	uploadID string
 	chain    hash.Hash
 	base     []byte // the running hash state chain extends
+	same     bool   // the part as the session assembled it: nothing to record
+	hold     *partHold
+	ended    bool // the transaction that ended hold committed
 	Part     *agentfs.Part
 }
 
 // SendPart streams part n of a session straight into its S3 multipart
-// upload, hashing it on the way; Apply then records its size and SHA-256.
+// upload, hashing it on the way; Apply then records its size and SHA-256,
+// and Finish ends the part once that transaction is over.
 // size is the body's declared length and must be the part's exact size.
 // digest, if given, is sent upstream so S3 itself rejects a mismatch. A
 // repeated part overwrites the earlier one. Parts that arrive in order also
 // extend the session's running hash of the whole content.
+//
+// While its bytes stream the part holds a lease on the session, so no
+// complete takes the part list meanwhile; a part that comes while a
+// complete holds the session is an *agentfs.UploadBusyError. A session whose
+// parts an earlier complete assembled (and did not commit) takes a part
+// again only with the same bytes, as a repeat with nothing to record.
 func (s *Store) SendPart(ctx context.Context, subject, id string, n int, body io.Reader, size int64, digest []byte) (*PendingPart, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	u, err := scanUpload(s.pool.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads WHERE id = $1 AND subject = $2`, id, subject))
+	u, hold, err := s.beginPart(ctx, subject, id, n)
 	if err != nil {
 		return nil, fmt.Errorf("put part: %w", err)
 	}
-	if err := ensurePending(u); err != nil {
+	p, err := s.receivePart(ctx, u, n, body, size, digest)
+	if err != nil {
+		hold.release(ctx, false)
 		return nil, err
 	}
+	p.hold = hold
+	return p, nil
+}
+
+// beginPart admits a part to a session that takes parts and takes a lease
+// on the session for it.
+func (s *Store) beginPart(ctx context.Context, subject, id string, n int) (u *agentfs.Upload, hold *partHold, err error) {
+	err = s.WithTx(ctx, func(tx pgx.Tx) error {
+		// A complete whose lease lapsed died or stalled: the session takes
+		// parts again, and that complete can no longer commit (it commits
+		// only a session still completing).
+		if _, err := tx.Exec(ctx, `UPDATE uploads SET status = 'pending', completing_until = NULL
+			WHERE id = $1 AND subject = $2 AND status = 'completing' AND completing_until < clock_timestamp()`,
+			id, subject); err != nil {
+			return Translate(err)
+		}
+		// FOR SHARE: parts begin side by side, and a complete taking the
+		// part list (FOR UPDATE) holds them off until the session is
+		// completing.
+		var err error
+		if u, err = scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads
+			WHERE id = $1 AND subject = $2 FOR SHARE`, id, subject)); err != nil {
+			return err
+		}
+		if err := s.takesParts(ctx, tx, u); err != nil {
+			return err
+		}
+		hold, err = s.holdForPart(ctx, tx, id, n)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	hold.start()
+	return u, hold, nil
+}
+
+// receivePart checks part n's size and streams it into S3, or, when the
+// session's parts are assembled already, compares it with the part
+// assembled.
+func (s *Store) receivePart(ctx context.Context, u *agentfs.Upload, n int, body io.Reader, size int64, digest []byte) (*PendingPart, error) {
 	want, err := u.PartSizeOf(n)
 	if err != nil {
 		return nil, err
 	}
 	if size != want {
 		return nil, fmt.Errorf("%w: part %d must have %d bytes, got %d", agentfs.ErrSizeMismatch, n, want, size)
+	}
+	if u.Assembled {
+		return s.compareAssembled(ctx, u, n, body, size, digest)
 	}
 	chain, err := chainFor(u, n)
 	if err != nil {
@@ -200,12 +254,48 @@ func (s *Store) SendPart(ctx context.Context, subject, id string, n int, body io
 	return &PendingPart{store: s, uploadID: u.ID, chain: chain, base: u.HashState, Part: part}, nil
 }
 
-// Apply records the part in tx, and the running hash it extends.
+// compareAssembled answers part n of a session whose parts an earlier
+// complete assembled: the same bytes as the part assembled are a repeat
+// with nothing to record; other bytes are an *agentfs.PartAssembledError.
+func (s *Store) compareAssembled(ctx context.Context, u *agentfs.Upload, n int, body io.Reader, size int64, digest []byte) (*PendingPart, error) {
+	hr := newHashingReader(io.LimitReader(body, size+1))
+	_, err := io.CopyBuffer(io.Discard, hr, make([]byte, 256<<10))
+	got, sum, srcErr := hr.finish()
+	switch {
+	case srcErr != nil:
+		return nil, agentfs.BodyError(srcErr)
+	case err != nil:
+		return nil, agentfs.BodyError(err)
+	case got != size:
+		return nil, agentfs.ErrSizeMismatch
+	case digest != nil && subtle.ConstantTimeCompare(digest, sum) != 1:
+		return nil, agentfs.ErrChecksumMismatch
+	}
+	if err := s.loadParts(ctx, s.pool, u); err != nil {
+		return nil, err
+	}
+	for _, p := range u.Parts {
+		if p.Number == n && p.SizeBytes == got && p.SHA256 == hex.EncodeToString(sum) {
+			return &PendingPart{store: s, uploadID: u.ID, same: true, Part: &p}, nil
+		}
+	}
+	return nil, &agentfs.PartAssembledError{Number: n}
+}
+
+// Apply records the part in tx, and the running hash it extends, and ends
+// the part's lease with it.
 func (p *PendingPart) Apply(ctx context.Context, tx pgx.Tx) error {
-	if err := p.store.recordPart(ctx, tx, p.uploadID, p.Part, p.chain, p.base); err != nil {
+	if err := p.store.recordPart(ctx, tx, p); err != nil {
 		return fmt.Errorf("put part: %w", err)
 	}
+	p.ended = true
 	return nil
+}
+
+// Finish ends the part once its transaction is over (err is how): its lease
+// goes with it, whether or not the part was recorded.
+func (p *PendingPart) Finish(ctx context.Context, err error) {
+	p.hold.release(ctx, err == nil && p.ended)
 }
 
 // chainFor returns the running hash to extend with part n, or nil when n
@@ -240,9 +330,15 @@ func (s *Store) sendPart(ctx context.Context, u *agentfs.Upload, n int, body io.
 		return nil, agentfs.BodyError(srcErr)
 	case err != nil && digest != nil && minio.ToErrorResponse(err).Code == "XAmzContentSHA256Mismatch":
 		return nil, agentfs.ErrChecksumMismatch
-	case err != nil && minio.ToErrorResponse(err).Code == "NoSuchUpload":
-		return nil, &agentfs.UploadStateError{Status: agentfs.UploadAborted}
 	case err != nil:
+		// The multipart upload may be gone (a complete assembled it, an
+		// abort dropped it); S3 says so, or just drops the connection.
+		if why := s.partRefusal(ctx, u.ID); why != nil {
+			return nil, why
+		}
+		if minio.ToErrorResponse(err).Code == "NoSuchUpload" {
+			return nil, &agentfs.UploadStateError{Status: agentfs.UploadAborted} // S3 lost a pending session's parts
+		}
 		return nil, translateS3(fmt.Errorf("put part: %w", err))
 	case got != size:
 		return nil, agentfs.ErrSizeMismatch
@@ -253,47 +349,87 @@ func (s *Store) sendPart(ctx context.Context, u *agentfs.Upload, n int, body io.
 }
 
 // recordPart stores a part and, when it extends the running hash, the new
-// hash state. chain extends base, the state read before the part streamed;
-// it is kept only if the state is still base, since an earlier part
-// replaced meanwhile (the hash reset, then rebuilt over other bytes) leaves
-// a state chain does not extend. A part replaced by other bytes after it
-// was folded into the running hash resets the hash; complete then reads
-// the content back.
-func (s *Store) recordPart(ctx context.Context, tx pgx.Tx, id string, p *agentfs.Part, chain hash.Hash, base []byte) error {
-	u, err := scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads WHERE id = $1 FOR UPDATE`, id))
+// hash state. A part replaced by other bytes after it was folded into the
+// running hash resets the hash; complete then reads the content back.
+func (s *Store) recordPart(ctx context.Context, tx pgx.Tx, p *PendingPart) error {
+	u, err := scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads WHERE id = $1 FOR UPDATE`, p.uploadID))
 	if err != nil {
 		return err
 	}
-	if err := ensurePending(u); err != nil {
+	if err := s.takesParts(ctx, tx, u); err != nil {
+		return err // this part's lease lapsed and a complete took the session
+	}
+	if err := p.hold.endTx(ctx, tx); err != nil {
 		return err
 	}
+	switch {
+	case p.same:
+		return nil
+	case u.Assembled:
+		// Assembled after this part's lease lapsed: what S3 took of it is
+		// unknown. Sent again, it is compared with the part assembled.
+		return &agentfs.UploadBusyError{Reason: "the upload's parts were assembled while this part was on its way", RetryAfter: time.Second}
+	}
 	var previous string
-	err = tx.QueryRow(ctx, `SELECT sha256 FROM upload_parts WHERE upload_id = $1 AND part_number = $2`, id, p.Number).Scan(&previous)
+	err = tx.QueryRow(ctx, `SELECT sha256 FROM upload_parts WHERE upload_id = $1 AND part_number = $2`, u.ID, p.Part.Number).Scan(&previous)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return Translate(err)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO upload_parts (upload_id, part_number, size_bytes, sha256, etag)
 		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (upload_id, part_number)
 		DO UPDATE SET size_bytes = excluded.size_bytes, sha256 = excluded.sha256, etag = excluded.etag, updated_at = now()`,
-		id, p.Number, p.SizeBytes, p.SHA256, p.ETag); err != nil {
+		u.ID, p.Part.Number, p.Part.SizeBytes, p.Part.SHA256, p.Part.ETag); err != nil {
 		return Translate(fmt.Errorf("record part: %w", err))
 	}
-	switch {
-	case chain != nil && u.HashedParts == p.Number-1 && bytes.Equal(u.HashState, base):
-		state, err := chain.(encoding.BinaryMarshaler).MarshalBinary()
+	return s.recordHash(ctx, tx, u, p, previous)
+}
+
+// recordHash keeps the running hash: extended by a part that follows the
+// parts folded in, reset by a part that replaced one of them with other
+// bytes. The chain extends base, the state read before the part streamed;
+// it is kept only if the state is still base, since an earlier part
+// replaced meanwhile (the hash reset, then rebuilt over other bytes) leaves
+// a state the chain does not extend.
+func (s *Store) recordHash(ctx context.Context, tx pgx.Tx, u *agentfs.Upload, p *PendingPart, previous string) error {
+	switch n := p.Part.Number; {
+	case p.chain != nil && u.HashedParts == n-1 && bytes.Equal(u.HashState, p.base):
+		state, err := p.chain.(encoding.BinaryMarshaler).MarshalBinary()
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE uploads SET hashed_parts = $2, hash_state = $3 WHERE id = $1`, id, p.Number, state)
-		if err != nil {
-			return Translate(err)
-		}
-	case previous != "" && previous != p.SHA256 && p.Number <= u.HashedParts:
-		if _, err := tx.Exec(ctx, `UPDATE uploads SET hashed_parts = 0, hash_state = NULL WHERE id = $1`, id); err != nil {
-			return Translate(err)
-		}
+		_, err = tx.Exec(ctx, `UPDATE uploads SET hashed_parts = $2, hash_state = $3 WHERE id = $1`, u.ID, n, state)
+		return Translate(err)
+	case previous != "" && previous != p.Part.SHA256 && n <= u.HashedParts:
+		_, err := tx.Exec(ctx, `UPDATE uploads SET hashed_parts = 0, hash_state = NULL WHERE id = $1`, u.ID)
+		return Translate(err)
 	}
 	return nil
+}
+
+// partRefusal explains a part that S3 refused by the session's state now,
+// if that explains it: aborted or expired meanwhile, or assembled, by a
+// complete that took the session after this part's lease lapsed or by one
+// that died before it could record so (sent again, the part is compared
+// with the part assembled). It is nil while the session still takes parts
+// into its multipart upload, or when its state cannot be read.
+func (s *Store) partRefusal(ctx context.Context, id string) error {
+	u, err := scanUpload(s.pool.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads WHERE id = $1`, id))
+	if err != nil {
+		return nil
+	}
+	if u.Status == agentfs.UploadPending && !u.Assembled {
+		info, serr := s.s3.StatObject(ctx, s.bucket, u.BlobKey, minio.StatObjectOptions{})
+		if serr == nil && info.Size == u.SizeBytes {
+			if _, err := s.pool.Exec(ctx, `UPDATE uploads SET assembled = true WHERE id = $1`, u.ID); err != nil {
+				return nil
+			}
+			u.Assembled = true
+		}
+	}
+	if u.Status == agentfs.UploadPending && u.Assembled {
+		return &agentfs.UploadBusyError{Reason: "the upload's parts were assembled while this part was on its way", RetryAfter: time.Second}
+	}
+	return s.takesParts(ctx, s.pool, u)
 }
 
 // forgetParts drops part records that no longer match what S3 holds, and
@@ -310,12 +446,15 @@ func (s *Store) forgetParts(ctx context.Context, id string, numbers []int) error
 }
 
 // PendingComplete is a complete whose content S3 has assembled (or a
-// session found completed already), waiting to commit its file.
+// session found completed already), waiting to commit its file. It holds
+// the session (completing) under a fencing token, with a lease renewed
+// until Finish.
 type PendingComplete struct {
 	store *Store
 	done  *agentfs.File // the file of a session completed before
 	u     *agentfs.Upload
-	token time.Time // the complete's claim on the session
+	fence int64 // the complete's claim on the session
+	lease *renewal
 	put   *PendingPut
 }
 
@@ -326,27 +465,45 @@ type PendingComplete struct {
 // hash when the parts came in order, else by reading back what the running
 // hash lacks. A declared sha256 that does not match fails the session. A
 // session completed before prepares nothing: Apply answers with its file.
+//
+// Completes of one path take turns, and a complete does not take the part
+// list while a part is on its way: either is an *agentfs.UploadBusyError,
+// as is a session another live complete holds. A complete whose lease
+// lapsed (its process died) is taken over.
 func (s *Store) PrepareComplete(ctx context.Context, subject, id string, req agentfs.CompleteRequest) (*PendingComplete, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	u, put, token, done, err := s.beginComplete(ctx, subject, id, req)
+	u, put, fence, done, err := s.beginComplete(ctx, subject, id, req)
 	if err != nil {
 		return nil, err
 	}
-	pc := &PendingComplete{store: s, done: done, u: u, token: token}
+	pc := &PendingComplete{store: s, done: done, u: u, fence: fence}
 	if done != nil {
 		return pc, nil
 	}
-	if pc.put, err = s.assemble(ctx, u, put, req, token); err != nil {
-		s.abandonComplete(ctx, u.ID, token)
+	pc.lease = renewEvery(s.cfg.UploadCompleteLease, pc.extend)
+	if pc.put, err = s.assemble(ctx, u, put, req, fence); err != nil {
+		pc.lease.end()
+		s.abandonComplete(ctx, u.ID, fence)
 		return nil, fmt.Errorf("complete upload: %w", err)
 	}
 	return pc, nil
 }
 
+// extend renews the complete's lease once; held is false once the session
+// is no longer this complete's.
+func (pc *PendingComplete) extend(ctx context.Context) (held bool, err error) {
+	tag, err := pc.store.pool.Exec(ctx, `UPDATE uploads
+		SET completing_until = clock_timestamp() + make_interval(secs => $3)
+		WHERE id = $1 AND status = 'completing' AND complete_fence = $2`,
+		pc.u.ID, pc.fence, pc.store.cfg.UploadCompleteLease.Seconds())
+	return tag.RowsAffected() > 0, Translate(err)
+}
+
 // Apply commits the file and the session's completion in tx; created says
-// whether the file is new.
+// whether the file is new. A complete taken over meanwhile commits nothing
+// (agentfs.ErrUploadCompleting).
 func (pc *PendingComplete) Apply(ctx context.Context, tx pgx.Tx, o agentfs.Origin) (*agentfs.File, bool, error) {
 	if pc.done != nil {
 		f, err := pc.store.LockFile(ctx, tx, pc.u.Subject, pc.done.ID)
@@ -357,42 +514,43 @@ func (pc *PendingComplete) Apply(ctx context.Context, tx pgx.Tx, o agentfs.Origi
 		return nil, false, err
 	}
 	tag, err := tx.Exec(ctx, `UPDATE uploads SET status = 'completed', file_id = $2, completing_until = NULL
-		WHERE id = $1 AND status = 'completing' AND completing_until = $3`, pc.u.ID, f.ID, pc.token)
+		WHERE id = $1 AND status = 'completing' AND complete_fence = $3`, pc.u.ID, f.ID, pc.fence)
 	if err != nil {
 		return nil, false, Translate(err)
 	}
 	if tag.RowsAffected() == 0 {
 		return nil, false, agentfs.ErrUploadCompleting // another complete took over; it commits, not this one
 	}
+	// Leases left by parts whose requests died.
+	if _, err := tx.Exec(ctx, `DELETE FROM upload_part_leases WHERE upload_id = $1`, pc.u.ID); err != nil {
+		return nil, false, Translate(err)
+	}
 	return f, created, nil
 }
 
-// Finish ends the complete once its transaction is over: a complete that
-// did not commit puts the session back to pending, so a later one can try
-// again (S3 may have assembled it already); an assembled object no file
-// took is removed.
+// Finish ends the complete once its transaction is over: its lease is no
+// longer renewed; a complete that did not commit puts the session back to
+// pending, so a later one can try again (S3 may have assembled it already);
+// an assembled object no file took is removed.
 func (pc *PendingComplete) Finish(ctx context.Context, err error) {
 	if pc.done != nil {
 		return
 	}
+	pc.lease.end()
 	if err != nil {
-		pc.store.abandonComplete(ctx, pc.u.ID, pc.token)
+		pc.store.abandonComplete(ctx, pc.u.ID, pc.fence)
 		return
 	}
 	pc.put.Finish(ctx, nil) // the file already held these bytes: the assembled object goes
 }
 
 // beginComplete decides a complete against the session and the path, and
-// marks the session completing. A session already completed returns its
-// file as done.
-// The returned token (the completing_until it set) is the complete's claim:
-// only the holder of the current token may commit the file.
-func (s *Store) beginComplete(ctx context.Context, subject, id string, req agentfs.CompleteRequest) (u *agentfs.Upload, put agentfs.Put, token time.Time, done *agentfs.File, err error) {
+// marks the session completing under a new fence, with a lease. A session
+// already completed returns its file as done.
+func (s *Store) beginComplete(ctx context.Context, subject, id string, req agentfs.CompleteRequest) (u *agentfs.Upload, put agentfs.Put, fence int64, done *agentfs.File, err error) {
 	err = s.WithTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		u, err = scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+`
-			FROM uploads WHERE id = $1 AND subject = $2 FOR UPDATE`, id, subject))
-		if err != nil {
+		if u, err = s.lockForComplete(ctx, tx, subject, id); err != nil {
 			return err
 		}
 		switch u.Status {
@@ -403,37 +561,101 @@ func (s *Store) beginComplete(ctx context.Context, subject, id string, req agent
 			return agentfs.ErrChecksumMismatch
 		case agentfs.UploadAborted, agentfs.UploadExpired:
 			return &agentfs.UploadStateError{Status: u.Status}
+		case agentfs.UploadCompleting:
+			wait, held, err := s.completeHeld(ctx, tx, u.ID)
+			if err != nil {
+				return err
+			}
+			if held {
+				return &agentfs.UploadBusyError{Reason: "another complete of this upload is running", RetryAfter: wait}
+			}
+			// Its lease lapsed: its process died or stalled. This complete
+			// takes over; the new fence keeps the old one from committing.
 		}
 		if !u.ExpiresAt.After(time.Now()) {
 			return &agentfs.UploadStateError{Status: agentfs.UploadExpired}
 		}
-		if err := s.loadParts(ctx, tx, u); err != nil {
+		if err := s.awaitTurn(ctx, tx, u); err != nil {
 			return err
 		}
-		if missing := u.MissingParts(); len(missing) > 0 {
-			return &agentfs.PartsMissingError{Missing: missing}
-		}
-		put = putFor(u, req)
-		if put.IfMatch != "" && !put.Replace {
-			return agentfs.ErrIfMatchWithoutReplace
-		}
-		live, _, err := s.fileAtPath(ctx, tx, subject, u.Path)
-		if err != nil {
+		if put, err = s.decideComplete(ctx, tx, u, req); err != nil {
 			return err
 		}
-		if err := put.CheckAgainst(live); err != nil {
-			return err
-		}
-		err = tx.QueryRow(ctx, `UPDATE uploads SET status = 'completing',
+		err = tx.QueryRow(ctx, `UPDATE uploads SET status = 'completing', complete_fence = complete_fence + 1,
 				completing_until = clock_timestamp() + make_interval(secs => $2)
-			WHERE id = $1 AND (status = 'pending' OR completing_until < now())
-			RETURNING completing_until`, id, completionLease.Seconds()).Scan(&token)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return agentfs.ErrUploadCompleting
-		}
+			WHERE id = $1 RETURNING complete_fence`, id, s.cfg.UploadCompleteLease.Seconds()).Scan(&fence)
 		return Translate(err)
 	})
-	return u, put, token, done, err
+	return u, put, fence, done, err
+}
+
+// lockForComplete locks the session for a complete, under the lock of its
+// path: completes of one path take turns, so the loser of sessions racing
+// for a path is decided before its parts are assembled, as if they had
+// come one after the other.
+func (s *Store) lockForComplete(ctx context.Context, tx pgx.Tx, subject, id string) (*agentfs.Upload, error) {
+	var path string
+	if err := tx.QueryRow(ctx, `SELECT path FROM uploads WHERE id = $1 AND subject = $2`, id, subject).Scan(&path); err != nil {
+		return nil, Translate(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('agentfs.upload.complete.' || $1 || '/' || $2))`,
+		subject, path); err != nil {
+		return nil, Translate(err)
+	}
+	return scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads
+		WHERE id = $1 AND subject = $2 FOR UPDATE`, id, subject))
+}
+
+// awaitTurn refuses a complete for now, as an *agentfs.UploadBusyError,
+// while a live complete holds another session of the path (its outcome
+// decides this one's), or while a part of this session is on its way (the
+// part list would change under it). Part leases that lapsed are those of
+// requests that died: they go.
+func (s *Store) awaitTurn(ctx context.Context, tx pgx.Tx, u *agentfs.Upload) error {
+	var left *float64
+	err := tx.QueryRow(ctx, `SELECT max(extract(epoch FROM completing_until - clock_timestamp()))::float8
+		FROM uploads WHERE subject = $1 AND path = $2 AND status = 'completing' AND id <> $3
+		  AND completing_until > clock_timestamp()`, u.Subject, u.Path, u.ID).Scan(&left)
+	if err != nil {
+		return Translate(err)
+	}
+	if left != nil {
+		return &agentfs.UploadBusyError{Reason: "another upload of this path is being completed",
+			RetryAfter: retryAfter(*left, s.cfg.UploadCompleteLease)}
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM upload_part_leases
+		WHERE upload_id = $1 AND lease_until <= clock_timestamp()`, u.ID); err != nil {
+		return Translate(err)
+	}
+	if err := tx.QueryRow(ctx, `SELECT max(extract(epoch FROM lease_until - clock_timestamp()))::float8
+		FROM upload_part_leases WHERE upload_id = $1`, u.ID).Scan(&left); err != nil {
+		return Translate(err)
+	}
+	if left != nil {
+		return &agentfs.UploadBusyError{Reason: "a part of this upload is still on its way",
+			RetryAfter: retryAfter(*left, s.partLease())}
+	}
+	return nil
+}
+
+// decideComplete checks that every part is there and decides the complete's
+// put against the live file at the path.
+func (s *Store) decideComplete(ctx context.Context, tx pgx.Tx, u *agentfs.Upload, req agentfs.CompleteRequest) (agentfs.Put, error) {
+	if err := s.loadParts(ctx, tx, u); err != nil {
+		return agentfs.Put{}, err
+	}
+	if missing := u.MissingParts(); len(missing) > 0 {
+		return agentfs.Put{}, &agentfs.PartsMissingError{Missing: missing}
+	}
+	put := putFor(u, req)
+	if put.IfMatch != "" && !put.Replace {
+		return agentfs.Put{}, agentfs.ErrIfMatchWithoutReplace
+	}
+	live, _, err := s.fileAtPath(ctx, tx, u.Subject, u.Path)
+	if err != nil {
+		return agentfs.Put{}, err
+	}
+	return put, put.CheckAgainst(live)
 }
 
 func putFor(u *agentfs.Upload, req agentfs.CompleteRequest) agentfs.Put {
@@ -449,7 +671,7 @@ func putFor(u *agentfs.Upload, req agentfs.CompleteRequest) agentfs.Put {
 
 // assemble completes the S3 multipart upload and establishes the content's
 // SHA-256, giving a pending put of the assembled object.
-func (s *Store) assemble(ctx context.Context, u *agentfs.Upload, put agentfs.Put, req agentfs.CompleteRequest, token time.Time) (*PendingPut, error) {
+func (s *Store) assemble(ctx context.Context, u *agentfs.Upload, put agentfs.Put, req agentfs.CompleteRequest, fence int64) (*PendingPut, error) {
 	if err := s.completeMultipart(ctx, u); err != nil {
 		return nil, err
 	}
@@ -462,7 +684,7 @@ func (s *Store) assemble(ctx context.Context, u *agentfs.Upload, put agentfs.Put
 		want = req.SHA256
 	}
 	if want != "" && want != sum {
-		return nil, s.failUpload(ctx, u, token)
+		return nil, s.failUpload(ctx, u, fence)
 	}
 	live, _, err := s.fileAtPath(ctx, s.pool, u.Subject, u.Path)
 	if err != nil {
@@ -562,9 +784,9 @@ func (s *Store) contentHash(ctx context.Context, u *agentfs.Upload) (string, err
 
 // failUpload marks a session failed because its content does not match the
 // declared sha256, and removes the assembled object. No file is made.
-func (s *Store) failUpload(ctx context.Context, u *agentfs.Upload, token time.Time) error {
+func (s *Store) failUpload(ctx context.Context, u *agentfs.Upload, fence int64) error {
 	tag, err := s.pool.Exec(context.WithoutCancel(ctx), `UPDATE uploads SET status = 'failed', completing_until = NULL
-		WHERE id = $1 AND status = 'completing' AND completing_until = $2`, u.ID, token)
+		WHERE id = $1 AND status = 'completing' AND complete_fence = $2`, u.ID, fence)
 	if err != nil {
 		return Translate(err)
 	}
@@ -577,14 +799,16 @@ func (s *Store) failUpload(ctx context.Context, u *agentfs.Upload, token time.Ti
 
 // abandonComplete puts a session whose complete failed back to pending, so
 // a later complete can try again (S3 may have assembled it already).
-func (s *Store) abandonComplete(ctx context.Context, id string, token time.Time) {
+func (s *Store) abandonComplete(ctx context.Context, id string, fence int64) {
 	_, _ = s.pool.Exec(context.WithoutCancel(ctx), `UPDATE uploads SET status = 'pending', completing_until = NULL
-		WHERE id = $1 AND status = 'completing' AND completing_until = $2`, id, token)
+		WHERE id = $1 AND status = 'completing' AND complete_fence = $2`, id, fence)
 }
 
 // AbortUploadTx ends a session in tx. Aborting an aborted, expired or
 // failed session returns it unchanged (aborted false); a completed one is an
-// *agentfs.UploadStateError. The caller drops the session's parts from S3
+// *agentfs.UploadStateError, one a live complete holds an
+// *agentfs.UploadBusyError (the complete decides; a complete whose lease
+// lapsed does not, and the session is aborted). The caller drops the session's parts from S3
 // with DropMultipart once tx committed (the sweeper retries a drop that
 // failed), so S3 never loses parts of a session still pending.
 func (s *Store) AbortUploadTx(ctx context.Context, tx pgx.Tx, subject, id string) (u *agentfs.Upload, aborted bool, err error) {
@@ -596,10 +820,19 @@ func (s *Store) AbortUploadTx(ctx context.Context, tx pgx.Tx, subject, id string
 		return nil, false, fmt.Errorf("abort upload: %w", err)
 	}
 	switch u.Status {
-	case agentfs.UploadCompleted, agentfs.UploadCompleting:
+	case agentfs.UploadCompleted:
 		return nil, false, &agentfs.UploadStateError{Status: agentfs.UploadCompleted}
+	case agentfs.UploadCompleting:
+		wait, held, err := s.completeHeld(ctx, tx, id)
+		if err != nil {
+			return nil, false, fmt.Errorf("abort upload: %w", err)
+		}
+		if held {
+			return nil, false, &agentfs.UploadBusyError{Reason: "a complete of this upload is running", RetryAfter: wait}
+		}
+		fallthrough // a complete whose lease lapsed: it can no longer commit
 	case agentfs.UploadPending:
-		if _, err := tx.Exec(ctx, `UPDATE uploads SET status = 'aborted' WHERE id = $1`, id); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE uploads SET status = 'aborted', completing_until = NULL WHERE id = $1`, id); err != nil {
 			return nil, false, Translate(fmt.Errorf("abort upload: %w", err))
 		}
 		u.Status, aborted = agentfs.UploadAborted, true
@@ -647,6 +880,9 @@ func (s *Store) ExpireUploads(ctx context.Context) (int, error) {
 			}
 			if err := s.dropMultipart(ctx, u); err != nil {
 				return err
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM upload_part_leases WHERE upload_id = $1`, u.ID); err != nil {
+				return Translate(err)
 			}
 			_, err = tx.Exec(ctx, `UPDATE uploads SET status = 'expired', completing_until = NULL WHERE id = $1`, u.ID)
 			expired = err == nil

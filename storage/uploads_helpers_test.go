@@ -31,7 +31,9 @@ func sendPart(ctx context.Context, store *storage.Store, subject, id string, n i
 	if err != nil {
 		return nil, err
 	}
-	return p.Part, store.WithTx(ctx, func(tx pgx.Tx) error { return p.Apply(ctx, tx) })
+	err = store.WithTx(ctx, func(tx pgx.Tx) error { return p.Apply(ctx, tx) })
+	p.Finish(ctx, err)
+	return p.Part, err
 }
 
 // putPart sends part n of the subject "s"'s session, failing the test on error.

@@ -34,6 +34,10 @@ type config struct {
 	// FaultAfterCommit, for fault-injection tests only: "exit" kills the
 	// process after a keyed write committed, before its response.
 	FaultAfterCommit string
+	// FaultMidComplete, for fault-injection tests only: "exit" kills the
+	// process in the middle of an upload's complete (the session is
+	// completing and assembled; nothing is committed).
+	FaultMidComplete string
 }
 
 // loadConfig reads the AGENTFS_* variables, filling in defaults.
@@ -49,6 +53,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		LogFormat:        env("AGENTFS_LOG_FORMAT", "text"),
 		LogLevel:         env("AGENTFS_LOG_LEVEL", "info"),
 		FaultAfterCommit: env("AGENTFS_FAULT_AFTER_COMMIT", ""),
+		FaultMidComplete: env("AGENTFS_FAULT_MID_COMPLETE", ""),
 		PprofAddr:        env("AGENTFS_PPROF_ADDR", ""),
 		Storage: storage.Config{
 			DatabaseURL: env("AGENTFS_DATABASE_URL", ""),
@@ -83,6 +88,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseDuration(env("AGENTFS_BATCH_RESCUE_AFTER", "30s"), "AGENTFS_BATCH_RESCUE_AFTER", &c.BatchRescueAfter))
 	c.Limits.BatchMaxItems, c.BatchWorkers = int(batchItems), int(batchWorkers)
 	check(parseDuration(env("AGENTFS_IDEMPOTENCY_LEASE", "30s"), "AGENTFS_IDEMPOTENCY_LEASE", &c.Storage.IdempotencyLease))
+	check(parseDuration(env("AGENTFS_UPLOAD_COMPLETE_LEASE", "30s"), "AGENTFS_UPLOAD_COMPLETE_LEASE", &c.Storage.UploadCompleteLease))
 	var burst int64
 	check(parseFloat(env("AGENTFS_RATE_LIMIT", "200"), "AGENTFS_RATE_LIMIT", &c.Limits.RatePerSecond))
 	check(parseCount(env("AGENTFS_RATE_BURST", "400"), "AGENTFS_RATE_BURST", &burst))
@@ -126,8 +132,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.Storage.IdempotencyLease < time.Second {
 		errs = append(errs, "AGENTFS_IDEMPOTENCY_LEASE must be at least 1s")
 	}
+	if c.Storage.UploadCompleteLease < 3*time.Second {
+		errs = append(errs, "AGENTFS_UPLOAD_COMPLETE_LEASE must be at least 3s")
+	}
 	if c.FaultAfterCommit != "" && c.FaultAfterCommit != "exit" {
 		errs = append(errs, "AGENTFS_FAULT_AFTER_COMMIT must be empty or exit")
+	}
+	if c.FaultMidComplete != "" && c.FaultMidComplete != "exit" {
+		errs = append(errs, "AGENTFS_FAULT_MID_COMPLETE must be empty or exit")
 	}
 	if len(errs) > 0 {
 		return c, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))

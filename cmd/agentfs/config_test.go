@@ -18,6 +18,9 @@ func TestConfigErrorsNameWhatIsExpected(t *testing.T) {
 		{"AGENTFS_RATE_BURST", "1.5", "AGENTFS_RATE_BURST must be a positive whole number"},
 		{"AGENTFS_MAX_UPLOAD_BYTES", "lots", "AGENTFS_MAX_UPLOAD_BYTES must be a positive number of bytes"},
 		{"AGENTFS_UPLOAD_TTL", "tomorrow", "AGENTFS_UPLOAD_TTL must be a positive duration"},
+		{"AGENTFS_UPLOAD_COMPLETE_LEASE", "soon", "AGENTFS_UPLOAD_COMPLETE_LEASE must be a positive duration"},
+		{"AGENTFS_UPLOAD_COMPLETE_LEASE", "1s", "AGENTFS_UPLOAD_COMPLETE_LEASE must be at least 3s"},
+		{"AGENTFS_FAULT_MID_COMPLETE", "crash", "AGENTFS_FAULT_MID_COMPLETE must be empty or exit"},
 	} {
 		env := map[string]string{tc.name: tc.value}
 		for k, v := range base {

@@ -20,7 +20,8 @@ import (
 )
 
 // crashBundle is two server processes on one fresh database and bucket,
-// with short idempotency leases so lapsed claims are taken over quickly.
+// with short idempotency and upload complete leases so lapsed claims are
+// taken over quickly.
 type crashBundle struct {
 	bin   string
 	cfg   storage.Config
@@ -32,9 +33,9 @@ func setupCrash(t *testing.T, envA ...string) *crashBundle {
 	t.Helper()
 	t.Parallel()
 	cb := &crashBundle{bin: buildBinary(t), cfg: storagetest.Config(t)}
-	lease := "AGENTFS_IDEMPOTENCY_LEASE=2s"
-	cb.a = startServe(t, cb.bin, cb.cfg, append([]string{lease}, envA...)...)
-	cb.b = startServe(t, cb.bin, cb.cfg, lease)
+	leases := []string{"AGENTFS_IDEMPOTENCY_LEASE=2s", "AGENTFS_UPLOAD_COMPLETE_LEASE=3s"}
+	cb.a = startServe(t, cb.bin, cb.cfg, append(leases, envA...)...)
+	cb.b = startServe(t, cb.bin, cb.cfg, leases...)
 	cb.a.waitReady(t)
 	cb.b.waitReady(t)
 	out, err := runBinary(t, cb.bin, cb.cfg, "token", "create", "--subject", "agent")

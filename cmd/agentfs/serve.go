@@ -66,7 +66,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 		return err
 	}
 	core, err := admission.New(admission.Config{Store: store, Queue: enqueuer, PublicURL: cfg.PublicURL, Log: log,
-		AfterCommit: faultAfterCommit(cfg.FaultAfterCommit)})
+		AfterCommit: faultExit(cfg.FaultAfterCommit), MidComplete: faultExit(cfg.FaultMidComplete)})
 	if err != nil {
 		return err
 	}
@@ -143,10 +143,11 @@ func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
 	return nil
 }
 
-// faultAfterCommit returns the fault-injection hook named by
-// AGENTFS_FAULT_AFTER_COMMIT: "exit" dies like a killed process right after
-// a keyed write committed, before its response is sent.
-func faultAfterCommit(mode string) func() {
+// faultExit returns the fault-injection hook named by
+// AGENTFS_FAULT_AFTER_COMMIT or AGENTFS_FAULT_MID_COMPLETE: "exit" dies like
+// a killed process at that point (right after a keyed write committed,
+// before its response is sent; in the middle of an upload's complete).
+func faultExit(mode string) func() {
 	if mode != "exit" {
 		return nil
 	}
