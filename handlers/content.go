@@ -40,7 +40,7 @@ func (a *API) getContent(c echo.Context) error {
 	h := c.Response().Header()
 	setContentHeaders(h, f)
 	req := c.Request()
-	if inm := req.Header.Get("If-None-Match"); inm != "" && agentfs.ETagMatches(inm, f.ETag()) {
+	if inm := req.Header.Get("If-None-Match"); inm != "" && agentfs.ETagMatchesWeak(inm, f.ETag()) {
 		return c.NoContent(http.StatusNotModified)
 	}
 	status, rng, err := chooseRange(req, f)

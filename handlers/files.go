@@ -236,7 +236,7 @@ func (a *API) getFile(c echo.Context) error {
 		return err
 	}
 	c.Response().Header().Set("ETag", f.ETag())
-	if inm := c.Request().Header.Get("If-None-Match"); inm != "" && agentfs.ETagMatches(inm, f.ETag()) {
+	if inm := c.Request().Header.Get("If-None-Match"); inm != "" && agentfs.ETagMatchesWeak(inm, f.ETag()) {
 		return c.NoContent(http.StatusNotModified)
 	}
 	return c.JSON(http.StatusOK, api.NewFile(a.deps.PublicURL, f))
