@@ -82,8 +82,12 @@ func (a *API) batchItems(ops []json.RawMessage) ([]agentfs.BatchItem, error) {
 	for i, raw := range ops {
 		field := func(name string) string { return fmt.Sprintf("operations[%d].%s", i, name) }
 		var op batchOp
-		if err := decodeStrict(raw, &op); err != nil {
-			errs = append(errs, problem.FieldError{Field: fmt.Sprintf("operations[%d]", i), Message: err.Error()})
+		if je := decodeStrict(raw, &op); je != nil {
+			name := fmt.Sprintf("operations[%d]", i)
+			if je.field != "" {
+				name = field(je.field)
+			}
+			errs = append(errs, problem.FieldError{Field: name, Message: je.message})
 			continue
 		}
 		it, fe := a.batchItem(op, l.BatchMaxItemBytes)
