@@ -155,7 +155,7 @@ func (a *API) addRoutes() {
 	// Middleware is attached per route, not with Group.Use, which would
 	// turn a wrong method on a known route into a 404 instead of a 405.
 	v1 := e.Group("/v1")
-	mw := []echo.MiddlewareFunc{a.authenticate, a.limitRate, requireScope, attribution, idempotencyKey, a.limitBytes, a.bodyIdle}
+	mw := []echo.MiddlewareFunc{singleHeaders, a.authenticate, a.limitRate, requireScope, attribution, idempotencyKey, a.limitBytes, a.bodyIdle}
 	v1.POST("/files", a.createFile, mw...)
 	v1.GET("/files", a.listFiles, mw...)
 	v1.GET("/files/:id", a.getFile, mw...)
