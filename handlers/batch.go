@@ -122,7 +122,8 @@ func (a *API) batchItem(op batchOp, maxContent int64) (agentfs.BatchItem, []prob
 	switch op.Op {
 	case agentfs.OpPut, agentfs.OpCopy:
 		if it.Path = need("path", op.Path); it.Path != "" {
-			if err := agentfs.ValidatePath(it.Path); err != nil {
+			var err error
+			if it.Path, err = agentfs.NormalizePath(it.Path); err != nil {
 				bad("path", err.Error())
 			}
 		}

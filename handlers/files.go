@@ -74,7 +74,8 @@ func validatePut(put *agentfs.Put, ifExists string, h http.Header) error {
 	if put.Path == "" {
 		return problem.Validation("path", "is required")
 	}
-	if err := agentfs.ValidatePath(put.Path); err != nil {
+	var err error
+	if put.Path, err = agentfs.NormalizePath(put.Path); err != nil {
 		return pathProblem(err)
 	}
 	replace, err := parseIfExists(ifExists)
@@ -208,22 +209,24 @@ func bindFilter(c echo.Context) (agentfs.FileFilter, error) {
 		}
 		f.After = &cur
 	}
-	return f, validateFilter(f)
+	return f, normalizeFilter(&f)
 }
 
-func validateFilter(f agentfs.FileFilter) error {
+// normalizeFilter checks the filter's values and puts its path and prefix
+// in the form paths are stored in (NFC).
+func normalizeFilter(f *agentfs.FileFilter) error {
 	for _, v := range []struct{ name, value string }{{"run_id", f.RunID}, {"agent_id", f.AgentID}} {
 		if v.value != "" && !agentfs.ValidTagValue(v.value) {
 			return problem.Validation(v.name, "must be 1-128 characters of A-Z a-z 0-9 . _ : / = + @ -")
 		}
 	}
+	var err error
 	if f.Path != "" {
-		if err := agentfs.ValidatePath(f.Path); err != nil {
+		if f.Path, err = agentfs.NormalizePath(f.Path); err != nil {
 			return pathProblem(err)
 		}
 	}
-	if len(f.Prefix) > agentfs.MaxPathBytes || !utf8.ValidString(f.Prefix) ||
-		strings.ContainsFunc(f.Prefix, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+	if f.Prefix, err = agentfs.NormalizePrefix(f.Prefix); err != nil {
 		return problem.Validation("prefix", "must be at most 1024 bytes of UTF-8 without control characters")
 	}
 	return nil

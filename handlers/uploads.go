@@ -55,10 +55,10 @@ func (a *API) newUpload(c echo.Context, b createUploadBody) (agentfs.NewUpload, 
 	if b.Path == nil {
 		return req, problem.Validation("path", "is required")
 	}
-	if err := agentfs.ValidatePath(*b.Path); err != nil {
+	var err error
+	if req.Path, err = agentfs.NormalizePath(*b.Path); err != nil {
 		return req, pathProblem(err)
 	}
-	req.Path = *b.Path
 	if b.SizeBytes == nil {
 		return req, problem.Validation("size_bytes", "is required")
 	}
@@ -70,7 +70,6 @@ func (a *API) newUpload(c echo.Context, b createUploadBody) (agentfs.NewUpload, 
 	if b.ContentType != nil {
 		ct = *b.ContentType
 	}
-	var err error
 	if req.ContentType, err = normalizeMediaType(ct); err != nil {
 		return req, problem.Validation("content_type", "is not a valid media type")
 	}
