@@ -218,7 +218,8 @@ func (p *Proxy) forward(in net.Conn) {
 	}
 	p.conns[in], p.conns[out] = true, true
 	p.mu.Unlock()
-	awaiting := false // the client sent a request its target has not answered yet
+	// awaiting: the client sent a request its target has not answered yet.
+	awaiting := false
 	go p.pipe(out, in, func() { // client to target
 		if !awaiting {
 			awaiting = true
