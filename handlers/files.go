@@ -121,8 +121,8 @@ func readFormHead(req *http.Request) (formHead, error) {
 		if err == io.EOF && fields > 0 {
 			return head, problem.Validation("file", "the form has no file part")
 		}
-		if errors.Is(err, agentfs.ErrBodyStalled) {
-			return head, err
+		if err != nil && !errors.Is(agentfs.BodyError(err), agentfs.ErrBadBody) {
+			return head, agentfs.BodyError(err) // the body failed to arrive (stalled, over the quota), not its form
 		}
 		if err != nil {
 			return head, problem.Invalid("body", "malformed multipart/form-data")
@@ -133,6 +133,9 @@ func readFormHead(req *http.Request) (formHead, error) {
 			return head, nil
 		}
 		v, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
+		if err != nil && !errors.Is(agentfs.BodyError(err), agentfs.ErrBadBody) {
+			return head, agentfs.BodyError(err)
+		}
 		if err != nil {
 			return head, problem.Invalid("body", "malformed multipart/form-data")
 		}
