@@ -108,15 +108,36 @@ var (
 	ErrBadBody = errors.New("request body unreadable")
 )
 
-// BodyError classifies a failure to read a request body: too large and
-// stalled keep their meaning; anything else (a malformed chunked encoding,
-// a client gone mid-body) is ErrBadBody.
+// BodyError classifies a failure to read a request body: too large,
+// stalled, over the quota and unavailable (the quota could not be
+// reserved) keep their meaning; anything else (a malformed chunked
+// encoding, a client gone mid-body) is ErrBadBody.
 func BodyError(err error) error {
-	var tooBig *http.MaxBytesError
-	if err == nil || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrBodyStalled) || errors.As(err, &tooBig) {
+	var (
+		tooBig *http.MaxBytesError
+		quota  *QuotaExceededError
+	)
+	if err == nil || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrBodyStalled) || errors.Is(err, ErrUnavailable) ||
+		errors.As(err, &tooBig) || errors.As(err, &quota) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrBadBody, err)
+}
+
+// QuotaExceededError says a write would take its subject past the bytes it
+// may write per window (the byte quota, kept across instances): refused
+// before its body is read when its declared length does not fit, or cut
+// off when a body of unknown length outgrows what is left. Nothing of the
+// write is stored. RetryAfter is how long until the window ends and the
+// quota is whole again.
+type QuotaExceededError struct {
+	Used, Limit int64 // bytes reserved in the window, and the quota
+	Window      time.Duration
+	RetryAfter  time.Duration
+}
+
+func (e *QuotaExceededError) Error() string {
+	return fmt.Sprintf("byte quota exceeded: %d of %d bytes per %v used", e.Used, e.Limit, e.Window)
 }
 
 // ConflictError says an Idempotency-Key was used for a different request.

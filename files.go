@@ -56,16 +56,31 @@ func (p *Put) CheckAgainst(live *File) error {
 	return nil
 }
 
-// ETagMatches reports whether an If-Match or If-None-Match header value
-// names etag: "*" or a comma-separated list of quoted etags, compared
-// strongly (a weak W/ etag never matches).
-func ETagMatches(header, etag string) bool {
+// ETagMatches reports whether an If-Match header value names etag: "*" or
+// a comma-separated list of quoted etags, compared strongly (RFC 9110
+// §13.1.1: a weak W/ etag never matches), since If-Match guards a write
+// that must not land on other bytes.
+func ETagMatches(header, etag string) bool { return etagListHas(header, etag, false) }
+
+// ETagMatchesWeak reports whether an If-None-Match header value names etag,
+// compared weakly (RFC 9110 §13.1.2): W/"x" and "x" are the same etag, so a
+// cache that holds either form is told 304 Not Modified.
+func ETagMatchesWeak(header, etag string) bool { return etagListHas(header, etag, true) }
+
+func etagListHas(header, etag string, weak bool) bool {
 	header = strings.TrimSpace(header)
 	if header == "*" {
 		return true
 	}
+	if weak {
+		etag = strings.TrimPrefix(etag, "W/")
+	}
 	for _, v := range strings.Split(header, ",") {
-		if strings.TrimSpace(v) == etag {
+		v = strings.TrimSpace(v)
+		if weak {
+			v = strings.TrimPrefix(v, "W/")
+		}
+		if v != "" && v == etag {
 			return true
 		}
 	}

@@ -50,6 +50,40 @@ func TestETagMatches(t *testing.T) {
 	}
 }
 
+// TestETagMatchesWeak holds If-None-Match to RFC 9110's weak comparison:
+// the W/ prefix of either side is ignored, the opaque tags must still be
+// identical.
+func TestETagMatchesWeak(t *testing.T) {
+	t.Parallel()
+	etag := `"` + sumA + `"`
+	for _, tc := range []struct {
+		name, header string
+		want         bool
+	}{
+		{"MatchesStar", "*", true},
+		{"MatchesExactEtag", etag, true},
+		{"MatchesWeakEtag", "W/" + etag, true},
+		{"MatchesWeakEtagWithSpace", "  W/" + etag + " ", true},
+		{"MatchesWeakEtagInList", `W/"` + sumB + `", W/` + etag, true},
+		{"MatchesStrongEtagAfterWeakOther", `W/"` + sumB + `",` + etag, true},
+		{"RejectsOtherWeakEtag", `W/"` + sumB + `"`, false},
+		{"RejectsLowercaseWeakPrefix", "w/" + etag, false},
+		{"RejectsWeakPrefixTwice", "W/W/" + etag, false},
+		{"RejectsUnquotedWeakEtag", "W/" + sumA, false},
+		{"RejectsBareWeakPrefix", "W/", false},
+		{"RejectsEmptyHeader", "", false},
+		{"RejectsOnlyCommas", ",,", false},
+		{"RejectsStarInsideList", `"` + sumB + `", *`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := agentfs.ETagMatchesWeak(tc.header, etag); got != tc.want {
+				t.Fatalf("ETagMatchesWeak(%q, %q) = %v, want %v", tc.header, etag, got, tc.want)
+			}
+		})
+	}
+}
+
 func FuzzETagMatches(f *testing.F) {
 	etag := `"` + sumA + `"`
 	for _, tc := range [][2]string{
@@ -89,6 +123,18 @@ func FuzzETagMatches(f *testing.F) {
 			if strings.HasPrefix(etag, `"`) && agentfs.ETagMatches("W/"+etag, etag) {
 				t.Fatalf("ETagMatches(W/%s, %s) = true: weak etags must not match strongly", etag, etag)
 			}
+			if !agentfs.ETagMatchesWeak("W/"+etag, etag) || !agentfs.ETagMatchesWeak(`"other", W/`+etag, etag) {
+				t.Fatalf("ETagMatchesWeak did not find W/%s", etag)
+			}
+		}
+		// Weak comparison only adds the W/ forms: whatever matches strongly
+		// matches weakly, and a weak match is a strong one once W/ is gone.
+		weak := agentfs.ETagMatchesWeak(header, etag)
+		if got && !weak {
+			t.Fatalf("ETagMatches(%q, %q) but not ETagMatchesWeak", header, etag)
+		}
+		if weak && !got && !strings.Contains(header, "W/") && !strings.HasPrefix(etag, "W/") {
+			t.Fatalf("ETagMatchesWeak(%q, %q) without a W/ anywhere, but not ETagMatches", header, etag)
 		}
 	})
 }

@@ -7,6 +7,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/agentfs/agentfs"
 )
 
@@ -134,6 +136,143 @@ func FuzzValidatePath(f *testing.F) {
 		}
 		if err != nil && err.Error() == "" {
 			t.Fatalf("ValidatePath(%q) returned an error with no message", p)
+		}
+	})
+}
+
+func TestNormalizePath(t *testing.T) {
+	t.Parallel()
+	const (
+		nfc = "caf\u00e9.txt"  // é as one code point
+		nfd = "cafe\u0301.txt" // e and a combining acute accent
+	)
+	for _, tc := range []struct {
+		name, path, want string
+		ok               bool
+	}{
+		{"KeepsASCII", "a/b.txt", "a/b.txt", true},
+		{"KeepsNFC", nfc, nfc, true},
+		{"ComposesNFD", nfd, nfc, true},
+		{"ComposesEverySegment", "re\u0301sume\u0301/" + nfd, "r\u00e9sum\u00e9/" + nfc, true},
+		{"ComposesHangulJamo", "\u1100\u1161.txt", "\uac00.txt", true},
+		{"KeepsCompatibilityForms", "\ufb01le.txt", "\ufb01le.txt", true}, // NFC, not NFKC: the ligature stays
+		{"ReordersCombiningMarks", "a\u0323\u0307", "\u1ea1\u0307", true},
+		// Length counts the stored (NFC) form: long in NFD, short enough in NFC.
+		{"AcceptsWhatFitsOnceComposed", strings.Repeat("e\u0301", 400), strings.Repeat("\u00e9", 400), true},
+		// U+0958 is excluded from composition: its NFC form is twice as long.
+		{"RejectsWhatOutgrowsOnceNormalized", strings.Repeat("\u0958", 200), "", false},
+		{"RejectsInvalidUTF8", "caf\xe9.txt", "", false},
+		{"RejectsDotDotAfterNormalizing", "a/../b", "", false},
+		{"RejectsEmpty", "", "", false},
+		{"RejectsControlCharacter", "e\u0301\x00", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := agentfs.NormalizePath(tc.path)
+			switch {
+			case tc.ok && err != nil:
+				t.Fatalf("NormalizePath(%q) = %v, want %q", tc.path, err, tc.want)
+			case tc.ok && got != tc.want:
+				t.Fatalf("NormalizePath(%q) = %q, want %q", tc.path, got, tc.want)
+			case !tc.ok && err == nil:
+				t.Fatalf("NormalizePath(%q) = %q, want an error", tc.path, got)
+			case !tc.ok && got != "":
+				t.Fatalf("NormalizePath(%q) returned %q with its error", tc.path, got)
+			}
+		})
+	}
+}
+
+// FuzzNormalizePath holds NormalizePath to its promise: what it returns is
+// NFC, valid by DESIGN §5 (checked independently) and a fixed point; it
+// refuses exactly the inputs whose NFC form breaks the rules; and two
+// spellings with the same NFC form are one path.
+func FuzzNormalizePath(f *testing.F) {
+	for _, s := range []string{
+		"a", "caf\u00e9.txt", "cafe\u0301.txt", "\u1100\u1161", "a\u0323\u0307", "\u0958",
+		strings.Repeat("e\u0301", 400), strings.Repeat("\u0958", 200), "a/../b", "\xff", "e\u0301/\u0301",
+		"/\u0301", "\u0301", ".\u0301", "..\u0338", "\u212b", "\u2126/\u0344",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		got, err := agentfs.NormalizePath(p)
+		if !utf8.ValidString(p) {
+			if err == nil {
+				t.Fatalf("NormalizePath(%q) accepted invalid UTF-8", p)
+			}
+			return
+		}
+		want := norm.NFC.String(p)
+		if err != nil {
+			if pathRulesHold(want) {
+				t.Fatalf("NormalizePath(%q) = %v, but its NFC form %q follows DESIGN §5", p, err, want)
+			}
+			if err.Error() == "" {
+				t.Fatalf("NormalizePath(%q) returned an error with no message", p)
+			}
+			return
+		}
+		if got != want || !norm.NFC.IsNormalString(got) {
+			t.Fatalf("NormalizePath(%q) = %q, not its NFC form %q", p, got, want)
+		}
+		if !pathRulesHold(got) || agentfs.ValidatePath(got) != nil {
+			t.Fatalf("NormalizePath(%q) = %q, which breaks DESIGN §5", p, got)
+		}
+		if again, err := agentfs.NormalizePath(got); err != nil || again != got {
+			t.Fatalf("NormalizePath is not idempotent: %q -> %q -> %q (%v)", p, got, again, err)
+		}
+		if other, err := agentfs.NormalizePath(norm.NFD.String(p)); err != nil || other != got {
+			t.Fatalf("the NFD spelling of %q is %q (%v), not the same path %q", p, other, err, got)
+		}
+	})
+}
+
+func TestNormalizePrefix(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, prefix, want string
+		ok                 bool
+	}{
+		{"AllowsEmpty", "", "", true},
+		{"AllowsTrailingSlash", "dir/", "dir/", true},
+		{"AllowsPartialSegment", "re", "re", true},
+		{"ComposesNFD", "cafe\u0301/", "caf\u00e9/", true},
+		{"AllowsMaxLength", strings.Repeat("a", agentfs.MaxPathBytes), strings.Repeat("a", agentfs.MaxPathBytes), true},
+		{"RejectsTooLong", strings.Repeat("a", agentfs.MaxPathBytes+1), "", false},
+		{"RejectsInvalidUTF8", "\xff", "", false},
+		{"RejectsControlCharacter", "a\x00", "", false},
+		{"RejectsC1Control", "a\u0085", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := agentfs.NormalizePrefix(tc.prefix)
+			if (err == nil) != tc.ok || got != tc.want {
+				t.Fatalf("NormalizePrefix(%q) = %q, %v; want %q (ok %v)", tc.prefix, got, err, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func FuzzNormalizePrefix(f *testing.F) {
+	for _, s := range []string{"", "dir/", "cafe\u0301", "\xff", "a\x00", strings.Repeat("\u0958", 200)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		got, err := agentfs.NormalizePrefix(p)
+		if err != nil {
+			return
+		}
+		if !utf8.ValidString(p) || got != norm.NFC.String(p) || len(got) > agentfs.MaxPathBytes {
+			t.Fatalf("NormalizePrefix(%q) = %q", p, got)
+		}
+		for _, r := range got {
+			if unicode.IsControl(r) {
+				t.Fatalf("NormalizePrefix(%q) kept a control character", p)
+			}
+		}
+		if again, err := agentfs.NormalizePrefix(got); err != nil || again != got {
+			t.Fatalf("NormalizePrefix is not idempotent on %q", p)
 		}
 	})
 }

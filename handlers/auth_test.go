@@ -23,6 +23,32 @@ func TestAuth(t *testing.T) {
 			ExpectProblem(t, http.StatusUnauthorized, "UNAUTHENTICATED")
 	})
 
+	t.Run("DuplicateAuthorizationOrKeyIsAnInvalidHeader", func(t *testing.T) {
+		c, b := setup(t)
+		tok := "Bearer " + b.srv.Token(t, "alice")
+		anon := apitest.NewClient(t, b.srv.URL, "")
+		for name, headers := range map[string][]string{
+			// Checked before authentication: even two valid tokens are refused.
+			"Authorization":   {"Authorization", tok, "Authorization", tok},
+			"Idempotency-Key": {"Authorization", tok, "Idempotency-Key", "k-1", "Idempotency-Key", "k-2"},
+		} {
+			for _, r := range [][2]string{{"GET", "/v1/files"}, {"POST", "/v1/files?path=dup.txt"}} {
+				p := anon.Do(r[0], r[1], "x", headers...).ExpectProblem(t, http.StatusBadRequest, "INVALID_HEADER")
+				if len(p.Errors) != 1 || p.Errors[0].Field != name {
+					t.Fatalf("%s %s with two %s: errors %+v, want one naming %s", r[0], r[1], name, p.Errors, name)
+				}
+			}
+		}
+		// Two different tokens are refused before either is looked up: an
+		// unknown one does not turn it into a 401.
+		anon.Do("GET", "/v1/files", nil, "Authorization", tok, "Authorization", "Bearer afs_unknown").
+			ExpectProblem(t, http.StatusBadRequest, "INVALID_HEADER")
+		c.Do("GET", "/v1/operations/k-1", nil).ExpectProblem(t, http.StatusNotFound, "NOT_FOUND") // nothing ran
+		if n := len(list(t, c, "include_deleted=true").Data); n != 0 {
+			t.Fatalf("a refused request stored %d files", n)
+		}
+	})
+
 	t.Run("RevokedTokenIsRejected", func(t *testing.T) {
 		_, b := setup(t)
 		tok := b.srv.Token(t, "carol")

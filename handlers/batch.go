@@ -85,8 +85,12 @@ func (a *API) batchItems(ops []json.RawMessage) ([]agentfs.BatchItem, error) {
 	for i, raw := range ops {
 		field := func(name string) string { return fmt.Sprintf("operations[%d].%s", i, name) }
 		var op batchOp
-		if err := decodeStrict(raw, &op); err != nil {
-			errs = append(errs, problem.FieldError{Field: fmt.Sprintf("operations[%d]", i), Message: err.Error()})
+		if je := decodeStrict(raw, &op); je != nil {
+			name := fmt.Sprintf("operations[%d]", i)
+			if je.field != "" {
+				name = field(je.field)
+			}
+			errs = append(errs, problem.FieldError{Field: name, Message: je.message})
 			continue
 		}
 		it, fe := a.batchItem(op, l.BatchMaxItemBytes)
@@ -121,7 +125,8 @@ func (a *API) batchItem(op batchOp, maxContent int64) (agentfs.BatchItem, []prob
 	switch op.Op {
 	case agentfs.OpPut, agentfs.OpCopy:
 		if it.Path = need("path", op.Path); it.Path != "" {
-			if err := agentfs.ValidatePath(it.Path); err != nil {
+			var err error
+			if it.Path, err = agentfs.NormalizePath(it.Path); err != nil {
 				bad("path", err.Error())
 			}
 		}

@@ -66,7 +66,7 @@ func (a *API) serveContent(c echo.Context, ct content) error {
 	h := c.Response().Header()
 	setContentHeaders(h, ct)
 	req := c.Request()
-	if inm := req.Header.Get("If-None-Match"); inm != "" && agentfs.ETagMatches(inm, ct.etag()) {
+	if inm := req.Header.Get("If-None-Match"); inm != "" && agentfs.ETagMatchesWeak(inm, ct.etag()) {
 		return c.NoContent(http.StatusNotModified)
 	}
 	status, rng, err := chooseRange(req, ct)

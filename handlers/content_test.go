@@ -66,6 +66,12 @@ func TestContent(t *testing.T) {
 		}
 		c.Do("GET", content, nil, "If-None-Match", `"other"`).Expect(t, http.StatusOK)
 		c.Do("GET", "/v1/files/"+f.ID, nil, "If-None-Match", f.ETag).Expect(t, http.StatusNotModified)
+		// If-None-Match compares weakly (RFC 9110 §13.1.2): a cache that
+		// holds W/"etag" is told 304 too.
+		c.Do("GET", content, nil, "If-None-Match", "W/"+f.ETag).Expect(t, http.StatusNotModified)
+		c.Do("GET", "/v1/files/"+f.ID, nil, "If-None-Match", "W/"+f.ETag).Expect(t, http.StatusNotModified)
+		c.Do("HEAD", content, nil, "If-None-Match", `"x", W/`+f.ETag).Expect(t, http.StatusNotModified)
+		c.Do("GET", content, nil, "If-None-Match", `W/"other"`).Expect(t, http.StatusOK)
 	})
 
 	t.Run("Head", func(t *testing.T) {

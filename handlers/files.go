@@ -77,7 +77,8 @@ func validatePut(put *agentfs.Put, ifExists string, h http.Header) error {
 	if put.Path == "" {
 		return problem.Validation("path", "is required")
 	}
-	if err := agentfs.ValidatePath(put.Path); err != nil {
+	var err error
+	if put.Path, err = agentfs.NormalizePath(put.Path); err != nil {
 		return pathProblem(err)
 	}
 	replace, err := parseIfExists(ifExists)
@@ -123,8 +124,8 @@ func readFormHead(req *http.Request) (formHead, error) {
 		if err == io.EOF && fields > 0 {
 			return head, problem.Validation("file", "the form has no file part")
 		}
-		if errors.Is(err, agentfs.ErrBodyStalled) {
-			return head, err
+		if err != nil && !errors.Is(agentfs.BodyError(err), agentfs.ErrBadBody) {
+			return head, agentfs.BodyError(err) // the body failed to arrive (stalled, over the quota), not its form
 		}
 		if err != nil {
 			return head, problem.Invalid("body", "malformed multipart/form-data")
@@ -135,6 +136,9 @@ func readFormHead(req *http.Request) (formHead, error) {
 			return head, nil
 		}
 		v, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
+		if err != nil && !errors.Is(agentfs.BodyError(err), agentfs.ErrBadBody) {
+			return head, agentfs.BodyError(err)
+		}
 		if err != nil {
 			return head, problem.Invalid("body", "malformed multipart/form-data")
 		}
@@ -211,30 +215,34 @@ func bindFilter(c echo.Context) (agentfs.FileFilter, error) {
 		}
 		f.After = &cur
 	}
-	return f, validateFilter(f)
+	return f, normalizeFilter(&f)
 }
 
-func validateFilter(f agentfs.FileFilter) error {
+// normalizeFilter checks the filter's values and puts its path and prefix
+// in the form paths are stored in (NFC).
+func normalizeFilter(f *agentfs.FileFilter) error {
 	for _, v := range []struct{ name, value string }{{"run_id", f.RunID}, {"agent_id", f.AgentID}, {"last_run_id", f.LastRunID}} {
 		if v.value != "" && !agentfs.ValidTagValue(v.value) {
 			return problem.Validation(v.name, "must be 1-128 characters of A-Z a-z 0-9 . _ : / = + @ -")
 		}
 	}
+	var err error
 	if f.Path != "" {
-		if err := agentfs.ValidatePath(f.Path); err != nil {
+		if f.Path, err = agentfs.NormalizePath(f.Path); err != nil {
 			return pathProblem(err)
 		}
 	}
-	return validatePrefix(f.Prefix)
+	f.Prefix, err = normalizePrefix(f.Prefix)
+	return err
 }
 
-// validatePrefix checks a listing's path prefix.
-func validatePrefix(prefix string) error {
-	if len(prefix) > agentfs.MaxPathBytes || !utf8.ValidString(prefix) ||
-		strings.ContainsFunc(prefix, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return problem.Validation("prefix", "must be at most 1024 bytes of UTF-8 without control characters")
+// normalizePrefix checks a listing's path prefix and puts it in NFC.
+func normalizePrefix(prefix string) (string, error) {
+	p, err := agentfs.NormalizePrefix(prefix)
+	if err != nil {
+		return "", problem.Validation("prefix", "must be at most 1024 bytes of UTF-8 without control characters")
 	}
-	return nil
+	return p, nil
 }
 
 // getFile is GET and HEAD /v1/files/{id}: metadata, also of a deleted file.
@@ -244,7 +252,7 @@ func (a *API) getFile(c echo.Context) error {
 		return err
 	}
 	c.Response().Header().Set("ETag", f.ETag())
-	if inm := c.Request().Header.Get("If-None-Match"); inm != "" && agentfs.ETagMatches(inm, f.ETag()) {
+	if inm := c.Request().Header.Get("If-None-Match"); inm != "" && agentfs.ETagMatchesWeak(inm, f.ETag()) {
 		return c.NoContent(http.StatusNotModified)
 	}
 	return c.JSON(http.StatusOK, api.NewFile(a.deps.PublicURL, f))

@@ -246,6 +246,8 @@ func TestReplace(t *testing.T) {
 		upload(t, c, "q.txt", "x", "If-None-Match", "*").Expect(t, http.StatusCreated)
 		replace := "/v1/files?path=p.txt&if_exists=replace"
 		c.Do("POST", replace, "two", "If-Match", `"`+sha("nope")+`"`).ExpectProblem(t, http.StatusPreconditionFailed, "PRECONDITION_FAILED")
+		// If-Match compares strongly (RFC 9110 §13.1.1): a weak etag never matches.
+		c.Do("POST", replace, "two", "If-Match", "W/"+v1.ETag).ExpectProblem(t, http.StatusPreconditionFailed, "PRECONDITION_FAILED")
 		c.Do("POST", "/v1/files?path=none.txt&if_exists=replace", "two", "If-Match", v1.ETag).ExpectProblem(t, http.StatusPreconditionFailed, "PRECONDITION_FAILED")
 		v2 := c.Do("POST", replace, "two", "If-Match", v1.ETag).Expect(t, http.StatusOK).File(t)
 		if v2.Version != 2 {

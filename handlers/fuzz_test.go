@@ -16,6 +16,7 @@ package handlers_test
 // by a count: the default of 60 s per new input leaves little time to fuzz.
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
@@ -648,10 +649,10 @@ func FuzzJSONBodies(f *testing.F) {
 	})
 }
 
-// FuzzPathsAndMethods fuzzes the method and the path segments of every
-// route (and arbitrary paths), with a Range header, a condition (If-Match
-// on writes; If-None-Match and If-Range on reads), a small body and a
-// choice of credentials. A segment may name real resources: $file (10
+// FuzzPathsAndMethods fuzzes the method (one of a list, or any string) and
+// the path segments of every route (and arbitrary paths), with a Range
+// header, a condition (If-Match on writes; If-None-Match and If-Range on
+// reads), a small body and a choice of credentials. A segment may name real resources: $file (10
 // bytes), $empty (0 bytes), $deleted, $upload (a pending session of 10
 // bytes), $batch and $key (an Idempotency-Key that holds an outcome).
 func FuzzPathsAndMethods(f *testing.F) {
@@ -769,10 +770,16 @@ func FuzzPathsAndMethods(f *testing.F) {
 		{"GET", "/v1/batch/{a}", "%00", "", "", "", "", 0},
 		{"GET", "/v1/operations/{a}", "%00", "", "", "", "", 0},
 	} {
-		f.Add(idx(seed.method, methods), idx(seed.tmpl, templates), seed.a, seed.b, seed.rng, seed.cond, []byte(seed.body), seed.auth)
+		f.Add(idx(seed.method, methods), "", idx(seed.tmpl, templates), seed.a, seed.b, seed.rng, seed.cond, []byte(seed.body), seed.auth)
 	}
-	f.Fuzz(func(t *testing.T, method, tmpl uint8, a, b, rng, cond string, body []byte, auth uint8) {
+	for _, m := range []string{"Get", "gEt", "HEAD ", "POST\x00", "X", "QUERY", "LOCK", "!#$%&'*+-.^_`|~", strings.Repeat("M", 300), "ÄÖÜ", "GET\tX"} {
+		f.Add(uint8(0), m, uint8(0), "$file", "", "", "", []byte("x"), uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, method uint8, rawMethod string, tmpl uint8, a, b, rng, cond string, body []byte, auth uint8) {
 		m := methods[int(method)%len(methods)]
+		if rawMethod != "" {
+			m = rawMethod // any string: Go's client refuses what is not a token
+		}
 		target := strings.NewReplacer(
 			"{a}", escapeTarget(resolve(a), false),
 			"{b}", escapeTarget(resolve(b), false),
@@ -792,4 +799,192 @@ func FuzzPathsAndMethods(f *testing.F) {
 			reset(t)
 		}
 	})
+}
+
+// FuzzRequestHeaders writes requests on the wire, so header lines reach
+// the server exactly as fuzzed: any method, duplicate headers, odd casing,
+// empty values, whitespace, forms of Authorization, X-Run-ID, X-Agent-ID
+// and Idempotency-Key that no well-behaved client sends. An answer from
+// the API obeys every rule of check; only Go's server may refuse a request
+// whose framing it cannot parse (400 or 431, plain text, no handler ran).
+// Framing headers (Host, Content-Length, Transfer-Encoding, Connection,
+// Expect) are the proxy's own, so the body stays one request.
+func FuzzRequestHeaders(f *testing.F) {
+	s := newFuzzServer(f)
+	file := s.setupID(f, "POST", "/v1/files?path=rh/ten.txt", []byte("0123456789"), http.StatusCreated)
+	upload := s.setupID(f, "POST", "/v1/uploads", []byte(`{"path":"rh/session.bin","size_bytes":10}`), http.StatusCreated,
+		"Content-Type", "application/json")
+	s.setup(f, "POST", "/v1/files?path=rh/keyed.txt", []byte("k"), http.StatusCreated, "Idempotency-Key", "rh-key")
+	targets := []string{
+		"/v1/files?path=rh/new.txt", "/v1/files?path=rh/ten.txt&if_exists=replace", "/v1/files",
+		"/v1/files/" + file, "/v1/files/" + file + "/content", "/v1/files/" + file + "/restore",
+		"/v1/uploads", "/v1/uploads/" + upload, "/v1/uploads/" + upload + "/parts/1", "/v1/uploads/" + upload + "/complete",
+		"/v1/batch", "/v1/operations/rh-key", "/v1/protocol", "/healthz", "/problems/NOT_FOUND", "/nowhere",
+	}
+	// authForms are ways to send a token (%s), tokenless ones, and none.
+	authForms := []string{
+		"Authorization: Bearer %s", "authorization: bearer %s", "AUTHORIZATION: BEARER %s", "Authorization:Bearer %s",
+		"Authorization: Bearer  %s  ", "Authorization:\tBearer\t%s", "Authorization: %s", "Authorization: Bearer",
+		"Authorization: Bearer ", "Authorization:", "Authorization: Basic dXNlcjpwYXNz", "Authorization: Bearer %s, Bearer %s",
+		"Authorization: Bearer %s\nAuthorization: Bearer %s", "Authorization: Bearer %s\nauthorization: Bearer afs_other",
+		"Authorization: Bearer %s\nAuthorization:", "",
+	}
+	for _, seed := range []struct {
+		method string
+		target uint8
+		auth   uint8
+		lines  string
+		body   string
+	}{
+		{"GET", 2, 0, "", ""},
+		{"POST", 0, 0, "Idempotency-Key: k1\nIdempotency-Key: k2", "x"},
+		{"POST", 0, 1, "idempotency-key: k1\nIDEMPOTENCY-KEY: k1", "x"},
+		{"POST", 0, 0, "Idempotency-Key:", "x"},
+		{"POST", 0, 0, "Idempotency-Key:    ", "x"},
+		{"POST", 0, 0, `Idempotency-Key: "quoted-key"`, "x"},
+		{"POST", 0, 0, `Idempotency-Key: "unbalanced`, "x"},
+		{"POST", 0, 0, "Idempotency-Key: " + strings.Repeat("k", 128), "x"},
+		{"POST", 0, 0, "Idempotency-Key: " + strings.Repeat("k", 129), "x"},
+		{"POST", 0, 0, "Idempotency-Key: -lead", "x"},
+		{"POST", 0, 0, "Idempotency-Key: k;param=1", "x"},
+		{"POST", 0, 0, "Idempotency-Key: k1, k2", "x"},
+		{"POST", 1, 0, "X-Run-ID: r1\nX-Run-ID: r1", "x"},
+		{"POST", 1, 0, "x-run-id: r1\nX-RUN-ID: r2", "x"},
+		{"POST", 1, 0, "X-Run-ID:", "x"},
+		{"POST", 1, 0, "X-Run-ID: r1, r2", "x"},
+		{"POST", 1, 0, "X-Run-ID: " + strings.Repeat("r", 129), "x"},
+		{"POST", 1, 0, "X-Agent-ID: \xff\xfe", "x"},
+		{"POST", 1, 0, "X-Agent-ID: a\x01b", "x"},
+		{"POST", 1, 0, "X-Agent-ID : spaced", "x"},
+		{"POST", 1, 0, "X-Agent-ID:  padded  ", "x"},
+		{"POST", 1, 0, " X-Agent-ID: folded", "x"},
+		{"POST", 1, 0, "X-Agent-ID: a\n folded", "x"},
+		{"POST", 1, 0, "no colon at all", "x"},
+		{"POST", 1, 0, ": no name", "x"},
+		{"POST", 1, 0, "Content-Type: text/plain\ncontent-type: text/html", "x"},
+		{"POST", 1, 0, "Content-Digest: sha-256=:" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + ":\ncontent-digest: sha-256=:AA==:", "x"},
+		{"POST", 1, 0, "If-Match: *\nIf-Match: \"x\"", "x"},
+		{"GET", 4, 0, "Range: bytes=0-1\nRange: bytes=2-3", ""},
+		{"GET", 4, 0, "If-None-Match: W/\"x\"\nIf-None-Match: *", ""},
+		{"HEAD", 3, 12, "", ""},
+		{"HEAD", 4, 1, "X-Request-ID: r\nX-Request-ID: s", ""},
+		{"DELETE", 3, 13, "If-Match: \"x\"", ""},
+		{"PUT", 8, 0, "Content-Digest:", "0123456789"},
+		{"POST", 10, 0, "Content-Type: application/json", `{"operations":[{"op":"put","path":"rh/b.txt","content":"b"}]}`},
+		{"POST", 10, 0, "Content-Type: application/json\nIdempotency-Key: b1\nIdempotency-Key: b1", `{"operations":[]}`},
+		{"get", 2, 0, "", ""},
+		{"BREW", 5, 0, "", ""},
+		{"M-SEARCH", 15, 15, "", ""},
+		{"G\x00ET", 2, 0, "", ""},
+		{"", 2, 0, "", ""},
+		{"GET /x HTTP/1.1\r\nX-Smuggled: 1", 2, 0, "", ""},
+		{"POST", 6, 3, strings.Repeat("X-Many: v\n", 200), `{"path":"rh/m.bin","size_bytes":1}`},
+		{"POST", 0, 9, "X-Long: " + strings.Repeat("v", 70000), "x"},
+	} {
+		f.Add(seed.method, seed.target, seed.auth, seed.lines, []byte(seed.body))
+	}
+	f.Fuzz(func(t *testing.T, method string, target, auth uint8, lines string, body []byte) {
+		r := &rawRequest{method: method, target: targets[int(target)%len(targets)], body: body}
+		if form := authForms[int(auth)%len(authForms)]; form != "" {
+			r.lines = append(r.lines, strings.Split(strings.ReplaceAll(form, "%s", s.readWrite), "\n")...)
+		}
+		for _, line := range strings.Split(lines, "\n") {
+			if line != "" && !framing(line) {
+				r.lines = append(r.lines, line)
+			}
+		}
+		s.doRaw(t, r)
+		if method != http.MethodGet && method != http.MethodHead {
+			s.setup(t, "POST", "/v1/files/"+file+"/restore", nil, http.StatusOK)
+		}
+	})
+}
+
+// rawRequest is a request as written on the wire.
+type rawRequest struct {
+	method, target string
+	lines          []string // header lines, as sent
+	body           []byte
+}
+
+func (r *rawRequest) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%q %s", r.method, r.target)
+	for _, l := range r.lines {
+		if i := strings.Index(l, "afs_"); i >= 0 && len(l) > i+12 {
+			l = l[:i+12] + "…"
+		}
+		fmt.Fprintf(&b, "\n  %q", clip(l))
+	}
+	fmt.Fprintf(&b, "\n  body (%d bytes): %q", len(r.body), clip(string(r.body)))
+	return b.String()
+}
+
+// framing reports whether a header line sets how the request is framed or
+// routed on the connection, which FuzzRequestHeaders keeps to itself.
+func framing(line string) bool {
+	name, _, _ := strings.Cut(line, ":")
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "host", "content-length", "transfer-encoding", "connection", "expect", "upgrade", "te", "trailer":
+		return true
+	}
+	return false
+}
+
+// doRaw writes r on a connection of its own and checks the answer: one
+// from the API (it carries X-Request-ID) obeys check; without it only Go's
+// own refusal of a malformed request (400 or 431) is allowed.
+func (s *fuzzServer) doRaw(t *testing.T, r *rawRequest) {
+	t.Helper()
+	host := strings.TrimPrefix(s.srv.URL, "http://")
+	conn, err := net.DialTimeout("tcp", host, fuzzTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(fuzzTimeout))
+	oneLine := strings.NewReplacer("\r", "", "\n", "")
+	var head bytes.Buffer
+	fmt.Fprintf(&head, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nContent-Length: %d\r\n",
+		oneLine.Replace(r.method), r.target, host, len(r.body))
+	for _, l := range r.lines {
+		head.WriteString(oneLine.Replace(l) + "\r\n")
+	}
+	head.WriteString("\r\n")
+	if _, err := conn.Write(append(head.Bytes(), r.body...)); err != nil {
+		s.brokenRaw(t, r, err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: oneLine.Replace(r.method)})
+	if err != nil {
+		s.brokenRaw(t, r, err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		s.brokenRaw(t, r, err)
+	}
+	out := &apitest.Response{Status: res.StatusCode, Header: res.Header, Body: raw}
+	if res.Header.Get("X-Request-ID") == "" {
+		if res.StatusCode != http.StatusBadRequest && res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("answered %d without passing through the API: %s\nrequest: %s", res.StatusCode, clip(string(raw)), r)
+		}
+		return
+	}
+	req, err := http.NewRequest(oneLine.Replace(r.method), s.srv.URL+r.target, nil)
+	if err != nil {
+		t.Fatalf("the API answered a request Go would not build (%v)\nrequest: %s", err, r)
+	}
+	s.check(t, &fuzzRequest{method: req.Method, target: r.target, header: http.Header{}, body: r.body}, req, out)
+	if t.Failed() {
+		t.Logf("raw request: %s", r)
+	}
+}
+
+func (s *fuzzServer) brokenRaw(t *testing.T, r *rawRequest, err error) {
+	t.Helper()
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("no answer within %v (a hang): %v\nrequest: %s", fuzzTimeout, err, r)
+	}
+	t.Fatalf("the exchange broke (a panic or a dropped connection?): %v\nrequest: %s", err, r)
 }

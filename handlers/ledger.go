@@ -78,7 +78,7 @@ func (a *API) bindEventFilter(c echo.Context) (agentfs.EventFilter, time.Duratio
 	if f.FileID != "" && !agentfs.WellFormedID("file", f.FileID) {
 		return f, 0, problem.Validation("file_id", "is not a file id (file_ followed by 26 characters)")
 	}
-	if err := validatePrefix(f.Prefix); err != nil {
+	if f.Prefix, err = normalizePrefix(f.Prefix); err != nil {
 		return f, 0, err
 	}
 	if types := q.Get("type"); types != "" {

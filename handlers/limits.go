@@ -1,9 +1,11 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"sync"
@@ -12,15 +14,18 @@ import (
 	"github.com/labstack/echo/v4"
 	"golang.org/x/time/rate"
 
+	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
 )
 
-// Quota keeps the bytes each subject wrote per window, in Postgres, so the
-// quota holds across instances.
+// Quota keeps the bytes each subject may still write per window, in
+// Postgres, so the quota holds across instances: bytes are reserved
+// atomically before they are accepted, and what a write did not use is
+// released.
 type Quota interface {
-	QuotaUsed(ctx context.Context, subject string, start time.Time) (int64, error)
-	AddQuota(ctx context.Context, subject string, start time.Time, n int64) error
+	ReserveQuota(ctx context.Context, subject string, start time.Time, want, limit int64, partial bool) (got, used int64, err error)
+	ReleaseQuota(ctx context.Context, subject string, start time.Time, n int64) error
 }
 
 // rateLimits holds one token bucket per subject. The request rate is
@@ -103,11 +108,20 @@ func (a *API) limitRate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// limitBytes enforces the per-subject quota of bytes written per window:
-// a write is refused (429 QUOTA_EXCEEDED, Retry-After until the window
-// ends) before its body is read when the window is used up or its
-// declared length would exceed it; the bytes of a write that succeeded are
-// counted after it.
+// quotaStep is how much of the quota a body of unknown length reserves at
+// a time, ahead of the bytes it reads.
+const quotaStep = 1 << 20
+
+// limitBytes enforces the per-subject quota of bytes written per window
+// (DESIGN §9) across instances, by reserving bytes in Postgres before they
+// are accepted. A declared length is reserved whole before the body is
+// read: when it does not fit, 429 QUOTA_EXCEEDED with Retry-After until
+// the window ends, and the body is not read. A body of unknown length
+// reserves as it streams, a step ahead, then exactly what is left; a body
+// that outgrows that fails to read, and the request answers 429 with
+// nothing stored. A write that succeeds keeps the bytes it read; one that
+// fails or replays gives its reservation back. A replay writes nothing, so
+// no quota refuses it.
 func (a *API) limitBytes(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		l := a.deps.Limits
@@ -116,25 +130,21 @@ func (a *API) limitBytes(next echo.HandlerFunc) echo.HandlerFunc {
 			req.ContentLength == 0 || req.Body == nil || req.Body == http.NoBody {
 			return next(c)
 		}
-		subject := principal(c).Subject
-		start := time.Now().Truncate(l.QuotaWindow)
-		used, err := a.deps.Quota.QuotaUsed(req.Context(), subject, start)
-		if err != nil {
-			return err
-		}
-		if (used >= l.QuotaBytes || req.ContentLength > 0 && used+req.ContentLength > l.QuotaBytes) && !a.replayable(c) {
-			p := problem.New(problem.QuotaExceeded, fmt.Sprintf("this subject wrote %d of %d bytes allowed per %v", used, l.QuotaBytes, l.QuotaWindow))
-			p.RetryAfter = max(1, int(math.Ceil(time.Until(start.Add(l.QuotaWindow)).Seconds())))
-			c.Response().Header().Set(echo.HeaderConnection, "close") // the body is not read
-			return p
-		}
-		body := &countingBody{ReadCloser: req.Body}
-		replaceBody(c, body)
-		err = next(c)
-		if st := c.Response().Status; err == nil && st < 300 && body.n > 0 && c.Response().Header().Get(idempotency.ReplayHeader) == "" {
-			if qerr := a.deps.Quota.AddQuota(context.WithoutCancel(req.Context()), subject, start, body.n); qerr != nil {
-				a.deps.Log.WarnContext(req.Context(), "count quota", "err", qerr)
+		body := &quotaBody{rc: req.Body, ctx: req.Context(), quota: a.deps.Quota, subject: principal(c).Subject,
+			limit: l.QuotaBytes, window: l.QuotaWindow, start: time.Now().Truncate(l.QuotaWindow),
+			replay: func() bool { return a.replayable(c) }}
+		if req.ContentLength > 0 {
+			if err := body.reserveDeclared(req.ContentLength); err != nil {
+				c.Response().Header().Set(echo.HeaderConnection, "close") // the body is not read
+				return err
 			}
+		}
+		replaceBody(c, body)
+		err := next(c)
+		kept := err == nil && c.Response().Status < 300 && c.Response().Header().Get(idempotency.ReplayHeader) == ""
+		body.settle(kept, a.deps.Log)
+		if body.cut {
+			c.Response().Header().Set(echo.HeaderConnection, "close") // the rest of the body is not read
 		}
 		return err
 	}
@@ -151,13 +161,111 @@ func (a *API) replayable(c echo.Context) bool {
 	return err == nil && rec.Completed
 }
 
-type countingBody struct {
-	io.ReadCloser
-	n int64
+// quotaBody is a request body read against the subject's byte quota: it
+// reads only bytes reserved beforehand (all of them for a declared length,
+// a step at a time otherwise) and fails with a QuotaExceededError when a
+// body outgrows what the quota has left.
+type quotaBody struct {
+	rc      io.ReadCloser
+	ctx     context.Context
+	quota   Quota
+	subject string
+	start   time.Time // of the window the reservation is in
+	limit   int64
+	window  time.Duration
+	// replay reports whether the request will replay a recorded outcome
+	// (asked only when the quota would refuse it).
+	replay func() bool
+
+	declared bool  // the whole declared length is reserved
+	free     bool  // a replay: read without reserving
+	reserved int64 // bytes reserved so far
+	n        int64 // bytes read
+	cut      bool  // the body outgrew the quota
+	err      error // sticky: the read that failed on the quota
 }
 
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
+// reserveDeclared reserves a declared length whole, or refuses the request.
+func (b *quotaBody) reserveDeclared(length int64) error {
+	got, used, err := b.quota.ReserveQuota(b.ctx, b.subject, b.start, length, b.limit, false)
+	switch {
+	case err != nil:
+		return err
+	case got > 0:
+		b.declared, b.reserved = true, got
+		return nil
+	case b.replay():
+		b.free = true
+		return nil
+	}
+	return b.exceeded(used)
+}
+
+func (b *quotaBody) exceeded(used int64) error {
+	return &agentfs.QuotaExceededError{Used: used, Limit: b.limit, Window: b.window,
+		RetryAfter: time.Until(b.start.Add(b.window))}
+}
+
+func (b *quotaBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.declared || b.free { // net/http holds the body to its declared length
+		n, err := b.rc.Read(p)
+		b.n += int64(n)
+		return n, err
+	}
+	if b.n == b.reserved {
+		if err := b.reserveMore(); err != nil {
+			b.err = err
+			return 0, err
+		}
+		if b.free {
+			return b.Read(p)
+		}
+	}
+	p = p[:min(int64(len(p)), b.reserved-b.n)]
+	n, err := b.rc.Read(p)
 	b.n += int64(n)
 	return n, err
 }
+
+// reserveMore reserves the next step of a body of unknown length, or what
+// is left of the quota; when nothing is left it fails unless the body has
+// ended (or the request replays).
+func (b *quotaBody) reserveMore() error {
+	got, used, err := b.quota.ReserveQuota(b.ctx, b.subject, b.start, quotaStep, b.limit, true)
+	if err != nil {
+		return err
+	}
+	b.reserved += got
+	if got > 0 {
+		return nil
+	}
+	var one [1]byte
+	n, err := io.ReadFull(b.rc, one[:])
+	switch {
+	case n == 0:
+		return err // the body ended exactly at the quota (io.EOF), or failed
+	case b.replay():
+		b.free = true
+		b.rc = io.NopCloser(io.MultiReader(bytes.NewReader(one[:n]), b.rc))
+		return nil
+	}
+	b.cut = true
+	return b.exceeded(used)
+}
+
+// settle keeps the bytes a write that succeeded read and gives back every
+// other reserved byte: all of them when the write failed or replayed.
+func (b *quotaBody) settle(kept bool, log *slog.Logger) {
+	release := b.reserved
+	if kept {
+		release -= b.n
+	}
+	if err := b.quota.ReleaseQuota(context.WithoutCancel(b.ctx), b.subject, b.start, release); err != nil {
+		log.WarnContext(b.ctx, "release quota", "err", err)
+	}
+}
+
+func (b *quotaBody) Close() error { return b.rc.Close() }

@@ -1,13 +1,19 @@
 package handlers_test
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/storage/storagetest"
 )
 
 func TestRateLimit(t *testing.T) {
@@ -41,5 +47,168 @@ func TestByteQuota(t *testing.T) {
 	srv.Client(t, "bob").Do("POST", "/v1/files?path=a.txt", "123456").Expect(t, 201)
 	if n := len(list(t, c, "include_deleted=true").Data); n != 2 {
 		t.Fatalf("%d files, want 2", n)
+	}
+}
+
+// quotaServer is an API with a byte quota of quota bytes per hour, and a
+// client of subject alice.
+func quotaServer(t *testing.T, quota int64) (*apitest.Server, *apitest.Client) {
+	t.Helper()
+	t.Parallel()
+	srv := apitest.NewServer(t, apitest.Options{Limits: handlers.Limits{QuotaBytes: quota, QuotaWindow: time.Hour}})
+	return srv, srv.Client(t, "alice")
+}
+
+// quotaHeld is what the subject's quota holds, reserved or used, in all
+// windows.
+func quotaHeld(t *testing.T, srv *apitest.Server, subject string) int64 {
+	t.Helper()
+	var n int64
+	if err := srv.Store.Pool().QueryRow(context.Background(),
+		`SELECT coalesce(sum(bytes), 0) FROM quota_usage WHERE subject = $1`, subject).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// chunked is a body of unknown length: the client sends it without
+// Content-Length.
+func chunked(b []byte) io.Reader { return io.MultiReader(bytes.NewReader(b)) }
+
+func expectQuotaExceeded(t *testing.T, res *apitest.Response) {
+	t.Helper()
+	res.ExpectProblem(t, http.StatusTooManyRequests, "QUOTA_EXCEEDED")
+	if s, _ := strconv.Atoi(res.Header.Get("Retry-After")); s < 1 || s > 3600 {
+		t.Fatalf("Retry-After %q, want the rest of the window", res.Header.Get("Retry-After"))
+	}
+}
+
+// TestByteQuotaCutsOffABodyOfUnknownLength sends a chunked upload five
+// times the quota: it is cut off once it outgrows the quota, answers 429
+// QUOTA_EXCEEDED, stores nothing and releases its key; a body that ends
+// exactly at the quota passes.
+func TestByteQuotaCutsOffABodyOfUnknownLength(t *testing.T) {
+	srv, c := quotaServer(t, 1<<20)
+	big := bytes.Repeat([]byte("q"), 5<<20)
+	expectQuotaExceeded(t, c.Do("POST", "/v1/files?path=big.bin", chunked(big), "Idempotency-Key", "big-1"))
+	if n := fileCount(t, c); n != 0 {
+		t.Fatalf("a cut-off upload stored %d files", n)
+	}
+	if keys := storagetest.ObjectKeys(t, srv.Config); len(keys) != 0 {
+		t.Fatalf("a cut-off upload left objects: %v", keys)
+	}
+	c.Do("GET", "/v1/operations/big-1", nil).ExpectProblem(t, http.StatusNotFound, "NOT_FOUND") // released
+	if n := quotaHeld(t, srv, "alice"); n != 0 {
+		t.Fatalf("a cut-off upload still holds %d bytes of the quota", n)
+	}
+	c.Do("POST", "/v1/files?path=exact.bin", chunked(big[:1<<20])).Expect(t, http.StatusCreated)
+	expectQuotaExceeded(t, c.Do("POST", "/v1/files?path=one.bin", chunked([]byte("1"))))
+	expectQuotaExceeded(t, c.Do("POST", "/v1/files?path=one.bin", "1"))
+	if n := quotaHeld(t, srv, "alice"); n != 1<<20 {
+		t.Fatalf("the quota holds %d bytes, want the 1 MiB stored", n)
+	}
+}
+
+// TestByteQuotaHoldsUnderConcurrency races 16 uploads of 900 KiB each
+// against a quota of 1 MiB, with and without Content-Length: what is
+// stored never exceeds the quota, and the rest are refused.
+func TestByteQuotaHoldsUnderConcurrency(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body func([]byte) any
+	}{
+		{"DeclaredLength", func(b []byte) any { return b }},
+		{"Chunked", func(b []byte) any { return chunked(b) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const quota = 1 << 20
+			srv, c := quotaServer(t, quota)
+			statuses := make([]int, 16)
+			var wg sync.WaitGroup
+			for i := range statuses {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					body := bytes.Repeat([]byte{byte('a' + i)}, 900<<10)
+					statuses[i] = c.Do("POST", fmt.Sprintf("/v1/files?path=c%d.bin", i), tc.body(body)).Status
+				}()
+			}
+			wg.Wait()
+			var stored int64
+			for _, f := range list(t, c, "limit=100").Data {
+				stored += f.SizeBytes
+			}
+			created := 0
+			for _, s := range statuses {
+				switch s {
+				case http.StatusCreated:
+					created++
+				case http.StatusTooManyRequests:
+				default:
+					t.Fatalf("status %d among %v", s, statuses)
+				}
+			}
+			if stored > quota || int64(created)*(900<<10) != stored {
+				t.Fatalf("%d uploads of 900 KiB stored %d bytes against a quota of %d: %v", created, stored, quota, statuses)
+			}
+			if created != 1 {
+				t.Fatalf("%d uploads passed, want the one that fits: %v", created, statuses)
+			}
+			if n := quotaHeld(t, srv, "alice"); n != stored {
+				t.Fatalf("the quota holds %d bytes, %d are stored", n, stored)
+			}
+		})
+	}
+}
+
+// TestByteQuotaFailedWritesGiveTheirReservationBack fails writes after
+// their bytes were reserved (a checksum mismatch after the whole body, a
+// path taken before any of it): the next write that fits only with their
+// bytes given back passes.
+func TestByteQuotaFailedWritesGiveTheirReservationBack(t *testing.T) {
+	srv, c := quotaServer(t, 10)
+	upload(t, c, "a.txt", "12345678", "Content-Digest", digestHeader("other")).
+		ExpectProblem(t, http.StatusUnprocessableEntity, "CHECKSUM_MISMATCH")
+	c.Do("POST", "/v1/files?path=b.txt", chunked([]byte("12345678")), "Content-Digest", digestHeader("other")).
+		ExpectProblem(t, http.StatusUnprocessableEntity, "CHECKSUM_MISMATCH")
+	upload(t, c, "a.txt", "12345678").Expect(t, http.StatusCreated)
+	upload(t, c, "a.txt", "12").ExpectProblem(t, http.StatusConflict, "PATH_EXISTS")
+	upload(t, c, "../bad", "12").ExpectProblem(t, http.StatusUnprocessableEntity, "INVALID_PATH")
+	upload(t, c, "b.txt", "12").Expect(t, http.StatusCreated)
+	expectQuotaExceeded(t, upload(t, c, "c.txt", "1"))
+	if n := quotaHeld(t, srv, "alice"); n != 10 {
+		t.Fatalf("the quota holds %d bytes, want the 10 stored", n)
+	}
+}
+
+// TestByteQuotaNeverRefusesAReplay fills the quota with a keyed upload,
+// then repeats it with and without Content-Length: a replay writes nothing,
+// so it is answered, and costs nothing.
+func TestByteQuotaNeverRefusesAReplay(t *testing.T) {
+	srv, c := quotaServer(t, 10)
+	keyed(t, c, "full", "a.txt", "0123456789").Expect(t, http.StatusCreated)
+	for _, body := range []any{"0123456789", chunked([]byte("0123456789"))} {
+		res := c.Do("POST", "/v1/files?path=a.txt", body, "Idempotency-Key", "full").Expect(t, http.StatusCreated)
+		if res.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatal("not a replay")
+		}
+	}
+	expectQuotaExceeded(t, keyed(t, c, "other", "b.txt", "x"))
+	if n := quotaHeld(t, srv, "alice"); n != 10 {
+		t.Fatalf("the quota holds %d bytes, want the 10 stored once", n)
+	}
+}
+
+// TestByteQuotaCountsParts sends the parts of an upload session: they
+// count against the quota like any upload.
+func TestByteQuotaCountsParts(t *testing.T) {
+	srv, c := quotaServer(t, 5<<20+1<<19)
+	data := bytes.Repeat([]byte("p"), 6<<20)
+	u := createUpload(t, c, map[string]any{"path": "s.bin", "size_bytes": len(data)}, http.StatusCreated)
+	putPart(t, c, u.ID, 1, data[:5<<20]).Expect(t, http.StatusOK)
+	expectQuotaExceeded(t, putPart(t, c, u.ID, 2, data[5<<20:]))
+	expectQuotaExceeded(t, putPart(t, c, u.ID, 1, data[:5<<20])) // sending a part again is a new write
+	if n := quotaHeld(t, srv, "alice"); n <= 5<<20 || n > 5<<20+1<<19 {
+		t.Fatalf("the quota holds %d bytes, want the part and the session's JSON", n)
 	}
 }

@@ -115,6 +115,23 @@ func gone(c echo.Context, err error) bool {
 	return c.Request().Context().Err() != nil && !c.Response().Committed && !errors.Is(err, agentfs.ErrBodyStalled)
 }
 
+// singleHeaders refuses a request that sends Authorization or
+// Idempotency-Key more than once (400 INVALID_HEADER), before anything
+// reads either: which of two tokens or two keys was meant cannot be told,
+// and taking the first would silently ignore the other.
+func singleHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		for _, name := range []string{echo.HeaderAuthorization, idempotency.Header} {
+			if len(c.Request().Header.Values(name)) > 1 {
+				p := problem.New(problem.InvalidHeader, name+" is sent more than once; send it once")
+				p.Errors = []problem.FieldError{{Field: name, Message: "is sent more than once"}}
+				return p
+			}
+		}
+		return next(c)
+	}
+}
+
 // authenticate requires a valid bearer token and remembers its principal.
 func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,6 +141,46 @@ func TestStorageHangs(t *testing.T) {
 		eventually(t, func() bool { return anon.Do("GET", "/readyz", nil).Status == http.StatusOK })
 		upload(t, c, "pg.txt", "x").Expect(t, http.StatusCreated)
 	})
+}
+
+// TestFrozenS3IsOneAttempt freezes S3 behind a proxy that counts the
+// requests reaching it: a write, a read and /readyz each answer 503
+// STORAGE_UNAVAILABLE after exactly one request to S3, so the wait is one
+// AGENTFS_S3_TIMEOUT, not one per retry (clients retry). A write that S3
+// did not answer leaves its blob to the sweeper rather than waiting again
+// to remove it.
+func TestFrozenS3IsOneAttempt(t *testing.T) {
+	t.Parallel()
+	s3 := storagetest.StartS3(t)
+	proxy := storagetest.NewProxy(t, s3.Endpoint)
+	cfg := storagetest.ConfigOn(t, s3, "")
+	cfg.S3Endpoint, cfg.S3Timeout = proxy.Addr(), time.Second
+	srv := apitest.NewServer(t, apitest.Options{Config: &cfg})
+	c := srv.Client(t, "alice")
+	anon := apitest.NewClient(t, srv.URL, "")
+	f := upload(t, c, "before.txt", "kept").Expect(t, http.StatusCreated).File(t)
+
+	s3.Pause(t)
+	for _, r := range []struct {
+		name string
+		do   func() *apitest.Response
+	}{
+		{"KeyedUpload", func() *apitest.Response { return keyed(t, c, "frozen-1", "during.txt", "lost?") }},
+		{"ChunkedUpload", func() *apitest.Response {
+			return c.Do("POST", "/v1/files?path=chunked.txt", io.MultiReader(strings.NewReader("lost?")))
+		}},
+		{"Download", func() *apitest.Response { return c.Do("GET", "/v1/files/"+f.ID+"/content", nil) }},
+		{"Readyz", func() *apitest.Response { return anon.Do("GET", "/readyz", nil) }},
+	} {
+		before := proxy.Exchanges()
+		unavailable(t, r.do())
+		if n := proxy.Exchanges() - before; n != 1 {
+			t.Errorf("%s: %d requests reached the frozen S3, want 1", r.name, n)
+		}
+	}
+	s3.Resume(t)
+	eventually(t, func() bool { return anon.Do("GET", "/readyz", nil).Status == http.StatusOK })
+	keyed(t, c, "frozen-1", "during.txt", "lost?").Expect(t, http.StatusCreated) // the key was released
 }
 
 // unavailable expects 503 STORAGE_UNAVAILABLE with a Retry-After.

@@ -177,51 +177,61 @@ func (a *API) addRoutes() {
 	e.HTTPErrorHandler = problem.ErrorHandler(a.deps.Log)
 	e.Use(requestID, a.observe(a.metrics), recoverPanics)
 
-	e.GET("/healthz", a.healthz)
-	e.GET("/readyz", a.readyz)
-	e.GET("/metrics", a.serveMetrics())
-	e.GET("/openapi.yaml", a.openAPI)
-	e.GET("/problems/:code", a.problemKind)
-	e.GET("/v1/protocol", a.protocol)
+	getAndHead(e, "/healthz", a.healthz)
+	getAndHead(e, "/readyz", a.readyz)
+	getAndHead(e, "/metrics", a.serveMetrics())
+	getAndHead(e, "/openapi.yaml", a.openAPI)
+	getAndHead(e, "/problems/:code", a.problemKind)
+	getAndHead(e, "/v1/protocol", a.protocol)
 
 	// Middleware is attached per route, not with Group.Use, which would
 	// turn a wrong method on a known route into a 404 instead of a 405.
 	v1 := e.Group("/v1")
-	mw := []echo.MiddlewareFunc{a.authenticate, a.limitRate, requireScope, attribution, idempotencyKey, a.limitBytes, a.bodyIdle}
+	mw := []echo.MiddlewareFunc{singleHeaders, a.authenticate, a.limitRate, requireScope, attribution, idempotencyKey, a.limitBytes, a.bodyIdle}
 	v1.POST("/files", a.createFile, mw...)
-	v1.GET("/files", a.listFiles, mw...)
-	v1.GET("/files/:id", a.getFile, mw...)
-	v1.HEAD("/files/:id", a.getFile, mw...)
+	getAndHead(v1, "/files", a.listFiles, mw...)
+	getAndHead(v1, "/files/:id", a.getFile, mw...)
 	v1.PATCH("/files/:id", a.patchFile, mw...)
-	v1.GET("/files/:id/content", a.getContent, mw...)
-	v1.HEAD("/files/:id/content", a.getContent, mw...)
+	getAndHead(v1, "/files/:id/content", a.getContent, mw...)
 	v1.DELETE("/files/:id", a.deleteFile, mw...)
 	v1.POST("/files/:id/restore", a.restoreFile, mw...)
-	v1.GET("/files/:id/versions", a.listVersions, mw...)
-	v1.GET("/files/:id/versions/:n", a.getVersion, mw...)
-	v1.GET("/files/:id/versions/:n/content", a.getVersionContent, mw...)
-	v1.HEAD("/files/:id/versions/:n/content", a.getVersionContent, mw...)
+	getAndHead(v1, "/files/:id/versions", a.listVersions, mw...)
+	getAndHead(v1, "/files/:id/versions/:n", a.getVersion, mw...)
+	getAndHead(v1, "/files/:id/versions/:n/content", a.getVersionContent, mw...)
 	v1.POST("/files/:id/revert", a.revertFile, mw...)
 	v1.POST("/files/:id/move", a.moveFile, mw...)
 	v1.POST("/files/:id/links", a.createLink, mw...)
-	v1.GET("/files/:id/links", a.listLinks, mw...)
+	getAndHead(v1, "/files/:id/links", a.listLinks, mw...)
 	v1.DELETE("/links/:id", a.revokeLink, mw...)
 	v1.POST("/uploads", a.createUpload, mw...)
-	v1.GET("/uploads", a.listUploads, mw...)
-	v1.GET("/uploads/:id", a.getUpload, mw...)
+	getAndHead(v1, "/uploads", a.listUploads, mw...)
+	getAndHead(v1, "/uploads/:id", a.getUpload, mw...)
 	v1.PUT("/uploads/:id/parts/:n", a.putPart, mw...)
 	v1.POST("/uploads/:id/complete", a.completeUpload, mw...)
 	v1.DELETE("/uploads/:id", a.abortUpload, mw...)
 	v1.POST("/batch", a.createBatch, mw...)
-	v1.GET("/batch", a.listBatches, mw...)
-	v1.GET("/batch/:id", a.getBatch, mw...)
+	getAndHead(v1, "/batch", a.listBatches, mw...)
+	getAndHead(v1, "/batch/:id", a.getBatch, mw...)
 	v1.POST("/batch/:id/cancel", a.cancelBatch, mw...)
-	v1.GET("/operations/:idempotency_key", a.getOperation, mw...)
-	v1.GET("/events", a.listEvents, mw...)
-	v1.GET("/runs/:run_id", a.getRun, mw...)
+	getAndHead(v1, "/operations/:idempotency_key", a.getOperation, mw...)
+	getAndHead(v1, "/events", a.listEvents, mw...)
+	getAndHead(v1, "/runs/:run_id", a.getRun, mw...)
 
 	// Share links carry their own authority: no token, only the link's
 	// secret.
-	e.GET("/s/:secret", a.getShared)
-	e.HEAD("/s/:secret", a.getShared)
+	getAndHead(e, "/s/:secret", a.getShared)
+}
+
+// router is where routes are added: the Echo instance or a group of it.
+type router interface {
+	Add(method, path string, h echo.HandlerFunc, mw ...echo.MiddlewareFunc) *echo.Route
+}
+
+// getAndHead serves h for GET and for HEAD: every GET route answers HEAD
+// like GET without a body (DESIGN §9; net/http drops what a handler writes
+// to a HEAD response), so a caller can check a resource, or read its
+// headers, without a 405.
+func getAndHead(r router, path string, h echo.HandlerFunc, mw ...echo.MiddlewareFunc) {
+	r.Add(http.MethodGet, path, h, mw...)
+	r.Add(http.MethodHead, path, h, mw...)
 }

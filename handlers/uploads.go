@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -57,10 +58,10 @@ func (a *API) newUpload(c echo.Context, b createUploadBody) (agentfs.NewUpload, 
 	if b.Path == nil {
 		return req, problem.Validation("path", "is required")
 	}
-	if err := agentfs.ValidatePath(*b.Path); err != nil {
+	var err error
+	if req.Path, err = agentfs.NormalizePath(*b.Path); err != nil {
 		return req, pathProblem(err)
 	}
-	req.Path = *b.Path
 	if b.SizeBytes == nil {
 		return req, problem.Validation("size_bytes", "is required")
 	}
@@ -72,7 +73,6 @@ func (a *API) newUpload(c echo.Context, b createUploadBody) (agentfs.NewUpload, 
 	if b.ContentType != nil {
 		ct = *b.ContentType
 	}
-	var err error
 	if req.ContentType, err = normalizeMediaType(ct); err != nil {
 		return req, problem.Validation("content_type", "is not a valid media type")
 	}
@@ -117,35 +117,88 @@ func readJSON(c echo.Context, limit int64, dst any, optional bool) ([]byte, erro
 	if !utf8.Valid(raw) {
 		return nil, problem.Invalid("body", "JSON must be valid UTF-8")
 	}
-	if err := decodeStrict(raw, dst); err != nil {
-		return nil, err
+	if je := decodeStrict(raw, dst); je != nil {
+		return nil, je.problem()
 	}
 	return raw, nil
 }
 
 // decodeStrict decodes one JSON value into dst, rejecting unknown fields.
-func decodeStrict(raw []byte, dst any) error {
+// What it refuses it says in the API's words.
+func decodeStrict(raw []byte, dst any) *jsonError {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(dst)
 	var typeErr *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &typeErr):
-		field := typeErr.Field
-		if field == "" {
-			field = "body"
+		if typeErr.Field == "" {
+			return &jsonError{message: "must be a JSON " + jsonKind(typeErr.Type)}
 		}
-		return problem.Validation(field, "must be a JSON "+typeErr.Type.String())
+		return &jsonError{field: typeErr.Field, message: "must be " + withArticle(jsonKind(typeErr.Type))}
 	case err != nil && strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return problem.Validation(field, "is not a known field")
+		return &jsonError{field: field, message: "is not a known field"}
 	case err != nil:
-		return problem.Invalid("body", "malformed JSON")
+		return &jsonError{message: "malformed JSON", malformed: true}
 	}
 	if dec.More() {
-		return problem.Invalid("body", "the body holds more than one JSON value")
+		return &jsonError{message: "the body holds more than one JSON value", malformed: true}
 	}
 	return nil
+}
+
+// jsonError is what decodeStrict refused: a field ("" for the value as a
+// whole) and why, or JSON that does not parse at all.
+type jsonError struct {
+	field, message string
+	malformed      bool
+}
+
+func (e *jsonError) Error() string { return e.field + ": " + e.message }
+
+// problem is the error as the answer to a request whose body it is: 400
+// for JSON that does not parse, 422 naming the field otherwise.
+func (e *jsonError) problem() *problem.Problem {
+	field := e.field
+	if field == "" {
+		field = "body"
+	}
+	if e.malformed {
+		return problem.Invalid(field, e.message)
+	}
+	return problem.Validation(field, e.message)
+}
+
+// jsonKind names the JSON value a Go type decodes from, in the API's words
+// (never a Go type name).
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "object"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	}
+	return "value"
+}
+
+func withArticle(kind string) string {
+	if strings.IndexByte("aeiou", kind[0]) >= 0 {
+		return "an " + kind
+	}
+	return "a " + kind
 }
 
 // getUpload is GET /v1/uploads/{id}: the session and its parts so far.

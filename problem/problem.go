@@ -113,6 +113,7 @@ func From(err error) (p *Problem, unexpected bool) {
 		busy    *agentfs.InProgressError
 		held    *agentfs.UploadBusyError
 		settled *agentfs.PartAssembledError
+		quota   *agentfs.QuotaExceededError
 	)
 	switch {
 	case errors.As(err, &pe):
@@ -156,6 +157,8 @@ func From(err error) (p *Problem, unexpected bool) {
 		return p, false
 	case errors.Is(err, agentfs.ErrIfMatchWithoutReplace):
 		return Validation("If-Match", "asks for a conditional replace; send if_exists=replace with it"), false
+	case errors.As(err, &quota):
+		return quotaExceeded(quota), false
 	case errors.Is(err, agentfs.ErrBadBody):
 		return New(InvalidRequest, "the request body could not be read"), false
 	case errors.Is(err, agentfs.ErrBodyStalled):
@@ -184,6 +187,13 @@ func inProgress(e *agentfs.InProgressError) *Problem {
 	p := New(OperationInProgress, "a request with this Idempotency-Key is still running; retry the same key later")
 	p.RetryAfter = max(1, int(min(e.RetryAfter, maxInProgressWait).Seconds()))
 	return p.WithHeader("Link", "</v1/operations/"+url.PathEscape(e.Key)+`>; rel="monitor"`)
+}
+
+func quotaExceeded(e *agentfs.QuotaExceededError) *Problem {
+	p := New(QuotaExceeded, fmt.Sprintf("this subject may write %d bytes per %v and has %d left in this window; nothing of this request was stored",
+		e.Limit, e.Window, max(0, e.Limit-e.Used)))
+	p.RetryAfter = max(1, int(math.Ceil(e.RetryAfter.Seconds())))
+	return p
 }
 
 func uploadState(status string) *Problem {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -212,6 +213,22 @@ func TestFrom(t *testing.T) {
 			check: func(t *testing.T, p *problem.Problem) {
 				if p.RetryAfter <= 0 || !p.Retryable {
 					t.Errorf("503 problem has RetryAfter %d, retryable %v", p.RetryAfter, p.Retryable)
+				}
+			}},
+		{name: "MapsQuotaExceeded", err: fmt.Errorf("put blob: %w", agentfs.BodyError(&agentfs.QuotaExceededError{
+			Used: 900, Limit: 1000, Window: time.Hour, RetryAfter: 90*time.Second + time.Millisecond})),
+			status: 429, code: problem.QuotaExceeded, check: func(t *testing.T, p *problem.Problem) {
+				if p.RetryAfter != 91 || problem.Recorded(p) {
+					t.Errorf("quota problem: RetryAfter %d (want 91, the window's end rounded up), recorded %v", p.RetryAfter, problem.Recorded(p))
+				}
+				if !strings.Contains(p.Detail, "100 left") {
+					t.Errorf("detail %q does not say what is left", p.Detail)
+				}
+			}},
+		{name: "MapsQuotaExceededAtTheWindowsEnd", err: &agentfs.QuotaExceededError{Used: 1000, Limit: 1000, Window: time.Hour},
+			status: 429, code: problem.QuotaExceeded, check: func(t *testing.T, p *problem.Problem) {
+				if p.RetryAfter != 1 {
+					t.Errorf("RetryAfter %d, want at least 1", p.RetryAfter)
 				}
 			}},
 		{name: "MapsEchoNotFound", err: echo.ErrNotFound, status: 404, code: problem.NotFound},

@@ -154,7 +154,13 @@ func (s *Store) writeBlob(ctx context.Context, put agentfs.Put, fileID string, b
 			err = agentfs.ErrChecksumMismatch
 		}
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, agentfs.ErrUnavailable):
+		// S3 failed or did not answer: a remove would wait as long again
+		// before the caller hears of it. If the PUT landed after all, the
+		// blob is unreferenced and the sweeper removes it.
+		return nil, err
+	case err != nil:
 		s.removeBlob(ctx, key)
 		return nil, err
 	}

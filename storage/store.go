@@ -131,8 +131,10 @@ func newS3(cfg Config, answerWait time.Duration) (*minio.Client, error) {
 		Creds:  credentials.NewStaticV4(cfg.S3AccessKey, cfg.S3SecretKey, ""),
 		Secure: cfg.S3UseSSL,
 		Region: cfg.S3Region,
-		// Fail over to a 503 quickly when S3 is down; clients retry.
-		MaxRetries: 3,
+		// One attempt per request: an S3 that hangs is a 503 after one
+		// wait, not after one per retry (each waits answerWait for the
+		// answer to start). Clients retry, with backoff, across instances.
+		MaxRetries: 1,
 		Transport:  s3Transport(cfg.S3UseSSL, cfg.S3Timeout, answerWait),
 	})
 	if err != nil {

@@ -35,8 +35,8 @@ Often set:
   AGENTFS_PUBLIC_URL     base of every file's url (default http:// + the listen address)
   AGENTFS_S3_BUCKET      default agentfs; created if missing
   AGENTFS_DB_TIMEOUT, AGENTFS_S3_TIMEOUT
-                         bounds on each wait for Postgres (10s) and S3 (30s; S3
-                         requests are retried up to 3 times) before a 503
+                         bounds on each wait for Postgres (10s) and S3 (30s;
+                         each S3 request is sent once, clients retry) before a 503
 Every variable, with its default and meaning, is in the README ("Operating it").
 agentfs healthcheck exits 0 once the server is ready.
 

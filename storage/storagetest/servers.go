@@ -124,14 +124,29 @@ func PostgresAddr(t testing.TB) string {
 // connection is dropped and new ones are refused, as if the target went
 // down, until Restore. It can also stall: connections stay open and new
 // ones are accepted, but no byte passes either way, as if the target hung.
+//
+// It counts the exchanges clients begin (Exchanges), so a test can tell how
+// many requests reached the target, retries included.
 type Proxy struct {
-	ln      net.Listener
-	target  string
-	mu      sync.Mutex
-	moving  *sync.Cond // broadcast when cut or stalled change
-	cut     bool
-	stalled bool
-	conns   map[net.Conn]bool
+	ln        net.Listener
+	target    string
+	mu        sync.Mutex
+	moving    *sync.Cond // broadcast when cut or stalled change
+	cut       bool
+	stalled   bool
+	conns     map[net.Conn]bool
+	exchanges int
+}
+
+// Exchanges is how many exchanges clients began through the proxy: a
+// connection's client sent bytes while the connection was new or after its
+// target had answered. For HTTP/1.1 (no pipelining) that is one per
+// request, whichever connection carries it, so a retry on another pooled
+// connection counts too.
+func (p *Proxy) Exchanges() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exchanges
 }
 
 // NewProxy starts a proxy to target on a free loopback port.
@@ -203,18 +218,27 @@ func (p *Proxy) forward(in net.Conn) {
 	}
 	p.conns[in], p.conns[out] = true, true
 	p.mu.Unlock()
-	go p.pipe(out, in)
-	p.pipe(in, out)
+	// awaiting: the client sent a request its target has not answered yet.
+	awaiting := false
+	go p.pipe(out, in, func() { // client to target
+		if !awaiting {
+			awaiting = true
+			p.exchanges++
+		}
+	})
+	p.pipe(in, out, func() { awaiting = false }) // target to client
 }
 
-// pipe copies src to dst, holding each chunk while the proxy is stalled.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst, holding each chunk while the proxy is stalled;
+// seen runs (under the proxy's lock) for each chunk as it arrives.
+func (p *Proxy) pipe(dst, src net.Conn, seen func()) {
 	defer dst.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
+			seen()
 			for p.stalled && !p.cut {
 				p.moving.Wait()
 			}
