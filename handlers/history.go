@@ -205,9 +205,11 @@ func expiresIn(field string, n int64, lo, hi time.Duration) (time.Duration, erro
 
 func ifMatch(c echo.Context) string { return strings.TrimSpace(c.Request().Header.Get("If-Match")) }
 
-// cleanPath checks a path given in a body or a query.
+// cleanPath checks a path given in a body or a query and puts it in the
+// form paths are stored in (NFC).
 func cleanPath(p string) (string, error) {
-	if err := agentfs.ValidatePath(p); err != nil {
+	p, err := agentfs.NormalizePath(p)
+	if err != nil {
 		return "", pathProblem(err)
 	}
 	return p, nil
