@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional
@@ -261,11 +263,25 @@ class Bundle:
         assert [f.id for f in files] == [file_id], f"files at {path}: {files}"
 
 
+def _subject(test_name: str) -> str:
+    return "py-" + re.sub(r"[^A-Za-z0-9._-]", "-", test_name)[:60]
+
+
+@pytest.fixture(scope="session")
+def tokens(server: Server, request: pytest.FixtureRequest) -> Server:
+    """Every test's token, made up front a few at a time (each `agentfs token create` is a process)."""
+    names = sorted({_subject(item.name) for item in request.session.items
+                    if "bundle" in getattr(item, "fixturenames", ())})
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        list(pool.map(server.token, names))
+    return server
+
+
 @pytest.fixture
-def bundle(server: Server, request: pytest.FixtureRequest) -> Iterator[Bundle]:
-    """A fresh subject (so paths and runs never collide between tests) behind a fresh proxy."""
-    subject = "py-" + request.node.name[:40].replace("[", "-").replace("]", "") + "-" + secrets.token_hex(3)
-    token = server.token(subject)
+def bundle(tokens: Server, request: pytest.FixtureRequest) -> Iterator[Bundle]:
+    """A subject of the test's own (so paths and runs never collide between tests) behind a fresh proxy."""
+    server = tokens
+    token = server.token(_subject(request.node.name))
     proxy = FaultProxy(server.url)
     direct = agentfs.Client(server.url, token, retry=agentfs.RetryPolicy(max_attempts=1))
     try:

@@ -167,7 +167,7 @@ async def test_async_upload_file(bundle: Bundle, tmp_path: Path) -> None:
 
 
 async def test_async_batch(bundle: Bundle) -> None:
-    async with bundle.async_client() as c:
+    async with bundle.async_client(sleep=asyncio.sleep) as c:  # wait_batch polls at its own pace
         b = await c.create_batch([agentfs.BatchOp.put("ab/1.txt", "1"), agentfs.BatchOp.put("ab/2.txt", b"\xff")])
         done = await c.wait_batch(b.id, timeout=60)
         assert done.status == "succeeded" and [it.file.sha256 for it in done.items if it.file] == [

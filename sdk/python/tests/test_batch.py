@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import agentfs
@@ -9,8 +11,13 @@ from conftest import Bundle, expect_problem, sha
 from faultproxy import drop_after_commit
 
 
+def client(bundle: Bundle, **kw: object) -> agentfs.Client:
+    """A client whose waits are real: wait_batch polls the server at its own pace (100 ms, growing)."""
+    return bundle.client(sleep=time.sleep, **kw)
+
+
 def test_batch(bundle: Bundle) -> None:
-    c = bundle.client(run_id="run-batch")
+    c = client(bundle, run_id="run-batch")
     taken = bundle.direct.put_file("taken.txt", b"mine")
     binary = bytes([0xFF, 0x00, 0xFE])
     ops = [
@@ -44,7 +51,7 @@ def test_batch(bundle: Bundle) -> None:
 
 
 def test_batch_repeat_with_key_and_wait(bundle: Bundle) -> None:
-    c = bundle.client()
+    c = client(bundle)
     ops = [agentfs.BatchOp.put("r/1.txt", "1")]
     first = c.create_batch(ops, idempotency_key="batch-repeat-1", wait=10)
     assert first.status == "succeeded"
@@ -60,7 +67,7 @@ def test_batch_repeat_with_key_and_wait(bundle: Bundle) -> None:
 
 
 def test_batch_lost_response_replays(bundle: Bundle) -> None:
-    c = bundle.client()
+    c = client(bundle)
     bundle.proxy.inject("POST", "/v1/batch", 1, drop_after_commit)
     got = c.create_batch([agentfs.BatchOp.put("lost/1.txt", "1")])
     posts = bundle.proxy.requests("POST", "/v1/batch")
@@ -71,7 +78,7 @@ def test_batch_lost_response_replays(bundle: Bundle) -> None:
 
 
 def test_batch_key_even_without_keys_and_delete_restore(bundle: Bundle) -> None:
-    plain = bundle.client(idempotency_keys=False)
+    plain = client(bundle, idempotency_keys=False)
     f = bundle.direct.put_file("del.txt", b"d")
     b = plain.create_batch([agentfs.BatchOp.delete(f.id), agentfs.BatchOp.restore(f.id)], wait=10)
     assert b.status == "succeeded" and [it.op for it in b.items] == ["delete", "restore"]
@@ -81,7 +88,7 @@ def test_batch_key_even_without_keys_and_delete_restore(bundle: Bundle) -> None:
 
 
 def test_batch_invalid(bundle: Bundle) -> None:
-    c = bundle.client()
+    c = client(bundle)
     with pytest.raises(agentfs.UnprocessableEntityError) as ei:
         c.create_batch([agentfs.BatchOp.put("ok.txt", b""), {"op": "move"}])
     p = expect_problem(ei.value, 422, "VALIDATION_FAILED")

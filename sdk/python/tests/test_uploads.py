@@ -10,7 +10,7 @@ import pytest
 
 import agentfs
 from conftest import MAX_UPLOAD_BYTES, PART_SIZE, Bundle, expect_problem, local_file, sha
-from faultproxy import FaultProxy, Handler, answer_problem, drop_after_commit, hold_until
+from faultproxy import FaultProxy, answer_problem, drop_after_commit, hold_until
 
 
 class ProgressLog:

@@ -142,7 +142,8 @@ class AsyncClient(BaseClient):
             try:
                 step = steps.send(out)
             except StopIteration as done:
-                return done.value
+                reply: Reply = done.value
+                return reply
 
     async def _send_once(self, req: Request, stream: bool) -> Outcome:
         kwargs: dict[str, Any] = {"params": req.query or None, "headers": self._headers(req)}
@@ -262,13 +263,13 @@ class AsyncClient(BaseClient):
             self._r_content(file_id, range=range, if_range=if_range, if_none_match=if_none_match), stream=True)
         return AsyncContent(reply.stream)
 
-    async def download_file(self, file_id: str, destination: Union[str, os.PathLike, BinaryIO], *,
+    async def download_file(self, file_id: str, destination: Union[str, os.PathLike[str], BinaryIO], *,
                             verify: bool = True) -> int:
         """Stream a live file's bytes to a local path (written whole or not at all) or a binary file."""
         async with await self.file_content(file_id) as content:
             if hasattr(destination, "write"):
                 return await _copy_verified(content, destination, verify)  # type: ignore[arg-type]
-            dest = os.fspath(destination)  # type: ignore[arg-type]
+            dest = os.fspath(destination)
             fd, tmp = tempfile.mkstemp(prefix=".agentfs-", dir=os.path.dirname(os.path.abspath(dest)))
             try:
                 with os.fdopen(fd, "wb") as f:
@@ -388,7 +389,7 @@ class AsyncClient(BaseClient):
 
     async def upload_file(
         self,
-        local_path: Union[str, os.PathLike],
+        local_path: Union[str, os.PathLike[str]],
         remote_path: str,
         *,
         if_exists: Optional[str] = None,

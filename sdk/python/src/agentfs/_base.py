@@ -11,7 +11,7 @@ import os
 import re
 from datetime import datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, TypeVar, Union
 from urllib.parse import urlsplit
 
 import httpx
@@ -143,8 +143,14 @@ def _http_date(v: Optional[str]) -> Optional[datetime]:
         return None
 
 
+_C = TypeVar("_C", bound="BaseClient")
+
+
 class BaseClient:
     """Configuration and request building shared by Client and AsyncClient."""
+
+    #: Whether close() closes the httpx client (one this client made itself).
+    _owns_http: bool = False
 
     def __init__(
         self,
@@ -173,7 +179,7 @@ class BaseClient:
         self.idempotency_keys = idempotency_keys
         self._rng = random if random is not None else default_random()
 
-    def _copy_with(self, **changes: Any) -> Any:
+    def _copy_with(self: _C, **changes: Any) -> _C:
         """A copy sharing the connection pool, with some settings changed."""
         c = copy.copy(self)
         for name in ("agent_id", "run_id"):

@@ -155,7 +155,8 @@ class Client(BaseClient):
             try:
                 step = steps.send(out)
             except StopIteration as done:
-                return done.value
+                reply: Reply = done.value
+                return reply
 
     def _send_once(self, req: Request, stream: bool) -> Outcome:
         kwargs: dict[str, Any] = {"params": req.query or None, "headers": self._headers(req)}
@@ -295,7 +296,7 @@ class Client(BaseClient):
                           stream=True)
         return Content(reply.stream)
 
-    def download_file(self, file_id: str, destination: Union[str, os.PathLike, BinaryIO], *,
+    def download_file(self, file_id: str, destination: Union[str, os.PathLike[str], BinaryIO], *,
                       verify: bool = True) -> int:
         """Stream a live file's bytes to a local path (written whole or not at all) or a binary file.
 
@@ -305,7 +306,7 @@ class Client(BaseClient):
         with self.file_content(file_id) as content:
             if hasattr(destination, "write"):
                 return _copy_verified(content, content.iter_bytes(), destination, verify)  # type: ignore[arg-type]
-            dest = os.fspath(destination)  # type: ignore[arg-type]
+            dest = os.fspath(destination)
             fd, tmp = tempfile.mkstemp(prefix=".agentfs-", dir=os.path.dirname(os.path.abspath(dest)))
             try:
                 with os.fdopen(fd, "wb") as f:
@@ -438,7 +439,7 @@ class Client(BaseClient):
 
     def upload_file(
         self,
-        local_path: Union[str, os.PathLike],
+        local_path: Union[str, os.PathLike[str]],
         remote_path: str,
         *,
         if_exists: Optional[str] = None,
@@ -465,6 +466,8 @@ class Client(BaseClient):
         is never called concurrently; sent may go back when a part is sent
         again, and ends at total. ``on_session`` sees the session created or
         resumed. On failure the session stays pending: call again to resume.
+        ``idempotency_key`` names the single POST of a small file (a session
+        resumes without one).
         """
         path = os.fspath(local_path)
         size = regular_file_size(path)

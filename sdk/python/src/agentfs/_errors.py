@@ -130,7 +130,7 @@ class Problem(AgentFSError):
 
 
 def _rebuild_problem(cls: type, state: dict[str, Any]) -> Problem:
-    p = Problem.__new__(cls)
+    p: Problem = Problem.__new__(cls)
     p.__dict__.update(state)
     Exception.__init__(p, str(p))
     return p

@@ -479,7 +479,8 @@ class AsyncPage(Generic[T]):
         """The next page, or None after the last."""
         if not self.has_more or self.next_cursor is None or self._fetch is None:
             return None
-        return await self._fetch(self.next_cursor)
+        page: AsyncPage[T] = await self._fetch(self.next_cursor)
+        return page
 
     async def iter_pages(self) -> Any:
         """This page and every one after it (an async iterator)."""

@@ -8,7 +8,7 @@ import os
 import re
 import secrets
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Iterator, Optional, Union
+from typing import Any, AsyncIterator, BinaryIO, Callable, Iterator, Optional, Union
 from urllib.parse import quote
 
 from ._errors import AgentFSError
@@ -213,7 +213,7 @@ class PathBody(Body):
 
     async def _async_chunks(self) -> AsyncIterator[bytes]:
         left = self.size or 0
-        f = await asyncio.to_thread(open, self.path, "rb")
+        f = await asyncio.to_thread(_open_binary, self.path)
         try:
             await asyncio.to_thread(f.seek, self.offset)
             while left > 0:
@@ -301,6 +301,10 @@ class FactoryBody(Body):
             return
         for chunk in _iter_source(src):
             yield chunk
+
+
+def _open_binary(path: str) -> BinaryIO:
+    return open(path, "rb")
 
 
 def _iter_source(src: Any) -> Iterator[bytes]:
