@@ -118,7 +118,8 @@ if ((run_python)); then
 	echo "==> Python SDK tests (sdk/python)"
 	python_sdk_venv "$TEST_TMP/py-venv"
 	set +e
-	(cd sdk/python && PYTHONDONTWRITEBYTECODE=1 "$TEST_TMP/py-venv/bin/python" -m pytest -q tests)
+	(cd sdk/python && PYTHONDONTWRITEBYTECODE=1 "$TEST_TMP/py-venv/bin/python" -m pytest -q \
+		--basetemp "$TEST_TMP/pytest" tests)
 	py_status=$?
 	set -e
 	if ((py_status != 0)); then

@@ -52,6 +52,10 @@ class Fault:
     act: Action
 
 
+class TruncatedBody(Exception):
+    """The client's connection ended before the whole request body came: it is never forwarded."""
+
+
 @dataclass
 class Forwarded:
     """The server's whole answer to a forwarded request."""
@@ -90,6 +94,8 @@ class Handler(BaseHTTPRequestHandler):
             out = bytearray()
             while True:
                 line = self.rfile.readline()
+                if not line:
+                    raise TruncatedBody(f"{len(out)} bytes, then the chunked body ended early")
                 size = int(line.split(b";", 1)[0].strip() or b"0", 16)
                 if size == 0:
                     while self.rfile.readline() not in (b"\r\n", b"\n", b""):
@@ -101,6 +107,8 @@ class Handler(BaseHTTPRequestHandler):
         else:
             n = int(self.headers.get("Content-Length") or 0)
             self._body = self.rfile.read(n) if n else b""
+            if len(self._body) < n:
+                raise TruncatedBody(f"{len(self._body)} of {n} bytes")
         return self._body
 
     def hang_up(self, reset: bool = False) -> None:
@@ -191,10 +199,13 @@ class FaultProxy:
                     f.times -= 1
                     fault = f
                     break
-        if fault is not None:
-            fault.act(self, h, rec)
-        else:
-            forward_and_answer(self, h, rec)
+        try:
+            if fault is not None:
+                fault.act(self, h, rec)
+            else:
+                forward_and_answer(self, h, rec)
+        except TruncatedBody:
+            h.hang_up()  # as a server would: half a request is no request
 
     def forward(self, h: Handler, rec: Seen) -> "Forwarded":
         """Send the request to the server on a connection of its own and return the whole response.
@@ -297,6 +308,15 @@ def answer_problem(status: int, code: str, retry_after: str = "") -> Action:
         h.answer(status, headers, doc.encode())
 
     return act
+
+
+def corrupt_response(p: FaultProxy, h: Handler, rec: Seen) -> None:
+    """Forward the request and relay the answer with its first body byte changed, headers untouched."""
+    res = p.forward(h, rec)
+    body = bytes([res.content[0] ^ 0xFF]) + res.content[1:] if res.content else b""
+    with p._lock:
+        rec.status = res.status_code
+    h.answer(res.status_code, dict(res.headers), body)
 
 
 def hold_until(cond: Callable[[FaultProxy], bool], timeout: float = 20, forward: bool = True) -> Action:

@@ -15,6 +15,7 @@ import agentfs
 from conftest import Bundle, Sleeper, expect_problem, sha, wait_until
 from faultproxy import (
     answer_problem,
+    corrupt_response,
     drop_after_commit,
     drop_before_forward,
     reset_before_response,
@@ -187,6 +188,18 @@ def test_non_seekable_body_is_not_resent(bundle: Bundle) -> None:
     assert f.sha256 == sha(b"stream")
     posts = bundle.proxy.requests("POST", "/v1/files")
     assert len(posts) == 4 and posts[3].key == posts[2].key and posts[3].body_bytes == 6
+
+
+def test_download_verifies_the_declared_digest(bundle: Bundle, tmp_path: Any) -> None:
+    """Bytes changed on the way no longer match Repr-Digest: download_file says so and leaves no file."""
+    c = bundle.client()
+    f = bundle.direct.put_file("d/data.bin", b"the real content")
+    bundle.proxy.inject("GET", f"/v1/files/{f.id}/content", 1, corrupt_response)
+    dest = tmp_path / "data.bin"
+    with pytest.raises(agentfs.AgentFSError, match="SHA-256"):
+        c.download_file(f.id, dest)
+    assert not dest.exists() and list(tmp_path.iterdir()) == []
+    assert c.download_file(f.id, dest) == 16 and dest.read_bytes() == b"the real content"
 
 
 class SlowUpload:

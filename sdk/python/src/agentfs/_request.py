@@ -358,9 +358,10 @@ def make_body(content: Content, size: Optional[int] = None) -> Body:
         if seekable is not None and _call_quietly(seekable):
             try:
                 start = content.tell()
-                end = content.seek(0, io.SEEK_END)
+                content.seek(0, io.SEEK_END)
+                end = content.tell()
                 content.seek(start)
-            except (OSError, ValueError):
+            except (OSError, ValueError, AttributeError):
                 return StreamBody(content, size)
             return SeekableFileBody(content, start, end - start if size is None else size)
         return StreamBody(content, size)
