@@ -101,6 +101,20 @@ async def test_async_retries(bundle: Bundle) -> None:
         assert len(bundle.proxy.requests("POST", "/v1/files")) == 7
 
 
+async def test_async_cancel_interrupts_wait(bundle: Bundle) -> None:
+    """Cancelling the task during a 59 s Retry-After wait ends the call at once, without another attempt."""
+    c = bundle.async_client(sleep=asyncio.sleep, retry=agentfs.RetryPolicy(initial_delay=0.01, max_delay=60))
+    bundle.proxy.inject("POST", "/v1/files", 10, answer_problem(503, "STORAGE_UNAVAILABLE", "59"))
+    task = asyncio.create_task(c.put_file("waiting.txt", b"x"))
+    await async_wait_until("the first attempt answered",
+                           lambda: [s.status for s in bundle.proxy.requests("POST", "/v1/files")] == [503])
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 30)
+    assert len(bundle.proxy.requests("POST", "/v1/files")) == 1
+    await c.aclose()
+
+
 async def test_async_polls_operation_in_progress(bundle: Bundle) -> None:
     sleeper = AsyncSleeper(free=1)
     async with bundle.async_client(sleep=sleeper, retry=agentfs.RetryPolicy(initial_delay=0.01, max_delay=10)) as c:

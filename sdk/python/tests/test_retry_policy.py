@@ -388,3 +388,16 @@ def test_steps_attempts_count_polls() -> None:
     with pytest.raises(agentfs.OperationInProgressError):
         d.run(problem(409, "OPERATION_IN_PROGRESS", 1), *[operation("in_progress")] * 3)
     assert d.kinds().count("Poll") == 3 and d.kinds().count("Send") == 1
+
+
+def test_early_responses_read_on_old_httpcore() -> None:
+    """The read-after-write-error backport applies exactly where httpcore lacks it (before 0.17.1)."""
+    import httpcore
+    from httpcore._sync.http11 import HTTP11Connection
+
+    from agentfs._compat import _version, read_early_responses
+
+    assert _version("0.16.3") < (0, 17, 1) <= _version("0.17.1") < _version("1.0.5")
+    old = _version(httpcore.__version__) < (0, 17, 1)
+    assert read_early_responses() is old
+    assert getattr(HTTP11Connection, "_agentfs_reads_early_responses", False) is old

@@ -275,3 +275,20 @@ def test_session_routes(bundle: Bundle, tmp_path: Path) -> None:
         c.upload_part(u.id, 0, b"x")
     with pytest.raises(ValueError, match="size"):
         c.upload_part(u.id, 1, iter([b"x"]))
+
+
+def test_answers_before_the_body_is_read(bundle: Bundle, tmp_path: Path) -> None:
+    """The server answers some requests without reading their body (a replay of a part that declared its
+    digest, a 413) and stops reading; the client still gets that answer, straight from the server."""
+    c = agentfs.Client(bundle.server.url, bundle.token, retry=agentfs.RetryPolicy(max_attempts=1))
+    part = local_file(tmp_path, PART_SIZE, 12)[1]
+    u = c.create_upload("early.bin", PART_SIZE + 1)
+    first = c.upload_part(u.id, 1, part, sha256=sha(part), idempotency_key="early-part-1")
+    for _ in range(3):
+        again = c.upload_part(u.id, 1, part, sha256=sha(part), idempotency_key="early-part-1")
+        assert again.sha256 == first.sha256 == sha(part)
+    big = local_file(tmp_path, MAX_UPLOAD_BYTES + 1, 13, "big.bin")[0]
+    with pytest.raises(agentfs.PayloadTooLargeError) as ei:
+        c.put_file("early-big.bin", big)
+    expect_problem(ei.value, 413, "PAYLOAD_TOO_LARGE")
+    c.close()
