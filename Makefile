@@ -13,11 +13,13 @@ ARGS ?=
 help:
 	@echo 'AgentFS make targets:'
 	@echo '  make run     build and run AgentFS with a local Postgres and versitygw (data in .data/)'
-	@echo '  make test    run go test -race against throwaway Postgres and versitygw'
-	@echo "               (extra go test arguments: make test ARGS='./handlers/ -run X')"
+	@echo '  make test    run go test -race, then the Python SDK tests (sdk/python), against'
+	@echo '               throwaway Postgres and versitygw'
+	@echo "               (extra go test arguments: make test ARGS='./handlers/ -run X';"
+	@echo '               AGENTFS_TEST_PYTHON=0 skips the Python tests)'
 	@echo '  make test-minio  the same tests against a throwaway MinIO (built into bin/minio the first time)'
 	@echo '  make build   build bin/agentfs'
-	@echo '  make deps    install Postgres (apt) and bin/versitygw (go install) if missing'
+	@echo '  make deps    install Postgres and python3 packages (apt) and bin/versitygw (go install) if missing'
 	@echo '  make fuzz    run every Go fuzz target for FUZZTIME each (default 20s)'
 	@echo '  make vet     go vet ./...'
 	@echo '  make bench   AgentFS against direct minio-go on throwaway servers (BENCH_QUICK=1: small sizes)'

@@ -3,9 +3,13 @@
 # Helpers shared by scripts/run.sh and scripts/test.sh. Source this file;
 # do not execute it.
 #
-#   ensure_deps [pg] [s3]             install Postgres server binaries (apt) and
-#                                     the S3 server (go install into ./bin) when
-#                                     missing
+#   ensure_deps [pg] [s3] [python]    install Postgres server binaries (apt),
+#                                     the S3 server (go install into ./bin) and
+#                                     Debian's python3 with what the Python SDK
+#                                     tests need (apt) when missing; no
+#                                     arguments: all of them
+#   python_sdk_venv DIR               make a venv in DIR that sees the system
+#                                     packages and install sdk/python into it
 #   free_port [EXCLUDED_PORT...]      print a free TCP port on 127.0.0.1
 #   pg_start DIR PORT [test]          init (if empty) and start Postgres with data
 #                                     dir DIR on 127.0.0.1:PORT; database agentfs,
@@ -126,20 +130,29 @@ _apt_install() {
 		die "apt-get install $* failed"
 }
 
-# ensure_deps [pg] [s3]: with no arguments ensures both.
+# ensure_deps [pg] [s3] [python]: with no arguments ensures all.
 ensure_deps() {
-	local want_pg=0 want_s3=0 a
+	local want_pg=0 want_s3=0 want_python=0 a
 	if (($# == 0)); then
 		want_pg=1
 		want_s3=1
+		want_python=1
 	fi
 	for a in "$@"; do
 		case "$a" in
 		pg) want_pg=1 ;;
 		s3) want_s3=1 ;;
+		python) want_python=1 ;;
 		*) die "ensure_deps: unknown argument $a" ;;
 		esac
 	done
+
+	if ((want_python)); then
+		_ensure_python
+	fi
+	if ((want_pg + want_s3 == 0)); then
+		return 0
+	fi
 
 	command -v go >/dev/null 2>&1 || die "go is not on PATH (expected /usr/local/go/bin/go)"
 
@@ -174,6 +187,52 @@ ensure_deps() {
 		fi
 		[[ -x "$S3_BIN" ]] || die "$S3_BIN missing after install"
 	fi
+}
+
+# The Python SDK is tested with Debian's python3 and Debian's packages of its
+# dependencies (PyPI need not be reachable). PATH's python3 may be another
+# one (pyenv, say), so this one is named outright.
+SYSTEM_PYTHON=/usr/bin/python3
+
+# _py_has MODULE: the system python3 imports MODULE.
+_py_has() {
+	[[ -x "$SYSTEM_PYTHON" ]] && "$SYSTEM_PYTHON" -c "import $1" >/dev/null 2>&1
+}
+
+# _deb_installed PACKAGE: dpkg says PACKAGE is installed (true when there is no dpkg).
+_deb_installed() {
+	command -v dpkg-query >/dev/null 2>&1 || return 0
+	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+
+# _ensure_python: python3 with httpx, pytest, pytest-asyncio and hatchling,
+# and venv (with pip) to install the SDK into, from apt when missing.
+_ensure_python() {
+	local -a missing=()
+	[[ -x "$SYSTEM_PYTHON" ]] || missing+=(python3)
+	_py_has httpx || missing+=(python3-httpx)
+	_py_has pytest || missing+=(python3-pytest)
+	_py_has pytest_asyncio || missing+=(python3-pytest-asyncio)
+	_py_has hatchling || missing+=(python3-hatchling)
+	{ _py_has ensurepip && _deb_installed python3-venv; } || missing+=(python3-venv)
+	if ((${#missing[@]} > 0)); then
+		_apt_install "${missing[@]}"
+	fi
+	local m
+	for m in httpx pytest pytest_asyncio hatchling ensurepip; do
+		_py_has "$m" || die "$SYSTEM_PYTHON cannot import $m after installing ${missing[*]}"
+	done
+}
+
+# python_sdk_venv DIR: a venv in DIR that sees the system packages, with the
+# SDK in sdk/python installed from source (no package index is asked).
+python_sdk_venv() {
+	local dir=$1
+	"$SYSTEM_PYTHON" -m venv --system-site-packages "$dir" >&2 ||
+		die "$SYSTEM_PYTHON -m venv $dir failed (Debian package python3-venv)"
+	PIP_DISABLE_PIP_VERSION_CHECK=1 "$dir/bin/pip" install --quiet --no-index --no-build-isolation \
+		"$REPO_ROOT/sdk/python" >&2 ||
+		die "pip install sdk/python into $dir failed"
 }
 
 # free_port [EXCLUDED_PORT...]: a random unused port in 20000-60999.

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 #
-# Run the Go test suite against throwaway servers.
+# Run the Go test suite, then the Python SDK's, against throwaway servers.
 #
-#   scripts/test.sh                      # go test ./...
+#   scripts/test.sh                      # go test ./..., then pytest sdk/python
 #   scripts/test.sh ./handlers/ -run X   # extra arguments go to go test
 #
 # Starts a temporary Postgres and versitygw (S3) on free ports, exports
-# AGENTFS_TEST_* for the tests, runs go test and stops everything again.
+# AGENTFS_TEST_* for the tests, runs go test, then installs sdk/python into a
+# venv (Debian's python3 and packages; see ensure_deps) and runs its pytest
+# suite against the same servers, and stops everything again. The exit
+# status fails if either suite failed. AGENTFS_TEST_PYTHON=0 skips the
+# Python suite (scripts/fuzz.sh runs go test only).
 # If AGENTFS_TEST_DATABASE_URL or AGENTFS_TEST_S3_ENDPOINT is already set,
 # that server is used instead of starting one. AGENTFS_TEST_KEEP=1 keeps
 # the temporary directory (server data and logs) for inspection.
@@ -27,9 +31,13 @@ start_s3=1
 [[ -n "${AGENTFS_TEST_DATABASE_URL:-}" ]] && start_pg=0
 [[ -n "${AGENTFS_TEST_S3_ENDPOINT:-}" ]] && start_s3=0
 
+run_python=1
+[[ "${AGENTFS_TEST_PYTHON:-1}" == 0 ]] && run_python=0
+
 deps=()
 ((start_pg)) && deps+=(pg)
 ((start_s3)) && deps+=(s3)
+((run_python)) && deps+=(python)
 if ((${#deps[@]} > 0)); then
 	ensure_deps "${deps[@]}"
 fi
@@ -105,4 +113,18 @@ set +e
 go test -race -count=1 -timeout 9m "${GO_TEST_ARGS[@]}"
 status=$?
 set -e
+
+if ((run_python)); then
+	echo "==> Python SDK tests (sdk/python)"
+	python_sdk_venv "$TEST_TMP/py-venv"
+	set +e
+	(cd sdk/python && PYTHONDONTWRITEBYTECODE=1 "$TEST_TMP/py-venv/bin/python" -m pytest -q \
+		--basetemp "$TEST_TMP/pytest" tests)
+	py_status=$?
+	set -e
+	if ((py_status != 0)); then
+		log "Python SDK tests failed (status $py_status)"
+		((status != 0)) || status=$py_status
+	fi
+fi
 exit "$status"

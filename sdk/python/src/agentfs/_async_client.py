@@ -1,0 +1,525 @@
+"""The asyncio client: the same methods as Client, awaited."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import tempfile
+import time
+from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, Mapping, Optional, Sequence, Union
+
+import httpx
+
+from ._base import (
+    DEFAULT_PARALLEL,
+    DEFAULT_SESSION_THRESHOLD,
+    DEFAULT_TIMEOUT,
+    BaseClient,
+    ContentInfo,
+    check_upload_options,
+)
+from ._client import MAX_PROBLEM_BYTES, POLL_FIRST, POLL_MAX
+from ._errors import AgentFSError, PayloadTooLargeError, problem_from_response
+from ._models import AsyncPage, Batch, BatchOp, File, Operation, Protocol, Upload, UploadPart
+from ._request import NOT_GIVEN, Request
+from ._retry import (
+    NoResponse,
+    Outcome,
+    Poll,
+    RandomSource,
+    Reply,
+    RetryPolicy,
+    Send,
+    Sleep,
+    parse_retry_after,
+    retry_steps,
+)
+from ._uploads import (
+    PartJob,
+    Progress,
+    ProgressCallback,
+    check_plan,
+    check_stored,
+    counted_section,
+    part_jobs,
+    regular_file_size,
+    sha256_of_file,
+)
+
+
+class AsyncContent(ContentInfo):
+    """A file's bytes as they stream from the server. Close it (or use ``async with``) when done."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(response)
+        self._response = response
+
+    def aiter_bytes(self, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
+        """The bytes, chunk by chunk, as they arrive."""
+        return self._response.aiter_bytes(chunk_size)
+
+    async def aread(self) -> bytes:
+        """All the bytes (for small files; stream large ones with aiter_bytes)."""
+        return await self._response.aread()
+
+    async def aclose(self) -> None:
+        """Release the connection."""
+        await self._response.aclose()
+
+    async def __aenter__(self) -> "AsyncContent":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+
+class AsyncClient(BaseClient):
+    """The asyncio twin of Client: same arguments, same policy, methods awaited.
+
+    ``sleep`` is an async function (asyncio.sleep by default); cancelling the
+    task interrupts a retry wait.
+    """
+
+    def __init__(
+        self,
+        base_url: Optional[str] = None,
+        token: Optional[str] = None,
+        *,
+        agent_id: Optional[str] = None,
+        run_id: Optional[str] = None,
+        retry: Optional[RetryPolicy] = None,
+        idempotency_keys: bool = True,
+        timeout: Union[float, httpx.Timeout, None] = DEFAULT_TIMEOUT,
+        http_client: Optional[httpx.AsyncClient] = None,
+        sleep: Optional[Callable[[float], Awaitable[Any]]] = None,
+        random: Optional[RandomSource] = None,
+    ) -> None:
+        super().__init__(base_url, token, agent_id=agent_id, run_id=run_id, retry=retry,
+                         idempotency_keys=idempotency_keys, random=random)
+        self._owns_http = http_client is None
+        self._http = http_client if http_client is not None else httpx.AsyncClient(timeout=timeout)
+        self._sleep = sleep if sleep is not None else asyncio.sleep
+
+    def with_options(
+        self,
+        *,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+        retry: Any = NOT_GIVEN,
+        idempotency_keys: Any = NOT_GIVEN,
+    ) -> "AsyncClient":
+        """A client sharing this one's connections with some settings changed (None clears an id)."""
+        return self._copy_with(agent_id=agent_id, run_id=run_id, retry=retry, idempotency_keys=idempotency_keys)
+
+    async def aclose(self) -> None:
+        """Close the connections (of a client that made its own httpx.AsyncClient)."""
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    # Sending under the retry policy.
+
+    async def _run(self, req: Request, *, stream: bool = False) -> Reply:
+        steps = retry_steps(req, self.retry, self._rng)
+        step = next(steps)
+        while True:
+            out: Outcome
+            if isinstance(step, Sleep):
+                await self._sleep(step.seconds)
+                out = None
+            elif isinstance(step, Send):
+                out = await self._send_once(req, stream)
+            elif isinstance(step, Poll):
+                out = await self._send_once(self._operation_request(step.key), False)
+            else:  # pragma: no cover - retry_steps yields nothing else
+                raise TypeError(f"unknown step {step!r}")
+            try:
+                step = steps.send(out)
+            except StopIteration as done:
+                reply: Reply = done.value
+                return reply
+
+    async def _send_once(self, req: Request, stream: bool) -> Outcome:
+        kwargs: dict[str, Any] = {"params": req.query or None, "headers": self._headers(req)}
+        if req.body is not None:
+            kwargs["content"] = req.body.async_content()
+        if req.timeout is not None:
+            kwargs["timeout"] = req.timeout
+        request = self._http.build_request(req.method, self._url(req), **kwargs)
+        try:
+            resp = await self._http.send(request, stream=True)
+        except httpx.TransportError as e:
+            return NoResponse(e)
+        retry_after = parse_retry_after(resp.headers.get("retry-after"))
+        if resp.status_code >= 400:
+            body = b""
+            try:
+                async for chunk in resp.aiter_bytes():
+                    body += chunk
+                    if len(body) >= MAX_PROBLEM_BYTES:
+                        break
+            except httpx.TransportError:
+                pass
+            finally:
+                await resp.aclose()
+            return problem_from_response(resp.status_code, resp.headers, body[:MAX_PROBLEM_BYTES],
+                                         retry_after=retry_after)
+        if stream:
+            return Reply(resp.status_code, resp.headers, stream=resp)
+        try:
+            data = await resp.aread()
+        except httpx.TransportError as e:
+            return NoResponse(e)
+        finally:
+            await resp.aclose()
+        return Reply(resp.status_code, resp.headers, body=data)
+
+    async def _json(self, req: Request) -> Any:
+        return (await self._run(req)).json()
+
+    # Protocol and operations.
+
+    async def protocol(self) -> Protocol:
+        """What the server guarantees (GET /v1/protocol)."""
+        return Protocol.from_dict(await self._json(self._r_protocol()))
+
+    async def get_operation(self, key: str) -> Operation:
+        """What an Idempotency-Key holds (GET /v1/operations/{key}); NotFoundError: nothing happened under it."""
+        return Operation.from_dict(await self._json(self._operation_request(key)))
+
+    # Files.
+
+    async def put_file(
+        self,
+        path: str,
+        content: Any,
+        *,
+        if_exists: Optional[str] = None,
+        if_match: Optional[str] = None,
+        if_none_match: Optional[str] = None,
+        content_type: Optional[str] = None,
+        sha256: Optional[str] = None,
+        size: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+    ) -> File:
+        """Upload content as the file at path (POST /v1/files); see Client.put_file.
+
+        content may also be an async iterator of bytes (sent once).
+        """
+        return File.from_dict(await self._json(self._r_put_file(
+            path, content, if_exists=if_exists, if_match=if_match, if_none_match=if_none_match,
+            content_type=content_type, sha256=sha256, size=size, idempotency_key=idempotency_key,
+            agent_id=agent_id, run_id=run_id)))
+
+    async def get_file(self, file_id: str) -> File:
+        """A file's metadata (GET /v1/files/{id})."""
+        return File.from_dict(await self._json(self._r_get_file(file_id)))
+
+    async def list_files(
+        self,
+        *,
+        run_id: Optional[str] = None,
+        agent_id: Optional[str] = None,
+        prefix: Optional[str] = None,
+        path: Optional[str] = None,
+        include_deleted: bool = False,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+    ) -> AsyncPage[File]:
+        """One page of files, newest first; ``async for`` over it walks every page."""
+        req = self._r_list_files(run_id=run_id, agent_id=agent_id, prefix=prefix, path=path,
+                                 include_deleted=include_deleted, limit=limit, cursor=cursor)
+        d = await self._json(req)
+
+        async def fetch(next_cursor: str) -> AsyncPage[File]:
+            return await self.list_files(run_id=run_id, agent_id=agent_id, prefix=prefix, path=path,
+                                         include_deleted=include_deleted, limit=limit, cursor=next_cursor)
+
+        return AsyncPage(
+            data=[File.from_dict(f) for f in d.get("data") or []],
+            has_more=bool(d.get("has_more")),
+            next_cursor=d.get("next_cursor"),
+            _fetch=fetch,
+        )
+
+    async def file_content(
+        self,
+        file_id: str,
+        *,
+        range: Optional[str] = None,
+        if_range: Optional[str] = None,
+        if_none_match: Optional[str] = None,
+    ) -> AsyncContent:
+        """Open a live file's bytes as a stream; close it when done. See Client.file_content."""
+        reply = await self._run(
+            self._r_content(file_id, range=range, if_range=if_range, if_none_match=if_none_match), stream=True)
+        return AsyncContent(reply.stream)
+
+    async def download_file(self, file_id: str, destination: Union[str, os.PathLike[str], BinaryIO], *,
+                            verify: bool = True) -> int:
+        """Stream a live file's bytes to a local path (written whole or not at all) or a binary file."""
+        async with await self.file_content(file_id) as content:
+            if hasattr(destination, "write"):
+                return await _copy_verified(content, destination, verify)  # type: ignore[arg-type]
+            dest = os.fspath(destination)
+            fd, tmp = tempfile.mkstemp(prefix=".agentfs-", dir=os.path.dirname(os.path.abspath(dest)))
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    n = await _copy_verified(content, f, verify)
+                os.replace(tmp, dest)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+            return n
+
+    async def delete_file(
+        self,
+        file_id: str,
+        *,
+        if_match: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+    ) -> File:
+        """Soft-delete a file; safe to repeat."""
+        return File.from_dict(await self._json(self._r_delete_file(
+            file_id, if_match=if_match, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
+
+    async def restore_file(
+        self,
+        file_id: str,
+        *,
+        idempotency_key: Optional[str] = None,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+    ) -> File:
+        """Undo a delete; PathExistsError if another file took the path."""
+        return File.from_dict(await self._json(self._r_restore_file(
+            file_id, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
+
+    # Upload sessions.
+
+    async def create_upload(
+        self,
+        path: str,
+        size_bytes: int,
+        *,
+        content_type: Optional[str] = None,
+        if_exists: Optional[str] = None,
+        sha256: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+    ) -> Upload:
+        """Start an upload session, or get back the live matching one with its parts."""
+        return Upload.from_dict(await self._json(self._r_create_upload(
+            path, size_bytes, content_type=content_type, if_exists=if_exists, sha256=sha256,
+            idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
+
+    async def get_upload(self, upload_id: str) -> Upload:
+        """A session with the parts received so far."""
+        return Upload.from_dict(await self._json(self._r_get_upload(upload_id)))
+
+    async def upload_part(
+        self,
+        upload_id: str,
+        part_number: int,
+        content: Any,
+        *,
+        size: Optional[int] = None,
+        sha256: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+    ) -> UploadPart:
+        """Store one part of a pending session; see Client.upload_part."""
+        return UploadPart.from_dict(await self._json(self._r_upload_part(
+            upload_id, part_number, content, size=size, sha256=sha256, idempotency_key=idempotency_key,
+            agent_id=agent_id, run_id=run_id)))
+
+    async def complete_upload(
+        self,
+        upload_id: str,
+        *,
+        if_exists: Optional[str] = None,
+        sha256: Optional[str] = None,
+        if_match: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+    ) -> File:
+        """Assemble the session's parts into its file; see Client.complete_upload."""
+        reply = await self._run(self._r_complete_upload(
+            upload_id, if_exists=if_exists, sha256=sha256, if_match=if_match, idempotency_key=idempotency_key,
+            agent_id=agent_id, run_id=run_id))
+        if reply.status != 202:
+            return File.from_dict(reply.json())
+        u = Upload.from_dict(reply.json())
+        wait = POLL_FIRST
+        while True:
+            if u.status == "completed" and u.file is not None:
+                return u.file
+            if u.status == "failed" and u.error is not None:
+                raise u.error
+            if u.status not in ("completing", "completed"):
+                raise AgentFSError(f"upload {u.id} ended {u.status} while completing")
+            await self._sleep(wait)
+            wait = min(wait * 1.5, POLL_MAX)
+            u = await self.get_upload(u.id)
+
+    async def abort_upload(
+        self,
+        upload_id: str,
+        *,
+        idempotency_key: Optional[str] = None,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+    ) -> Upload:
+        """Abort a session; repeating it is safe."""
+        return Upload.from_dict(await self._json(self._r_abort_upload(
+            upload_id, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
+
+    async def upload_file(
+        self,
+        local_path: Union[str, os.PathLike[str]],
+        remote_path: str,
+        *,
+        if_exists: Optional[str] = None,
+        if_match: Optional[str] = None,
+        content_type: Optional[str] = None,
+        sha256: Optional[str] = None,
+        parallel: int = DEFAULT_PARALLEL,
+        progress: Optional[ProgressCallback] = None,
+        on_session: Optional[Callable[[Upload], Any]] = None,
+        threshold: int = DEFAULT_SESSION_THRESHOLD,
+        idempotency_key: Optional[str] = None,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+    ) -> File:
+        """Upload a local file, through a resumable session with parallel parts when large.
+
+        See Client.upload_file; the parts go as ``parallel`` asyncio tasks.
+        """
+        path = os.fspath(local_path)
+        size = regular_file_size(path)
+        sha = check_upload_options(size, parallel, sha256)
+        if threshold < 0:
+            raise ValueError(f"upload_file: threshold {threshold} is negative")
+        attribution = {"agent_id": agent_id, "run_id": run_id}
+        if size == 0 or size < threshold:
+            try:
+                return await self._put_local(path, size, remote_path, if_exists=if_exists, if_match=if_match,
+                                             content_type=content_type, sha256=sha, progress=progress,
+                                             idempotency_key=idempotency_key, **attribution)
+            except PayloadTooLargeError:
+                if size == 0:
+                    raise
+        if sha is None:
+            sha = await asyncio.to_thread(sha256_of_file, path)
+        u = await self.create_upload(remote_path, size, content_type=content_type, if_exists=if_exists,
+                                     sha256=sha, **attribution)
+        check_plan(u, size)
+        if on_session is not None:
+            on_session(u)
+        prog = Progress(progress, size)
+        await self._send_parts(u, path, parallel, prog, attribution)
+        f = await self.complete_upload(u.id, if_exists=if_exists or "error", if_match=if_match, **attribution)
+        prog.finish()
+        return f
+
+    async def _put_local(self, path: str, size: int, remote_path: str, *,
+                         progress: Optional[ProgressCallback], **kw: Any) -> File:
+        prog = Progress(progress, size)
+        body, counter = counted_section(path, 0, size, prog)
+        try:
+            f = await self.put_file(remote_path, body, **kw)
+        except BaseException:
+            counter.settle(0)
+            raise
+        prog.finish()
+        return f
+
+    async def _send_parts(self, u: Upload, path: str, parallel: int, prog: Progress,
+                          attribution: Mapping[str, Any]) -> None:
+        jobs = iter(part_jobs(u))
+
+        async def worker() -> None:
+            for job in jobs:  # shared: each job goes to one worker
+                await self._send_part(u.id, path, job, prog, attribution)
+
+        tasks = [asyncio.create_task(worker()) for _ in range(max(1, min(parallel, u.part_count)))]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    async def _send_part(self, upload_id: str, path: str, job: PartJob, prog: Progress,
+                         attribution: Mapping[str, Any]) -> None:
+        sha = await asyncio.to_thread(sha256_of_file, path, job.offset, job.size)
+        if sha == job.stored:
+            prog.add(job.size)
+            return
+        body, counter = counted_section(path, job.offset, job.size, prog)
+        try:
+            part = await self.upload_part(upload_id, job.number, body, sha256=sha, **attribution)
+        except BaseException:
+            counter.settle(0)
+            raise
+        counter.settle(job.size)
+        check_stored(upload_id, job.number, part.sha256, sha)
+
+    # Batches.
+
+    async def create_batch(
+        self,
+        operations: Sequence[Union[BatchOp, Mapping[str, Any]]],
+        *,
+        idempotency_key: Optional[str] = None,
+        wait: Optional[float] = None,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+    ) -> Batch:
+        """Admit operations as one batch; see Client.create_batch."""
+        return Batch.from_dict(await self._json(self._r_create_batch(
+            operations, idempotency_key=idempotency_key, wait=wait, agent_id=agent_id, run_id=run_id)))
+
+    async def get_batch(self, batch_id: str) -> Batch:
+        """A batch with every item's outcome so far."""
+        return Batch.from_dict(await self._json(self._r_get_batch(batch_id)))
+
+    async def wait_batch(self, batch_id: str, *, timeout: Optional[float] = None) -> Batch:
+        """Poll a batch until it is terminal; TimeoutError after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        wait = POLL_FIRST
+        while True:
+            b = await self.get_batch(batch_id)
+            if b.terminal:
+                return b
+            if deadline is not None and time.monotonic() + wait > deadline:
+                raise TimeoutError(f"batch {batch_id} is still {b.status} after {timeout} s")
+            await self._sleep(wait)
+            wait = min(wait * 1.5, POLL_MAX)
+
+
+async def _copy_verified(info: AsyncContent, out: BinaryIO, verify: bool) -> int:
+    h = hashlib.sha256() if verify and info.sha256 and info.status == 200 else None
+    n = 0
+    async for chunk in info.aiter_bytes():
+        await asyncio.to_thread(out.write, chunk)
+        n += len(chunk)
+        if h is not None:
+            h.update(chunk)
+    if h is not None and h.hexdigest() != info.sha256:
+        raise AgentFSError(f"downloaded bytes have SHA-256 {h.hexdigest()}, the server declared {info.sha256}")
+    return n

@@ -1,0 +1,417 @@
+"""What the sync and the async client share: configuration and the requests of every route."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import email.message
+import json
+import os
+import re
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+from typing import Any, Mapping, Optional, Sequence, TypeVar, Union
+from urllib.parse import urlsplit
+
+import httpx
+
+from ._compat import read_early_responses
+from ._models import BatchOp
+from ._request import (
+    NOT_GIVEN,
+    BytesBody,
+    Request,
+    check_key,
+    check_tag,
+    escape,
+    make_body,
+    new_idempotency_key,
+    route_request,
+)
+from ._retry import (
+    DEFAULT_RETRY,
+    ROUTE_ABORT_UPLOAD,
+    ROUTE_BATCH,
+    ROUTE_COMPLETE,
+    ROUTE_CREATE_BATCH,
+    ROUTE_CREATE_UPLOAD,
+    ROUTE_DELETE_FILE,
+    ROUTE_FILE,
+    ROUTE_FILE_CONTENT,
+    ROUTE_LIST_FILES,
+    ROUTE_OPERATION,
+    ROUTE_PROTOCOL,
+    ROUTE_PUT_FILE,
+    ROUTE_RESTORE_FILE,
+    ROUTE_UPLOAD,
+    ROUTE_UPLOAD_PART,
+    RandomSource,
+    RetryPolicy,
+    default_random,
+)
+from ._version import __version__
+
+# Old httpcore releases drop the answer a server sends before reading the whole body.
+read_early_responses()
+
+#: Default timeouts: a slow answer is not a dead one, but a dead connection is noticed.
+DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
+
+#: The longest wait= the server accepts for POST /v1/batch, in seconds.
+MAX_BATCH_WAIT = 30
+
+#: How many parts upload_file sends at once.
+DEFAULT_PARALLEL = 4
+
+#: The size from which upload_file sends a file through an upload session.
+DEFAULT_SESSION_THRESHOLD = 64 << 20
+
+_SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
+
+
+def digest_of(sha256_hex: str) -> str:
+    """The RFC 9530 Content-Digest of content whose SHA-256 is sha256_hex: "sha-256=:BASE64:"."""
+    if not isinstance(sha256_hex, str) or not _SHA256.match(sha256_hex):
+        raise ValueError(f"sha256 {sha256_hex!r} is not 64 hex digits")
+    return "sha-256=:" + base64.b64encode(bytes.fromhex(sha256_hex)).decode("ascii") + ":"
+
+
+def sha256_of_digest(v: Optional[str]) -> Optional[str]:
+    """The sha-256 member of an RFC 9530 digest header as lowercase hex, or None."""
+    for member in (v or "").split(","):
+        name, _, val = member.strip().partition("=")
+        if name.lower() != "sha-256" or len(val) < 2 or val[0] != ":" or val[-1] != ":":
+            continue
+        try:
+            raw = base64.b64decode(val[1:-1], validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if len(raw) == 32:
+            return raw.hex()
+    return None
+
+
+def _json_body(req: Request, obj: Any) -> Request:
+    req.body = BytesBody(json.dumps(obj, separators=(",", ":")).encode("utf-8"))
+    req.headers["Content-Type"] = "application/json"
+    return req
+
+
+def _set(h: dict[str, str], name: str, value: Optional[str]) -> None:
+    if value:
+        h[name] = value
+
+
+class ContentInfo:
+    """What a content response said about the bytes it carries."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        h = response.headers
+        #: 200 for the whole content, 206 for a range, 304 when If-None-Match matched.
+        self.status: int = response.status_code
+        self.headers = h
+        self.content_type: Optional[str] = h.get("content-type")
+        cl = h.get("content-length")
+        #: The bytes in this response, None if unknown.
+        self.length: Optional[int] = int(cl) if cl and cl.isdigit() else None
+        self.etag: Optional[str] = h.get("etag")
+        #: Lowercase hex SHA-256 of the whole content (from Repr-Digest), also for a range.
+        self.sha256: Optional[str] = sha256_of_digest(h.get("repr-digest"))
+        #: "bytes a-b/size" for a range.
+        self.content_range: Optional[str] = h.get("content-range")
+        #: The last segment of the file's path.
+        self.filename: Optional[str] = _filename(h.get("content-disposition"))
+        self.last_modified: Optional[datetime] = _http_date(h.get("last-modified"))
+
+
+def _filename(v: Optional[str]) -> Optional[str]:
+    if not v:
+        return None
+    m = email.message.Message()
+    m["content-disposition"] = v
+    name = m.get_filename()
+    return str(name) if name is not None else None
+
+
+def _http_date(v: Optional[str]) -> Optional[datetime]:
+    if not v:
+        return None
+    try:
+        return parsedate_to_datetime(v)
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+_C = TypeVar("_C", bound="BaseClient")
+
+
+class BaseClient:
+    """Configuration and request building shared by Client and AsyncClient."""
+
+    #: Whether close() closes the httpx client (one this client made itself).
+    _owns_http: bool = False
+
+    def __init__(
+        self,
+        base_url: Optional[str],
+        token: Optional[str],
+        *,
+        agent_id: Optional[str],
+        run_id: Optional[str],
+        retry: Optional[RetryPolicy],
+        idempotency_keys: bool,
+        random: Optional[RandomSource],
+    ) -> None:
+        url = base_url if base_url is not None else os.environ.get("AGENTFS_URL")
+        if not url:
+            raise ValueError("agentfs: no base_url given and AGENTFS_URL is not set")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+            raise ValueError(f"agentfs: base_url {url!r}: want http(s)://host[:port][/prefix]")
+        self.base_url = url.rstrip("/")
+        self._token = token if token is not None else os.environ.get("AGENTFS_TOKEN")
+        self.agent_id = check_tag("agent_id", agent_id)
+        self.run_id = check_tag("run_id", run_id)
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise TypeError("retry must be an agentfs.RetryPolicy")
+        self.retry = retry or DEFAULT_RETRY
+        self.idempotency_keys = idempotency_keys
+        self._rng = random if random is not None else default_random()
+
+    def _copy_with(self: _C, **changes: Any) -> _C:
+        """A copy sharing the connection pool, with some settings changed."""
+        c = copy.copy(self)
+        for name in ("agent_id", "run_id"):
+            if changes.get(name, NOT_GIVEN) is not NOT_GIVEN:
+                setattr(c, name, check_tag(name, changes[name]))
+        if changes.get("retry", NOT_GIVEN) is not NOT_GIVEN:
+            c.retry = changes["retry"] or DEFAULT_RETRY
+        if changes.get("idempotency_keys", NOT_GIVEN) is not NOT_GIVEN:
+            c.idempotency_keys = bool(changes["idempotency_keys"])
+        c._owns_http = False
+        return c
+
+    def _key_for(self, given: Optional[str]) -> Optional[str]:
+        """The Idempotency-Key of one logical write: the caller's, else a new one (unless turned off)."""
+        if given is not None:
+            return check_key(given)
+        return new_idempotency_key() if self.idempotency_keys else None
+
+    def _url(self, req: Request) -> str:
+        return self.base_url + req.path
+
+    def _headers(self, req: Request) -> dict[str, str]:
+        h = {"User-Agent": f"agentfs-python/{__version__}"}
+        if self._token:
+            h["Authorization"] = "Bearer " + self._token
+        agent = self.agent_id if req.agent_id is NOT_GIVEN else check_tag("agent_id", req.agent_id)
+        run = self.run_id if req.run_id is NOT_GIVEN else check_tag("run_id", req.run_id)
+        _set(h, "X-Agent-ID", agent)
+        _set(h, "X-Run-ID", run)
+        _set(h, "Idempotency-Key", req.key)
+        h.update(req.headers)
+        return h
+
+    def _operation_request(self, key: str) -> Request:
+        return route_request(ROUTE_OPERATION, "/v1/operations/" + escape(key))
+
+    # The requests of every route.
+
+    def _r_protocol(self) -> Request:
+        return route_request(ROUTE_PROTOCOL, "/v1/protocol")
+
+    def _r_put_file(
+        self,
+        path: str,
+        content: Any,
+        *,
+        if_exists: Optional[str],
+        if_match: Optional[str],
+        if_none_match: Optional[str],
+        content_type: Optional[str],
+        sha256: Optional[str],
+        size: Optional[int],
+        idempotency_key: Optional[str],
+        agent_id: Any,
+        run_id: Any,
+    ) -> Request:
+        req = route_request(ROUTE_PUT_FILE, "/v1/files", key=self._key_for(idempotency_key),
+                            agent_id=agent_id, run_id=run_id)
+        req.query["path"] = path
+        if if_exists is not None:
+            req.query["if_exists"] = if_exists
+        req.replace = if_exists == "replace"
+        req.body = make_body(content, size)
+        h = req.headers
+        _set(h, "Content-Type", content_type)
+        if sha256 is not None:
+            h["Content-Digest"] = digest_of(sha256)
+        _set(h, "If-Match", if_match)
+        _set(h, "If-None-Match", if_none_match)
+        if req.body.size is not None:
+            h["Content-Length"] = str(req.body.size)
+        return req
+
+    def _r_get_file(self, file_id: str) -> Request:
+        return route_request(ROUTE_FILE, "/v1/files/" + escape(file_id))
+
+    def _r_list_files(
+        self,
+        *,
+        run_id: Optional[str],
+        agent_id: Optional[str],
+        prefix: Optional[str],
+        path: Optional[str],
+        include_deleted: bool,
+        limit: Optional[int],
+        cursor: Optional[str],
+    ) -> Request:
+        req = route_request(ROUTE_LIST_FILES, "/v1/files")
+        for name, v in (("run_id", run_id), ("agent_id", agent_id), ("prefix", prefix), ("path", path),
+                        ("cursor", cursor)):
+            if v is not None:
+                req.query[name] = v
+        if include_deleted:
+            req.query["include_deleted"] = "true"
+        if limit is not None:
+            req.query["limit"] = str(limit)
+        return req
+
+    def _r_content(
+        self, file_id: str, *, range: Optional[str], if_range: Optional[str], if_none_match: Optional[str]
+    ) -> Request:
+        req = route_request(ROUTE_FILE_CONTENT, "/v1/files/" + escape(file_id) + "/content")
+        _set(req.headers, "Range", range)
+        _set(req.headers, "If-Range", if_range)
+        _set(req.headers, "If-None-Match", if_none_match)
+        return req
+
+    def _r_delete_file(
+        self, file_id: str, *, if_match: Optional[str], idempotency_key: Optional[str], agent_id: Any, run_id: Any
+    ) -> Request:
+        req = route_request(ROUTE_DELETE_FILE, "/v1/files/" + escape(file_id), key=self._key_for(idempotency_key),
+                            agent_id=agent_id, run_id=run_id)
+        _set(req.headers, "If-Match", if_match)
+        return req
+
+    def _r_restore_file(self, file_id: str, *, idempotency_key: Optional[str], agent_id: Any, run_id: Any) -> Request:
+        return route_request(ROUTE_RESTORE_FILE, "/v1/files/" + escape(file_id) + "/restore",
+                             key=self._key_for(idempotency_key), agent_id=agent_id, run_id=run_id)
+
+    def _r_create_upload(
+        self,
+        path: str,
+        size_bytes: int,
+        *,
+        content_type: Optional[str],
+        if_exists: Optional[str],
+        sha256: Optional[str],
+        idempotency_key: Optional[str],
+        agent_id: Any,
+        run_id: Any,
+    ) -> Request:
+        body: dict[str, Any] = {"path": path, "size_bytes": size_bytes}
+        if content_type is not None:
+            body["content_type"] = content_type
+        if if_exists is not None:
+            body["if_exists"] = if_exists
+        if sha256 is not None:
+            body["sha256"] = sha256.lower()
+        req = route_request(ROUTE_CREATE_UPLOAD, "/v1/uploads", key=self._key_for(idempotency_key),
+                            agent_id=agent_id, run_id=run_id)
+        return _json_body(req, body)
+
+    def _r_get_upload(self, upload_id: str) -> Request:
+        return route_request(ROUTE_UPLOAD, "/v1/uploads/" + escape(upload_id))
+
+    def _r_upload_part(
+        self,
+        upload_id: str,
+        part_number: int,
+        content: Any,
+        *,
+        size: Optional[int],
+        sha256: Optional[str],
+        idempotency_key: Optional[str],
+        agent_id: Any,
+        run_id: Any,
+    ) -> Request:
+        if not isinstance(part_number, int) or part_number < 1:
+            raise ValueError(f"part_number {part_number!r}: parts are numbered from 1")
+        req = route_request(ROUTE_UPLOAD_PART, f"/v1/uploads/{escape(upload_id)}/parts/{part_number}",
+                            key=self._key_for(idempotency_key), agent_id=agent_id, run_id=run_id)
+        req.body = make_body(content, size)
+        if req.body.size is None:
+            raise ValueError("upload_part: the part's size is unknown; pass size= (a part needs Content-Length)")
+        req.headers["Content-Type"] = "application/octet-stream"
+        req.headers["Content-Length"] = str(req.body.size)
+        if sha256 is not None:
+            req.headers["Content-Digest"] = digest_of(sha256)
+        return req
+
+    def _r_complete_upload(
+        self,
+        upload_id: str,
+        *,
+        if_exists: Optional[str],
+        sha256: Optional[str],
+        if_match: Optional[str],
+        idempotency_key: Optional[str],
+        agent_id: Any,
+        run_id: Any,
+    ) -> Request:
+        req = route_request(ROUTE_COMPLETE, "/v1/uploads/" + escape(upload_id) + "/complete",
+                            key=self._key_for(idempotency_key), agent_id=agent_id, run_id=run_id)
+        body: dict[str, Any] = {}
+        if if_exists is not None:
+            body["if_exists"] = if_exists
+        if sha256 is not None:
+            body["sha256"] = sha256.lower()
+        if body:
+            _json_body(req, body)
+        _set(req.headers, "If-Match", if_match)
+        return req
+
+    def _r_abort_upload(
+        self, upload_id: str, *, idempotency_key: Optional[str], agent_id: Any, run_id: Any
+    ) -> Request:
+        return route_request(ROUTE_ABORT_UPLOAD, "/v1/uploads/" + escape(upload_id),
+                             key=self._key_for(idempotency_key), agent_id=agent_id, run_id=run_id)
+
+    def _r_create_batch(
+        self,
+        operations: Sequence[Union[BatchOp, Mapping[str, Any]]],
+        *,
+        idempotency_key: Optional[str],
+        wait: Optional[float],
+        agent_id: Any,
+        run_id: Any,
+    ) -> Request:
+        if wait is not None and not 0 <= wait <= MAX_BATCH_WAIT:
+            raise ValueError(f"create_batch: wait {wait!r} is outside 0 to {MAX_BATCH_WAIT} seconds")
+        ops = [op.to_dict() if isinstance(op, BatchOp) else dict(op) for op in operations]
+        # The server requires a key: one is made even when generation is off.
+        key = check_key(idempotency_key) if idempotency_key is not None else new_idempotency_key()
+        req = route_request(ROUTE_CREATE_BATCH, "/v1/batch", key=key, agent_id=agent_id, run_id=run_id)
+        if wait:
+            secs = int(-(-wait // 1))
+            req.query["wait"] = str(secs)
+            req.timeout = secs + 60.0
+        return _json_body(req, {"operations": ops})
+
+    def _r_get_batch(self, batch_id: str) -> Request:
+        return route_request(ROUTE_BATCH, "/v1/batch/" + escape(batch_id))
+
+
+def check_upload_options(size: int, parallel: int, sha256: Optional[str]) -> Optional[str]:
+    """Validate upload_file's options before anything is sent; returns the SHA-256 in lowercase."""
+    if size < 0:
+        raise ValueError(f"upload: negative size {size}")
+    if not isinstance(parallel, int) or parallel < 1:
+        raise ValueError(f"upload: parallel {parallel!r} must be at least 1")
+    if sha256 is None:
+        return None
+    if not _SHA256.match(sha256):
+        raise ValueError(f"upload: sha256 {sha256!r} is not 64 hex digits")
+    return sha256.lower()

@@ -1,0 +1,599 @@
+"""The synchronous client."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, BinaryIO, Callable, Iterator, Mapping, Optional, Sequence, Union
+
+import httpx
+
+from ._base import (
+    DEFAULT_PARALLEL,
+    DEFAULT_SESSION_THRESHOLD,
+    DEFAULT_TIMEOUT,
+    BaseClient,
+    ContentInfo,
+    check_upload_options,
+)
+from ._errors import AgentFSError, PayloadTooLargeError, problem_from_response
+from ._models import Batch, BatchOp, File, Operation, Page, Protocol, Upload, UploadPart
+from ._request import NOT_GIVEN, Request
+from ._retry import (
+    NoResponse,
+    Outcome,
+    Poll,
+    RandomSource,
+    Reply,
+    RetryPolicy,
+    Send,
+    Sleep,
+    parse_retry_after,
+    retry_steps,
+)
+from ._uploads import (
+    PartJob,
+    Progress,
+    ProgressCallback,
+    check_plan,
+    check_stored,
+    counted_section,
+    part_jobs,
+    regular_file_size,
+    sha256_of_file,
+)
+
+#: The most of an error body that is read.
+MAX_PROBLEM_BYTES = 64 << 10
+
+#: Polls of something the server finishes in the background start this far apart...
+POLL_FIRST = 0.1
+#: ...and slow down to this.
+POLL_MAX = 2.0
+
+
+class Content(ContentInfo):
+    """A file's bytes as they stream from the server. Close it (or use ``with``) when done."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(response)
+        self._response = response
+
+    def iter_bytes(self, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+        """The bytes, chunk by chunk, as they arrive."""
+        return self._response.iter_bytes(chunk_size)
+
+    def read(self) -> bytes:
+        """All the bytes (for small files; stream large ones with iter_bytes)."""
+        return self._response.read()
+
+    def close(self) -> None:
+        """Release the connection."""
+        self._response.close()
+
+    def __enter__(self) -> "Content":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Client(BaseClient):
+    """A client of one AgentFS server as one token's subject. Safe to share between threads.
+
+    ``base_url`` and ``token`` default to the AGENTFS_URL and AGENTFS_TOKEN
+    environment variables. ``agent_id`` and ``run_id`` are sent as X-Agent-ID
+    and X-Run-ID on every request (files carry them and can be listed by
+    them); write methods take them per call too. Every write gets one
+    Idempotency-Key that all its attempts share (``idempotency_keys=False``
+    turns generation off). ``sleep`` and ``random`` are what the retry waits
+    use; tests pass their own.
+    """
+
+    def __init__(
+        self,
+        base_url: Optional[str] = None,
+        token: Optional[str] = None,
+        *,
+        agent_id: Optional[str] = None,
+        run_id: Optional[str] = None,
+        retry: Optional[RetryPolicy] = None,
+        idempotency_keys: bool = True,
+        timeout: Union[float, httpx.Timeout, None] = DEFAULT_TIMEOUT,
+        http_client: Optional[httpx.Client] = None,
+        sleep: Optional[Callable[[float], Any]] = None,
+        random: Optional[RandomSource] = None,
+    ) -> None:
+        super().__init__(base_url, token, agent_id=agent_id, run_id=run_id, retry=retry,
+                         idempotency_keys=idempotency_keys, random=random)
+        self._owns_http = http_client is None
+        self._http = http_client if http_client is not None else httpx.Client(timeout=timeout)
+        self._sleep = sleep if sleep is not None else time.sleep
+
+    def with_options(
+        self,
+        *,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+        retry: Any = NOT_GIVEN,
+        idempotency_keys: Any = NOT_GIVEN,
+    ) -> "Client":
+        """A client sharing this one's connections with some settings changed (None clears an id)."""
+        return self._copy_with(agent_id=agent_id, run_id=run_id, retry=retry, idempotency_keys=idempotency_keys)
+
+    def close(self) -> None:
+        """Close the connections (of a client that made its own httpx.Client)."""
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # Sending under the retry policy.
+
+    def _run(self, req: Request, *, stream: bool = False) -> Reply:
+        steps = retry_steps(req, self.retry, self._rng)
+        step = next(steps)
+        while True:
+            out: Outcome
+            if isinstance(step, Sleep):
+                self._sleep(step.seconds)
+                out = None
+            elif isinstance(step, Send):
+                out = self._send_once(req, stream)
+            elif isinstance(step, Poll):
+                out = self._send_once(self._operation_request(step.key), False)
+            else:  # pragma: no cover - retry_steps yields nothing else
+                raise TypeError(f"unknown step {step!r}")
+            try:
+                step = steps.send(out)
+            except StopIteration as done:
+                reply: Reply = done.value
+                return reply
+
+    def _send_once(self, req: Request, stream: bool) -> Outcome:
+        kwargs: dict[str, Any] = {"params": req.query or None, "headers": self._headers(req)}
+        if req.body is not None:
+            kwargs["content"] = req.body.sync_content()
+        if req.timeout is not None:
+            kwargs["timeout"] = req.timeout
+        request = self._http.build_request(req.method, self._url(req), **kwargs)
+        try:
+            resp = self._http.send(request, stream=True)
+        except httpx.TransportError as e:
+            return NoResponse(e)
+        retry_after = parse_retry_after(resp.headers.get("retry-after"))
+        if resp.status_code >= 400:
+            body = b""
+            try:
+                for chunk in resp.iter_bytes():
+                    body += chunk
+                    if len(body) >= MAX_PROBLEM_BYTES:
+                        break
+            except httpx.TransportError:
+                pass
+            finally:
+                resp.close()
+            return problem_from_response(resp.status_code, resp.headers, body[:MAX_PROBLEM_BYTES],
+                                         retry_after=retry_after)
+        if stream:
+            return Reply(resp.status_code, resp.headers, stream=resp)
+        try:
+            data = resp.read()
+        except httpx.TransportError as e:
+            return NoResponse(e)
+        finally:
+            resp.close()
+        return Reply(resp.status_code, resp.headers, body=data)
+
+    def _json(self, req: Request) -> Any:
+        return self._run(req).json()
+
+    # Protocol and operations.
+
+    def protocol(self) -> Protocol:
+        """What the server guarantees (GET /v1/protocol): its idempotency rules, retry policy and limits."""
+        return Protocol.from_dict(self._json(self._r_protocol()))
+
+    def get_operation(self, key: str) -> Operation:
+        """What an Idempotency-Key holds (GET /v1/operations/{key}).
+
+        NotFoundError means the key holds nothing, which proves that no write
+        happened under it (within the server's idempotency retention).
+        """
+        return Operation.from_dict(self._json(self._operation_request(key)))
+
+    # Files.
+
+    def put_file(
+        self,
+        path: str,
+        content: Any,
+        *,
+        if_exists: Optional[str] = None,
+        if_match: Optional[str] = None,
+        if_none_match: Optional[str] = None,
+        content_type: Optional[str] = None,
+        sha256: Optional[str] = None,
+        size: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+    ) -> File:
+        """Upload content as the file at path (POST /v1/files).
+
+        content is bytes, a pathlib.Path (streamed from disk), a binary file
+        (streamed from its offset; rewound for a retry when seekable), an
+        iterator of bytes (sent once, chunked unless ``size`` is given) or a
+        function returning fresh content for every attempt. ``if_exists``:
+        "error" (default: PathExistsError if a live file holds the path) or
+        "replace" (the file keeps its id and url). ``if_match`` replaces only
+        the file with that etag; ``if_none_match="*"`` creates only. ``sha256``
+        (hex) is sent as Content-Digest and checked by the server.
+        """
+        return File.from_dict(self._json(self._r_put_file(
+            path, content, if_exists=if_exists, if_match=if_match, if_none_match=if_none_match,
+            content_type=content_type, sha256=sha256, size=size, idempotency_key=idempotency_key,
+            agent_id=agent_id, run_id=run_id)))
+
+    def get_file(self, file_id: str) -> File:
+        """A file's metadata (GET /v1/files/{id}), also of a deleted file not purged yet."""
+        return File.from_dict(self._json(self._r_get_file(file_id)))
+
+    def list_files(
+        self,
+        *,
+        run_id: Optional[str] = None,
+        agent_id: Optional[str] = None,
+        prefix: Optional[str] = None,
+        path: Optional[str] = None,
+        include_deleted: bool = False,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+    ) -> Page[File]:
+        """One page of files, newest first (GET /v1/files); iterate it to walk every page.
+
+        ``run_id``/``agent_id`` match the request that created a file,
+        ``prefix`` the start of its path, ``path`` the whole path. ``limit``
+        is the page size (1-1000).
+        """
+        req = self._r_list_files(run_id=run_id, agent_id=agent_id, prefix=prefix, path=path,
+                                 include_deleted=include_deleted, limit=limit, cursor=cursor)
+        d = self._json(req)
+
+        def fetch(next_cursor: str) -> Page[File]:
+            return self.list_files(run_id=run_id, agent_id=agent_id, prefix=prefix, path=path,
+                                   include_deleted=include_deleted, limit=limit, cursor=next_cursor)
+
+        return Page(
+            data=[File.from_dict(f) for f in d.get("data") or []],
+            has_more=bool(d.get("has_more")),
+            next_cursor=d.get("next_cursor"),
+            _fetch=fetch,
+        )
+
+    def file_content(
+        self,
+        file_id: str,
+        *,
+        range: Optional[str] = None,
+        if_range: Optional[str] = None,
+        if_none_match: Optional[str] = None,
+    ) -> Content:
+        """Open a live file's bytes (GET /v1/files/{id}/content) as a stream; close it when done.
+
+        ``range`` is one byte range ("bytes=0-1023", "bytes=100-", "bytes=-100"),
+        answered 206. The request is retried until the response starts.
+        """
+        reply = self._run(self._r_content(file_id, range=range, if_range=if_range, if_none_match=if_none_match),
+                          stream=True)
+        return Content(reply.stream)
+
+    def download_file(self, file_id: str, destination: Union[str, os.PathLike[str], BinaryIO], *,
+                      verify: bool = True) -> int:
+        """Stream a live file's bytes to a local path (written whole or not at all) or a binary file.
+
+        Returns the number of bytes. With ``verify``, the bytes are checked
+        against the SHA-256 the server declared (Repr-Digest).
+        """
+        with self.file_content(file_id) as content:
+            if hasattr(destination, "write"):
+                return _copy_verified(content, content.iter_bytes(), destination, verify)  # type: ignore[arg-type]
+            dest = os.fspath(destination)
+            fd, tmp = tempfile.mkstemp(prefix=".agentfs-", dir=os.path.dirname(os.path.abspath(dest)))
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    n = _copy_verified(content, content.iter_bytes(), f, verify)
+                os.replace(tmp, dest)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+            return n
+
+    def delete_file(
+        self,
+        file_id: str,
+        *,
+        if_match: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+    ) -> File:
+        """Soft-delete a file (DELETE /v1/files/{id}); returns it with deleted_at set. Safe to repeat."""
+        return File.from_dict(self._json(self._r_delete_file(
+            file_id, if_match=if_match, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
+
+    def restore_file(
+        self,
+        file_id: str,
+        *,
+        idempotency_key: Optional[str] = None,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+    ) -> File:
+        """Undo a delete (POST /v1/files/{id}/restore). PathExistsError: another file took the path."""
+        return File.from_dict(self._json(self._r_restore_file(
+            file_id, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
+
+    # Upload sessions.
+
+    def create_upload(
+        self,
+        path: str,
+        size_bytes: int,
+        *,
+        content_type: Optional[str] = None,
+        if_exists: Optional[str] = None,
+        sha256: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+    ) -> Upload:
+        """Start an upload session (POST /v1/uploads), or get back the live one with the same
+        path, size, content type and SHA-256, with the parts it holds: send only the missing ones."""
+        return Upload.from_dict(self._json(self._r_create_upload(
+            path, size_bytes, content_type=content_type, if_exists=if_exists, sha256=sha256,
+            idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
+
+    def get_upload(self, upload_id: str) -> Upload:
+        """A session with the parts received so far (GET /v1/uploads/{id})."""
+        return Upload.from_dict(self._json(self._r_get_upload(upload_id)))
+
+    def upload_part(
+        self,
+        upload_id: str,
+        part_number: int,
+        content: Any,
+        *,
+        size: Optional[int] = None,
+        sha256: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+    ) -> UploadPart:
+        """Store part part_number (from 1) of a pending session (PUT /v1/uploads/{id}/parts/{n}).
+
+        Every part but the last has exactly the session's part_size bytes;
+        sending a part again replaces it. ``sha256`` (hex) is sent as
+        Content-Digest, so a corrupted body is refused.
+        """
+        return UploadPart.from_dict(self._json(self._r_upload_part(
+            upload_id, part_number, content, size=size, sha256=sha256, idempotency_key=idempotency_key,
+            agent_id=agent_id, run_id=run_id)))
+
+    def complete_upload(
+        self,
+        upload_id: str,
+        *,
+        if_exists: Optional[str] = None,
+        sha256: Optional[str] = None,
+        if_match: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+    ) -> File:
+        """Assemble the session's parts into the file at its path (POST /v1/uploads/{id}/complete).
+
+        Completing a completed session returns the same file. A 422
+        PARTS_MISSING lists ``missing_parts``. Should the server finish in
+        the background (202), the session is polled until it ends.
+        """
+        reply = self._run(self._r_complete_upload(
+            upload_id, if_exists=if_exists, sha256=sha256, if_match=if_match, idempotency_key=idempotency_key,
+            agent_id=agent_id, run_id=run_id))
+        if reply.status != 202:
+            return File.from_dict(reply.json())
+        return self._await_completion(Upload.from_dict(reply.json()))
+
+    def _await_completion(self, u: Upload) -> File:
+        wait = POLL_FIRST
+        while True:
+            if u.status == "completed" and u.file is not None:
+                return u.file
+            if u.status == "failed" and u.error is not None:
+                raise u.error
+            if u.status not in ("completing", "completed"):
+                raise AgentFSError(f"upload {u.id} ended {u.status} while completing")
+            self._sleep(wait)
+            wait = min(wait * 1.5, POLL_MAX)
+            u = self.get_upload(u.id)
+
+    def abort_upload(
+        self,
+        upload_id: str,
+        *,
+        idempotency_key: Optional[str] = None,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+    ) -> Upload:
+        """Abort a session (DELETE /v1/uploads/{id}); repeating it is safe."""
+        return Upload.from_dict(self._json(self._r_abort_upload(
+            upload_id, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
+
+    def upload_file(
+        self,
+        local_path: Union[str, os.PathLike[str]],
+        remote_path: str,
+        *,
+        if_exists: Optional[str] = None,
+        if_match: Optional[str] = None,
+        content_type: Optional[str] = None,
+        sha256: Optional[str] = None,
+        parallel: int = DEFAULT_PARALLEL,
+        progress: Optional[ProgressCallback] = None,
+        on_session: Optional[Callable[[Upload], Any]] = None,
+        threshold: int = DEFAULT_SESSION_THRESHOLD,
+        idempotency_key: Optional[str] = None,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+    ) -> File:
+        """Upload a local file to remote_path and return the file.
+
+        Below ``threshold`` bytes (64 MiB) it is one POST /v1/files;
+        from there on, or when the server answers PAYLOAD_TOO_LARGE, it goes
+        through an upload session (``threshold=0``: always, except empty
+        content). The session is resumed if an interrupted upload of the same
+        content left one: parts it holds with the same SHA-256 are not sent
+        again; the others go ``parallel`` at a time, each with its
+        Content-Digest, then the session is completed. ``progress(sent, total)``
+        is never called concurrently; sent may go back when a part is sent
+        again, and ends at total. ``on_session`` sees the session created or
+        resumed. On failure the session stays pending: call again to resume.
+        ``idempotency_key`` names the single POST of a small file (a session
+        resumes without one).
+        """
+        path = os.fspath(local_path)
+        size = regular_file_size(path)
+        sha = check_upload_options(size, parallel, sha256)
+        if threshold < 0:
+            raise ValueError(f"upload_file: threshold {threshold} is negative")
+        attribution = {"agent_id": agent_id, "run_id": run_id}
+        if size == 0 or size < threshold:
+            try:
+                return self._put_local(path, size, remote_path, if_exists=if_exists, if_match=if_match,
+                                       content_type=content_type, sha256=sha, progress=progress,
+                                       idempotency_key=idempotency_key, **attribution)
+            except PayloadTooLargeError:
+                if size == 0:
+                    raise
+        if sha is None:
+            sha = sha256_of_file(path)
+        u = self.create_upload(remote_path, size, content_type=content_type, if_exists=if_exists, sha256=sha,
+                               **attribution)
+        check_plan(u, size)
+        if on_session is not None:
+            on_session(u)
+        prog = Progress(progress, size)
+        self._send_parts(u, path, parallel, prog, attribution)
+        # The session may have been started by an earlier call with another if_exists: say what this one wants.
+        f = self.complete_upload(u.id, if_exists=if_exists or "error", if_match=if_match, **attribution)
+        prog.finish()
+        return f
+
+    def _put_local(self, path: str, size: int, remote_path: str, *, progress: Optional[ProgressCallback],
+                   **kw: Any) -> File:
+        prog = Progress(progress, size)
+        body, counter = counted_section(path, 0, size, prog)
+        try:
+            f = self.put_file(remote_path, body, **kw)
+        except BaseException:
+            counter.settle(0)
+            raise
+        prog.finish()
+        return f
+
+    def _send_parts(self, u: Upload, path: str, parallel: int, prog: Progress, attribution: Mapping[str, Any]) -> None:
+        jobs = part_jobs(u)
+        failed = threading.Event()
+        lock = threading.Lock()
+        first: list[BaseException] = []
+
+        def run(job: PartJob) -> None:
+            if failed.is_set():
+                return
+            try:
+                self._send_part(u.id, path, job, prog, attribution)
+            except BaseException as e:  # the first failure stops the rest
+                with lock:
+                    if not first:
+                        first.append(e)
+                failed.set()
+
+        with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(jobs)))) as pool:
+            list(pool.map(run, jobs))
+        if first:
+            raise first[0]
+
+    def _send_part(self, upload_id: str, path: str, job: PartJob, prog: Progress,
+                   attribution: Mapping[str, Any]) -> None:
+        sha = sha256_of_file(path, job.offset, job.size)
+        if sha == job.stored:
+            prog.add(job.size)
+            return
+        body, counter = counted_section(path, job.offset, job.size, prog)
+        try:
+            part = self.upload_part(upload_id, job.number, body, sha256=sha, **attribution)
+        except BaseException:
+            counter.settle(0)
+            raise
+        counter.settle(job.size)
+        check_stored(upload_id, job.number, part.sha256, sha)
+
+    # Batches.
+
+    def create_batch(
+        self,
+        operations: Sequence[Union[BatchOp, Mapping[str, Any]]],
+        *,
+        idempotency_key: Optional[str] = None,
+        wait: Optional[float] = None,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+    ) -> Batch:
+        """Admit operations as one batch (POST /v1/batch); they run in order in the background.
+
+        The batch always carries an Idempotency-Key (``idempotency_key``, or a
+        new one): the same key and operations again return the same batch.
+        ``wait`` (at most 30 s) asks the server to answer once the batch is
+        terminal or the time has passed. One invalid operation is an
+        UnprocessableEntityError naming it, and nothing runs.
+        """
+        return Batch.from_dict(self._json(self._r_create_batch(
+            operations, idempotency_key=idempotency_key, wait=wait, agent_id=agent_id, run_id=run_id)))
+
+    def get_batch(self, batch_id: str) -> Batch:
+        """A batch with every item's outcome so far (GET /v1/batch/{id})."""
+        return Batch.from_dict(self._json(self._r_get_batch(batch_id)))
+
+    def wait_batch(self, batch_id: str, *, timeout: Optional[float] = None) -> Batch:
+        """Poll a batch until it is terminal and return it; TimeoutError after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        wait = POLL_FIRST
+        while True:
+            b = self.get_batch(batch_id)
+            if b.terminal:
+                return b
+            if deadline is not None and time.monotonic() + wait > deadline:
+                raise TimeoutError(f"batch {batch_id} is still {b.status} after {timeout} s")
+            self._sleep(wait)
+            wait = min(wait * 1.5, POLL_MAX)
+
+
+def _copy_verified(info: ContentInfo, chunks: Iterator[bytes], out: BinaryIO, verify: bool) -> int:
+    h = hashlib.sha256() if verify and info.sha256 and info.status == 200 else None
+    n = 0
+    for chunk in chunks:
+        out.write(chunk)
+        n += len(chunk)
+        if h is not None:
+            h.update(chunk)
+    if h is not None and h.hexdigest() != info.sha256:
+        raise AgentFSError(f"downloaded bytes have SHA-256 {h.hexdigest()}, the server declared {info.sha256}")
+    return n

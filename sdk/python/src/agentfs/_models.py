@@ -1,0 +1,518 @@
+"""Typed results: the JSON objects of DESIGN §4 as dataclasses."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Generic, Iterator, Mapping, Optional, TypeVar, Union
+
+from ._errors import Problem, problem_from_dict
+
+__all__ = [
+    "File",
+    "Upload",
+    "UploadPart",
+    "Batch",
+    "BatchCounts",
+    "BatchItem",
+    "BatchOp",
+    "Operation",
+    "OperationResource",
+    "Page",
+    "Protocol",
+]
+
+T = TypeVar("T")
+
+_TIME = re.compile(
+    r"^(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?(Z|z|[+-]\d{2}:\d{2})$"
+)
+
+
+def parse_time(v: Any) -> Optional[datetime]:
+    """Parse an RFC 3339 time (nanosecond fractions included) into an aware datetime."""
+    if not isinstance(v, str):
+        return None
+    m = _TIME.match(v)
+    if not m:
+        return None
+    day, clock, frac, zone = m.groups()
+    micro = (frac or "").ljust(6, "0")[:6]
+    if zone in ("Z", "z"):
+        tz = timezone.utc
+    else:
+        sign = 1 if zone[0] == "+" else -1
+        tz = timezone(sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6])))
+    try:
+        base = datetime.strptime(f"{day}T{clock}", "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return None
+    return base.replace(microsecond=int(micro), tzinfo=tz)
+
+
+def _s(d: Mapping[str, Any], k: str, default: str = "") -> str:
+    v = d.get(k)
+    return v if isinstance(v, str) else default
+
+
+def _opt_s(d: Mapping[str, Any], k: str) -> Optional[str]:
+    v = d.get(k)
+    return v if isinstance(v, str) else None
+
+
+def _i(d: Mapping[str, Any], k: str, default: int = 0) -> int:
+    v = d.get(k)
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
+def _map(v: Any) -> Mapping[str, Any]:
+    return v if isinstance(v, Mapping) else {}
+
+
+@dataclass
+class File:
+    """A stored file's metadata. ``url`` and ``id`` survive replaces; ``etag`` names the content."""
+
+    id: str
+    path: str
+    size_bytes: int
+    content_type: str
+    #: Lowercase hex SHA-256 of the whole content.
+    sha256: str
+    #: The quoted SHA-256, as the ETag header carries it.
+    etag: str
+    version: int
+    url: str
+    #: Attribution of the request that created the file (what list filters match).
+    agent_id: Optional[str]
+    run_id: Optional[str]
+    #: Attribution of the latest write.
+    last_agent_id: Optional[str]
+    last_run_id: Optional[str]
+    created_at: Optional[datetime]
+    updated_at: Optional[datetime]
+    deleted_at: Optional[datetime]
+    purge_after: Optional[datetime]
+    blocked: bool
+    object: str = "file"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "File":
+        """Build a File from its JSON object."""
+        return cls(
+            id=_s(d, "id"),
+            path=_s(d, "path"),
+            size_bytes=_i(d, "size_bytes"),
+            content_type=_s(d, "content_type"),
+            sha256=_s(d, "sha256"),
+            etag=_s(d, "etag"),
+            version=_i(d, "version"),
+            url=_s(d, "url"),
+            agent_id=_opt_s(d, "agent_id"),
+            run_id=_opt_s(d, "run_id"),
+            last_agent_id=_opt_s(d, "last_agent_id"),
+            last_run_id=_opt_s(d, "last_run_id"),
+            created_at=parse_time(d.get("created_at")),
+            updated_at=parse_time(d.get("updated_at")),
+            deleted_at=parse_time(d.get("deleted_at")),
+            purge_after=parse_time(d.get("purge_after")),
+            blocked=bool(d.get("blocked", False)),
+            object=_s(d, "object", "file"),
+        )
+
+
+@dataclass
+class UploadPart:
+    """One stored part of an upload session (``upload_id`` is set on the answer to a part upload)."""
+
+    part_number: int
+    size_bytes: int
+    #: Lowercase hex SHA-256 of the part as the server stored it.
+    sha256: str
+    upload_id: Optional[str] = None
+    object: str = "upload_part"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "UploadPart":
+        """Build an UploadPart from its JSON object."""
+        return cls(
+            part_number=_i(d, "part_number"),
+            size_bytes=_i(d, "size_bytes"),
+            sha256=_s(d, "sha256"),
+            upload_id=_opt_s(d, "upload_id"),
+            object=_s(d, "object", "upload_part"),
+        )
+
+
+@dataclass
+class Upload:
+    """A multipart upload session: ``size_bytes`` sent in ``part_count`` parts of ``part_size``."""
+
+    id: str
+    path: str
+    size_bytes: int
+    content_type: str
+    #: "error" or "replace": what complete does when a live file holds the path.
+    if_exists: str
+    #: The whole file's SHA-256 declared at the start, if any.
+    sha256: Optional[str]
+    #: Chosen by the server: every part but the last has exactly this many bytes.
+    part_size: int
+    part_count: int
+    #: pending, completing, completed, aborted, expired or failed.
+    status: str
+    #: The parts received so far: what a resume need not send again.
+    parts: list[UploadPart]
+    expires_at: Optional[datetime]
+    #: The file the session completed into.
+    file: Optional[File]
+    #: The problem that failed the session (CHECKSUM_MISMATCH).
+    error: Optional[Problem]
+    agent_id: Optional[str]
+    run_id: Optional[str]
+    created_at: Optional[datetime]
+    object: str = "upload"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Upload":
+        """Build an Upload from its JSON object."""
+        f = d.get("file")
+        e = d.get("error")
+        return cls(
+            id=_s(d, "id"),
+            path=_s(d, "path"),
+            size_bytes=_i(d, "size_bytes"),
+            content_type=_s(d, "content_type"),
+            if_exists=_s(d, "if_exists", "error"),
+            sha256=_opt_s(d, "sha256"),
+            part_size=_i(d, "part_size"),
+            part_count=_i(d, "part_count"),
+            status=_s(d, "status"),
+            parts=[UploadPart.from_dict(p) for p in d.get("parts") or [] if isinstance(p, Mapping)],
+            expires_at=parse_time(d.get("expires_at")),
+            file=File.from_dict(f) if isinstance(f, Mapping) else None,
+            error=problem_from_dict(None, e) if isinstance(e, Mapping) else None,
+            agent_id=_opt_s(d, "agent_id"),
+            run_id=_opt_s(d, "run_id"),
+            created_at=parse_time(d.get("created_at")),
+            object=_s(d, "object", "upload"),
+        )
+
+
+@dataclass
+class BatchCounts:
+    """A batch's items by status."""
+
+    total: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    pending: int = 0
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "BatchCounts":
+        """Build BatchCounts from its JSON object."""
+        return cls(_i(d, "total"), _i(d, "succeeded"), _i(d, "failed"), _i(d, "pending"))
+
+
+@dataclass
+class BatchItem:
+    """One operation of a batch and its outcome."""
+
+    #: The operation's position in the request, from 0.
+    index: int
+    op: str
+    #: A put's or copy's target; None for delete and restore.
+    path: Optional[str]
+    #: pending, succeeded or failed.
+    status: str
+    #: The put's idempotency_key already held this outcome.
+    replayed: bool
+    #: The file the item left, when it succeeded.
+    file: Optional[File]
+    #: The problem a standalone request would have returned, when it failed.
+    error: Optional[Problem]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "BatchItem":
+        """Build a BatchItem from its JSON object."""
+        f, e = d.get("file"), d.get("error")
+        return cls(
+            index=_i(d, "index"),
+            op=_s(d, "op"),
+            path=_opt_s(d, "path"),
+            status=_s(d, "status"),
+            replayed=bool(d.get("replayed", False)),
+            file=File.from_dict(f) if isinstance(f, Mapping) else None,
+            error=problem_from_dict(None, e) if isinstance(e, Mapping) else None,
+        )
+
+
+BATCH_TERMINAL = ("succeeded", "partially_succeeded", "failed")
+
+
+@dataclass
+class Batch:
+    """Many operations run in order in the background."""
+
+    id: str
+    #: queued or running until terminal: succeeded, partially_succeeded or failed.
+    status: str
+    counts: BatchCounts
+    items: list[BatchItem]
+    created_at: Optional[datetime]
+    started_at: Optional[datetime]
+    completed_at: Optional[datetime]
+    object: str = "batch"
+
+    @property
+    def terminal(self) -> bool:
+        """Whether every item has run."""
+        return self.status in BATCH_TERMINAL
+
+    def failed_items(self) -> list[BatchItem]:
+        """The items that failed, in order."""
+        return [it for it in self.items if it.status == "failed"]
+
+    def succeeded_items(self) -> list[BatchItem]:
+        """The items that succeeded, in order."""
+        return [it for it in self.items if it.status == "succeeded"]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Batch":
+        """Build a Batch from its JSON object."""
+        return cls(
+            id=_s(d, "id"),
+            status=_s(d, "status"),
+            counts=BatchCounts.from_dict(_map(d.get("counts"))),
+            items=[BatchItem.from_dict(it) for it in d.get("items") or [] if isinstance(it, Mapping)],
+            created_at=parse_time(d.get("created_at")),
+            started_at=parse_time(d.get("started_at")),
+            completed_at=parse_time(d.get("completed_at")),
+            object=_s(d, "object", "batch"),
+        )
+
+
+@dataclass
+class BatchOp:
+    """One operation of a batch; build it with BatchOp.put/delete/restore/copy."""
+
+    op: str
+    path: Optional[str] = None
+    file_id: Optional[str] = None
+    content: Optional[str] = None
+    encoding: Optional[str] = None
+    content_type: Optional[str] = None
+    if_exists: Optional[str] = None
+    idempotency_key: Optional[str] = None
+
+    @classmethod
+    def put(
+        cls,
+        path: str,
+        content: Union[bytes, str],
+        *,
+        content_type: Optional[str] = None,
+        if_exists: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+    ) -> "BatchOp":
+        """Store content at path: text as utf8, bytes as text when valid UTF-8, else base64.
+
+        ``idempotency_key`` is the item's own key, shared with standalone
+        uploads: the same put under it gives back the stored file.
+        """
+        if isinstance(content, str):
+            text, enc = content, None
+        else:
+            try:
+                text, enc = bytes(content).decode("utf-8"), None
+            except UnicodeDecodeError:
+                text, enc = base64.b64encode(bytes(content)).decode("ascii"), "base64"
+        return cls(op="put", path=path, content=text, encoding=enc, content_type=content_type,
+                   if_exists=if_exists, idempotency_key=idempotency_key)
+
+    @classmethod
+    def delete(cls, file_id: str) -> "BatchOp":
+        """Soft-delete the file."""
+        return cls(op="delete", file_id=file_id)
+
+    @classmethod
+    def restore(cls, file_id: str) -> "BatchOp":
+        """Restore the deleted file."""
+        return cls(op="restore", file_id=file_id)
+
+    @classmethod
+    def copy(cls, file_id: str, path: str, *, if_exists: Optional[str] = None) -> "BatchOp":
+        """Write the live file's content and content type at path."""
+        return cls(op="copy", file_id=file_id, path=path, if_exists=if_exists)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The operation as JSON; a put always carries content, an empty one included."""
+        out: dict[str, Any] = {"op": self.op}
+        for k in ("path", "file_id", "content", "encoding", "content_type", "if_exists", "idempotency_key"):
+            v = getattr(self, k)
+            if v is not None:
+                out[k] = v
+        if self.op == "put":
+            out.setdefault("content", "")
+        return out
+
+
+@dataclass
+class OperationResource:
+    """The resource an operation produced or acted on."""
+
+    object: str
+    id: str
+
+
+@dataclass
+class Operation:
+    """What an Idempotency-Key holds for this subject: the request and, once completed, its answer."""
+
+    idempotency_key: str
+    #: in_progress or completed.
+    status: str
+    method: str
+    #: The server's route template, e.g. "/v1/files/:id/restore".
+    route: str
+    response_status: Optional[int]
+    #: The recorded response body (parsed JSON), None while in progress.
+    response: Any
+    resource: Optional[OperationResource]
+    created_at: Optional[datetime]
+    completed_at: Optional[datetime]
+    expires_at: Optional[datetime]
+    object: str = "operation"
+
+    @property
+    def completed(self) -> bool:
+        """Whether the operation has its recorded answer."""
+        return self.status == "completed"
+
+    def outcome(self) -> Any:
+        """The recorded answer: a File, Upload, UploadPart or Batch (else the JSON).
+
+        A recorded error is raised as its Problem; an operation still in
+        progress raises RuntimeError.
+        """
+        if not self.completed or self.response_status is None:
+            raise RuntimeError(f"operation {self.idempotency_key!r} is still in progress")
+        body = self.response if isinstance(self.response, Mapping) else {}
+        if self.response_status >= 400:
+            raise problem_from_dict(self.response_status, body)
+        parser = _PARSERS.get(_s(body, "object"))
+        return parser(body) if parser else self.response
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Operation":
+        """Build an Operation from its JSON object."""
+        r = d.get("resource")
+        status = d.get("response_status")
+        return cls(
+            idempotency_key=_s(d, "idempotency_key"),
+            status=_s(d, "status"),
+            method=_s(d, "method"),
+            route=_s(d, "route"),
+            response_status=status if isinstance(status, int) and not isinstance(status, bool) else None,
+            response=d.get("response"),
+            resource=OperationResource(_s(r, "object"), _s(r, "id")) if isinstance(r, Mapping) else None,
+            created_at=parse_time(d.get("created_at")),
+            completed_at=parse_time(d.get("completed_at")),
+            expires_at=parse_time(d.get("expires_at")),
+            object=_s(d, "object", "operation"),
+        )
+
+    def recorded_body(self) -> bytes:
+        """The recorded response body, encoded again as JSON."""
+        return json.dumps(self.response).encode("utf-8")
+
+
+_PARSERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "file": File.from_dict,
+    "upload": Upload.from_dict,
+    "upload_part": UploadPart.from_dict,
+    "batch": Batch.from_dict,
+}
+
+
+@dataclass
+class Page(Generic[T]):
+    """One page of a list, newest first. Iterating it follows ``next_cursor`` through every page."""
+
+    data: list[T]
+    has_more: bool
+    #: The cursor of the next page; None on the last.
+    next_cursor: Optional[str]
+    _fetch: Optional[Callable[[str], "Page[T]"]] = field(default=None, repr=False, compare=False)
+
+    def next_page(self) -> Optional["Page[T]"]:
+        """The next page, or None after the last."""
+        if not self.has_more or self.next_cursor is None or self._fetch is None:
+            return None
+        return self._fetch(self.next_cursor)
+
+    def iter_pages(self) -> Iterator["Page[T]"]:
+        """This page and every one after it."""
+        page: Optional[Page[T]] = self
+        while page is not None:
+            yield page
+            page = page.next_page()
+
+    def __iter__(self) -> Iterator[T]:
+        for page in self.iter_pages():
+            yield from page.data
+
+
+@dataclass
+class AsyncPage(Generic[T]):
+    """One page of a list for AsyncClient; ``async for`` follows ``next_cursor`` through every page."""
+
+    data: list[T]
+    has_more: bool
+    next_cursor: Optional[str]
+    _fetch: Optional[Callable[[str], Any]] = field(default=None, repr=False, compare=False)
+
+    async def next_page(self) -> Optional["AsyncPage[T]"]:
+        """The next page, or None after the last."""
+        if not self.has_more or self.next_cursor is None or self._fetch is None:
+            return None
+        page: AsyncPage[T] = await self._fetch(self.next_cursor)
+        return page
+
+    async def iter_pages(self) -> Any:
+        """This page and every one after it (an async iterator)."""
+        page: Optional[AsyncPage[T]] = self
+        while page is not None:
+            yield page
+            page = await page.next_page()
+
+    async def __aiter__(self) -> Any:
+        async for page in self.iter_pages():
+            for item in page.data:
+                yield item
+
+
+@dataclass
+class Protocol:
+    """What the server guarantees: its idempotency rules, retry policy and limits."""
+
+    api_version: str
+    idempotency: dict[str, Any]
+    retry: dict[str, Any]
+    limits: dict[str, Any]
+    #: The document as the server sent it, including members this client does not know.
+    raw: dict[str, Any]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Protocol":
+        """Build a Protocol from its JSON object."""
+        return cls(
+            api_version=_s(d, "api_version"),
+            idempotency=dict(_map(d.get("idempotency"))),
+            retry=dict(_map(d.get("retry"))),
+            limits=dict(_map(d.get("limits"))),
+            raw=dict(d),
+        )

@@ -1,0 +1,138 @@
+"""Upload sessions: the part plan, resume, and progress, shared by both clients."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import threading
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from ._errors import AgentFSError
+from ._models import Upload
+from ._request import CHUNK, Observer, PathBody
+
+#: Told the bytes sent so far and the total: progress(sent, total).
+ProgressCallback = Callable[[int, int], None]
+
+
+def regular_file_size(path: str) -> int:
+    """The size of a local regular file; anything else is an error before anything is sent."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{path} is not a regular file")
+    return st.st_size
+
+
+def sha256_of_file(path: str, offset: int = 0, size: Optional[int] = None) -> str:
+    """The lowercase hex SHA-256 of size bytes of a local file from offset (to its end when None)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        f.seek(offset)
+        left = size
+        while left is None or left > 0:
+            chunk = f.read(CHUNK if left is None else min(CHUNK, left))
+            if not chunk:
+                break
+            h.update(chunk)
+            if left is not None:
+                left -= len(chunk)
+    if left:
+        raise AgentFSError(f"{path} ended {left} bytes early; was it changed during the upload?")
+    return h.hexdigest()
+
+
+def check_plan(u: Upload, size: int) -> None:
+    """Make sure the session is one this content can fill."""
+    if u.status != "pending":
+        raise AgentFSError(f"upload {u.id} is {u.status}, not pending")
+    if u.size_bytes != size or u.part_size < 1 or u.part_count != -(-size // u.part_size):
+        raise AgentFSError(
+            f"upload {u.id} has an unusable part plan: {u.size_bytes} bytes in {u.part_count} parts of {u.part_size}"
+        )
+
+
+@dataclass(frozen=True)
+class PartJob:
+    """One part to make sure of: sent, or found already stored with the same bytes."""
+
+    number: int
+    offset: int
+    size: int
+    #: The SHA-256 the session holds for it, if any.
+    stored: Optional[str]
+
+
+def part_jobs(u: Upload) -> list[PartJob]:
+    """The session's parts in order, with what it already holds of each."""
+    stored = {p.part_number: p.sha256 for p in u.parts}
+    jobs = []
+    for n in range(1, u.part_count + 1):
+        off = (n - 1) * u.part_size
+        jobs.append(PartJob(n, off, min(u.part_size, u.size_bytes - off), stored.get(n)))
+    return jobs
+
+
+class Progress:
+    """Adds up the bytes every part sent and tells the callback, never two calls at once."""
+
+    def __init__(self, fn: Optional[ProgressCallback], total: int) -> None:
+        self.fn = fn
+        self.total = total
+        self.sent = 0
+        self._lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        """n more bytes were sent (negative: taken back for a part to be sent again)."""
+        if self.fn is None or n == 0:
+            return
+        with self._lock:
+            self.sent += n
+            self.fn(self.sent, self.total)
+
+    def finish(self) -> None:
+        """Report the total once everything is stored."""
+        if self.fn is None:
+            return
+        with self._lock:
+            self.sent = self.total
+            self.fn(self.sent, self.total)
+
+
+class PartCounter(Observer):
+    """Counts one body's bytes as progress; a new attempt takes back what the last one counted."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.counted = 0
+        self._lock = threading.Lock()
+
+    def restart(self) -> None:
+        self.settle(0)
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.counted += n
+        self.progress.add(n)
+
+    def settle(self, n: int) -> None:
+        """Make the body count for exactly n bytes: all once stored, none while it is to be sent (again)."""
+        with self._lock:
+            d = n - self.counted
+            self.counted = n
+        self.progress.add(d)
+
+
+def counted_section(path: str, offset: int, size: int, progress: Progress) -> tuple[PathBody, PartCounter]:
+    """A part's body read from the local file, its bytes counted as progress."""
+    body = PathBody(path, offset, size)
+    counter = PartCounter(progress)
+    body.observer = counter
+    return body, counter
+
+
+def check_stored(upload_id: str, number: int, got: str, want: str) -> None:
+    """The server must have stored the bytes that were sent."""
+    if got != want:
+        raise AgentFSError(f"upload {upload_id}: the server stored part {number} with SHA-256 {got}, not {want}")
