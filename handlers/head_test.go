@@ -14,15 +14,21 @@ import (
 func TestHeadAnswersEveryGetRoute(t *testing.T) {
 	c, b := setup(t)
 	token := b.srv.Token(t, "alice")
-	f := upload(t, c, "head/a.txt", "0123456789").Expect(t, http.StatusCreated).File(t)
+	f := upload(t, c, "head/a.txt", "0123456789", "X-Run-ID", "head-run").Expect(t, http.StatusCreated).File(t)
 	u := createUpload(t, c, map[string]any{"path": "head/big.bin", "size_bytes": 10}, http.StatusCreated)
 	batch, _ := runBatch(t, c, "head-batch", []map[string]any{{"op": "put", "path": "head/b.txt", "content": "b"}}, http.StatusAccepted)
 	keyed(t, c, "head-key", "head/k.txt", "k").Expect(t, http.StatusCreated)
+	link := c.Do("POST", "/v1/files/"+f.ID+"/links", `{}`, "Content-Type", "application/json").Expect(t, http.StatusCreated)
+	var l struct{ URL string }
+	link.JSON(t, &l)
+	secret := l.URL[strings.LastIndex(l.URL, "/")+1:]
 	existing := strings.NewReplacer(":code", "NOT_FOUND", ":idempotency_key", "head-key",
-		"/files/:id", "/files/"+f.ID, "/uploads/:id", "/uploads/"+u.ID, "/batch/:id", "/batch/"+batch.ID)
+		"/files/:id", "/files/"+f.ID, "/uploads/:id", "/uploads/"+u.ID, "/batch/:id", "/batch/"+batch.ID,
+		":n", "1", ":secret", secret, ":run_id", "head-run")
 	missing := strings.NewReplacer(":code", "NO_SUCH_CODE", ":idempotency_key", "no-such-key",
 		"/files/:id", "/files/"+missingFileID, "/uploads/:id", "/uploads/upl_"+strings.Repeat("0", 26),
-		"/batch/:id", "/batch/batch_"+strings.Repeat("0", 26))
+		"/batch/:id", "/batch/batch_"+strings.Repeat("0", 26), ":n", "99", ":secret", "no-such-secret",
+		":run_id", "no-such-run")
 
 	heads := map[string]bool{}
 	for _, r := range b.srv.API.Routes() {
