@@ -22,6 +22,9 @@ const (
 	OpDelete  = "delete"
 	OpRestore = "restore"
 	OpCopy    = "copy"
+	// OpUndo brings one file back to its state before a run (POST
+	// /v1/runs/{run_id}/revert makes these items, never a request).
+	OpUndo = "undo"
 )
 
 // Batch is many operations admitted by one request and run in order in the
@@ -50,6 +53,7 @@ type BatchItem struct {
 	Replace     bool
 	ExpiresIn   time.Duration // put: the file expires this long after it is written; 0: never
 	Key         string        // the item's own Idempotency-Key, if any
+	Undo        *Undo         // undo: the file's state before the run
 	Status      string
 	Replayed    bool
 	ResultID    string // the file the item left
@@ -96,4 +100,31 @@ type BatchFilter struct {
 	Status string
 	Limit  int
 	After  *Cursor
+}
+
+// Undo is what undoing a run does to one file: bring it back to the state
+// it had before the run's first change to it.
+type Undo struct {
+	RunID string `json:"run_id"`
+	// Existed is false when the run created the file: undoing deletes it.
+	Existed bool `json:"existed"`
+	// Live, Path and Version are the file's state before the run.
+	Live    bool   `json:"live"`
+	Path    string `json:"path"`
+	Version int    `json:"version"`
+	// After is the run's last event on the file: a change by anyone else
+	// after it fails the item (CHANGED_SINCE_RUN) unless Force.
+	After EventPosition `json:"after"`
+	Force bool          `json:"force"`
+}
+
+// ChangedSinceRunError says another run changed a file after the run being
+// undone last did, so undoing it would undo that change too.
+type ChangedSinceRunError struct {
+	FileID string
+	RunID  string
+}
+
+func (e *ChangedSinceRunError) Error() string {
+	return "file " + e.FileID + " was changed by another run after run " + e.RunID
 }

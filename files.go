@@ -89,9 +89,12 @@ func etagListHas(header, etag string, weak bool) bool {
 
 // FileFilter selects files to list, newest first.
 type FileFilter struct {
-	RunID          string
-	AgentID        string
-	LastRunID      string
+	RunID     string
+	AgentID   string
+	LastRunID string
+	// WrittenByRun selects the files a run created or last wrote (a run's
+	// archive).
+	WrittenByRun   string
 	Prefix         string
 	Path           string
 	IncludeDeleted bool

@@ -60,6 +60,10 @@ func (c *Core) itemWrite(ctx context.Context, who agentfs.Caller, o agentfs.Orig
 	case agentfs.OpCopy:
 		put := agentfs.Put{Subject: b.Subject, Path: it.Path, Replace: it.Replace, Size: -1, By: b.By}
 		return c.copyWrite(it.FileID, put, o), nil
+	case agentfs.OpUndo:
+		if it.Undo != nil {
+			return c.undoWrite(who, it.FileID, *it.Undo, o), nil
+		}
 	}
 	return nil, problem.Validation("op", "unknown operation "+strconv.Quote(it.Op))
 }

@@ -1,7 +1,13 @@
 package handlers
 
 import (
+	"archive/tar"
+	"archive/zip"
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -132,4 +138,135 @@ func (a *API) getRun(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, api.NewRun(r))
+}
+
+// revertRunBody is the optional body of POST /v1/runs/{run_id}/revert.
+type revertRunBody struct {
+	Force *bool `json:"force"`
+}
+
+// revertRun is POST /v1/runs/{run_id}/revert: undo a run, as a durable
+// batch (202); the key is required.
+func (a *API) revertRun(c echo.Context) error {
+	if key, _ := c.Get(keyKey).(string); key == "" {
+		return problem.New(problem.IdempotencyKeyRequired, "POST /v1/runs/{run_id}/revert runs only with an Idempotency-Key")
+	}
+	id, err := runID(c)
+	if err != nil {
+		return err
+	}
+	var body revertRunBody
+	if _, err := readJSON(c, maxJSONBytes, &body, true); err != nil {
+		return err
+	}
+	res, err := a.deps.Writes.RevertRun(c.Request().Context(), caller(c), id, body.Force != nil && *body.Force)
+	return writeResult(c, res, err)
+}
+
+// archivePage is how many files an archive lists at a time.
+const archivePage = 200
+
+// runArchive is GET /v1/runs/{run_id}/archive?format=zip|tar: the files the
+// run created or last wrote that are live, as one archive streamed in
+// constant memory, entries named by path. Each entry is one whole version
+// (blobs never change), whatever happens to the file meanwhile.
+func (a *API) runArchive(c echo.Context) error {
+	id, err := runID(c)
+	if err != nil {
+		return err
+	}
+	format := c.QueryParam("format")
+	if format == "" {
+		format = "zip"
+	}
+	if format != "zip" && format != "tar" {
+		return problem.Validation("format", "must be zip or tar")
+	}
+	ctx, subject := c.Request().Context(), principal(c).Subject
+	if _, err := a.deps.Ledger.RunSummary(ctx, subject, id); err != nil {
+		return err // 404 for a run no event names
+	}
+	h := c.Response().Header()
+	name := "run-" + strings.NewReplacer("/", "_", ":", "_").Replace(id) + "." + format
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+	h.Set(echo.HeaderContentType, map[string]string{"zip": "application/zip", "tar": "application/x-tar"}[format])
+	if c.Request().Method == http.MethodHead {
+		c.Response().WriteHeader(http.StatusOK)
+		return nil
+	}
+	c.Response().WriteHeader(http.StatusOK)
+	if err := a.writeArchive(c, format, id); err != nil {
+		// The status is sent: cut the connection so the client sees a
+		// short archive, never a silently truncated one.
+		a.deps.Log.WarnContext(ctx, "run archive failed", "run_id", id, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+// archiveWriter is one entry at a time of a zip or tar stream.
+type archiveWriter interface {
+	entry(f *agentfs.File) (io.Writer, error)
+	Close() error
+}
+
+type zipArchive struct{ *zip.Writer }
+
+func (z zipArchive) entry(f *agentfs.File) (io.Writer, error) {
+	return z.CreateHeader(&zip.FileHeader{Name: f.Path, Method: zip.Store, Modified: f.UpdatedAt.UTC(),
+		UncompressedSize64: uint64(f.SizeBytes)})
+}
+
+type tarArchive struct{ *tar.Writer }
+
+func (t tarArchive) entry(f *agentfs.File) (io.Writer, error) {
+	err := t.WriteHeader(&tar.Header{Name: f.Path, Mode: 0o644, Size: f.SizeBytes, ModTime: f.UpdatedAt.UTC(),
+		Typeflag: tar.TypeReg, Format: tar.FormatPAX})
+	return t.Writer, err
+}
+
+func (a *API) writeArchive(c echo.Context, format, runID string) error {
+	ctx, subject := c.Request().Context(), principal(c).Subject
+	var w archiveWriter = tarArchive{tar.NewWriter(c.Response())}
+	if format == "zip" {
+		w = zipArchive{zip.NewWriter(c.Response())}
+	}
+	buf := make([]byte, copyBufferSize)
+	filter := agentfs.FileFilter{WrittenByRun: runID, Limit: archivePage}
+	for {
+		files, err := a.deps.Files.ListFiles(ctx, subject, filter)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			if err := a.archiveEntry(ctx, w, f, buf); err != nil {
+				return err
+			}
+		}
+		if len(files) < archivePage {
+			return w.Close()
+		}
+		last := files[len(files)-1]
+		filter.After = &agentfs.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+}
+
+func (a *API) archiveEntry(ctx context.Context, w archiveWriter, f *agentfs.File, buf []byte) error {
+	dst, err := w.entry(f)
+	if err != nil {
+		return err
+	}
+	if f.SizeBytes == 0 {
+		return nil
+	}
+	blob, err := a.deps.Files.OpenBlob(ctx, f.BlobKey, 0, f.SizeBytes)
+	if err != nil {
+		return err
+	}
+	defer blob.Close()
+	n, err := io.CopyBuffer(writerOnly{dst}, blob, buf)
+	if err == nil && n != f.SizeBytes {
+		err = fmt.Errorf("blob %s of %s gave %d of %d bytes", f.BlobKey, f.ID, n, f.SizeBytes)
+	}
+	return err
 }

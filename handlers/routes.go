@@ -65,6 +65,7 @@ type Writes interface {
 	CreateLink(ctx context.Context, who agentfs.Caller, req agentfs.NewLink) (idempotency.Result, error)
 	RevokeLink(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
 	CancelBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
+	RevertRun(ctx context.Context, who agentfs.Caller, runID string, force bool) (idempotency.Result, error)
 	CurrentUpload(ctx context.Context, who agentfs.Caller, id string) (idempotency.Outcome, error)
 	CurrentBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Outcome, error)
 	Operation(ctx context.Context, subject, key string) (*idempotency.Record, error)
@@ -216,6 +217,8 @@ func (a *API) addRoutes() {
 	getAndHead(v1, "/operations/:idempotency_key", a.getOperation, mw...)
 	getAndHead(v1, "/events", a.listEvents, mw...)
 	getAndHead(v1, "/runs/:run_id", a.getRun, mw...)
+	getAndHead(v1, "/runs/:run_id/archive", a.runArchive, mw...)
+	v1.POST("/runs/:run_id/revert", a.revertRun, mw...)
 
 	// Share links carry their own authority: no token, only the link's
 	// secret.

@@ -114,10 +114,14 @@ func From(err error) (p *Problem, unexpected bool) {
 		held    *agentfs.UploadBusyError
 		settled *agentfs.PartAssembledError
 		quota   *agentfs.QuotaExceededError
+		changed *agentfs.ChangedSinceRunError
 	)
 	switch {
 	case errors.As(err, &pe):
 		return pe, false
+	case errors.As(err, &changed):
+		return New(ChangedSinceRun, "another run changed "+changed.FileID+" after run "+strconv.Quote(changed.RunID)+
+			" last did; revert with force to undo anyway"), false
 	case errors.As(err, &reused):
 		return New(IdempotencyConflict, "Idempotency-Key "+strconv.Quote(reused.Key)+
 			" was used for a different request; use a new key for a new request"), false

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -40,12 +41,16 @@ func (s *Store) CreateBatchTx(ctx context.Context, tx pgx.Tx, b *agentfs.Batch) 
 	}
 	rows := make([][]any, len(b.Items))
 	for i, it := range b.Items {
+		params, err := undoParams(it.Undo)
+		if err != nil {
+			return nil, err
+		}
 		rows[i] = []any{out.ID, i, it.Op, it.Path, it.FileID, it.Content, it.ContentType, it.Replace, it.Key,
-			int64(it.ExpiresIn.Seconds())}
+			int64(it.ExpiresIn.Seconds()), params}
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"batch_items"},
 		[]string{"batch_id", "idx", "op", "path", "file_id", "content", "content_type", "replace", "item_key",
-			"expires_in_seconds"},
+			"expires_in_seconds", "params"},
 		pgx.CopyFromRows(rows)); err != nil {
 		return nil, Translate(fmt.Errorf("store batch items: %w", err))
 	}
@@ -57,7 +62,7 @@ func (s *Store) CreateBatchTx(ctx context.Context, tx pgx.Tx, b *agentfs.Batch) 
 
 func (s *Store) loadItems(ctx context.Context, q querier, b *agentfs.Batch) error {
 	rows, err := q.Query(ctx, `SELECT idx, op, path, file_id, content_type, replace, item_key, status, replayed,
-			coalesce(result_id, ''), coalesce(error, ''::bytea), expires_in_seconds
+			coalesce(result_id, ''), coalesce(error, ''::bytea), expires_in_seconds, params
 		FROM batch_items WHERE batch_id = $1 ORDER BY idx`, b.ID)
 	if err != nil {
 		return Translate(fmt.Errorf("load batch items: %w", err))
@@ -65,9 +70,14 @@ func (s *Store) loadItems(ctx context.Context, q querier, b *agentfs.Batch) erro
 	b.Items, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (agentfs.BatchItem, error) {
 		var it agentfs.BatchItem
 		var expiresIn int64
+		var params []byte
 		err := r.Scan(&it.Index, &it.Op, &it.Path, &it.FileID, &it.ContentType, &it.Replace, &it.Key,
-			&it.Status, &it.Replayed, &it.ResultID, &it.Error, &expiresIn)
+			&it.Status, &it.Replayed, &it.ResultID, &it.Error, &expiresIn, &params)
 		it.ExpiresIn = time.Duration(expiresIn) * time.Second
+		if err == nil && params != nil {
+			it.Undo = &agentfs.Undo{}
+			err = json.Unmarshal(params, it.Undo)
+		}
 		return it, err
 	})
 	return Translate(err)

@@ -410,6 +410,9 @@ func (s *Store) ListFiles(ctx context.Context, subject string, filter agentfs.Fi
 	if filter.LastRunID != "" {
 		add("last_run_id = ?", filter.LastRunID)
 	}
+	if filter.WrittenByRun != "" {
+		add("(run_id = ? OR last_run_id = ?)", filter.WrittenByRun)
+	}
 	if filter.AgentID != "" {
 		add("agent_id = ?", filter.AgentID)
 	}

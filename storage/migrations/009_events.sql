@@ -59,3 +59,6 @@ BEGIN
     RETURN NULL;
 END $$;
 CREATE TRIGGER events_notify AFTER INSERT ON events FOR EACH ROW EXECUTE FUNCTION agentfs_notify_event();
+
+-- A batch item that undoes one file's changes by a run carries its plan.
+ALTER TABLE batch_items ADD COLUMN params jsonb;

@@ -1,0 +1,119 @@
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentfs/agentfs"
+)
+
+// RunUndoPlan is what undoing the subject's run does, file by file, in tx:
+// one undo item per file the run changed, the file whose last change by the
+// run is newest first. No event carrying the run id is agentfs.ErrNotFound.
+func (s *Store) RunUndoPlan(ctx context.Context, tx pgx.Tx, subject, runID string, force bool) ([]agentfs.BatchItem, error) {
+	rows, err := tx.Query(ctx, `WITH r AS (SELECT * FROM events WHERE subject = $1 AND run_id = $2),
+		firsts AS (SELECT DISTINCT ON (file_id) file_id, type, path, coalesce(previous_path, '') AS previous_path
+			FROM r ORDER BY file_id, xid, seq),
+		lasts AS (SELECT DISTINCT ON (file_id) file_id, xid, seq FROM r ORDER BY file_id, xid DESC, seq DESC),
+		content AS (SELECT DISTINCT ON (file_id) file_id, version FROM r
+			WHERE type IN ('file.replaced', 'file.reverted') ORDER BY file_id, xid, seq)
+		SELECT f.file_id, f.type, f.path, f.previous_path, coalesce(c.version, 0), l.xid::text AS last_xid, l.seq
+		FROM firsts f JOIN lasts l USING (file_id) LEFT JOIN content c USING (file_id)
+		ORDER BY l.xid DESC, l.seq DESC`, subject, runID)
+	if err != nil {
+		return nil, Translate(fmt.Errorf("plan run revert: %w", err))
+	}
+	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (agentfs.BatchItem, error) {
+		var (
+			it                          agentfs.BatchItem
+			first, path, previous, last string
+			version                     int
+			u                           = agentfs.Undo{RunID: runID, Force: force}
+		)
+		if err := r.Scan(&it.FileID, &first, &path, &previous, &version, &last, &u.After.Seq); err != nil {
+			return it, err
+		}
+		xid, err := strconv.ParseUint(last, 10, 64)
+		if err != nil {
+			return it, err
+		}
+		u.After.Xid = xid
+		u.Existed = first != agentfs.EventCreated
+		u.Live = first != agentfs.EventRestored
+		u.Path = path
+		if first == agentfs.EventMoved {
+			u.Path = previous
+		}
+		if version > 1 {
+			u.Version = version - 1 // the run's first content change made version; the one before
+		}
+		it.Op, it.Path, it.Undo = agentfs.OpUndo, u.Path, &u
+		return it, nil
+	})
+	if err != nil {
+		return nil, Translate(fmt.Errorf("plan run revert: %w", err))
+	}
+	if len(items) == 0 {
+		return nil, fmt.Errorf("plan run revert: no event carries run id %q: %w", runID, agentfs.ErrNotFound)
+	}
+	for i := range items {
+		items[i].Index = i
+	}
+	return items, nil
+}
+
+// UndoTx brings the subject's file back to its state before a run, in tx:
+// a file the run created is deleted, one it deleted is restored, one it
+// moved goes back, one whose content it changed gets back the version it
+// had before. A change by anyone else after the run's last one is a
+// *agentfs.ChangedSinceRunError unless u.Force. It records the events of
+// what it does, from o.
+func (s *Store) UndoTx(ctx context.Context, tx pgx.Tx, subject, fileID string, u agentfs.Undo, o agentfs.Origin) (*agentfs.File, error) {
+	f, err := s.LockFile(ctx, tx, subject, fileID)
+	if err != nil {
+		return nil, fmt.Errorf("undo: %w", err)
+	}
+	if !u.Force {
+		var changed bool
+		err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE subject = $1 AND file_id = $2
+			AND (xid, seq) > ($3::text::xid8, $4) AND run_id IS DISTINCT FROM $5)`,
+			subject, fileID, strconv.FormatUint(u.After.Xid, 10), u.After.Seq, u.RunID).Scan(&changed)
+		if err != nil {
+			return nil, Translate(fmt.Errorf("undo: %w", err))
+		}
+		if changed {
+			return nil, &agentfs.ChangedSinceRunError{FileID: fileID, RunID: u.RunID}
+		}
+	}
+	if !u.Existed || !u.Live {
+		if f.Live() {
+			f, _, err = s.DeleteFileTx(ctx, tx, subject, fileID, "", o)
+		}
+		return f, err
+	}
+	if !f.Live() {
+		if f, _, err = s.RestoreFileTx(ctx, tx, subject, fileID, o); err != nil {
+			return nil, err
+		}
+	}
+	if f.Path != u.Path {
+		if f, _, err = s.MoveFileTx(ctx, tx, agentfs.Move{Subject: subject, FileID: fileID, Path: u.Path}, o); err != nil {
+			return nil, err
+		}
+	}
+	if u.Version != 0 && u.Version != f.Version {
+		f, _, err = s.RevertFileTx(ctx, tx, agentfs.Revert{Subject: subject, FileID: fileID, Version: u.Version, By: o.By}, o)
+	}
+	return f, err
+}
+
+func undoParams(u *agentfs.Undo) ([]byte, error) {
+	if u == nil {
+		return nil, nil
+	}
+	return json.Marshal(u)
+}
