@@ -259,7 +259,11 @@ func (cli *cliRun) retrying(attempt int, wait time.Duration, err error) {
 	cli.mu.Lock()
 	cli.attempts = max(cli.attempts, attempt+1)
 	cli.mu.Unlock()
-	cli.note(fmt.Sprintf("agentfs: %s; retrying in %s (attempt %d of %d)", retryReason(err), waitText(wait), attempt+1, cli.maxAttempts))
+	of := fmt.Sprintf(" of %d", cli.maxAttempts)
+	if attempt+1 > cli.maxAttempts {
+		of = "" // events --follow, which retries without limit once the feed has answered
+	}
+	cli.note(fmt.Sprintf("agentfs: %s; retrying in %s (attempt %d%s)", retryReason(err), waitText(wait), attempt+1, of))
 }
 
 // note prints one line on stderr, above the progress bar if one is drawn.

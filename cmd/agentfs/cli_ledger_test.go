@@ -385,3 +385,20 @@ func TestCLIEventsFollow(t *testing.T) {
 		t.Fatalf("resumed with %s, want only notes/f4.txt", got)
 	}
 }
+
+// TestRetryNoteBeyondMaxAttempts: a follower that has connected retries
+// without limit, so its waits past AGENTFS_MAX_ATTEMPTS are announced
+// without an "of N" they would contradict.
+func TestRetryNoteBeyondMaxAttempts(t *testing.T) {
+	t.Parallel()
+	var stderr strings.Builder
+	cli := &cliRun{stderr: &stderr, maxAttempts: 3}
+	p := &client.Problem{Status: 503, Code: "STORAGE_UNAVAILABLE"}
+	cli.retrying(1, 2*time.Second, p)
+	cli.retrying(5, 30*time.Second, p)
+	want := "agentfs: 503 STORAGE_UNAVAILABLE; retrying in 2s (attempt 2 of 3)\n" +
+		"agentfs: 503 STORAGE_UNAVAILABLE; retrying in 30s (attempt 6)\n"
+	if stderr.String() != want {
+		t.Fatalf("stderr %q, want %q", stderr.String(), want)
+	}
+}
