@@ -63,7 +63,9 @@ type EventList struct {
 }
 
 // EventsNow is the EventOptions.After that starts at the current end of
-// the feed: only events that commit from then on.
+// the feed: events that commit from then on, and perhaps a few that
+// committed just before (never fewer: the server cannot yet tell those
+// apart from transactions still running).
 const EventsNow = "now"
 
 // MaxEventWait is the longest EventOptions.Wait the server accepts.

@@ -215,9 +215,6 @@ func TestFollowEvents(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, err := w.PutFile(ctx, "notes/before.txt", strings.NewReader("0"), client.PutOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	fl := follow(ctx, c, client.EventOptions{After: client.EventsNow, RunID: "run-f"})
 	b.proxy.waitFor(t, "the first poll", func([]seenRequest) bool { return len(b.polls()) == 1 })
 	// The next poll, the one after the first event, will be answered by

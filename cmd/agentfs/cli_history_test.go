@@ -117,6 +117,10 @@ func TestCLIShareExpire(t *testing.T) {
 		t.Fatalf("put --expires-in 2h: expires_at %v", f.ExpiresAt)
 	}
 	env.file(t, "put", writeLocal(t, "s.txt", "shared v2"), "notes/s.txt", "--replace")
+	if u := env.file(t, "upload", writeLocal(t, "u.bin", "through a session"), "notes/u.bin", "--expires-in", "3h"); u.ExpiresAt == nil ||
+		u.ExpiresAt.Sub(start) < 179*time.Minute || u.ExpiresAt.Sub(start) > 181*time.Minute {
+		t.Fatalf("upload --expires-in 3h: expires_at %v", u.ExpiresAt)
+	}
 	get := func(u string) (int, string) {
 		t.Helper()
 		res, err := http.Get(u)

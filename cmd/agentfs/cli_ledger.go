@@ -47,9 +47,9 @@ Example:
 stdout: every create, replace, delete, restore, move, revert, expiry and
 purge, with the run and agent that caused it. Without --after it starts at
 the oldest event kept; --after now starts at the end, with what happens
-from now on. TYPES is a comma-separated list of file.created, file.replaced,
-file.deleted, file.restored, file.moved, file.reverted, file.expired and
-file.purged.
+from now on (and perhaps a few events from just before). TYPES is a
+comma-separated list of file.created, file.replaced, file.deleted,
+file.restored, file.moved, file.reverted, file.expired and file.purged.
 
 Without --follow it prints what there is, then the cursor to go on from on
 stderr. With --follow it waits for new events and prints them as they
