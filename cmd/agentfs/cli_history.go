@@ -59,7 +59,7 @@ Example:
 		clientCommand(command{
 			name:    "share",
 			summary: "print a share link to a file, for someone without a token",
-			usage:   "agentfs share ID [--expires-in DURATION] [--version N] [--json]",
+			usage:   "agentfs share ID [--expires-in DURATION] [--version N] [--json] [--key KEY]",
 			help: `Creates a share link to a file and prints its URL, which serves the content
 without a token until the link expires (--expires-in, 1m to 7d, default 1h)
 or is revoked. The URL is shown only now: keep it. --version N shares that
@@ -73,7 +73,7 @@ Example:
 		clientCommand(command{
 			name:    "expire",
 			summary: "make a file expire after a while, or never",
-			usage: `agentfs expire ID DURATION [--if-match ETAG]
+			usage: `agentfs expire ID DURATION [--if-match ETAG] [--key KEY]
 agentfs expire ID --never`,
 			help: `Makes a file expire DURATION from now (60s to 365d: 90m, 24h, 7d, 1d12h, or
 seconds), or never with --never, and prints it. From then on the file counts
