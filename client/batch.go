@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"net/url"
 	"strconv"
 	"time"
@@ -31,6 +32,9 @@ type BatchOp struct {
 	// IdempotencyKey is a put's own key, shared with standalone uploads:
 	// the same put under it gives the stored file (the item is Replayed).
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// ExpiresIn makes a put's file expire this many seconds after the item
+	// runs (60 to 31536000); zero sets nothing.
+	ExpiresIn int64 `json:"expires_in,omitempty"`
 }
 
 // MarshalJSON writes the operation with content for every put, an empty
@@ -78,9 +82,12 @@ type Batch struct {
 	ID     string `json:"id"`
 	Object string `json:"object"`
 	// Status is BatchQueued or BatchRunning until it is terminal:
-	// BatchSucceeded, BatchPartiallySucceeded or BatchFailed.
-	Status      string      `json:"status"`
-	Counts      BatchCounts `json:"counts"`
+	// BatchSucceeded, BatchPartiallySucceeded, BatchFailed or
+	// BatchCanceled.
+	Status string      `json:"status"`
+	Counts BatchCounts `json:"counts"`
+	// Items are the operations and their outcomes; nil in a listing
+	// (ListBatches), which counts them only.
 	Items       []BatchItem `json:"items"`
 	CreatedAt   time.Time   `json:"created_at"`
 	StartedAt   *time.Time  `json:"started_at"`
@@ -93,6 +100,8 @@ type BatchCounts struct {
 	Succeeded int `json:"succeeded"`
 	Failed    int `json:"failed"`
 	Pending   int `json:"pending"`
+	// Canceled counts the items CancelBatch stopped before they ran.
+	Canceled int `json:"canceled"`
 }
 
 // BatchItem is one operation of a batch and its outcome.
@@ -102,7 +111,8 @@ type BatchItem struct {
 	Op    string `json:"op"`
 	// Path is a put's or copy's target; nil for delete and restore.
 	Path *string `json:"path"`
-	// Status is BatchItemPending, BatchItemSucceeded or BatchItemFailed.
+	// Status is BatchItemPending, BatchItemSucceeded, BatchItemFailed or
+	// BatchItemCanceled.
 	Status string `json:"status"`
 	// Replayed: the put's idempotency_key already held this outcome.
 	Replayed bool `json:"replayed"`
@@ -120,14 +130,21 @@ const (
 	BatchSucceeded          = "succeeded"
 	BatchPartiallySucceeded = "partially_succeeded"
 	BatchFailed             = "failed"
+	BatchCanceled           = "canceled"
 	BatchItemPending        = "pending"
 	BatchItemSucceeded      = "succeeded"
 	BatchItemFailed         = "failed"
+	BatchItemCanceled       = "canceled"
 )
 
-// Terminal reports whether every item has run.
+// Terminal reports whether the batch has ended: every item has run, or
+// the batch was canceled and nothing runs any more.
 func (b *Batch) Terminal() bool {
-	return b.Status == BatchSucceeded || b.Status == BatchPartiallySucceeded || b.Status == BatchFailed
+	switch b.Status {
+	case BatchSucceeded, BatchPartiallySucceeded, BatchFailed, BatchCanceled:
+		return true
+	}
+	return false
 }
 
 // FailedItems returns the items that failed, in order.
@@ -209,4 +226,69 @@ func (c *Client) batchCall(ctx context.Context, r *request) (*Batch, error) {
 		return nil, err
 	}
 	return &b, nil
+}
+
+// BatchList is one page of batches, newest first, without their items
+// (schema BatchList).
+type BatchList struct {
+	Data    []Batch `json:"data"`
+	HasMore bool    `json:"has_more"`
+	// NextCursor is BatchListOptions.Cursor for the next page; nil on the
+	// last.
+	NextCursor *string `json:"next_cursor"`
+}
+
+// BatchListOptions filter and page ListBatches.
+type BatchListOptions struct {
+	// Status keeps the batches in this state (BatchRunning, ...).
+	Status string
+	// Limit is the page size, 1-1000; zero means the server's default (100).
+	Limit int
+	// Cursor is a previous page's NextCursor.
+	Cursor string
+}
+
+// ListBatches returns one page of the subject's batches, newest first,
+// with their counts but not their items (GET /v1/batch); Batch returns
+// one with its items.
+func (c *Client) ListBatches(ctx context.Context, opts BatchListOptions) (*BatchList, error) {
+	r := newRequest(routeListBatches, "/v1/batch")
+	r.query = pageQuery(opts.Limit, opts.Cursor)
+	setQuery(r.query, "status", opts.Status)
+	var l BatchList
+	if err := c.jsonCall(ctx, r, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// AllBatches iterates over every batch that matches opts, newest first,
+// page after page. It stops at the first error, which it yields with a
+// nil batch.
+func (c *Client) AllBatches(ctx context.Context, opts BatchListOptions) iter.Seq2[*Batch, error] {
+	return allPages(opts.Cursor, func(cursor string) ([]Batch, bool, *string, error) {
+		opts.Cursor = cursor
+		l, err := c.ListBatches(ctx, opts)
+		if err != nil {
+			return nil, false, nil, err
+		}
+		return l.Data, l.HasMore, l.NextCursor, nil
+	})
+}
+
+// CancelBatchOptions adjust CancelBatch.
+type CancelBatchOptions struct {
+	// IdempotencyKey names this cancel; generated when empty. Cancelling
+	// is safe to repeat without one too.
+	IdempotencyKey string
+}
+
+// CancelBatch cancels a batch (POST /v1/batch/{id}/cancel) and returns
+// it: its pending items become canceled, an item already running
+// finishes, and the batch ends BatchCanceled once nothing runs (WaitBatch
+// waits for that). Cancelling a batch that has ended returns it
+// unchanged.
+func (c *Client) CancelBatch(ctx context.Context, id string, opts CancelBatchOptions) (*Batch, error) {
+	r := newRequest(routeCancelBatch, "/v1/batch/"+url.PathEscape(id)+"/cancel").withKey(c.keyFor(opts.IdempotencyKey))
+	return c.batchCall(ctx, r)
 }

@@ -111,6 +111,56 @@
 // A batch always carries an Idempotency-Key: the same key and operations
 // again return the same batch, admitted once.
 //
+// # History, sharing and expiry
+//
+// Every write that changes a file's bytes makes a version; the old ones
+// stay readable. ListVersions and AllVersions list them, newest first,
+// VersionContent streams one, and Revert makes an old one current again
+// (as a new version). Move renames a file without touching its bytes,
+// keeping its id, url and history:
+//
+//	for v, err := range c.AllVersions(ctx, f.ID, client.VersionListOptions{}) {
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		fmt.Println(v.Version, v.SHA256, v.Current)
+//	}
+//	f, err = c.Revert(ctx, f.ID, 1, client.RevertOptions{IfMatch: f.ETag})
+//	f, err = c.Move(ctx, f.ID, "reports/final.md", client.MoveOptions{})
+//
+// PutOptions.ExpiresIn (and UploadOptions.ExpiresIn, BatchOp.ExpiresIn)
+// makes scratch output remove itself; SetExpiry changes it later, nil
+// meaning never. CreateLink shares a file, or one version of it, with
+// someone who has no token, through a URL shown only in its answer:
+//
+//	l, err := c.CreateLink(ctx, f.ID, client.LinkOptions{ExpiresIn: 24 * time.Hour})
+//	fmt.Println(*l.URL) // RevokeLink(ctx, l.ID, ...) ends it
+//
+// ListUploads and ListBatches (AllUploads, AllBatches) find upload
+// sessions left pending and batches still running; CancelBatch stops a
+// batch's pending items.
+//
+// # The event feed
+//
+// Every effect on a file commits one Event with it. Events returns a page
+// after a cursor; FollowEvents follows the feed for as long as you like,
+// long-polling, and rides out cut connections and server restarts by
+// asking again from the last cursor, so it yields every event once, in
+// order. Cursor says where to resume in another process:
+//
+//	f := c.FollowEvents(client.EventOptions{RunID: "run-1", After: client.EventsNow}, client.FollowOptions{})
+//	for e, err := range f.All(ctx) {
+//		if err != nil {
+//			log.Printf("%v; resume with After: %q", err, f.Cursor())
+//			break
+//		}
+//		fmt.Println(e.Type, e.Path)
+//	}
+//
+// Run sums up what one run did: its counts by kind of effect, the bytes
+// it wrote and the files it left live; ListOptions.LastRunID lists those
+// files.
+//
 // # Errors
 //
 // A server error is a *Problem (RFC 9457): branch on its Code
@@ -126,8 +176,10 @@
 //   - 408, 429 and 5xx are retried, and so is a connection that failed
 //     before any response when the request is safe to repeat: reads,
 //     anything with an Idempotency-Key, replace uploads, deletes,
-//     restores, and the upload session routes (create, parts, complete,
-//     abort). No other 4xx is ever retried: it would fail the same way.
+//     restores, the upload session routes (create, parts, complete,
+//     abort), link revocations, batch cancels and expiry changes. No
+//     other 4xx is ever retried: it would fail the same way. Revert,
+//     Move and CreateLink are repeated only with their key.
 //   - Every write gets one Idempotency-Key (PutOptions.IdempotencyKey, or
 //     a random one) that all its attempts share, so a retry after a lost
 //     response replays the first outcome instead of writing twice.

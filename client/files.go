@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"iter"
 	"mime"
@@ -39,7 +40,10 @@ type File struct {
 	UpdatedAt   time.Time  `json:"updated_at"`
 	DeletedAt   *time.Time `json:"deleted_at"`
 	PurgeAfter  *time.Time `json:"purge_after"`
-	Blocked     bool       `json:"blocked"`
+	// ExpiresAt is when the file stops being served and counts as
+	// deleted (see PutOptions.ExpiresIn and SetExpiry); nil: never.
+	ExpiresAt *time.Time `json:"expires_at"`
+	Blocked   bool       `json:"blocked"`
 }
 
 // FileList is one page of files, newest first (schema FileList).
@@ -76,6 +80,11 @@ type PutOptions struct {
 	// body that is not an io.ReadSeeker. Without either, the body is sent
 	// once only.
 	GetBody func() (io.ReadCloser, error)
+	// ExpiresIn makes the file expire this long after the write (from 60 s
+	// to 365 days, whole seconds; a fraction is rounded up): from then on
+	// it counts as deleted, so scratch output cleans itself up. Zero sets
+	// nothing, and a replace then keeps the file's expires_at.
+	ExpiresIn time.Duration
 }
 
 // PutFile uploads body as the file at path (POST /v1/files) and returns
@@ -86,6 +95,13 @@ func (c *Client) PutFile(ctx context.Context, path string, body io.Reader, opts 
 	q := url.Values{"path": {path}}
 	if opts.Replace {
 		q.Set("if_exists", "replace")
+	}
+	secs, err := expiresInSeconds("PutFile", opts.ExpiresIn)
+	if err != nil {
+		return nil, err
+	}
+	if secs > 0 {
+		q.Set("expires_in", strconv.FormatInt(secs, 10))
 	}
 	r := newRequest(routePutFile, "/v1/files").withKey(c.keyFor(opts.IdempotencyKey))
 	r.query, r.Replace, r.body = q, opts.Replace, newBody(body, opts.GetBody)
@@ -102,6 +118,16 @@ func (c *Client) PutFile(ctx context.Context, path string, body io.Reader, opts 
 // sum: "sha-256=:BASE64:".
 func Digest(sum []byte) string {
 	return "sha-256=:" + base64.StdEncoding.EncodeToString(sum) + ":"
+}
+
+// expiresInSeconds turns an expiry delay into the whole seconds the API
+// takes, rounding a fraction up; zero means none. The server checks the
+// range.
+func expiresInSeconds(what string, d time.Duration) (int64, error) {
+	if d < 0 {
+		return 0, fmt.Errorf("%s: ExpiresIn %v is negative", what, d)
+	}
+	return int64((d + time.Second - 1) / time.Second), nil
 }
 
 // File returns a file's metadata (GET /v1/files/{id}), also of a deleted
@@ -163,8 +189,11 @@ func setIf(h http.Header, name, value string) {
 type ListOptions struct {
 	RunID   string // files whose creating request carried this X-Run-ID
 	AgentID string // files whose creating request carried this X-Agent-ID
-	Prefix  string // paths starting with this string
-	Path    string // exactly this path
+	// LastRunID: files whose latest write carried this X-Run-ID, which
+	// is what a run left behind even in files it did not create.
+	LastRunID string
+	Prefix    string // paths starting with this string
+	Path      string // exactly this path
 	// IncludeDeleted includes deleted files that are not purged yet.
 	IncludeDeleted bool
 	// Limit is the page size, 1-1000; zero means the server's default (100).
@@ -176,7 +205,7 @@ type ListOptions struct {
 // ListFiles returns one page of files, newest first (GET /v1/files).
 func (c *Client) ListFiles(ctx context.Context, opts ListOptions) (*FileList, error) {
 	q := url.Values{}
-	for name, v := range map[string]string{"run_id": opts.RunID, "agent_id": opts.AgentID,
+	for name, v := range map[string]string{"run_id": opts.RunID, "agent_id": opts.AgentID, "last_run_id": opts.LastRunID,
 		"prefix": opts.Prefix, "path": opts.Path, "cursor": opts.Cursor} {
 		if v != "" {
 			q.Set(name, v)
@@ -264,7 +293,11 @@ type Content struct {
 // The request is retried until the response starts; the caller reads
 // the body as it streams.
 func (c *Client) FileContent(ctx context.Context, id string, opts ContentOptions) (*Content, error) {
-	r := newRequest(routeFileContent, filePath(id)+"/content")
+	return c.openContent(ctx, newRequest(routeFileContent, filePath(id)+"/content"), opts)
+}
+
+// openContent sends a content request and opens its body.
+func (c *Client) openContent(ctx context.Context, r *request, opts ContentOptions) (*Content, error) {
 	setIf(r.header, "Range", opts.Range)
 	setIf(r.header, "If-Range", opts.IfRange)
 	res, err := c.do(ctx, r)

@@ -36,6 +36,7 @@ type fault struct {
 // seenRequest is one request as the proxy saw it.
 type seenRequest struct {
 	Method, Path, Key string
+	Query             string // the raw query
 	Digest            string // Content-Digest
 	At                time.Time
 	// Status is what the client got (0: the connection was dropped);
@@ -89,7 +90,7 @@ func (p *faultProxy) clearFaults() {
 }
 
 func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := &seenRequest{Method: r.Method, Path: r.URL.Path, Key: r.Header.Get("Idempotency-Key"),
+	rec := &seenRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Key: r.Header.Get("Idempotency-Key"),
 		Digest: r.Header.Get("Content-Digest"), At: time.Now()}
 	p.mu.Lock()
 	p.seen = append(p.seen, rec)

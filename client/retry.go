@@ -81,6 +81,21 @@ const (
 	routeAbortUpload  = "DELETE /v1/uploads/{id}"
 	routeCreateBatch  = "POST /v1/batch"
 	routeBatch        = "GET /v1/batch/{id}"
+	routeListBatches  = "GET /v1/batch"
+	routeCancelBatch  = "POST /v1/batch/{id}/cancel"
+	routeListUploads  = "GET /v1/uploads"
+
+	routeListVersions   = "GET /v1/files/{id}/versions"
+	routeVersion        = "GET /v1/files/{id}/versions/{n}"
+	routeVersionContent = "GET /v1/files/{id}/versions/{n}/content"
+	routeRevert         = "POST /v1/files/{id}/revert"
+	routeMove           = "POST /v1/files/{id}/move"
+	routePatchFile      = "PATCH /v1/files/{id}"
+	routeCreateLink     = "POST /v1/files/{id}/links"
+	routeLinks          = "GET /v1/files/{id}/links"
+	routeRevokeLink     = "DELETE /v1/links/{id}"
+	routeEvents         = "GET /v1/events"
+	routeRun            = "GET /v1/runs/{run_id}"
 )
 
 // call is what the retry classification knows about a request.
@@ -101,6 +116,11 @@ func (c call) safeToRepeat() bool {
 	case routePutFile:
 		return c.Replace
 	case routeDeleteFile, routeRestoreFile, routeCreateUpload, routeUploadPart, routeComplete, routeAbortUpload:
+		return true
+	case routeRevokeLink, routeCancelBatch, routePatchFile:
+		// Revoking a link or cancelling a batch again changes nothing
+		// (DESIGN §13); a PATCH sets an absolute expires_at, so a repeat
+		// sets the same value.
 		return true
 	}
 	return false

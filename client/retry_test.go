@@ -42,6 +42,22 @@ func TestClassify(t *testing.T) {
 		// POST /v1/batch always carries a key (CreateBatch makes one);
 		// without it the server refuses it, so it is never repeated.
 		{call{Route: routeCreateBatch}, false},
+		{call{Route: routeListBatches}, true},
+		{call{Route: routeCancelBatch}, true},
+		{call{Route: routeListUploads}, true},
+		{call{Route: routeListVersions}, true},
+		{call{Route: routeVersion}, true},
+		{call{Route: routeVersionContent}, true},
+		// A revert or a move repeated without a key could undo a write
+		// made in between; with one (the client makes one) it replays.
+		{call{Route: routeRevert}, false},
+		{call{Route: routeMove}, false},
+		{call{Route: routePatchFile}, true},
+		{call{Route: routeCreateLink}, false},
+		{call{Route: routeLinks}, true},
+		{call{Route: routeRevokeLink}, true},
+		{call{Route: routeEvents}, true},
+		{call{Route: routeRun}, true},
 	}
 	type row struct {
 		name  string
@@ -124,6 +140,12 @@ func TestServerRoute(t *testing.T) {
 		routeUploadPart:  "/v1/uploads/:id/parts/:n",
 		routeComplete:    "/v1/uploads/:id/complete",
 		routeCreateBatch: "/v1/batch",
+		routeRevert:      "/v1/files/:id/revert",
+		routeMove:        "/v1/files/:id/move",
+		routePatchFile:   "/v1/files/:id",
+		routeCreateLink:  "/v1/files/:id/links",
+		routeRevokeLink:  "/v1/links/:id",
+		routeCancelBatch: "/v1/batch/:id/cancel",
 	} {
 		if got := serverRoute(route); got != want {
 			t.Errorf("serverRoute(%q) = %q, want %q", route, got, want)

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Defaults of UploadFile and PutPath.
@@ -54,6 +55,10 @@ type UploadOptions struct {
 	// OnSession, when set, is called once the session is created or
 	// resumed, with the parts it already holds.
 	OnSession func(u *Upload)
+	// ExpiresIn makes the file expire this long after it is stored (60 s
+	// to 365 days, whole seconds); zero sets nothing, and a replace then
+	// keeps the file's expires_at.
+	ExpiresIn time.Duration
 }
 
 // UploadFile uploads the local file at localPath to remotePath through an
@@ -98,7 +103,7 @@ func (c *Client) UploadReaderAt(ctx context.Context, r io.ReaderAt, size int64, 
 		}
 	}
 	u, err := c.CreateUpload(ctx, remotePath, size, CreateUploadOptions{
-		ContentType: opts.ContentType, Replace: opts.Replace, SHA256: sum,
+		ContentType: opts.ContentType, Replace: opts.Replace, SHA256: sum, ExpiresIn: opts.ExpiresIn,
 	})
 	if err != nil {
 		return nil, err
@@ -277,7 +282,8 @@ func (c *Client) PutPath(ctx context.Context, localPath, remotePath string, opts
 func (c *Client) putReaderAt(ctx context.Context, r io.ReaderAt, size int64, remotePath string, opts UploadOptions, key string) (*File, error) {
 	prog := &progress{fn: opts.Progress, total: size}
 	body := &countedReader{r: io.NewSectionReader(r, 0, size), prog: prog}
-	put := PutOptions{Replace: opts.Replace, IfMatch: opts.IfMatch, ContentType: opts.ContentType, IdempotencyKey: key}
+	put := PutOptions{Replace: opts.Replace, IfMatch: opts.IfMatch, ContentType: opts.ContentType, IdempotencyKey: key,
+		ExpiresIn: opts.ExpiresIn}
 	if sum, err := hex.DecodeString(opts.SHA256); err == nil && len(sum) == sha256.Size {
 		put.ContentDigest = Digest(sum)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -40,7 +41,10 @@ type Upload struct {
 	File *File `json:"file"`
 	// Error is the problem that failed the session (CHECKSUM_MISMATCH);
 	// nil unless failed.
-	Error     *Problem  `json:"error"`
+	Error *Problem `json:"error"`
+	// ExpiresIn is the expiry, in seconds, that the file gets when the
+	// session completes (CreateUploadOptions.ExpiresIn); nil for none.
+	ExpiresIn *int64    `json:"expires_in"`
 	AgentID   *string   `json:"agent_id"`
 	RunID     *string   `json:"run_id"`
 	CreatedAt time.Time `json:"created_at"`
@@ -81,6 +85,9 @@ type CreateUploadOptions struct {
 	// IdempotencyKey names this create; generated when empty. A create is
 	// safe to repeat without one too.
 	IdempotencyKey string
+	// ExpiresIn makes the completed file expire this long after the
+	// complete (60 s to 365 days, whole seconds); zero sets nothing.
+	ExpiresIn time.Duration
 }
 
 // CreateUpload starts an upload session for a file of size bytes at path
@@ -97,6 +104,13 @@ func (c *Client) CreateUpload(ctx context.Context, path string, size int64, opts
 	}
 	if opts.SHA256 != "" {
 		body["sha256"] = opts.SHA256
+	}
+	secs, err := expiresInSeconds("CreateUpload", opts.ExpiresIn)
+	if err != nil {
+		return nil, err
+	}
+	if secs > 0 {
+		body["expires_in"] = secs
 	}
 	r, err := newRequest(routeCreateUpload, "/v1/uploads").withKey(c.keyFor(opts.IdempotencyKey)).withJSON(body)
 	if err != nil {
@@ -259,6 +273,63 @@ func (c *Client) uploadCall(ctx context.Context, r *request) (*Upload, error) {
 }
 
 func uploadPath(id string) string { return "/v1/uploads/" + url.PathEscape(id) }
+
+// UploadList is one page of upload sessions, newest first (schema
+// UploadList).
+type UploadList struct {
+	Data    []Upload `json:"data"`
+	HasMore bool     `json:"has_more"`
+	// NextCursor is UploadListOptions.Cursor for the next page; nil on the
+	// last.
+	NextCursor *string `json:"next_cursor"`
+}
+
+// UploadListOptions filter and page ListUploads.
+type UploadListOptions struct {
+	// Status keeps the sessions in this state (UploadPending, ...): the
+	// pending ones are what an interrupted upload left to resume.
+	Status string
+	// Path keeps the sessions that target exactly this path.
+	Path string
+	// Limit is the page size, 1-1000; zero means the server's default (100).
+	Limit int
+	// Cursor is a previous page's NextCursor.
+	Cursor string
+}
+
+// ListUploads returns one page of the subject's upload sessions, newest
+// first (GET /v1/uploads).
+func (c *Client) ListUploads(ctx context.Context, opts UploadListOptions) (*UploadList, error) {
+	r := newRequest(routeListUploads, "/v1/uploads")
+	r.query = pageQuery(opts.Limit, opts.Cursor)
+	setQuery(r.query, "status", opts.Status)
+	setQuery(r.query, "path", opts.Path)
+	var l UploadList
+	if err := c.jsonCall(ctx, r, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// AllUploads iterates over every session that matches opts, newest first,
+// page after page. It stops at the first error, which it yields with a
+// nil session.
+func (c *Client) AllUploads(ctx context.Context, opts UploadListOptions) iter.Seq2[*Upload, error] {
+	return allPages(opts.Cursor, func(cursor string) ([]Upload, bool, *string, error) {
+		opts.Cursor = cursor
+		l, err := c.ListUploads(ctx, opts)
+		if err != nil {
+			return nil, false, nil, err
+		}
+		return l.Data, l.HasMore, l.NextCursor, nil
+	})
+}
+
+func setQuery(q url.Values, name, value string) {
+	if value != "" {
+		q.Set(name, value)
+	}
+}
 
 // pollInterval spaces the polls of something the server finishes in the
 // background: 100 ms, growing by half up to 2 s.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -118,10 +119,13 @@ func knownEventType(t string) bool {
 	return false
 }
 
-// runID reads the run id path segment (a / in it arrives as %2F).
+// runID reads the run id path segment (a / in it arrives as %2F). Echo
+// routes on the escaped path when there is one and hands the segment over
+// still escaped, so it is unescaped here; a valid run id has no %, so an
+// already unescaped segment cannot be unescaped twice into another id.
 func runID(c echo.Context) (string, error) {
-	id := c.Param("run_id")
-	if !agentfs.ValidTagValue(id) {
+	id, err := url.PathUnescape(c.Param("run_id"))
+	if err != nil || !agentfs.ValidTagValue(id) {
 		return "", problem.Validation("run_id", "must be 1-128 characters of A-Z a-z 0-9 . _ : / = + @ -, starting with a letter or digit")
 	}
 	return id, nil

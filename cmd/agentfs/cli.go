@@ -63,11 +63,11 @@ func clientCommand(c command, anonymous bool, setup func(fs *flag.FlagSet) verbF
 // clientCommands are the verbs that talk to a running server through
 // package client, so they retry exactly as the SDK does.
 func clientCommands() []*command {
-	return []*command{
+	verbs := []*command{
 		clientCommand(command{
 			name:    "put",
 			summary: "upload a file (through an upload session from 64 MiB on)",
-			usage:   "agentfs put LOCAL REMOTE_PATH [--replace] [--content-type TYPE] [--if-match ETAG] [--key KEY] [--threshold SIZE]",
+			usage:   "agentfs put LOCAL REMOTE_PATH [--replace] [--content-type TYPE] [--if-match ETAG] [--key KEY] [--threshold SIZE] [--expires-in DURATION]",
 			help: `Uploads the local file LOCAL (or - for stdin) to REMOTE_PATH and prints the
 file. Without --replace a live file at REMOTE_PATH is 409 PATH_EXISTS; with
 it that file is replaced and keeps its id and url. The upload is retried
@@ -77,7 +77,8 @@ A file of --threshold or more (default 64MiB), or one the server finds too
 large for one request, goes through a resumable upload session, as with
 agentfs upload. On a terminal, a file of 1 MiB or more shows its progress
 on stderr. Interrupted (Ctrl-C), put says what the server kept and how to
-finish.
+finish. --expires-in makes the file expire (count as deleted) that long
+after the upload, 60s to 365d (90m, 24h, 7d); agentfs expire changes it.
 
 Example:
   agentfs put ./summary.md reports/summary.md --replace
@@ -85,24 +86,27 @@ Example:
 		clientCommand(command{
 			name:    "upload",
 			summary: "upload a large file in parallel parts, resumable",
-			usage:   "agentfs upload LOCAL REMOTE_PATH [--replace] [--parallel N] [--content-type TYPE] [--if-match ETAG] [--sha256 HEX]",
+			usage:   "agentfs upload LOCAL REMOTE_PATH [--replace] [--parallel N] [--content-type TYPE] [--if-match ETAG] [--sha256 HEX] [--expires-in DURATION]",
 			help: `Uploads the local file LOCAL to REMOTE_PATH through an upload session and
 prints the file: its SHA-256 is computed first ("hashing"), then the server
 chooses the part size and --parallel parts are sent at once ("uploading"),
 each retried whole. An interrupted upload is resumed by running the same
 command again: the live session comes back and only the parts it lacks are
 sent. On a terminal, a file of 1 MiB or more shows its progress on stderr.
+agentfs uploads --status pending lists the sessions left to resume.
 
 Example:
   agentfs upload ./train.parquet datasets/train.parquet --replace --parallel 8
 `}, false, uploadFlags),
 		clientCommand(command{
 			name:    "batch",
-			summary: "run many operations as one durable batch",
-			usage:   "agentfs batch FILE.json [--wait] [--key KEY]",
+			summary: "run many operations as one durable batch; batch cancel ID stops one",
+			usage: `agentfs batch FILE.json [--wait] [--key KEY]
+agentfs batch cancel BATCH_ID`,
+			subs: []*command{batchCancelCommand()},
 			help: `Admits the operations in FILE.json (or - for stdin) as one batch and prints
 the batch as JSON. FILE.json holds {"operations":[...]}, each one of
-  {"op":"put","path":P,"content":C,"encoding":"utf8"|"base64","content_type":T,"if_exists":"error"|"replace","idempotency_key":K}
+  {"op":"put","path":P,"content":C,"encoding":"utf8"|"base64","content_type":T,"if_exists":"error"|"replace","idempotency_key":K,"expires_in":SECONDS}
   {"op":"delete","file_id":ID}   {"op":"restore","file_id":ID}
   {"op":"copy","file_id":ID,"path":P,"if_exists":"error"|"replace"}
 The whole batch is validated first; then its items run in order in the
@@ -110,6 +114,9 @@ background. --wait waits until every item has run; the command then exits 1
 if any failed, after printing each failed item's code on stderr. The batch
 is sent with one Idempotency-Key (--key to choose it: the same command with
 the same key returns the same batch instead of running it twice).
+
+agentfs batches lists batches; agentfs batch cancel BATCH_ID cancels the
+items of one that have not run yet.
 
 Example:
   agentfs batch ops.json --wait --key nightly-2025-01-02
@@ -169,6 +176,7 @@ Example:
   agentfs protocol
 `}, true, protocolFlags),
 	}
+	return append(verbs, append(historyCommands(), ledgerCommands()...)...)
 }
 
 // cliRun is what a running client verb works with.
@@ -251,7 +259,11 @@ func (cli *cliRun) retrying(attempt int, wait time.Duration, err error) {
 	cli.mu.Lock()
 	cli.attempts = max(cli.attempts, attempt+1)
 	cli.mu.Unlock()
-	cli.note(fmt.Sprintf("agentfs: %s; retrying in %s (attempt %d of %d)", retryReason(err), waitText(wait), attempt+1, cli.maxAttempts))
+	of := fmt.Sprintf(" of %d", cli.maxAttempts)
+	if attempt+1 > cli.maxAttempts {
+		of = "" // events --follow, which retries without limit once the feed has answered
+	}
+	cli.note(fmt.Sprintf("agentfs: %s; retrying in %s (attempt %d%s)", retryReason(err), waitText(wait), attempt+1, of))
 }
 
 // note prints one line on stderr, above the progress bar if one is drawn.
@@ -442,6 +454,8 @@ func putFlags(fs *flag.FlagSet) verbFunc {
 	ifMatch := fs.String("if-match", "", "replace only while the file has this `ETAG` (needs --replace)")
 	key := fs.String("key", "", "the Idempotency-Key of this upload, a `KEY` (default: a new random one)")
 	threshold := sizeFlag(fs, "threshold", client.DefaultSessionThreshold, "send a file of this `SIZE` or more (bytes, or with KiB, MiB, GiB) through an upload session")
+	var expiresIn durationValue
+	fs.Var(&expiresIn, "expires-in", "make the file expire this `DURATION` after the upload (60s to 365d: 90m, 24h, 7d)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 2 {
 			return usagef("put needs LOCAL and REMOTE_PATH")
@@ -456,6 +470,7 @@ func putFlags(fs *flag.FlagSet) verbFunc {
 			in := &stdinBody{r: os.Stdin}
 			f, err = cli.client.PutFile(ctx, remote, in, client.PutOptions{
 				Replace: *replace, ContentType: *contentType, IfMatch: *ifMatch, IdempotencyKey: t.key,
+				ExpiresIn: time.Duration(expiresIn),
 			})
 			t.sentWhole(in.ended.Load())
 		} else {
@@ -467,6 +482,7 @@ func putFlags(fs *flag.FlagSet) verbFunc {
 			t.whole = fi.Size() == 0 // an empty body is whole once the request is sent
 			opts := client.PutPathOptions{Threshold: *threshold, IdempotencyKey: t.key, UploadOptions: client.UploadOptions{
 				Replace: *replace, ContentType: cmpOr(*contentType, mime.TypeByExtension(filepath.Ext(local))), IfMatch: *ifMatch,
+				ExpiresIn: time.Duration(expiresIn),
 			}}
 			bar := cli.watch(&opts.UploadOptions, fi.Size(), t)
 			f, err = cli.client.PutPath(ctx, local, remote, opts)

@@ -22,6 +22,8 @@ func uploadFlags(fs *flag.FlagSet) verbFunc {
 	contentType := fs.String("content-type", "", "the file's media `TYPE` (default: from LOCAL's extension)")
 	ifMatch := fs.String("if-match", "", "replace only while the file has this `ETAG` (needs --replace)")
 	sum := fs.String("sha256", "", "the file's SHA-256 in `HEX`, if known (default: computed from LOCAL)")
+	var expiresIn durationValue
+	fs.Var(&expiresIn, "expires-in", "make the file expire this `DURATION` after it is stored (60s to 365d: 90m, 24h, 7d)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 2 {
 			return usagef("upload needs LOCAL and REMOTE_PATH")
@@ -38,7 +40,7 @@ func uploadFlags(fs *flag.FlagSet) verbFunc {
 			return err
 		}
 		opts := client.UploadOptions{
-			Replace: *replace, Parallel: *parallel, IfMatch: *ifMatch, SHA256: *sum,
+			Replace: *replace, Parallel: *parallel, IfMatch: *ifMatch, SHA256: *sum, ExpiresIn: time.Duration(expiresIn),
 			ContentType: cmpOr(*contentType, mime.TypeByExtension(filepath.Ext(local))),
 		}
 		// An empty file, which a session cannot hold, goes in one POST.

@@ -94,6 +94,13 @@ func (c *command) execute(ctx context.Context, p *proc, args []string) error {
 	if c.flags == nil {
 		return c.executeGroup(ctx, p, args)
 	}
+	if len(args) > 0 && len(c.subs) > 0 {
+		// A command with subcommands of its own (batch FILE.json, batch
+		// cancel ID): a first argument that names one runs it.
+		if sub, n := find([]*command{c}, []string{c.name, args[0]}); n == 2 {
+			return sub.execute(ctx, p, args[1:])
+		}
+	}
 	fs := flag.NewFlagSet("agentfs "+c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported once, by main
 	fs.Usage = func() {}
@@ -248,6 +255,7 @@ Usage: agentfs COMMAND [ARGUMENTS] [FLAGS]
 	}{
 		{"Server and administration (read AGENTFS_DATABASE_URL and AGENTFS_S3_*)", []string{"serve", "migrate", "token", "admin", "healthcheck"}},
 		{"Client (talks to AGENTFS_URL with AGENTFS_TOKEN; retries only what is safe to repeat)", []string{"put", "upload", "batch", "get", "ls", "rm", "restore", "protocol", "mcp"}},
+		{"History, sharing and what happened (the same client)", []string{"versions", "revert", "mv", "share", "expire", "uploads", "batches", "events", "run"}},
 		{"Other", []string{"help", "version"}},
 	} {
 		fmt.Fprintf(w, "\n%s:\n", section.title)

@@ -8,6 +8,8 @@
 //	agentfs healthcheck           exit 0 when the server is ready (for containers)
 //	agentfs mcp                   serve the MCP tools over stdio (see agentfs mcp --help)
 //	agentfs put|upload|batch|get|ls|rm|restore|protocol   the client verbs
+//	agentfs versions|revert|mv|share|expire               file history, sharing, expiry
+//	agentfs uploads|batches|events|run show               what happened: sessions, batches, the event feed, runs
 //	agentfs help [COMMAND]        every command explains itself, also with --help
 //	agentfs version               the version and commit it was built from
 //

@@ -1,0 +1,230 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// FileVersion is one version of a file's content (schema FileVersion):
+// every write that changed the bytes or the content type made one, and
+// the previous ones stay readable until the server's version retention
+// drops them.
+type FileVersion struct {
+	Object      string `json:"object"`
+	FileID      string `json:"file_id"`
+	Version     int64  `json:"version"`
+	SizeBytes   int64  `json:"size_bytes"`
+	ContentType string `json:"content_type"`
+	// SHA256 is the lowercase hex SHA-256 of this version's content.
+	SHA256 string `json:"sha256"`
+	// ETag is the quoted SHA256.
+	ETag string `json:"etag"`
+	// URL serves this version's bytes (VersionContent), with a token.
+	URL string `json:"url"`
+	// AgentID and RunID are those of the write that made this version.
+	AgentID   *string   `json:"agent_id"`
+	RunID     *string   `json:"run_id"`
+	CreatedAt time.Time `json:"created_at"`
+	// Current: this version is the file's content now.
+	Current bool `json:"current"`
+}
+
+// VersionList is one page of a file's versions, newest first (schema
+// VersionList).
+type VersionList struct {
+	Data    []FileVersion `json:"data"`
+	HasMore bool          `json:"has_more"`
+	// NextCursor is VersionListOptions.Cursor for the next page; nil on
+	// the last.
+	NextCursor *string `json:"next_cursor"`
+}
+
+// VersionListOptions page ListVersions.
+type VersionListOptions struct {
+	// Limit is the page size, 1-1000; zero means the server's default (100).
+	Limit int
+	// Cursor is a previous page's NextCursor.
+	Cursor string
+}
+
+// ListVersions returns one page of a file's versions, newest first (GET
+// /v1/files/{id}/versions), also of a deleted file not purged yet.
+func (c *Client) ListVersions(ctx context.Context, fileID string, opts VersionListOptions) (*VersionList, error) {
+	r := newRequest(routeListVersions, filePath(fileID)+"/versions")
+	r.query = pageQuery(opts.Limit, opts.Cursor)
+	var l VersionList
+	if err := c.jsonCall(ctx, r, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// AllVersions iterates over every version of a file, newest first, page
+// after page (opts.Limit is the page size). It stops at the first error,
+// which it yields with a nil version.
+func (c *Client) AllVersions(ctx context.Context, fileID string, opts VersionListOptions) iter.Seq2[*FileVersion, error] {
+	return allPages(opts.Cursor, func(cursor string) ([]FileVersion, bool, *string, error) {
+		opts.Cursor = cursor
+		l, err := c.ListVersions(ctx, fileID, opts)
+		if err != nil {
+			return nil, false, nil, err
+		}
+		return l.Data, l.HasMore, l.NextCursor, nil
+	})
+}
+
+// Version returns version n of a file (GET /v1/files/{id}/versions/{n});
+// a version the retention dropped is NOT_FOUND.
+func (c *Client) Version(ctx context.Context, fileID string, n int64) (*FileVersion, error) {
+	var v FileVersion
+	if err := c.jsonCall(ctx, newRequest(routeVersion, versionPath(fileID, n)), &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// VersionContent opens the bytes of version n of a file (GET
+// /v1/files/{id}/versions/{n}/content), with everything FileContent
+// offers: a Range, If-Range, the ETag and SHA-256 of that version. The
+// request is retried until the response starts; the caller reads the
+// body as it streams and closes it.
+func (c *Client) VersionContent(ctx context.Context, fileID string, n int64, opts ContentOptions) (*Content, error) {
+	return c.openContent(ctx, newRequest(routeVersionContent, versionPath(fileID, n)+"/content"), opts)
+}
+
+func versionPath(fileID string, n int64) string {
+	return filePath(fileID) + "/versions/" + strconv.FormatInt(n, 10)
+}
+
+// RevertOptions adjust Revert.
+type RevertOptions struct {
+	// IfMatch reverts only while the file's current content has this ETag
+	// (412 otherwise), so a write made meanwhile is not undone unseen.
+	IfMatch string
+	// IdempotencyKey names this revert; generated when empty.
+	IdempotencyKey string
+}
+
+// Revert makes version n's content the file's current content, as a new
+// version (POST /v1/files/{id}/revert), and returns the file. Reverting
+// to the content the file already has changes nothing. A deleted file is
+// NOT_FOUND: restore it first.
+func (c *Client) Revert(ctx context.Context, fileID string, n int64, opts RevertOptions) (*File, error) {
+	r, err := newRequest(routeRevert, filePath(fileID)+"/revert").withKey(c.keyFor(opts.IdempotencyKey)).
+		withJSON(map[string]any{"version": n})
+	if err != nil {
+		return nil, err
+	}
+	setIf(r.header, "If-Match", opts.IfMatch)
+	return c.fileCall(ctx, r)
+}
+
+// MoveOptions adjust Move.
+type MoveOptions struct {
+	// Replace deletes (softly, history kept) a live file that holds the
+	// new path, in the same transaction; without it that is PATH_EXISTS.
+	Replace bool
+	// IfMatch moves only while the file has this ETag (412 otherwise).
+	IfMatch string
+	// IdempotencyKey names this move; generated when empty.
+	IdempotencyKey string
+}
+
+// Move gives a file the path newPath (POST /v1/files/{id}/move) and
+// returns it: it keeps its id, url, version and history, and no bytes
+// move. Moving a file to its own path changes nothing.
+func (c *Client) Move(ctx context.Context, fileID, newPath string, opts MoveOptions) (*File, error) {
+	ifExists := "error"
+	if opts.Replace {
+		ifExists = "replace"
+	}
+	r, err := newRequest(routeMove, filePath(fileID)+"/move").withKey(c.keyFor(opts.IdempotencyKey)).
+		withJSON(map[string]any{"path": newPath, "if_exists": ifExists})
+	if err != nil {
+		return nil, err
+	}
+	setIf(r.header, "If-Match", opts.IfMatch)
+	return c.fileCall(ctx, r)
+}
+
+// ExpiryOptions adjust SetExpiry.
+type ExpiryOptions struct {
+	// IfMatch changes the expiry only while the file has this ETag (412
+	// otherwise).
+	IfMatch string
+	// IdempotencyKey names this change; generated when empty.
+	IdempotencyKey string
+}
+
+// SetExpiry makes a live file expire at *at, or never when at is nil
+// (PATCH /v1/files/{id} {"expires_at"}), and returns it. The server takes
+// times from 60 seconds to 365 days ahead; from at on the file counts as
+// deleted (DeleteFile removes it now). A repeat sets the same value, so
+// it is safe.
+func (c *Client) SetExpiry(ctx context.Context, fileID string, at *time.Time, opts ExpiryOptions) (*File, error) {
+	var v any // JSON null: never
+	if at != nil {
+		v = at.UTC().Format(time.RFC3339Nano)
+	}
+	r, err := newRequest(routePatchFile, filePath(fileID)).withKey(c.keyFor(opts.IdempotencyKey)).
+		withJSON(map[string]any{"expires_at": v})
+	if err != nil {
+		return nil, err
+	}
+	setIf(r.header, "If-Match", opts.IfMatch)
+	return c.fileCall(ctx, r)
+}
+
+// jsonCall sends r and decodes its successful answer into v.
+func (c *Client) jsonCall(ctx context.Context, r *request, v any) error {
+	res, err := c.do(ctx, r)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(res, v)
+}
+
+// pageQuery is the query of a keyset page.
+func pageQuery(limit int, cursor string) url.Values {
+	q := url.Values{}
+	if limit != 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	return q
+}
+
+// allPages iterates over every element of a newest-first keyset listing,
+// from cursor on; fetch returns the page at a cursor, whether more
+// follow, and the cursor of the next one. The first error is yielded
+// with a nil element and ends the iteration.
+func allPages[T any](cursor string, fetch func(cursor string) ([]T, bool, *string, error)) iter.Seq2[*T, error] {
+	return func(yield func(*T, error) bool) {
+		for {
+			data, more, next, err := fetch(cursor)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for i := range data {
+				if !yield(&data[i], nil) {
+					return
+				}
+			}
+			if !more || next == nil {
+				return
+			}
+			if *next == cursor {
+				yield(nil, fmt.Errorf("the server answered cursor %q with itself as the next one", cursor))
+				return
+			}
+			cursor = *next
+		}
+	}
+}

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentfs/agentfs/client"
+)
+
+// historyCommands are the verbs of file history, sharing and expiry
+// (DESIGN §12, §13).
+func historyCommands() []*command {
+	return []*command{
+		clientCommand(command{
+			name:    "versions",
+			summary: "list a file's versions, newest first",
+			usage:   "agentfs versions ID [--limit N]",
+			help: `Lists the versions of a file, newest first, through every page: a table on a
+terminal, a JSON array otherwise (as ls prints files). Every write that
+changed the bytes or the content type made one; the current one is marked.
+The versions of a deleted file stay listed until it is purged. agentfs get
+reads the current content; agentfs revert brings an old version back.
+
+Example:
+  agentfs versions file_01jd8x2m4k9q7v3t5r6w8y0z1a
+`}, false, versionsFlags),
+		clientCommand(command{
+			name:    "revert",
+			summary: "make an old version the current content, as a new version",
+			usage:   "agentfs revert ID N [--if-match ETAG] [--key KEY]",
+			help: `Makes version N of a file its current content again, as a new version (no
+bytes are copied), and prints the file. Reverting to the content the file
+already has changes nothing. With --if-match, only while the current
+content has that etag, so a write made meanwhile is not undone unseen.
+A deleted file must be restored first (agentfs restore ID).
+
+Example:
+  agentfs revert file_01jd8x2m4k9q7v3t5r6w8y0z1a 2
+`}, false, revertFlags),
+		clientCommand(command{
+			name:    "mv",
+			summary: "give a file another path (keeps its id, url and history)",
+			usage:   "agentfs mv ID NEWPATH [--replace] [--if-match ETAG] [--key KEY]",
+			help: `Moves a file to NEWPATH and prints it: it keeps its id, url, version and
+history, and no bytes are copied. Without --replace a live file at NEWPATH
+is 409 PATH_EXISTS; with it that file is deleted (restorable, history kept)
+in the same step.
+
+Example:
+  agentfs mv file_01jd8x2m4k9q7v3t5r6w8y0z1a notes/final.md
+`}, false, mvFlags),
+		clientCommand(command{
+			name:    "share",
+			summary: "print a share link to a file, for someone without a token",
+			usage:   "agentfs share ID [--expires-in DURATION] [--version N] [--json] [--key KEY]",
+			help: `Creates a share link to a file and prints its URL, which serves the content
+without a token until the link expires (--expires-in, 1m to 7d, default 1h)
+or is revoked. The URL is shown only now: keep it. --version N shares that
+version; without it the link serves whatever the content is when opened.
+--json prints the whole link instead, with its id (lnk_...), which
+DELETE /v1/links/{id} revokes.
+
+Example:
+  agentfs share file_01jd8x2m4k9q7v3t5r6w8y0z1a --expires-in 24h
+`}, false, shareFlags),
+		clientCommand(command{
+			name:    "expire",
+			summary: "make a file expire after a while, or never",
+			usage: `agentfs expire ID DURATION [--if-match ETAG] [--key KEY]
+agentfs expire ID --never`,
+			help: `Makes a file expire DURATION from now (60s to 365d: 90m, 24h, 7d, 1d12h, or
+seconds), or never with --never, and prints it. From then on the file counts
+as deleted (its content is gone from reads and listings, its path is free),
+and it can be restored until it is purged. agentfs rm deletes it now;
+put --expires-in sets an expiry at upload.
+
+Examples:
+  agentfs expire file_01jd8x2m4k9q7v3t5r6w8y0z1a 7d
+  agentfs expire file_01jd8x2m4k9q7v3t5r6w8y0z1a --never
+`}, false, expireFlags),
+	}
+}
+
+func versionsFlags(fs *flag.FlagSet) verbFunc {
+	limit := fs.Int("limit", 0, "at most `N` versions (default: all)")
+	return func(ctx context.Context, cli *cliRun, args []string) error {
+		if len(args) != 1 || *limit < 0 {
+			return usagef("versions needs one file ID")
+		}
+		opts := client.VersionListOptions{Limit: 1000}
+		if *limit > 0 {
+			opts.Limit = min(*limit, 1000)
+		}
+		out := cli.lister("VERSION\tSIZE\tCREATED\tSHA256\tRUN\t", func(v any) string {
+			fv := v.(*client.FileVersion)
+			current := ""
+			if fv.Current {
+				current = "current"
+			}
+			return fmt.Sprintf("%d\t%d\t%s\t%s\t%s\t%s", fv.Version, fv.SizeBytes, fv.CreatedAt.Local().Format(time.DateTime),
+				shortHash(fv.SHA256), deref(fv.RunID), current)
+		})
+		n := 0
+		for v, err := range cli.client.AllVersions(ctx, args[0], opts) {
+			if err != nil {
+				return err
+			}
+			if err := out.add(v); err != nil {
+				return err
+			}
+			if n++; n == *limit {
+				break
+			}
+		}
+		return out.end()
+	}
+}
+
+// rows prints a listing as it comes: a JSON array, or a table on a
+// terminal.
+type rows struct {
+	add func(v any) error
+	end func() error
+}
+
+// lister prints a listing: a JSON array whose elements stand one to a
+// line (as ls prints files), or on a terminal a table with this header
+// whose rows line renders.
+func (cli *cliRun) lister(header string, line func(v any) string) rows {
+	if !cli.human {
+		n := 0
+		return rows{
+			add: func(v any) error {
+				b, err := json.Marshal(v)
+				if err != nil {
+					return err
+				}
+				sep := ",\n"
+				if n++; n == 1 {
+					sep = "[\n"
+				}
+				_, err = fmt.Fprintf(cli.stdout, "%s%s", sep, b)
+				return err
+			},
+			end: func() error {
+				end := "\n]"
+				if n == 0 {
+					end = "[]"
+				}
+				_, err := fmt.Fprintln(cli.stdout, end)
+				return err
+			},
+		}
+	}
+	tw := tabwriter.NewWriter(cli.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.TrimRight(header, "\t"))
+	return rows{
+		add: func(v any) error {
+			_, err := fmt.Fprintln(tw, strings.TrimRight(line(v), "\t"))
+			return err
+		},
+		end: tw.Flush,
+	}
+}
+
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return *s
+}
+
+func revertFlags(fs *flag.FlagSet) verbFunc {
+	ifMatch := fs.String("if-match", "", "revert only while the current content has this `ETAG`")
+	key := fs.String("key", "", "the Idempotency-Key of this revert, a `KEY` (default: a new random one)")
+	return func(ctx context.Context, cli *cliRun, args []string) error {
+		if len(args) != 2 {
+			return usagef("revert needs a file ID and a version number N")
+		}
+		n, err := strconv.ParseInt(args[1], 10, 64)
+		if err != nil || n < 1 {
+			return usagef("revert: version %q is not a version number (1 or more; agentfs versions %s lists them)", args[1], args[0])
+		}
+		f, err := cli.client.Revert(ctx, args[0], n, client.RevertOptions{IfMatch: *ifMatch, IdempotencyKey: *key})
+		switch code := client.ErrorCode(err); code {
+		case "":
+		case "NOT_FOUND":
+			return withNext(err, fmt.Sprintf("agentfs versions %s lists the versions kept; a deleted file must be restored first (agentfs restore %s)", args[0], args[0]))
+		case "PRECONDITION_FAILED":
+			return withNext(err, fmt.Sprintf("the file changed since %s: agentfs versions %s shows what it holds now", *ifMatch, args[0]))
+		default:
+			return err
+		}
+		return cli.printFile(f, fmt.Sprintf("%s  %s  version %d now holds the content of version %d", f.ID, f.Path, f.Version, n))
+	}
+}
+
+func mvFlags(fs *flag.FlagSet) verbFunc {
+	replace := fs.Bool("replace", false, "delete a live file at NEWPATH (restorable) instead of failing")
+	ifMatch := fs.String("if-match", "", "move only while the file has this `ETAG`")
+	key := fs.String("key", "", "the Idempotency-Key of this move, a `KEY` (default: a new random one)")
+	return func(ctx context.Context, cli *cliRun, args []string) error {
+		if len(args) != 2 {
+			return usagef("mv needs a file ID and NEWPATH")
+		}
+		f, err := cli.client.Move(ctx, args[0], args[1], client.MoveOptions{Replace: *replace, IfMatch: *ifMatch, IdempotencyKey: *key})
+		var p *client.Problem
+		if errors.As(err, &p) && p.Code == "PATH_EXISTS" {
+			return withNext(err, fmt.Sprintf("%s holds %s: run the same command with --replace to delete it (restorable) and move there",
+				cmpOr(p.ExistingFileID, "a live file"), args[1]))
+		}
+		if err != nil {
+			return err
+		}
+		return cli.printFile(f, fmt.Sprintf("%s  moved to %s", f.ID, f.Path))
+	}
+}
+
+func shareFlags(fs *flag.FlagSet) verbFunc {
+	var expiresIn durationValue
+	fs.Var(&expiresIn, "expires-in", "how long the link works, a `DURATION` from 1m to 7d (default 1h)")
+	version := fs.Int64("version", 0, "share version `N` only (default: the current content, whatever it is)")
+	asJSON := fs.Bool("json", false, "print the whole link as JSON, with its id, instead of the URL")
+	key := fs.String("key", "", "the Idempotency-Key of this link, a `KEY` (default: a new random one)")
+	return func(ctx context.Context, cli *cliRun, args []string) error {
+		if len(args) != 1 || *version < 0 {
+			return usagef("share needs one file ID")
+		}
+		l, err := cli.client.CreateLink(ctx, args[0], client.LinkOptions{
+			ExpiresIn: time.Duration(expiresIn), Version: *version, IdempotencyKey: *key})
+		var p *client.Problem
+		if errors.As(err, &p) && p.Code == "VALIDATION_FAILED" && expiresIn != 0 {
+			return withNext(err, "--expires-in takes 1m to 7d")
+		}
+		if err != nil {
+			return err
+		}
+		if *asJSON || l.URL == nil {
+			enc := json.NewEncoder(cli.stdout)
+			if cli.human {
+				enc.SetIndent("", "  ")
+			}
+			return enc.Encode(l)
+		}
+		_, err = fmt.Fprintln(cli.stdout, *l.URL)
+		return err
+	}
+}
+
+func expireFlags(fs *flag.FlagSet) verbFunc {
+	never := fs.Bool("never", false, "remove the file's expiry")
+	ifMatch := fs.String("if-match", "", "change it only while the file has this `ETAG`")
+	key := fs.String("key", "", "the Idempotency-Key of this change, a `KEY` (default: a new random one)")
+	return func(ctx context.Context, cli *cliRun, args []string) error {
+		var at *time.Time
+		switch {
+		case *never && len(args) == 1:
+		case !*never && len(args) == 2:
+			d, err := parseHumanDuration(args[1])
+			if err != nil {
+				return usagef("expire: %v", err)
+			}
+			t := time.Now().Add(d)
+			at = &t
+		default:
+			return usagef("expire needs a file ID and a DURATION, or --never")
+		}
+		f, err := cli.client.SetExpiry(ctx, args[0], at, client.ExpiryOptions{IfMatch: *ifMatch, IdempotencyKey: *key})
+		if client.ErrorCode(err) == "VALIDATION_FAILED" {
+			return withNext(err, fmt.Sprintf("DURATION takes 60s to 365d; agentfs rm %s deletes it now", args[0]))
+		}
+		if err != nil {
+			return err
+		}
+		line := fmt.Sprintf("%s  %s  never expires", f.ID, f.Path)
+		if f.ExpiresAt != nil {
+			line = fmt.Sprintf("%s  %s  expires %s", f.ID, f.Path, f.ExpiresAt.Local().Format(time.DateTime))
+		}
+		return cli.printFile(f, line)
+	}
+}
+
+// durationValue is a flag of a DURATION (see parseHumanDuration); zero means
+// unset.
+type durationValue time.Duration
+
+func (v *durationValue) String() string {
+	if *v == 0 {
+		return ""
+	}
+	return time.Duration(*v).String()
+}
+
+func (v *durationValue) Set(s string) error {
+	d, err := parseHumanDuration(s)
+	if err != nil {
+		return err
+	}
+	*v = durationValue(d)
+	return nil
+}
+
+// maxDurationDays keeps a count of days far from overflowing a
+// time.Duration; the server's own bounds are much smaller.
+const maxDurationDays = 100 * 365
+
+// parseHumanDuration reads a positive DURATION as people write it: a Go
+// duration (90m, 1h30m, 45s), days in front of one (7d, 1d12h), or a
+// whole number of seconds (3600).
+func parseHumanDuration(s string) (time.Duration, error) {
+	bad := fmt.Errorf("duration %q: want a positive duration such as 90m, 24h, 7d, 1d12h or 3600 (seconds)", s)
+	s = strings.TrimSpace(s)
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		return 0, bad
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n < 1 || n > maxDurationDays*24*3600 {
+			return 0, bad
+		}
+		return time.Duration(n) * time.Second, nil
+	}
+	var days int64
+	if dstr, rest, ok := strings.Cut(s, "d"); ok {
+		n, err := strconv.ParseInt(dstr, 10, 64)
+		if err != nil || n < 0 || n > maxDurationDays || rest != "" && (rest[0] < '0' || rest[0] > '9') {
+			return 0, bad
+		}
+		days, s = n, rest
+	}
+	d := time.Duration(days) * 24 * time.Hour
+	if s != "" {
+		more, err := time.ParseDuration(s)
+		if err != nil || more < 0 || more > time.Duration(maxDurationDays)*24*time.Hour {
+			return 0, bad
+		}
+		d += more
+	}
+	if d <= 0 {
+		return 0, bad
+	}
+	return d, nil
+}
