@@ -4,6 +4,7 @@
 package agentfs
 
 import (
+	"context"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -178,3 +179,25 @@ func (e *BlockedError) Error() string { return "file " + e.FileID + " is blocked
 
 // Is lets errors.Is(err, ErrBlocked) match.
 func (e *BlockedError) Is(target error) bool { return target == ErrBlocked }
+
+type callerKey struct{}
+
+// callerInContext is who a request's context carries.
+type callerInContext struct {
+	who Caller
+	p   Principal
+}
+
+// ContextWithCaller returns ctx carrying the request's caller and its
+// principal, for a door that is served below the HTTP door's
+// authentication (the /mcp tools).
+func ContextWithCaller(ctx context.Context, who Caller, p Principal) context.Context {
+	return context.WithValue(ctx, callerKey{}, callerInContext{who: who, p: p})
+}
+
+// CallerFromContext returns the caller and principal ContextWithCaller put
+// in ctx; ok is false when there are none.
+func CallerFromContext(ctx context.Context) (who Caller, p Principal, ok bool) {
+	c, ok := ctx.Value(callerKey{}).(callerInContext)
+	return c.who, c.p, ok
+}

@@ -348,3 +348,6 @@ func outcome(status int, body any, object, id string) idempotency.Outcome {
 	return idempotency.Outcome{Status: status, Header: map[string]string{}, Body: append(b, '\n'),
 		Resource: idempotency.Resource{Object: object, ID: id}}
 }
+
+// FileJSON shows f as the API does (its url under the public URL).
+func (c *Core) FileJSON(f *agentfs.File) api.File { return api.NewFile(c.cfg.PublicURL, f) }

@@ -66,25 +66,45 @@ func (a *API) protocol(c echo.Context) error {
 			"max_attempts":     8,
 			"jitter":           "full",
 		},
+		"mcp": a.mcpProtocol(),
 		"limits": map[string]any{
-			"max_upload_bytes":          l.MaxUploadBytes,
-			"max_path_bytes":            agentfs.MaxPathBytes,
-			"list_limit_default":        defaultListLimit,
-			"list_limit_max":            maxListLimit,
-			"deleted_retention_seconds": int64(l.DeletedRetention.Seconds()),
-			"max_upload_session_bytes":  l.MaxUploadSessionBytes,
-			"upload_part_size":          l.UploadPartSize,
-			"upload_max_parts":          agentfs.MaxParts,
-			"upload_ttl_seconds":        int64(l.UploadTTL.Seconds()),
-			"batch_max_items":           l.BatchMaxItems,
-			"batch_max_bytes":           l.BatchMaxBytes,
-			"batch_max_item_bytes":      l.BatchMaxItemBytes,
-			"body_idle_timeout_seconds": int64(l.BodyIdleTimeout.Seconds()),
-			"rate_limit_per_second":     l.RatePerSecond,
-			"rate_limit_burst":          l.RateBurst,
-			"rate_limit_scope":          "subject, per instance",
-			"quota_bytes":               l.QuotaBytes,
-			"quota_window_seconds":      int64(l.QuotaWindow.Seconds()),
+			"max_upload_bytes":                l.MaxUploadBytes,
+			"max_path_bytes":                  agentfs.MaxPathBytes,
+			"list_limit_default":              defaultListLimit,
+			"list_limit_max":                  maxListLimit,
+			"deleted_retention_seconds":       int64(l.DeletedRetention.Seconds()),
+			"max_upload_session_bytes":        l.MaxUploadSessionBytes,
+			"upload_part_size":                l.UploadPartSize,
+			"upload_max_parts":                agentfs.MaxParts,
+			"upload_ttl_seconds":              int64(l.UploadTTL.Seconds()),
+			"batch_max_items":                 l.BatchMaxItems,
+			"batch_max_bytes":                 l.BatchMaxBytes,
+			"batch_max_item_bytes":            l.BatchMaxItemBytes,
+			"body_idle_timeout_seconds":       int64(l.BodyIdleTimeout.Seconds()),
+			"rate_limit_per_second":           l.RatePerSecond,
+			"rate_limit_burst":                l.RateBurst,
+			"rate_limit_scope":                "subject, per instance",
+			"quota_bytes":                     l.QuotaBytes,
+			"quota_window_seconds":            int64(l.QuotaWindow.Seconds()),
+			"version_retention_seconds":       int64(l.VersionRetention.Seconds()),
+			"max_versions":                    l.MaxVersions,
+			"event_retention_seconds":         int64(l.EventRetention.Seconds()),
+			"events_wait_max_seconds":         maxEventWait,
+			"expires_in_min_seconds":          int64(agentfs.MinExpiresIn.Seconds()),
+			"expires_in_max_seconds":          int64(agentfs.MaxExpiresIn.Seconds()),
+			"link_expires_in_min_seconds":     int64(agentfs.MinLinkExpiresIn.Seconds()),
+			"link_expires_in_max_seconds":     int64(agentfs.MaxLinkExpiresIn.Seconds()),
+			"link_expires_in_default_seconds": int64(agentfs.DefaultLinkExpiresIn.Seconds()),
 		},
 	})
+}
+
+// mcpProtocol says where the MCP tools are served, or null when they are
+// not.
+func (a *API) mcpProtocol() any {
+	if a.deps.MCP == nil {
+		return nil
+	}
+	return map[string]any{"endpoint": "/mcp", "transport": "streamable-http", "stateless": true,
+		"auth": "the same Bearer tokens and scopes as the REST API"}
 }

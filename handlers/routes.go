@@ -127,6 +127,10 @@ type Deps struct {
 	Limits    Limits
 	// Registry receives the HTTP metrics and is served at /metrics.
 	Registry *prometheus.Registry
+	// MCP, when set, is the MCP tool door served at /mcp (Streamable HTTP)
+	// behind this API's authentication; it finds the caller with
+	// agentfs.CallerFromContext.
+	MCP http.Handler
 }
 
 // API is the AgentFS HTTP handler.
@@ -223,6 +227,13 @@ func (a *API) addRoutes() {
 	// Share links carry their own authority: no token, only the link's
 	// secret.
 	getAndHead(e, "/s/:secret", a.getShared)
+
+	// The MCP tools: the same tokens, attribution and byte quota as the
+	// REST routes; scopes are checked per tool (a read-only token reads,
+	// and its writes answer FORBIDDEN).
+	if a.deps.MCP != nil {
+		e.POST("/mcp", a.mcp, singleHeaders, a.authenticate, a.limitRate, attribution, a.limitBytes, a.bodyIdle)
+	}
 }
 
 // router is where routes are added: the Echo instance or a group of it.
@@ -237,4 +248,12 @@ type router interface {
 func getAndHead(r router, path string, h echo.HandlerFunc, mw ...echo.MiddlewareFunc) {
 	r.Add(http.MethodGet, path, h, mw...)
 	r.Add(http.MethodHead, path, h, mw...)
+}
+
+// mcp is POST /mcp: one MCP exchange, answered by the tools as the caller.
+func (a *API) mcp(c echo.Context) error {
+	req := c.Request()
+	ctx := agentfs.ContextWithCaller(req.Context(), caller(c), principal(c))
+	a.deps.MCP.ServeHTTP(c.Response(), req.WithContext(ctx))
+	return nil
 }

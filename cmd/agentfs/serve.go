@@ -19,6 +19,7 @@ import (
 	"github.com/agentfs/agentfs/admission"
 	"github.com/agentfs/agentfs/batch"
 	"github.com/agentfs/agentfs/handlers"
+	"github.com/agentfs/agentfs/mcpserver"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/sweeper"
 )
@@ -53,6 +54,10 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 		return err
 	}
 	log := newLogger(cfg, stderr)
+	mcpOpts, err := mcpOptions(getenv)
+	if err != nil {
+		return err
+	}
 	store, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
@@ -80,9 +85,13 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	toolCalls := mcpserver.NewCallCounter()
+	reg.MustRegister(toolCalls)
+	mcpOpts.OnCall, mcpOpts.Logger = mcpserver.CountCalls(toolCalls), log
 	api, err := handlers.New(handlers.Deps{
 		Files: store, Sessions: store, Ledger: store, Writes: core, Quota: store, Tokens: store, Health: store, Log: log,
 		PublicURL: cfg.PublicURL, Limits: cfg.Limits, Registry: reg,
+		MCP: mcpserver.HTTPHandler(core, store, cfg.Limits.MaxUploadBytes, mcpOpts),
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,261 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/admission"
+	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/problem"
+	"github.com/agentfs/agentfs/storage"
+)
+
+// CoreBackend runs the tools in the API server's own process: writes go
+// through the admission core (keys, preconditions and problems exactly as
+// for the REST routes), reads through the store. It acts as one caller
+// (the request's subject and attribution) with its token's scopes: it is
+// the backend of the /mcp door, built for each request.
+type CoreBackend struct {
+	Core  *admission.Core
+	Store *storage.Store
+	// Who is the caller; its Key is set per write from the tool's key.
+	Who agentfs.Caller
+	// CanWrite says the token carries the write scope; without it every
+	// write answers FORBIDDEN, as the REST routes do.
+	CanWrite bool
+	// MaxUploadBytes bounds a write's content, as POST /v1/files does.
+	MaxUploadBytes int64
+}
+
+// problemOfCore converts the core's and the store's errors through the
+// API's one error table.
+func problemOfCore(err error) *Problem {
+	var mp *Problem
+	if errors.As(err, &mp) {
+		return mp
+	}
+	p, _ := problem.From(err)
+	return problemFromAPI(p)
+}
+
+func problemFromAPI(p *problem.Problem) *Problem {
+	out := &Problem{Type: p.Type, Title: p.Title, Status: p.Status, Detail: p.Detail, Code: p.Code,
+		Retryable: p.Retryable, RequestID: p.RequestID, ExistingFileID: p.ExistingFileID,
+		MissingParts: p.MissingParts, RetryAfterSeconds: int64(p.RetryAfter)}
+	for _, fe := range p.Errors {
+		out.Errors = append(out.Errors, FieldError{Field: fe.Field, Message: fe.Message})
+	}
+	return out
+}
+
+// forbidden is the answer to a write with a read-only token.
+func forbidden() *Problem {
+	return problemFromAPI(problem.New(problem.Forbidden, "the token lacks the write scope"))
+}
+
+// fileResult reads the File a write answered, or the problem it recorded.
+func fileResult(res idempotency.Result, err error) (*File, error) {
+	if err != nil {
+		return nil, problemOfCore(err)
+	}
+	if res.Status >= 400 {
+		var p problem.Problem
+		if err := json.Unmarshal(res.Body, &p); err != nil {
+			return nil, fmt.Errorf("mcpserver: recorded problem: %w", err)
+		}
+		return nil, problemFromAPI(&p)
+	}
+	var f File
+	if err := json.Unmarshal(res.Body, &f); err != nil {
+		return nil, fmt.Errorf("mcpserver: recorded file: %w", err)
+	}
+	return &f, nil
+}
+
+func (b *CoreBackend) caller(key string) agentfs.Caller {
+	who := b.Who
+	who.Key = key
+	return who
+}
+
+// FileAt finds the subject's live file at path.
+func (b *CoreBackend) FileAt(ctx context.Context, path string) (*File, error) {
+	files, err := b.Store.ListFiles(ctx, b.Who.Subject, agentfs.FileFilter{Path: path, Limit: 1})
+	if err != nil {
+		return nil, problemOfCore(err)
+	}
+	if len(files) == 0 {
+		return nil, notFound("no live file at " + path)
+	}
+	return fileOfDomain(b.Core, files[0]), nil
+}
+
+// fileOfDomain shows a stored file as the API does.
+func fileOfDomain(core *admission.Core, f *agentfs.File) *File {
+	var out File
+	body, _ := json.Marshal(core.FileJSON(f))
+	_ = json.Unmarshal(body, &out)
+	return &out
+}
+
+// Read reads a range of a live file's content.
+func (b *CoreBackend) Read(ctx context.Context, r ReadRequest) (*Content, error) {
+	if r.Length < 1 {
+		return nil, errors.New("mcpserver: Read of no bytes")
+	}
+	f, err := b.Store.File(ctx, b.Who.Subject, r.FileID)
+	switch {
+	case err != nil:
+		return nil, problemOfCore(err)
+	case !f.Live():
+		return nil, problemOfCore(agentfs.ErrNotFound)
+	case f.Blocked:
+		return nil, problemOfCore(&agentfs.BlockedError{FileID: f.ID, Reason: f.BlockReason})
+	}
+	out := &Content{Size: f.SizeBytes, ETag: f.ETag(), ContentType: f.ContentType, Data: []byte{}}
+	start := min(r.Offset, f.SizeBytes)
+	if r.Tail {
+		start = max(0, f.SizeBytes-r.Length)
+	}
+	length := min(r.Length, f.SizeBytes-start)
+	out.Offset = start
+	if length <= 0 {
+		return out, nil
+	}
+	blob, err := b.Store.OpenBlob(ctx, f.BlobKey, start, length)
+	if err != nil {
+		return nil, problemOfCore(err)
+	}
+	defer blob.Close()
+	if out.Data, err = io.ReadAll(io.LimitReader(blob, length)); err != nil {
+		return nil, problemOfCore(err)
+	}
+	return out, nil
+}
+
+// List lists the subject's live files, newest first.
+func (b *CoreBackend) List(ctx context.Context, f ListFilter) (*FileList, error) {
+	filter := agentfs.FileFilter{Prefix: f.Prefix, Path: f.Path, RunID: f.RunID, AgentID: f.AgentID, Limit: f.Limit + 1}
+	if f.Cursor != "" {
+		cur, err := agentfs.ParseCursor(f.Cursor, "file")
+		if err != nil {
+			return nil, validation("cursor", "is not a cursor this listing gave")
+		}
+		filter.After = &cur
+	}
+	files, err := b.Store.ListFiles(ctx, b.Who.Subject, filter)
+	if err != nil {
+		return nil, problemOfCore(err)
+	}
+	out := &FileList{Files: make([]File, 0, len(files))}
+	if len(files) > f.Limit {
+		files, out.HasMore = files[:f.Limit], true
+		last := files[len(files)-1]
+		out.NextCursor = agentfs.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
+	}
+	for _, file := range files {
+		out.Files = append(out.Files, *fileOfDomain(b.Core, file))
+	}
+	return out, nil
+}
+
+// Put stores content at a path through the admission core, under the
+// tool's idempotency key when it has one.
+func (b *CoreBackend) Put(ctx context.Context, p PutArgs) (*File, error) {
+	if !b.CanWrite {
+		return nil, forbidden()
+	}
+	put := agentfs.Put{Subject: b.Who.Subject, Path: p.Path, ContentType: p.ContentType,
+		Replace: p.IfExists == IfExistsReplace, IfMatch: p.IfMatch, Size: int64(len(p.Content)),
+		MaxBytes: b.MaxUploadBytes, By: b.Who.By}
+	if p.ExpiresIn > 0 {
+		put.ExpiresIn = secondsOf(p.ExpiresIn)
+	}
+	return fileResult(b.Core.Put(ctx, b.caller(p.IdempotencyKey), put, bytes.NewReader(p.Content)))
+}
+
+// Delete soft-deletes a file through the admission core.
+func (b *CoreBackend) Delete(ctx context.Context, fileID string, w WriteOptions) (*File, error) {
+	if !b.CanWrite {
+		return nil, forbidden()
+	}
+	return fileResult(b.Core.Delete(ctx, b.caller(w.IdempotencyKey), fileID, w.IfMatch))
+}
+
+// Restore undoes a delete through the admission core.
+func (b *CoreBackend) Restore(ctx context.Context, fileID string, w WriteOptions) (*File, error) {
+	if !b.CanWrite {
+		return nil, forbidden()
+	}
+	return fileResult(b.Core.Restore(ctx, b.caller(w.IdempotencyKey), fileID))
+}
+
+// coreOps names the operations of the routes the tools write through, by
+// the route a key records.
+var coreOps = map[string]string{
+	"POST /v1/files":             OpPut,
+	"DELETE /v1/files/:id":       OpDelete,
+	"POST /v1/files/:id/restore": OpRestore,
+}
+
+// Operation says what a key holds for the subject, or nil for nothing.
+func (b *CoreBackend) Operation(ctx context.Context, key string) (*Operation, error) {
+	rec, err := b.Core.Operation(ctx, b.Who.Subject, key)
+	if errors.Is(err, agentfs.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, problemOfCore(err)
+	}
+	out := &Operation{Key: key, Status: OperationInProgress, Op: coreOps[rec.Method+" "+rec.Route]}
+	if out.Op == "" {
+		out.Op = rec.Method + " " + rec.Route
+	}
+	if !rec.Completed {
+		return out, nil
+	}
+	out.Status = OperationCompleted
+	f, err := fileResult(idempotency.Result{Outcome: rec.Outcome}, nil)
+	var p *Problem
+	switch {
+	case errors.As(err, &p):
+		out.Problem = p
+	case err != nil:
+		return nil, err
+	case out.Op == OpPut || out.Op == OpDelete || out.Op == OpRestore:
+		out.File = f
+	}
+	return out, nil
+}
+
+// HTTPHandler is the /mcp door: the tools over MCP's Streamable HTTP
+// transport, stateless (any instance answers any request, so no sticky
+// sessions), each request served by a server whose backend acts as the
+// caller the HTTP door authenticated (agentfs.CallerFromContext).
+func HTTPHandler(core *admission.Core, store *storage.Store, maxUploadBytes int64, opts Options) http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		who, p, ok := agentfs.CallerFromContext(r.Context())
+		if !ok {
+			return nil // not authenticated: the SDK answers 400
+		}
+		o := opts
+		o.AgentID, o.RunID = who.By.AgentID, who.By.RunID
+		srv, err := New(&CoreBackend{Core: core, Store: store, Who: who, CanWrite: p.Can(agentfs.ScopeWrite),
+			MaxUploadBytes: maxUploadBytes}, o)
+		if err != nil {
+			return nil
+		}
+		return srv
+	}, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+}
+
+func secondsOf(n int64) time.Duration { return time.Duration(n) * time.Second }
