@@ -62,8 +62,10 @@ type config struct {
 	streamSize    int64
 	batchItems    int
 	batchItemSize int64
-	timeout       time.Duration
-	only          map[string]bool
+	// batchLargeItemSize is the item size of the second batch measurement.
+	batchLargeItemSize int64
+	timeout            time.Duration
+	only               map[string]bool
 }
 
 // measurements, in the order they run. Memory goes first so that "idle"
@@ -80,11 +82,12 @@ func env(name, def string) string {
 
 func parseFlags() (*config, error) {
 	c := &config{
-		uploadSize:    256 << 20,
-		multipartSize: 1 << 30,
-		streamSize:    2 << 30,
-		smallSize:     4 << 10,
-		batchItemSize: 1 << 10,
+		uploadSize:         256 << 20,
+		multipartSize:      1 << 30,
+		streamSize:         2 << 30,
+		smallSize:          4 << 10,
+		batchItemSize:      1 << 10,
+		batchLargeItemSize: 64 << 10,
 	}
 	pid, _ := strconv.Atoi(os.Getenv("BENCH_SERVER_PID"))
 	s3pid, _ := strconv.Atoi(os.Getenv("BENCH_S3_PID"))
@@ -118,6 +121,7 @@ func parseFlags() (*config, error) {
 	flag.Var(sizeFlag{&c.streamSize}, "stream-size", "file streamed through the server while its RSS is sampled (quick 256MiB)")
 	flag.IntVar(&c.batchItems, "batch-items", 1000, "items in the batch (quick 200)")
 	flag.Var(sizeFlag{&c.batchItemSize}, "batch-item-size", "content size of each batch item")
+	flag.Var(sizeFlag{&c.batchLargeItemSize}, "batch-large-item-size", "content size of each item of the second batch measurement")
 	flag.DurationVar(&c.timeout, "timeout", 12*time.Minute, "give up on the whole run after this long")
 	only := flag.String("only", "", "comma-separated subset of: "+strings.Join(measurements, ","))
 	flag.Parse()

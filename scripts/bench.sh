@@ -94,6 +94,8 @@ export AGENTFS_LOG_LEVEL=warn
 # The benchmark measures throughput, not the per-subject limits.
 export AGENTFS_RATE_LIMIT=0
 export AGENTFS_QUOTA_BYTES=0
+# The batch of 1000 × 64 KiB items is a 64 MiB request body.
+export AGENTFS_BATCH_MAX_BYTES=134217728
 
 bin/agentfs migrate
 token=$(bin/agentfs token create --subject bench | tail -n 1 | tr -d '[:space:]')
