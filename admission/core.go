@@ -151,6 +151,12 @@ func (c *Core) commit(ctx context.Context, it *item, w *write, claim *storage.Cl
 			return out, err
 		}
 	}
+	return c.commitPrepared(ctx, it, w, claim)
+}
+
+// commitPrepared is commit once w is prepared: its transaction, then its
+// finish.
+func (c *Core) commitPrepared(ctx context.Context, it *item, w *write, claim *storage.Claim) (out idempotency.Outcome, err error) {
 	if w.finish != nil {
 		defer func() { w.finish(ctx, err) }()
 	}
@@ -162,25 +168,33 @@ func (c *Core) commit(ctx context.Context, it *item, w *write, claim *storage.Cl
 	}
 	err = c.store.WithTxRetry(ctx, func(tx pgx.Tx) error {
 		var err error
-		if out, err = w.apply(ctx, tx); err != nil {
-			return err
-		}
-		if claim != nil {
-			content, err := w.content()
-			if err != nil {
-				return err
-			}
-			if err := claim.Complete(ctx, tx, content, out); err != nil {
-				return err
-			}
-		}
-		if it != nil {
-			return storage.MarkItemTx(ctx, tx, it.batch.ID, it.index, storage.ItemOutcome{
-				Status: agentfs.ItemSucceeded, ResultID: fileID(out)})
-		}
-		return nil
+		out, err = c.applyTx(ctx, tx, it, w, claim)
+		return err
 	})
 	return out, err
+}
+
+// applyTx writes w's effect in tx with what must commit with it: the key's
+// record, and the batch item's status, set only while the item is pending.
+func (c *Core) applyTx(ctx context.Context, tx pgx.Tx, it *item, w *write, claim *storage.Claim) (idempotency.Outcome, error) {
+	out, err := w.apply(ctx, tx)
+	if err != nil {
+		return out, err
+	}
+	if claim != nil {
+		content, err := w.content()
+		if err != nil {
+			return out, err
+		}
+		if err := claim.Complete(ctx, tx, content, out); err != nil {
+			return out, err
+		}
+	}
+	if it != nil {
+		return out, storage.MarkItemTx(ctx, tx, it.batch.ID, it.index, storage.ItemOutcome{
+			Status: agentfs.ItemSucceeded, ResultID: fileID(out)})
+	}
+	return out, nil
 }
 
 func (c *Core) after(ctx context.Context, w *write, res idempotency.Result) (idempotency.Result, error) {

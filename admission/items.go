@@ -8,6 +8,8 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
@@ -22,32 +24,157 @@ import (
 // content fails the item with IDEMPOTENCY_CONFLICT. RunItem returns an
 // error only for failures that may pass when the batch is retried (storage
 // unavailable, the item's key in progress elsewhere); every other outcome
-// is recorded on the item.
+// is recorded on the item. It is PrepareItem and CommitItems of one item.
 func (c *Core) RunItem(ctx context.Context, b *agentfs.Batch, it agentfs.BatchItem) error {
+	p, err := c.PrepareItem(ctx, b, it)
+	if p != nil {
+		err = c.CommitItems(ctx, []*PreparedItem{p})[0]
+	}
+	if errors.Is(err, storage.ErrItemDone) {
+		return nil
+	}
+	return err
+}
+
+// PreparedItem is a pending batch item that has done everything that
+// comes before its transaction: its key is claimed and its bytes are in a
+// new blob. CommitItems commits it, alone or with others, and ends it
+// either way.
+type PreparedItem struct {
+	it    item
+	who   agentfs.Caller
+	w     *write
+	claim *storage.Claim
+}
+
+// PrepareItem does for a pending item of b what comes before the
+// transaction that commits its effect: it binds the item's write (a put's
+// content is it.Content when loaded, else read here), claims its key, and
+// writes its bytes into a new blob. Items on different paths, files and
+// keys may be prepared at once; the bytes of several are then on their way
+// to S3 together. It returns nil when the item ended here: replayed, failed
+// with the problem a standalone request would get (recorded on the item),
+// or met a failure that may pass when the batch is retried (the error, as
+// CommitItems would return it).
+func (c *Core) PrepareItem(ctx context.Context, b *agentfs.Batch, it agentfs.BatchItem) (*PreparedItem, error) {
 	who := agentfs.Caller{Subject: b.Subject, Key: it.Key, By: b.By, RequestID: b.RequestID}
 	o := agentfs.OriginOf(who)
 	o.BatchID = b.ID
+	p := &PreparedItem{it: item{batch: b, index: it.Index}, who: who}
 	w, err := c.itemWrite(ctx, who, o, b, it)
-	if err == nil {
-		_, err = c.run(ctx, who, &item{batch: b, index: it.Index}, w)
+	if err != nil {
+		return nil, c.endItem(ctx, &p.it, err)
 	}
+	p.w = w
+	if who.Key != "" {
+		claim, rec, err := c.store.BeginKey(ctx, who.Subject, who.Key, w.method, w.route, w.request.Sum())
+		switch {
+		case err != nil:
+			return nil, c.endItem(ctx, &p.it, err)
+		case rec != nil:
+			_, err := c.replay(ctx, who, &p.it, w, rec)
+			return nil, c.endItem(ctx, &p.it, err)
+		}
+		p.claim = claim
+	}
+	if w.prepare != nil {
+		if err := w.prepare(ctx); err != nil {
+			return nil, c.itemEnded(ctx, p, err)
+		}
+	}
+	return p, nil
+}
+
+// CommitItems commits prepared items of one batch, which must not depend
+// on each other (no two on one path, one file or one key): in one
+// transaction when it can, each item's effect with its status (set only
+// while it is still pending) and its key's record, so a batch pays for one
+// commit, not one per item. When an item's effect fails in that
+// transaction, nothing of it is kept and each item commits in a
+// transaction of its own instead, so one item's failure never costs the
+// others theirs. Every item is ended; its result is nil (committed, or
+// failed with its problem recorded on the item), storage.ErrItemDone (it
+// is no longer pending: the batch was canceled, or another worker applied
+// it), or a failure that may pass when the batch is retried, which leaves
+// the item pending.
+func (c *Core) CommitItems(ctx context.Context, items []*PreparedItem) []error {
+	errs := make([]error, len(items))
+	if len(items) > 1 {
+		outs := make([]idempotency.Outcome, len(items))
+		err := c.store.WithTx(ctx, func(tx pgx.Tx) error {
+			for i, p := range items {
+				out, err := c.applyTx(ctx, tx, &p.it, p.w, p.claim)
+				if err != nil {
+					return err
+				}
+				outs[i] = out
+			}
+			return nil
+		})
+		if err == nil || storage.CommitUncertain(err) {
+			// Committed, or perhaps: an item is not tried again in a
+			// transaction of its own as if it had not (its blob must stay,
+			// for the rows may reference it); the batch's retry finds it
+			// pending or not.
+			for i, p := range items {
+				if p.w.finish != nil {
+					p.w.finish(ctx, err)
+				}
+				errs[i] = c.itemEnded(ctx, p, err)
+			}
+			return errs
+		}
+		c.cfg.Log.DebugContext(ctx, "batch items commit one by one", "batch_id", items[0].it.batch.ID,
+			"items", len(items), "err", err)
+	}
+	for i, p := range items {
+		_, err := c.commitPrepared(ctx, &p.it, p.w, p.claim)
+		errs[i] = c.itemEnded(ctx, p, err)
+	}
+	return errs
+}
+
+// itemEnded ends a prepared item whose write ended with err: its key's
+// claim is recorded or released as a standalone request's would be, then
+// the item is ended (endItem).
+func (c *Core) itemEnded(ctx context.Context, p *PreparedItem, err error) error {
+	if p.claim != nil {
+		defer p.claim.Close()
+		switch {
+		case err != nil:
+			err = c.settle(ctx, p.who, p.w, p.claim, err)
+		case c.cfg.AfterCommit != nil:
+			c.cfg.AfterCommit()
+		}
+	}
+	return c.endItem(ctx, &p.it, err)
+}
+
+// endItem ends an item whose write ended with err: a failure that may pass
+// when the batch is retried is returned and leaves the item pending; an
+// item no longer pending is storage.ErrItemDone; any other failure is
+// recorded on the item as the problem a standalone request would get.
+func (c *Core) endItem(ctx context.Context, it *item, err error) error {
 	switch {
 	case err == nil, errors.Is(err, storage.ErrItemDone):
-		return nil
+		return err
 	case transient(err):
 		return err
 	}
 	p, _ := problem.From(err)
-	return c.markFailed(ctx, b, it.Index, p, false)
+	return c.markFailed(ctx, it.batch, it.index, p, false)
 }
 
 // itemWrite is the write an item asks for.
 func (c *Core) itemWrite(ctx context.Context, who agentfs.Caller, o agentfs.Origin, b *agentfs.Batch, it agentfs.BatchItem) (*write, error) {
 	switch it.Op {
 	case agentfs.OpPut:
-		content, err := c.store.ItemContent(ctx, b.ID, it.Index)
-		if err != nil {
-			return nil, err
+		content := it.Content
+		if content == nil {
+			var err error
+			if content, err = c.store.ItemContent(ctx, b.ID, it.Index); err != nil {
+				return nil, err
+			}
 		}
 		sum := sha256.Sum256(content)
 		put := agentfs.Put{Subject: b.Subject, Path: it.Path, ContentType: it.ContentType, Replace: it.Replace,

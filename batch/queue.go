@@ -1,9 +1,11 @@
 // Package batch runs batches: it queues them durably in Postgres (River,
-// with its tables migrated beside AgentFS's) and applies their items in
-// order in the background, each through the admission core, which commits
-// an item's effect with its status and only while the item is still
-// pending, so a batch resumed after a crash, or held by two workers at
-// once, never applies an item twice.
+// with its tables migrated beside AgentFS's) and applies their items in the
+// background, each through the admission core, which commits an item's
+// effect with its status and only while the item is still pending, so a
+// batch resumed after a crash, or held by two workers at once, never
+// applies an item twice. Items that cannot depend on each other run at
+// once and commit together; each item runs after every earlier item it may
+// depend on (schedule.go).
 package batch
 
 import (
@@ -70,7 +72,12 @@ type Config struct {
 	// runs a batch in slices of two thirds of it and re-queues the rest at
 	// once: a long batch is never cut off, only continued.
 	RescueAfter time.Duration
-	Log         *slog.Logger
+	// ItemConcurrency bounds the items prepared at once (key claimed, bytes
+	// on their way to S3) on this instance, shared by the batches it runs
+	// (0: 8). Each holds a Postgres connection for a moment; the
+	// transactions that commit them are one per running batch.
+	ItemConcurrency int
+	Log             *slog.Logger
 }
 
 // Runner runs queued batches.
@@ -79,6 +86,8 @@ type Runner struct {
 	core   *admission.Core
 	cfg    Config
 	client *river.Client[pgx.Tx]
+	// slots holds a token per item being prepared on this instance.
+	slots chan struct{}
 }
 
 // NewRunner returns a runner whose items go through core; Start runs it.
@@ -92,7 +101,10 @@ func NewRunner(store *storage.Store, core *admission.Core, cfg Config) (*Runner,
 	if cfg.RescueAfter <= 0 {
 		cfg.RescueAfter = 30 * time.Second
 	}
-	r := &Runner{store: store, core: core, cfg: cfg}
+	if cfg.ItemConcurrency <= 0 {
+		cfg.ItemConcurrency = 8
+	}
+	r := &Runner{store: store, core: core, cfg: cfg, slots: make(chan struct{}, cfg.ItemConcurrency)}
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &worker{r: r}); err != nil {
 		return nil, fmt.Errorf("batch: %w", err)
@@ -135,8 +147,8 @@ func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
 	return w.r.run(ctx, job.Args.BatchID)
 }
 
-// run applies a batch's pending items in order, then settles its state. A
-// session advisory lock (released if this process dies) keeps a second
+// run applies a batch's pending items (runItems), then settles its state.
+// A session advisory lock (released if this process dies) keeps a second
 // worker, handed the job by a rescue, waiting while the first is alive.
 func (r *Runner) run(ctx context.Context, id string) error {
 	unlock, mine, err := r.store.LockBatch(ctx, id)
@@ -154,17 +166,11 @@ func (r *Runner) run(ctx context.Context, id string) error {
 	if err != nil || b.Terminal() {
 		return err
 	}
-	for _, it := range b.Items {
-		if it.Status != agentfs.ItemPending {
-			continue
-		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < r.cfg.RescueAfter/6 {
-			return river.JobSnooze(0) // this slice is over; continue at once
-		}
-		if err := r.core.RunItem(ctx, b, it); err != nil {
-			r.cfg.Log.WarnContext(ctx, "batch item will be retried", "batch_id", b.ID, "index", it.Index, "err", err)
-			return err
-		}
+	switch err := r.runItems(ctx, b); {
+	case errors.Is(err, errSliceOver), errors.Is(err, errNotPending):
+		return river.JobSnooze(0) // continue at once, from the items still pending
+	case err != nil:
+		return err
 	}
 	return r.store.FinishBatch(ctx, id)
 }

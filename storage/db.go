@@ -186,6 +186,12 @@ func withTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) erro
 // referenced must not be removed; the sweeper decides later from the rows.
 var errCommitUncertain = errors.New("commit outcome unknown")
 
+// CommitUncertain reports whether err says a commit may or may not have
+// taken effect: what it would have committed must be neither removed nor
+// tried again as if it had not (a pending batch item is safe to run again:
+// it applies only while still pending).
+func CommitUncertain(err error) bool { return errors.Is(err, errCommitUncertain) }
+
 // Translate turns driver errors into the domain's: no rows is
 // agentfs.ErrNotFound, a lost or refused connection is agentfs.ErrUnavailable.
 func Translate(err error) error {

@@ -20,9 +20,12 @@ type config struct {
 	Limits     handlers.Limits
 	// BatchWorkers is how many batches run at once on this instance;
 	// BatchRescueAfter how long a batch job may run before the queue hands
-	// it to another worker (a batch orphaned by a dead process resumes then).
-	BatchWorkers     int
-	BatchRescueAfter time.Duration
+	// it to another worker (a batch orphaned by a dead process resumes then);
+	// BatchItemConcurrency how many batch items are prepared at once on this
+	// instance, shared by its running batches.
+	BatchWorkers         int
+	BatchRescueAfter     time.Duration
+	BatchItemConcurrency int
 	// BlobGrace is how old an unreferenced blob must be before the sweeper
 	// removes it: longer than any upload or read in flight.
 	BlobGrace time.Duration
@@ -80,13 +83,15 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseBytes(env("AGENTFS_MAX_UPLOAD_SESSION_BYTES", "5497558138880"), "AGENTFS_MAX_UPLOAD_SESSION_BYTES", &c.Limits.MaxUploadSessionBytes))
 	check(parseBytes(env("AGENTFS_UPLOAD_PART_SIZE", "8388608"), "AGENTFS_UPLOAD_PART_SIZE", &c.Limits.UploadPartSize))
 	check(parseDuration(env("AGENTFS_UPLOAD_TTL", "24h"), "AGENTFS_UPLOAD_TTL", &c.Limits.UploadTTL))
-	var batchItems, batchWorkers int64
+	var batchItems, batchWorkers, batchItemConcurrency int64
 	check(parseCount(env("AGENTFS_BATCH_MAX_ITEMS", "1000"), "AGENTFS_BATCH_MAX_ITEMS", &batchItems))
 	check(parseBytes(env("AGENTFS_BATCH_MAX_BYTES", "33554432"), "AGENTFS_BATCH_MAX_BYTES", &c.Limits.BatchMaxBytes))
 	check(parseBytes(env("AGENTFS_BATCH_MAX_ITEM_BYTES", "1048576"), "AGENTFS_BATCH_MAX_ITEM_BYTES", &c.Limits.BatchMaxItemBytes))
 	check(parseCount(env("AGENTFS_BATCH_WORKERS", "2"), "AGENTFS_BATCH_WORKERS", &batchWorkers))
 	check(parseDuration(env("AGENTFS_BATCH_RESCUE_AFTER", "30s"), "AGENTFS_BATCH_RESCUE_AFTER", &c.BatchRescueAfter))
+	check(parseCount(env("AGENTFS_BATCH_ITEM_CONCURRENCY", "8"), "AGENTFS_BATCH_ITEM_CONCURRENCY", &batchItemConcurrency))
 	c.Limits.BatchMaxItems, c.BatchWorkers = int(batchItems), int(batchWorkers)
+	c.BatchItemConcurrency = int(min(batchItemConcurrency, 1024))
 	check(parseDuration(env("AGENTFS_IDEMPOTENCY_LEASE", "30s"), "AGENTFS_IDEMPOTENCY_LEASE", &c.Storage.IdempotencyLease))
 	check(parseDuration(env("AGENTFS_UPLOAD_COMPLETE_LEASE", "30s"), "AGENTFS_UPLOAD_COMPLETE_LEASE", &c.Storage.UploadCompleteLease))
 	var burst int64

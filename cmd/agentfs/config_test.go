@@ -13,6 +13,7 @@ func TestConfigErrorsNameWhatIsExpected(t *testing.T) {
 	base := map[string]string{"AGENTFS_DATABASE_URL": "postgres://x", "AGENTFS_S3_ENDPOINT": "127.0.0.1:9000"}
 	for _, tc := range []struct{ name, value, want string }{
 		{"AGENTFS_BATCH_WORKERS", "many", "AGENTFS_BATCH_WORKERS must be a positive whole number"},
+		{"AGENTFS_BATCH_ITEM_CONCURRENCY", "0", "AGENTFS_BATCH_ITEM_CONCURRENCY must be a positive whole number"},
 		{"AGENTFS_BATCH_MAX_ITEMS", "0", "AGENTFS_BATCH_MAX_ITEMS must be a positive whole number"},
 		{"AGENTFS_DB_MAX_CONNS", "-3", "AGENTFS_DB_MAX_CONNS must be a positive whole number"},
 		{"AGENTFS_RATE_BURST", "1.5", "AGENTFS_RATE_BURST must be a positive whole number"},

@@ -76,7 +76,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 		return err
 	}
 	runner, err := batch.NewRunner(store, core, batch.Config{
-		Workers: cfg.BatchWorkers, RescueAfter: cfg.BatchRescueAfter, Log: log})
+		Workers: cfg.BatchWorkers, RescueAfter: cfg.BatchRescueAfter, ItemConcurrency: cfg.BatchItemConcurrency, Log: log})
 	if err != nil {
 		return err
 	}
