@@ -47,9 +47,11 @@ type upload struct {
 }
 
 type batch struct {
-	ID     string `json:"id"`
-	Status string `json:"status"`
-	Counts struct {
+	ID          string     `json:"id"`
+	Status      string     `json:"status"`
+	StartedAt   *time.Time `json:"started_at"`
+	CompletedAt *time.Time `json:"completed_at"`
+	Counts      struct {
 		Total     int `json:"total"`
 		Succeeded int `json:"succeeded"`
 		Failed    int `json:"failed"`
