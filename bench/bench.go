@@ -59,6 +59,9 @@ func newBench(ctx context.Context, cfg *config) (*bench, error) {
 	if err := checkComm("-s3-pid", cfg.s3PID, cfg.s3Name); err != nil {
 		return nil, err
 	}
+	if err := checkComm("-pg-pid", cfg.pgPID, "postgres"); err != nil {
+		return nil, err
+	}
 
 	tr, err := minio.DefaultTransport(false)
 	if err != nil {
@@ -110,6 +113,9 @@ func (b *bench) cpuNow() cpuSnap {
 	}
 	if b.cfg.s3PID > 0 {
 		s.s3, _ = procCPU(b.cfg.s3PID)
+	}
+	if b.cfg.pgPID > 0 {
+		s.pg, _ = treeCPU(b.cfg.pgPID)
 	}
 	return s
 }

@@ -36,6 +36,7 @@ type config struct {
 	url, token   string
 	serverPID    int
 	s3PID        int
+	pgPID        int
 	s3Name       string
 	databaseURL  string
 	s3Endpoint   string
@@ -91,11 +92,13 @@ func parseFlags() (*config, error) {
 	}
 	pid, _ := strconv.Atoi(os.Getenv("BENCH_SERVER_PID"))
 	s3pid, _ := strconv.Atoi(os.Getenv("BENCH_S3_PID"))
+	pgpid, _ := strconv.Atoi(os.Getenv("BENCH_PG_PID"))
 	quickEnv := os.Getenv("BENCH_QUICK") == "1"
 	flag.StringVar(&c.url, "url", env("AGENTFS_URL", ""), "AgentFS base URL (env AGENTFS_URL)")
 	flag.StringVar(&c.token, "token", env("AGENTFS_TOKEN", ""), "bearer token (env AGENTFS_TOKEN)")
 	flag.IntVar(&c.serverPID, "server-pid", pid, "pid of the agentfs serve process, for RSS (env BENCH_SERVER_PID)")
 	flag.IntVar(&c.s3PID, "s3-pid", s3pid, "pid of the S3 server, for its CPU time (env BENCH_S3_PID; optional)")
+	flag.IntVar(&c.pgPID, "pg-pid", pgpid, "pid of the Postgres postmaster, for the CPU time of it and its backends (env BENCH_PG_PID; optional)")
 	flag.StringVar(&c.s3Name, "s3-name", env("BENCH_S3_NAME", "versitygw"), "the S3 server's program name: versitygw or minio (env BENCH_S3_NAME)")
 	flag.StringVar(&c.databaseURL, "database-url", env("AGENTFS_DATABASE_URL", ""), "the server's Postgres, to seed listing rows (env AGENTFS_DATABASE_URL)")
 	flag.StringVar(&c.s3Endpoint, "s3-endpoint", env("AGENTFS_S3_ENDPOINT", ""), "S3 host:port the server uses (env AGENTFS_S3_ENDPOINT)")

@@ -459,6 +459,8 @@ func (b *bench) batchOf(ctx context.Context, name string, size int64) (row, erro
 	label := fmt.Sprintf("batch of %d × %s puts, items/s", n, fmtSize(size))
 	textHdr := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
 
+	var standaloneCPU, batchCPU cpuAcc
+	c0 := b.cpuNow()
 	sn, sd, _, err := concurrently(ctx, c.smallClients, 0, n, func(ctx context.Context, i int) error {
 		data := text(int64(i)*size, int(size))
 		_, _, err := b.api.putFile(ctx, b.path(fmt.Sprintf("%s/standalone/%d", name, i)), bytes.NewReader(data), size, textHdr)
@@ -467,6 +469,7 @@ func (b *bench) batchOf(ctx context.Context, name string, size int64) (row, erro
 	if err != nil {
 		return row{}, err
 	}
+	standaloneCPU.add(c0, b.cpuNow(), float64(sn)/1000)
 	sr := float64(sn) / sd.Seconds()
 	standalone := fmtRate(sr, "/s") + fmt.Sprintf(" (AgentFS standalone, %d clients)", c.smallClients)
 	logf("  %d standalone %s uploads from %d clients: %s, %.0f/s", sn, fmtSize(size), c.smallClients, sd.Round(time.Millisecond), sr)
@@ -485,7 +488,7 @@ func (b *bench) batchOf(ctx context.Context, name string, size int64) (row, erro
 	if err != nil {
 		return row{}, err
 	}
-	t0 := time.Now()
+	c1, t0 := b.cpuNow(), time.Now()
 	var bt batch
 	// The server answers once the batch ended (or 30 s passed), as a client
 	// that waits would ask it to; polling with GET, which shows all 1000
@@ -514,6 +517,7 @@ func (b *bench) batchOf(ctx context.Context, name string, size int64) (row, erro
 		}
 	}
 	d := time.Since(t0)
+	batchCPU.add(c1, b.cpuNow(), float64(n)/1000)
 	if bt.Counts.Succeeded != n {
 		detail := ""
 		for _, it := range bt.Items {
@@ -531,6 +535,12 @@ func (b *bench) batchOf(ctx context.Context, name string, size int64) (row, erro
 	}
 	logf("  batch of %d × %s: %s, %.0f items/s (it started %s after the request was sent; its items ran for %s)", n, fmtSize(size),
 		d.Round(time.Millisecond), br, admitted.Round(time.Millisecond), ran)
+	s3Name := ""
+	if c.s3PID > 0 {
+		s3Name = c.s3Name
+	}
+	b.notes = append(b.notes, fmt.Sprintf("batch of %s puts, CPU seconds per 1000 items: the batch (admitted and run) %s; standalone %s.",
+		fmtSize(size), batchCPU.per(c.serverPID > 0, s3Name), standaloneCPU.per(c.serverPID > 0, s3Name)))
 	r := row{name: label, agentfs: fmtRate(br, "/s"), direct: standalone, ratio: ratio(br, sr), budget: "reported"}
 	if size <= 1<<10 {
 		r.budget, r.verdict = "≥ 1.5×", "misses"

@@ -216,6 +216,57 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(u+st) * clockTick, nil
 }
 
+// treeCPU returns the CPU time a process and its children have used so
+// far: its own, what its children that ended left in its account
+// (cutime, cstime; Postgres's postmaster reaps its backends), and that of
+// its children still running (Postgres backends).
+func treeCPU(pid int) (time.Duration, error) {
+	fields := func(pid int) ([]string, error) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return nil, err
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			return nil, errors.New("unexpected /proc/PID/stat format")
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 15 {
+			return nil, errors.New("unexpected /proc/PID/stat format")
+		}
+		return f, nil
+	}
+	sum := func(f []string, from, to int) time.Duration {
+		var n int64
+		for _, v := range f[from : to+1] {
+			x, _ := strconv.ParseInt(v, 10, 64)
+			n += x
+		}
+		return time.Duration(n) * clockTick
+	}
+	f, err := fields(pid)
+	if err != nil {
+		return 0, err
+	}
+	total := sum(f, 11, 14) // utime, stime, cutime, cstime
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	parent := strconv.Itoa(pid)
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil || child == pid {
+			continue
+		}
+		if cf, err := fields(child); err == nil && cf[1] == parent { // field 4, ppid
+			total += sum(cf, 11, 12)
+		}
+	}
+	return total, nil
+}
+
 // selfCPU returns the CPU time this process has used so far.
 func selfCPU() time.Duration {
 	var ru syscall.Rusage
@@ -249,20 +300,22 @@ func machineCPU() time.Duration {
 }
 
 // cpuSnap is the CPU used so far by this program, the AgentFS server, the
-// S3 server (zero for a process whose pid is unknown) and the whole machine.
-type cpuSnap struct{ self, server, s3, total time.Duration }
+// S3 server, Postgres (zero for a process whose pid is unknown) and the
+// whole machine.
+type cpuSnap struct{ self, server, s3, pg, total time.Duration }
 
 // cpuAcc adds up CPU used per unit of work (a GiB moved, a thousand
 // uploads), for one side of a measurement.
 type cpuAcc struct {
-	self, server, s3, total time.Duration
-	units                   float64
+	self, server, s3, pg, total time.Duration
+	units                       float64
 }
 
 func (a *cpuAcc) add(from, to cpuSnap, units float64) {
 	a.self += to.self - from.self
 	a.server += to.server - from.server
 	a.s3 += to.s3 - from.s3
+	a.pg += to.pg - from.pg
 	a.total += to.total - from.total
 	a.units += units
 }
@@ -284,6 +337,10 @@ func (a cpuAcc) per(withServer bool, s3Name string) string {
 	if s3Name != "" {
 		s += ", " + s3Name + " " + f(a.s3)
 		rest -= a.s3
+		if a.pg > 0 {
+			s += ", postgres " + f(a.pg)
+			rest -= a.pg
+		}
 		if a.total > 0 {
 			s += ", rest " + f(max(0, rest))
 		}

@@ -82,6 +82,7 @@ for attempt in 1 2 3; do
 	log "retrying $S3_SERVER on another port ..."
 done
 s3_pid=$(cat "$LOG_DIR/$S3_SERVER.pid" 2>/dev/null || true)
+pg_pid=$(head -n 1 "$pg_dir/postmaster.pid" 2>/dev/null || true)
 
 export AGENTFS_DATABASE_URL="postgres://agentfs@127.0.0.1:$pg_port/agentfs?sslmode=disable"
 export AGENTFS_S3_ENDPOINT="127.0.0.1:$s3_port"
@@ -139,7 +140,7 @@ echo "bench servers: AgentFS $AGENTFS_PUBLIC_URL (pid $agentfs_pid), postgres 12
 
 set +e
 AGENTFS_URL=$AGENTFS_PUBLIC_URL AGENTFS_TOKEN=$token \
-	BENCH_SERVER_PID=$agentfs_pid BENCH_S3_PID=$s3_pid BENCH_S3_NAME=$S3_SERVER \
+	BENCH_SERVER_PID=$agentfs_pid BENCH_S3_PID=$s3_pid BENCH_S3_NAME=$S3_SERVER BENCH_PG_PID=$pg_pid \
 	go run ./bench "${BENCH_ARGS[@]}"
 status=$?
 set -e
