@@ -104,6 +104,11 @@ type write struct {
 	// current answers a replay with the resource's current state, for the
 	// routes whose resource keeps changing (sessions, batches).
 	current func(ctx context.Context, rec *idempotency.Record) (idempotency.Outcome, error)
+	// pending, for a put whose bytes go into a new blob, is that put once
+	// prepared, and origin what its event records: a batch commits many
+	// such puts in one statement (storage.ApplyPutsTx) instead of apply.
+	pending **storage.PendingPut
+	origin  agentfs.Origin
 }
 
 // item names the batch item a write runs as: its status commits with the
@@ -129,7 +134,7 @@ func (c *Core) run(ctx context.Context, who agentfs.Caller, it *item, w *write) 
 	case err != nil:
 		return idempotency.Result{}, err
 	case rec != nil:
-		return c.replay(ctx, who, it, w, rec)
+		return c.replay(ctx, who, w, rec)
 	}
 	defer claim.Close()
 	out, err := c.commit(ctx, it, w, claim)
@@ -178,23 +183,26 @@ func (c *Core) commitPrepared(ctx context.Context, it *item, w *write, claim *st
 // record, and the batch item's status, set only while the item is pending.
 func (c *Core) applyTx(ctx context.Context, tx pgx.Tx, it *item, w *write, claim *storage.Claim) (idempotency.Outcome, error) {
 	out, err := w.apply(ctx, tx)
-	if err != nil {
+	if err == nil {
+		err = c.record(ctx, tx, w, claim, out)
+	}
+	if err != nil || it == nil {
 		return out, err
 	}
-	if claim != nil {
-		content, err := w.content()
-		if err != nil {
-			return out, err
-		}
-		if err := claim.Complete(ctx, tx, content, out); err != nil {
-			return out, err
-		}
+	return out, storage.MarkItemTx(ctx, tx, it.batch.ID, it.index, succeeded(out))
+}
+
+// record records the outcome of w's effect on the key's claim in tx, if
+// it has one.
+func (c *Core) record(ctx context.Context, tx pgx.Tx, w *write, claim *storage.Claim, out idempotency.Outcome) error {
+	if claim == nil {
+		return nil
 	}
-	if it != nil {
-		return out, storage.MarkItemTx(ctx, tx, it.batch.ID, it.index, storage.ItemOutcome{
-			Status: agentfs.ItemSucceeded, ResultID: fileID(out)})
+	content, err := w.content()
+	if err != nil {
+		return err
 	}
-	return out, nil
+	return claim.Complete(ctx, tx, content, out)
 }
 
 func (c *Core) after(ctx context.Context, w *write, res idempotency.Result) (idempotency.Result, error) {
@@ -244,9 +252,8 @@ func (c *Core) release(ctx context.Context, claim *storage.Claim) {
 }
 
 // replay answers a repeat of a completed request with its recorded
-// outcome, once its content is known to be the same; a batch item that
-// replays ends with the recorded outcome.
-func (c *Core) replay(ctx context.Context, who agentfs.Caller, it *item, w *write, rec *idempotency.Record) (idempotency.Result, error) {
+// outcome, once its content is known to be the same.
+func (c *Core) replay(ctx context.Context, who agentfs.Caller, w *write, rec *idempotency.Record) (idempotency.Result, error) {
 	sum, err := w.content()
 	if err != nil {
 		return idempotency.Result{}, err
@@ -257,11 +264,6 @@ func (c *Core) replay(ctx context.Context, who agentfs.Caller, it *item, w *writ
 	out := rec.Outcome
 	if w.current != nil && out.Status < 300 {
 		if out, err = w.current(ctx, rec); err != nil {
-			return idempotency.Result{}, err
-		}
-	}
-	if it != nil {
-		if err := c.markReplayed(ctx, it, out); err != nil {
 			return idempotency.Result{}, err
 		}
 	}

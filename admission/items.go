@@ -3,7 +3,6 @@ package admission
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -26,7 +25,7 @@ import (
 // unavailable, the item's key in progress elsewhere); every other outcome
 // is recorded on the item. It is PrepareItem and CommitItems of one item.
 func (c *Core) RunItem(ctx context.Context, b *agentfs.Batch, it agentfs.BatchItem) error {
-	p, err := c.PrepareItem(ctx, b, it)
+	p, err := c.PrepareItem(ctx, b, it, ItemHint{})
 	if p != nil {
 		err = c.CommitItems(ctx, []*PreparedItem{p})[0]
 	}
@@ -36,91 +35,123 @@ func (c *Core) RunItem(ctx context.Context, b *agentfs.Batch, it agentfs.BatchIt
 	return err
 }
 
+// ItemHint is what a runner already found out for an item, to spare it a
+// query of its own.
+type ItemHint struct {
+	// Known says Live is the live file at a put's path (nil: none), as
+	// found once every earlier item on the path had ended
+	// (storage.LivePaths). The put is decided against it before its bytes
+	// go out, and again under a lock when it commits.
+	Known bool
+	Live  *agentfs.File
+}
+
 // PreparedItem is a pending batch item that has done everything that
-// comes before its transaction: its key is claimed and its bytes are in a
-// new blob. CommitItems commits it, alone or with others, and ends it
-// either way.
+// comes before its transaction: its key claimed and its bytes in a new
+// blob, or its outcome decided without an effect (a failure, a replay).
+// CommitItems commits it, alone or with others; AbandonItem drops it.
 type PreparedItem struct {
 	it    item
 	who   agentfs.Caller
-	w     *write
+	w     *write // nil when the item ended before its transaction
 	claim *storage.Claim
+	end   storage.ItemOutcome // when w is nil: what to record on the item
 }
 
 // PrepareItem does for a pending item of b what comes before the
-// transaction that commits its effect: it binds the item's write (a put's
-// content is it.Content when loaded, else read here), claims its key, and
-// writes its bytes into a new blob. Items on different paths, files and
-// keys may be prepared at once; the bytes of several are then on their way
-// to S3 together. It returns nil when the item ended here: replayed, failed
-// with the problem a standalone request would get (recorded on the item),
-// or met a failure that may pass when the batch is retried (the error, as
-// CommitItems would return it).
-func (c *Core) PrepareItem(ctx context.Context, b *agentfs.Batch, it agentfs.BatchItem) (*PreparedItem, error) {
+// transaction that records it: it binds the item's write (a put's content
+// is it.Content when loaded, else read here), claims its key or finds the
+// key's outcome, and writes its bytes into a new blob. Items on different
+// paths, files and keys may be prepared at once, so several items' bytes
+// are on their way to S3 together. An item that fails here (the problem a
+// standalone request would get) or replays is prepared too, with nothing to
+// apply: its outcome is recorded when it commits, so items end in the order
+// they commit. The error, with no item, is a failure that may pass when the
+// batch is retried; the item stays pending.
+func (c *Core) PrepareItem(ctx context.Context, b *agentfs.Batch, it agentfs.BatchItem, hint ItemHint) (*PreparedItem, error) {
 	who := agentfs.Caller{Subject: b.Subject, Key: it.Key, By: b.By, RequestID: b.RequestID}
 	o := agentfs.OriginOf(who)
 	o.BatchID = b.ID
 	p := &PreparedItem{it: item{batch: b, index: it.Index}, who: who}
-	w, err := c.itemWrite(ctx, who, o, b, it)
+	w, err := c.itemWrite(ctx, who, o, b, it, hint)
 	if err != nil {
-		return nil, c.endItem(ctx, &p.it, err)
+		return c.endBefore(p, err)
 	}
-	p.w = w
 	if who.Key != "" {
 		claim, rec, err := c.store.BeginKey(ctx, who.Subject, who.Key, w.method, w.route, w.request.Sum())
 		switch {
 		case err != nil:
-			return nil, c.endItem(ctx, &p.it, err)
+			return c.endBefore(p, err)
 		case rec != nil:
-			_, err := c.replay(ctx, who, &p.it, w, rec)
-			return nil, c.endItem(ctx, &p.it, err)
+			res, err := c.replay(ctx, who, w, rec)
+			if err == nil {
+				p.end, err = c.replayedOutcome(p.it, res.Outcome)
+			}
+			if err != nil {
+				return c.endBefore(p, err)
+			}
+			return p, nil
 		}
 		p.claim = claim
 	}
 	if w.prepare != nil {
 		if err := w.prepare(ctx); err != nil {
-			return nil, c.itemEnded(ctx, p, err)
+			if p.claim != nil {
+				err = c.settle(ctx, who, w, p.claim, err)
+				p.claim.Close()
+				p.claim = nil
+			}
+			return c.endBefore(p, err)
 		}
 	}
+	p.w = w
 	return p, nil
 }
 
-// CommitItems commits prepared items of one batch, which must not depend
-// on each other (no two on one path, one file or one key): in one
-// transaction when it can, each item's effect with its status (set only
-// while it is still pending) and its key's record, so a batch pays for one
-// commit, not one per item. When an item's effect fails in that
-// transaction, nothing of it is kept and each item commits in a
-// transaction of its own instead, so one item's failure never costs the
-// others theirs. Every item is ended; its result is nil (committed, or
-// failed with its problem recorded on the item), storage.ErrItemDone (it
-// is no longer pending: the batch was canceled, or another worker applied
-// it), or a failure that may pass when the batch is retried, which leaves
-// the item pending.
+// endBefore ends an item whose write failed before its transaction: a
+// failure that may pass when the batch is retried leaves it pending; any
+// other is the outcome to record.
+func (c *Core) endBefore(p *PreparedItem, err error) (*PreparedItem, error) {
+	if transient(err) || errors.Is(err, storage.ErrItemDone) {
+		return nil, err
+	}
+	prob, _ := problem.From(err)
+	p.w, p.end = nil, c.failedOutcome(p.it, prob, false)
+	return p, nil
+}
+
+// CommitItems commits prepared items of one batch, in their order, which
+// must not depend on each other (no two on one path, one file or one key).
+// When it can, they commit in one transaction: each item's effect with its
+// key's record, puts of new files in one statement, and every item's
+// status in one statement, set only if every item is still pending, so a
+// batch pays for a few statements and one commit per group, not several
+// per item. When that transaction fails, nothing of it is kept and each
+// item commits in a transaction of its own, so one item's failure never
+// costs the others theirs. Every item is ended; its result is nil
+// (committed, or failed with its problem recorded on the item),
+// storage.ErrItemDone (no longer pending: the batch was canceled, or
+// another worker ran it), or a failure that may pass when the batch is
+// retried. Items after one that stays pending are abandoned (AbandonItem)
+// and fail with ErrNotCommitted, so items never commit out of order.
 func (c *Core) CommitItems(ctx context.Context, items []*PreparedItem) []error {
 	errs := make([]error, len(items))
 	if len(items) > 1 {
-		outs := make([]idempotency.Outcome, len(items))
-		err := c.store.WithTx(ctx, func(tx pgx.Tx) error {
-			for i, p := range items {
-				out, err := c.applyTx(ctx, tx, &p.it, p.w, p.claim)
-				if err != nil {
-					return err
-				}
-				outs[i] = out
-			}
-			return nil
-		})
+		err := c.store.WithTx(ctx, func(tx pgx.Tx) error { return c.commitGroup(ctx, tx, items) })
 		if err == nil || storage.CommitUncertain(err) {
-			// Committed, or perhaps: an item is not tried again in a
-			// transaction of its own as if it had not (its blob must stay,
-			// for the rows may reference it); the batch's retry finds it
-			// pending or not.
+			// Committed, or perhaps: an item is not tried again as if it
+			// had not (its blob must stay, for the rows may reference it);
+			// the batch's retry finds it pending or not.
 			for i, p := range items {
-				if p.w.finish != nil {
-					p.w.finish(ctx, err)
+				switch {
+				case p.w == nil:
+					errs[i] = err // its outcome is recorded, or is left for the retry to decide again
+				default:
+					if p.w.finish != nil {
+						p.w.finish(ctx, err)
+					}
+					errs[i] = c.itemEnded(ctx, p, err)
 				}
-				errs[i] = c.itemEnded(ctx, p, err)
 			}
 			return errs
 		}
@@ -128,10 +159,84 @@ func (c *Core) CommitItems(ctx context.Context, items []*PreparedItem) []error {
 			"items", len(items), "err", err)
 	}
 	for i, p := range items {
+		if i > 0 && errs[i-1] != nil && !errors.Is(errs[i-1], storage.ErrItemDone) {
+			c.AbandonItem(ctx, p)
+			errs[i] = ErrNotCommitted
+			continue
+		}
+		if p.w == nil {
+			errs[i] = c.store.WithTx(ctx, func(tx pgx.Tx) error {
+				return storage.MarkItemTx(ctx, tx, p.it.batch.ID, p.it.index, p.end)
+			})
+			continue
+		}
 		_, err := c.commitPrepared(ctx, &p.it, p.w, p.claim)
 		errs[i] = c.itemEnded(ctx, p, err)
 	}
 	return errs
+}
+
+// ErrNotCommitted is the result of a prepared item that was not committed
+// because an item before it stays pending: it stays pending too, and runs
+// again when the batch is retried.
+var ErrNotCommitted = errors.New("batch item not committed: an earlier item stays pending")
+
+// commitGroup writes the effects of independent items and all their
+// statuses in tx.
+func (c *Core) commitGroup(ctx context.Context, tx pgx.Tx, items []*PreparedItem) error {
+	outs := make([]idempotency.Outcome, len(items))
+	var puts []*storage.PendingPut
+	var origins []agentfs.Origin
+	var putItems []int
+	for i, p := range items {
+		switch {
+		case p.w == nil:
+		case p.w.pending != nil && p.claim == nil:
+			// A put without a key: only its file id is recorded, on the item.
+			puts, origins, putItems = append(puts, *p.w.pending), append(origins, p.w.origin), append(putItems, i)
+		default:
+			out, err := p.w.apply(ctx, tx)
+			if err == nil {
+				err = c.record(ctx, tx, p.w, p.claim, out)
+			}
+			if err != nil {
+				return err
+			}
+			outs[i] = out
+		}
+	}
+	files, _, err := c.store.ApplyPutsTx(ctx, tx, puts, origins)
+	if err != nil {
+		return err
+	}
+	for k, i := range putItems {
+		outs[i].Resource = idempotency.Resource{Object: "file", ID: files[k].ID}
+	}
+	marks := make([]storage.ItemMark, len(items))
+	for i, p := range items {
+		marks[i] = storage.ItemMark{Index: p.it.index, ItemOutcome: p.end}
+		if p.w != nil {
+			marks[i].ItemOutcome = succeeded(outs[i])
+		}
+	}
+	return storage.MarkItemsTx(ctx, tx, items[0].it.batch.ID, marks)
+}
+
+// AbandonItem drops a prepared item that will not commit now (an item
+// before it stays pending, or the run stopped): its blob is removed and
+// its key released, and the item stays pending, to run again when the
+// batch is retried.
+func (c *Core) AbandonItem(ctx context.Context, p *PreparedItem) {
+	if p.w == nil {
+		return
+	}
+	if p.w.finish != nil {
+		p.w.finish(ctx, ErrNotCommitted)
+	}
+	if p.claim != nil {
+		c.release(ctx, p.claim)
+	}
+	p.w = nil
 }
 
 // itemEnded ends a prepared item whose write ended with err: its key's
@@ -156,17 +261,17 @@ func (c *Core) itemEnded(ctx context.Context, p *PreparedItem, err error) error 
 // recorded on the item as the problem a standalone request would get.
 func (c *Core) endItem(ctx context.Context, it *item, err error) error {
 	switch {
-	case err == nil, errors.Is(err, storage.ErrItemDone):
-		return err
-	case transient(err):
+	case err == nil, errors.Is(err, storage.ErrItemDone), transient(err):
 		return err
 	}
 	p, _ := problem.From(err)
-	return c.markFailed(ctx, it.batch, it.index, p, false)
+	return c.store.WithTx(ctx, func(tx pgx.Tx) error {
+		return storage.MarkItemTx(ctx, tx, it.batch.ID, it.index, c.failedOutcome(*it, p, false))
+	})
 }
 
 // itemWrite is the write an item asks for.
-func (c *Core) itemWrite(ctx context.Context, who agentfs.Caller, o agentfs.Origin, b *agentfs.Batch, it agentfs.BatchItem) (*write, error) {
+func (c *Core) itemWrite(ctx context.Context, who agentfs.Caller, o agentfs.Origin, b *agentfs.Batch, it agentfs.BatchItem, hint ItemHint) (*write, error) {
 	switch it.Op {
 	case agentfs.OpPut:
 		content := it.Content
@@ -176,10 +281,17 @@ func (c *Core) itemWrite(ctx context.Context, who agentfs.Caller, o agentfs.Orig
 				return nil, err
 			}
 		}
-		sum := sha256.Sum256(content)
+		// No Digest: the bytes are hashed once, on their way to S3 (or, for
+		// a key's replay, to compare them with the recorded content).
 		put := agentfs.Put{Subject: b.Subject, Path: it.Path, ContentType: it.ContentType, Replace: it.Replace,
-			Size: int64(len(content)), Digest: sum[:], ExpiresIn: it.ExpiresIn, By: b.By}
-		return c.putWrite(put, bytes.NewReader(content), o), nil
+			Size: int64(len(content)), ExpiresIn: it.ExpiresIn, By: b.By}
+		body := bytes.NewReader(content)
+		if hint.Known {
+			return c.putWriteWith(put, body, o, func(ctx context.Context) (*storage.PendingPut, error) {
+				return c.store.PreparePutAgainst(ctx, put, body, hint.Live)
+			}), nil
+		}
+		return c.putWrite(put, body, o), nil
 	case agentfs.OpDelete:
 		return c.deleteWrite(who, it.FileID, "", o), nil
 	case agentfs.OpRestore:
@@ -196,6 +308,8 @@ func (c *Core) itemWrite(ctx context.Context, who agentfs.Caller, o agentfs.Orig
 }
 
 // transient reports whether an item's failure may pass when the batch is
+
+// transient reports whether an item's failure may pass when the batch is
 // retried: storage unavailable, a key in progress or a claim lost to
 // another request, a cancelled run.
 func transient(err error) bool {
@@ -204,26 +318,30 @@ func transient(err error) bool {
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// markReplayed ends an item whose key already held an outcome.
-func (c *Core) markReplayed(ctx context.Context, it *item, out idempotency.Outcome) error {
+// succeeded is the status of an item whose effect committed with out.
+func succeeded(out idempotency.Outcome) storage.ItemOutcome {
+	return storage.ItemOutcome{Status: agentfs.ItemSucceeded, ResultID: fileID(out)}
+}
+
+// replayedOutcome is the status of an item whose key already held out: it
+// ends as the recorded request did.
+func (c *Core) replayedOutcome(it item, out idempotency.Outcome) (storage.ItemOutcome, error) {
 	if out.Status >= 300 {
 		var p problem.Problem
 		if err := json.Unmarshal(out.Body, &p); err != nil {
-			return err
+			return storage.ItemOutcome{}, err
 		}
-		return c.markFailed(ctx, it.batch, it.index, &p, true)
+		return c.failedOutcome(it, &p, true), nil
 	}
-	return c.store.MarkItem(ctx, it.batch.ID, it.index, storage.ItemOutcome{
-		Status: agentfs.ItemSucceeded, Replayed: true, ResultID: fileID(out)})
+	return storage.ItemOutcome{Status: agentfs.ItemSucceeded, Replayed: true, ResultID: fileID(out)}, nil
 }
 
-// markFailed records the problem a standalone request would have answered
-// on an item that had no effect, named as the item and carrying the batch
-// request's id.
-func (c *Core) markFailed(ctx context.Context, b *agentfs.Batch, index int, p *problem.Problem, replayed bool) error {
+// failedOutcome is the status of an item that had no effect: the problem a
+// standalone request would have answered, named as the item and carrying
+// the batch request's id.
+func (c *Core) failedOutcome(it item, p *problem.Problem, replayed bool) storage.ItemOutcome {
 	out := *p
-	out.Instance = "/v1/batch/" + b.ID + "/items/" + strconv.Itoa(index)
-	out.RequestID = b.RequestID
-	return c.store.MarkItem(ctx, b.ID, index, storage.ItemOutcome{Status: agentfs.ItemFailed, Replayed: replayed,
-		Error: problem.Encode(&out)})
+	out.Instance = "/v1/batch/" + it.batch.ID + "/items/" + strconv.Itoa(it.index)
+	out.RequestID = it.batch.RequestID
+	return storage.ItemOutcome{Status: agentfs.ItemFailed, Replayed: replayed, Error: problem.Encode(&out)}
 }

@@ -27,9 +27,16 @@ func (c *Core) Put(ctx context.Context, who agentfs.Caller, put agentfs.Put, bod
 }
 
 func (c *Core) putWrite(put agentfs.Put, body io.Reader, o agentfs.Origin) *write {
+	return c.putWriteWith(put, body, o, func(ctx context.Context) (*storage.PendingPut, error) {
+		return c.store.PreparePut(ctx, put, body)
+	})
+}
+
+// putWriteWith is putWrite whose bytes go into a new blob by prepare.
+func (c *Core) putWriteWith(put agentfs.Put, body io.Reader, o agentfs.Origin, prepare func(context.Context) (*storage.PendingPut, error)) *write {
 	var pending *storage.PendingPut
 	return c.pendingPutWrite(&pending, put, o, func(ctx context.Context) (err error) {
-		pending, err = c.store.PreparePut(ctx, put, body)
+		pending, err = prepare(ctx)
 		return err
 	}, func() ([]byte, error) {
 		switch {
@@ -76,7 +83,8 @@ func (c *Core) pendingPutWrite(pending **storage.PendingPut, put agentfs.Put, o 
 			}
 			return c.fileOutcome(f, created), nil
 		},
-		finish: func(ctx context.Context, err error) { (*pending).Finish(ctx, err) },
+		finish:  func(ctx context.Context, err error) { (*pending).Finish(ctx, err) },
+		pending: pending, origin: o,
 	}
 }
 

@@ -13,31 +13,34 @@ import (
 	"github.com/agentfs/agentfs/storage"
 )
 
-// How a batch's pending items run: several at once, yet each only after
-// every earlier item it may depend on has ended, so a batch ends as if its
-// items had run one after another.
+// How a batch's pending items run: several at once, yet as if one after
+// another, in order.
 //
 //   - An item depends on the earlier items that share one of its order keys
 //     (orderKeys): the path it writes, the file it names by id and that
-//     file's path, the path an undo moves a file back to, its item key. An
-//     operation the runner does not know waits for every earlier item, and
-//     every later item waits for it.
-//   - Items whose earlier items have all ended are prepared at once, up to
-//     Config.ItemConcurrency for the whole instance: each claims its key
-//     and writes its bytes into a new blob (the S3 PUTs are most of an
-//     item's time).
-//   - One committer per batch commits what is prepared, many items in one
-//     transaction (admission.Core.CommitItems: each item's effect with its
-//     status, only while it is pending). An item's dependents start only
-//     once it has committed.
-//   - Contents are loaded from Postgres a chunk at a time, ahead of need
-//     and within a byte budget, not one query per item.
+//     file's path, the path an undo moves a file back to, its item key. It
+//     starts only once they have all ended. An operation the runner does
+//     not know waits for every earlier item, and every later item waits for
+//     it.
+//   - Items free to start are prepared at once, up to
+//     Config.ItemConcurrency for the whole instance, earliest first: each
+//     claims its key and writes its bytes into a new blob (the S3 PUTs are
+//     most of an item's time), or finds its outcome without an effect.
+//   - Prepared items commit in index order, as many as are prepared in a
+//     row (up to maxGroup) per transaction (admission.Core.CommitItems: each
+//     item's effect with its status, only while it is pending). So items
+//     end in their order, the pending items of a batch are always its last
+//     ones, and an item that must wait (a key in progress elsewhere, storage
+//     down) holds back every item after it, as it would one by one.
+//   - Contents, and the live files at the paths of the puts free to start,
+//     are loaded a chunk at a time, ahead of need and within a byte budget,
+//     not one query per item.
 //
 // Nothing new starts once the job's slice is nearly over, once an item met
-// a failure that may pass on retry (the item stays pending, so its
-// dependents must not run), or once an item turned out to be no longer
-// pending (the batch was canceled): what is under way ends, and the run
-// returns.
+// a failure that may pass on retry (it stays pending), or once an item
+// turned out to be no longer pending (the batch was canceled): what is
+// prepared in a row commits, the rest is dropped (its blobs removed, its
+// keys released; it stays pending), and the run returns.
 const (
 	// maxGroup bounds how many items commit in one transaction.
 	maxGroup = 32
@@ -93,31 +96,31 @@ type node struct {
 	waits int     // earlier items it depends on that have not ended
 	next  []*node // later items that depend on it
 	size  int64   // bytes of content it holds while loaded and not prepared
+	hint  admission.ItemHint
+	p     *admission.PreparedItem // once prepared, until it commits
 	state nodeState
 }
 
 type nodeState int
 
 const (
-	unloaded nodeState = iota
-	loaded             // content (if any) in memory, waiting for its turn
-	preparing
-	committing
-	ended
+	unloaded   nodeState = iota
+	loaded               // content (if any) in memory, waiting for its turn
+	preparing            // in a goroutine of prepare
+	prepared             // waiting for the items before it to commit
+	committing           // in the group being committed
+	ended                // committed, or failed with its outcome recorded
+	left                 // left pending: a failure that may pass on retry
 )
 
-// event is what a node's goroutines report: its prepare ended with the
-// item waiting to commit (prepared), or the item ended (err as
-// admission.Core.CommitItems returns it).
+// event is what the goroutines of a run report: a node's prepare ended (p,
+// or the failure err), or a group committed (errs, one per node).
 type event struct {
-	n        *node
-	prepared bool
-	err      error
-}
-
-type queued struct {
-	n *node
-	p *admission.PreparedItem
+	n     *node
+	p     *admission.PreparedItem
+	err   error
+	group []*node
+	errs  []error
 }
 
 // scheduler runs one batch's pending items. Its fields belong to the
@@ -127,14 +130,18 @@ type scheduler struct {
 	b       *agentfs.Batch
 	nodes   []*node // index order
 	loadPos int     // nodes before it are loaded (or further along)
-	held    int64
+	held    int64   // bytes of content loaded and not yet prepared
 	ready   readyHeap
-	// preparing counts nodes being prepared, active those started and not
-	// ended.
-	preparing, active, ended int
-	events                   chan event
-	commits                  chan queued
-	stop                     error // why nothing more starts
+	// head is the first node not yet handed to the committer: the nodes
+	// before it are committing or over.
+	head int
+	// preparing counts the nodes being prepared, inflight those started
+	// and not over; committing is true while a group commits.
+	preparing, inflight, over int
+	committing                bool
+	events                    chan event
+	commits                   chan []*node
+	stop                      error // why nothing more starts
 }
 
 // runItems applies b's pending items: nil once every one has ended, else
@@ -145,8 +152,8 @@ func (r *Runner) runItems(ctx context.Context, b *agentfs.Batch) error {
 	if err != nil || len(s.nodes) == 0 {
 		return err
 	}
-	s.events = make(chan event, 2*len(s.nodes))
-	s.commits = make(chan queued, r.cfg.ItemConcurrency+maxGroup)
+	s.events = make(chan event, len(s.nodes)+1)
+	s.commits = make(chan []*node, 1)
 	go s.committer(ctx)
 	defer close(s.commits)
 	for {
@@ -159,13 +166,20 @@ func (r *Runner) runItems(ctx context.Context, b *agentfs.Batch) error {
 		if s.stop == nil {
 			s.dispatch(ctx)
 		}
-		if s.active == 0 {
+		s.commitNext()
+		if s.preparing == 0 && !s.committing {
 			break
 		}
 		s.handle(ctx, <-s.events)
 	}
-	if s.stop == nil && s.ended < len(s.nodes) {
-		return fmt.Errorf("batch %s: %d of %d items could not start", b.ID, len(s.nodes)-s.ended, len(s.nodes))
+	for _, n := range s.nodes[s.head:] {
+		if n.state == prepared {
+			r.core.AbandonItem(ctx, n.p)
+			n.p = nil
+		}
+	}
+	if s.stop == nil && s.over < len(s.nodes) {
+		return fmt.Errorf("batch %s: %d of %d items could not start", b.ID, len(s.nodes)-s.over, len(s.nodes))
 	}
 	return s.stop
 }
@@ -183,11 +197,18 @@ func (r *Runner) plan(ctx context.Context, b *agentfs.Batch) (*scheduler, error)
 	if err != nil {
 		return nil, err
 	}
-	s := &scheduler{r: r, b: b}
+	return &scheduler{r: r, b: b, nodes: order(b.Items, paths)}, nil
+}
+
+// order makes a node of each pending item, in index order, each waiting
+// for the earlier ones it may depend on. paths are the paths of the files
+// the items name by id.
+func order(items []agentfs.BatchItem, paths map[string]string) []*node {
+	var nodes []*node
 	last := map[string]*node{}
 	var barrier *node
-	var since []*node // nodes planned since the last barrier
-	for _, it := range b.Items {
+	var since []*node // nodes since the last barrier
+	for _, it := range items {
 		if it.Status != agentfs.ItemPending {
 			continue
 		}
@@ -212,9 +233,9 @@ func (r *Runner) plan(ctx context.Context, b *agentfs.Batch) (*scheduler, error)
 			}
 			since = append(since, n)
 		}
-		s.nodes = append(s.nodes, n)
+		nodes = append(nodes, n)
 	}
-	return s, nil
+	return nodes
 }
 
 // sliceOver reports whether the job's slice is nearly over: what is under
@@ -224,20 +245,30 @@ func (r *Runner) sliceOver(ctx context.Context) bool {
 	return ok && time.Until(deadline) < r.cfg.RescueAfter/6
 }
 
-// load loads the contents of the next nodes in index order, a chunk per
-// query, while few are ready and the bytes held stay within the budget.
-// The earliest node that has not ended is always loaded, so the budget
-// never stops a run.
+// load loads the next nodes in index order, a chunk at a time, while few
+// are ready and the bytes held stay within the budget: the contents of the
+// puts, and the live files at the paths of the puts free to start (their
+// hints). The earliest node that has not ended is always loaded, so the
+// budget never stops a run.
 func (s *scheduler) load(ctx context.Context) {
 	for s.loadPos < len(s.nodes) && s.ready.Len() < 2*s.r.cfg.ItemConcurrency && s.held < loadBudget {
 		end := min(len(s.nodes), s.loadPos+chunkItems)
 		var idxs []int
+		var paths []string
 		for _, n := range s.nodes[s.loadPos:end] {
 			if n.it.Op == agentfs.OpPut {
 				idxs = append(idxs, n.it.Index)
+				if n.waits == 0 {
+					paths = append(paths, n.it.Path)
+				}
 			}
 		}
 		contents, err := s.r.store.ItemContents(ctx, s.b.ID, idxs, chunkBytes)
+		if err != nil {
+			s.fail(ctx, nil, err)
+			return
+		}
+		live, err := s.r.store.LivePaths(ctx, s.b.Subject, paths)
 		if err != nil {
 			s.fail(ctx, nil, err)
 			return
@@ -252,6 +283,9 @@ func (s *scheduler) load(ctx context.Context) {
 				}
 				n.it.Content, n.size = content, int64(len(content))
 				s.held += n.size
+				if n.waits == 0 {
+					n.hint = admission.ItemHint{Known: true, Live: live[n.it.Path]}
+				}
 			}
 			n.state = loaded
 			if n.waits == 0 {
@@ -266,94 +300,112 @@ func (s *scheduler) load(ctx context.Context) {
 }
 
 // dispatch starts preparing ready nodes, earliest first, within the
-// concurrency bound and a bound on items waiting to commit.
+// concurrency bound and a bound on the nodes started and not over; the
+// first node not yet committing always may start, so the nodes prepared
+// after it never keep it waiting.
 func (s *scheduler) dispatch(ctx context.Context) {
 	limit := s.r.cfg.ItemConcurrency
-	for s.ready.Len() > 0 && s.preparing < limit && s.active < limit+maxGroup {
+	for s.ready.Len() > 0 && s.preparing < limit {
+		if s.inflight >= limit+maxGroup && s.ready[0] != s.nodes[s.head] {
+			return
+		}
 		n := heap.Pop(&s.ready).(*node)
 		n.state = preparing
 		s.preparing++
-		s.active++
-		go s.prepare(ctx, n, n.it)
+		s.inflight++
+		go s.prepare(ctx, n, n.it, n.hint)
 	}
 }
 
-// prepare prepares one item in a slot of the instance and hands it to the
-// committer.
-func (s *scheduler) prepare(ctx context.Context, n *node, it agentfs.BatchItem) {
+// prepare prepares one item in a slot of the instance.
+func (s *scheduler) prepare(ctx context.Context, n *node, it agentfs.BatchItem, hint admission.ItemHint) {
 	select {
 	case s.r.slots <- struct{}{}:
 	case <-ctx.Done():
 		s.events <- event{n: n, err: ctx.Err()}
 		return
 	}
-	p, err := s.r.core.PrepareItem(ctx, s.b, it)
+	p, err := s.r.core.PrepareItem(ctx, s.b, it, hint)
 	<-s.r.slots
-	if p == nil {
-		s.events <- event{n: n, err: err}
-		return
-	}
-	s.events <- event{n: n, prepared: true}
-	s.commits <- queued{n: n, p: p}
+	s.events <- event{n: n, p: p, err: err}
 }
 
-// committer commits what is prepared, as many items per transaction as
-// have come (up to maxGroup), until commits is closed.
+// commitNext hands the committer the prepared nodes in a row from head,
+// unless it is busy.
+func (s *scheduler) commitNext() {
+	if s.committing {
+		return
+	}
+	end := s.head
+	for end < len(s.nodes) && end-s.head < maxGroup && s.nodes[end].state == prepared {
+		s.nodes[end].state = committing
+		end++
+	}
+	if end == s.head {
+		return
+	}
+	s.committing = true
+	s.commits <- s.nodes[s.head:end]
+	s.head = end
+}
+
+// committer commits the groups it is handed, one at a time, until commits
+// is closed.
 func (s *scheduler) committer(ctx context.Context) {
-	for q := range s.commits {
-		group := []queued{q}
-	more:
-		for len(group) < maxGroup {
-			select {
-			case q, ok := <-s.commits:
-				if !ok {
-					break more
-				}
-				group = append(group, q)
-			default:
-				break more
-			}
-		}
+	for group := range s.commits {
 		items := make([]*admission.PreparedItem, len(group))
-		for i, q := range group {
-			items[i] = q.p
+		for i, n := range group {
+			items[i] = n.p
 		}
-		errs := s.r.core.CommitItems(ctx, items)
-		for i, q := range group {
-			s.events <- event{n: q.n, err: errs[i]}
-		}
+		s.events <- event{group: group, errs: s.r.core.CommitItems(ctx, items)}
 	}
 }
 
-// handle takes in one event: a node prepared, or ended, which frees the
-// later items that waited for it, or stops the run.
+// handle takes in one event: a node prepared, or failed, or a group
+// committed, which frees the later items that waited for its nodes.
 func (s *scheduler) handle(ctx context.Context, ev event) {
-	n := ev.n
-	if n.state == preparing {
-		s.preparing--
-		s.held -= n.size
-		n.it.Content, n.size = nil, 0
-	}
-	if ev.prepared {
-		n.state = committing
+	if ev.group != nil {
+		s.committing = false
+		for i, n := range ev.group {
+			n.p = nil
+			s.end(ctx, n, ev.errs[i])
+		}
 		return
 	}
-	n.state = ended
-	s.active--
-	s.ended++
+	n := ev.n
+	s.preparing--
+	s.held -= n.size
+	n.it.Content, n.size = nil, 0
+	if ev.p == nil {
+		s.end(ctx, n, ev.err)
+		return
+	}
+	n.state, n.p = prepared, ev.p
+}
+
+// end ends a node that committed or failed with err.
+func (s *scheduler) end(ctx context.Context, n *node, err error) {
+	s.inflight--
+	s.over++
 	switch {
-	case ev.err == nil:
+	case err == nil:
+		n.state = ended
 		for _, m := range n.next {
 			if m.waits--; m.waits == 0 && m.state == loaded {
 				heap.Push(&s.ready, m)
 			}
 		}
-	case errors.Is(ev.err, storage.ErrItemDone):
+		return
+	case errors.Is(err, storage.ErrItemDone):
+		n.state = ended
 		if s.stop == nil {
 			s.stop = errNotPending
 		}
-	default:
-		s.fail(ctx, n, ev.err)
+		return
+	}
+	n.state = left
+	if !errors.Is(err, admission.ErrNotCommitted) {
+		s.fail(ctx, n, err)
 	}
 }
 

@@ -213,63 +213,6 @@ func (s *Store) ItemContent(ctx context.Context, batchID string, idx int) ([]byt
 	return content, Translate(err)
 }
 
-// ItemContents returns the contents of the batch's items idxs, in one
-// query: a prefix of idxs in index order whose contents add up to at most
-// maxBytes (at least the first, whatever its size), so a runner can load
-// ahead without holding a whole batch's bytes. An item without content
-// (not a put) has an empty one.
-func (s *Store) ItemContents(ctx context.Context, batchID string, idxs []int, maxBytes int64) (map[int][]byte, error) {
-	out := make(map[int][]byte, len(idxs))
-	if len(idxs) == 0 {
-		return out, nil
-	}
-	rows, err := s.pool.Query(ctx, `SELECT idx, content FROM (
-			SELECT idx, coalesce(content, ''::bytea) AS content,
-				sum(coalesce(octet_length(content), 0)) OVER (ORDER BY idx) - coalesce(octet_length(content), 0) AS before
-			FROM batch_items WHERE batch_id = $1 AND idx = ANY($2)) c
-		WHERE before < $3 OR idx = (SELECT min(i) FROM unnest($2::int[]) i)
-		ORDER BY idx`, batchID, idxs, max(maxBytes, 1))
-	if err != nil {
-		return nil, Translate(fmt.Errorf("load batch item contents: %w", err))
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var idx int
-		var content []byte
-		if err := rows.Scan(&idx, &content); err != nil {
-			return nil, Translate(fmt.Errorf("load batch item contents: %w", err))
-		}
-		if content == nil {
-			content = []byte{}
-		}
-		out[idx] = content
-	}
-	return out, Translate(rows.Err())
-}
-
-// FilePaths returns the paths of the subject's files with these ids
-// (deleted ones included; unknown ids are absent), so a batch runner can
-// order the items that name a file by id after earlier items on its path.
-func (s *Store) FilePaths(ctx context.Context, subject string, ids []string) (map[string]string, error) {
-	out := make(map[string]string, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	rows, err := s.pool.Query(ctx, `SELECT id, path FROM files WHERE subject = $1 AND id = ANY($2)`, subject, ids)
-	if err != nil {
-		return nil, Translate(fmt.Errorf("find file paths: %w", err))
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, path string
-		if err := rows.Scan(&id, &path); err != nil {
-			return nil, Translate(fmt.Errorf("find file paths: %w", err))
-		}
-		out[id] = path
-	}
-	return out, Translate(rows.Err())
-}
-
 // ItemOutcome is how an item ended.
 type ItemOutcome struct {
 	Status   string

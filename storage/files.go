@@ -81,6 +81,14 @@ func (s *Store) PreparePut(ctx context.Context, put agentfs.Put, body io.Reader)
 	if err != nil {
 		return nil, err
 	}
+	return s.PreparePutAgainst(ctx, put, body, live)
+}
+
+// PreparePutAgainst is PreparePut decided against live, the live file at
+// put.Path as the caller found it (nil: none; LivePaths finds many at
+// once). Apply decides again under a lock, so a live file that changed
+// meanwhile costs a retag or a refusal there, never a wrong effect.
+func (s *Store) PreparePutAgainst(ctx context.Context, put agentfs.Put, body io.Reader, live *agentfs.File) (*PendingPut, error) {
 	if err := put.CheckAgainst(live); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,228 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentfs/agentfs"
+)
+
+// What a batch runner needs to run many items with few statements: their
+// contents and the state of their paths in one query each, puts committed
+// many at once, and the items' statuses in one statement.
+
+// ItemContents returns the contents of the batch's items idxs, in one
+// query: a prefix of idxs in index order whose contents add up to at most
+// maxBytes (at least the first, whatever its size), so a runner can load
+// ahead without holding a whole batch's bytes. An item without content
+// (not a put) has an empty one.
+func (s *Store) ItemContents(ctx context.Context, batchID string, idxs []int, maxBytes int64) (map[int][]byte, error) {
+	out := make(map[int][]byte, len(idxs))
+	if len(idxs) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT idx, content FROM (
+			SELECT idx, coalesce(content, ''::bytea) AS content,
+				sum(coalesce(octet_length(content), 0)) OVER (ORDER BY idx) - coalesce(octet_length(content), 0) AS before
+			FROM batch_items WHERE batch_id = $1 AND idx = ANY($2)) c
+		WHERE before < $3 OR idx = (SELECT min(i) FROM unnest($2::int[]) i)
+		ORDER BY idx`, batchID, idxs, max(maxBytes, 1))
+	if err != nil {
+		return nil, Translate(fmt.Errorf("load batch item contents: %w", err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var idx int
+		var content []byte
+		if err := rows.Scan(&idx, &content); err != nil {
+			return nil, Translate(fmt.Errorf("load batch item contents: %w", err))
+		}
+		if content == nil {
+			content = []byte{}
+		}
+		out[idx] = content
+	}
+	return out, Translate(rows.Err())
+}
+
+// FilePaths returns the paths of the subject's files with these ids
+// (deleted ones included; unknown ids are absent), so a batch runner can
+// order the items that name a file by id after earlier items on its path.
+func (s *Store) FilePaths(ctx context.Context, subject string, ids []string) (map[string]string, error) {
+	out := make(map[string]string, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, path FROM files WHERE subject = $1 AND id = ANY($2)`, subject, ids)
+	if err != nil {
+		return nil, Translate(fmt.Errorf("find file paths: %w", err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, path string
+		if err := rows.Scan(&id, &path); err != nil {
+			return nil, Translate(fmt.Errorf("find file paths: %w", err))
+		}
+		out[id] = path
+	}
+	return out, Translate(rows.Err())
+}
+
+// LivePaths returns the subject's live files at these paths (a path with
+// none is absent), in one query, so a batch runner can decide many puts
+// before their bytes go out (PreparePutAgainst) without a query each.
+func (s *Store) LivePaths(ctx context.Context, subject string, paths []string) (map[string]*agentfs.File, error) {
+	out := make(map[string]*agentfs.File, len(paths))
+	if len(paths) == 0 {
+		return out, nil
+	}
+	files, err := s.scanFiles(s.pool.Query(ctx, `SELECT `+fileColumns+` FROM files
+		WHERE subject = $1 AND path = ANY($2) AND deleted_at IS NULL`, subject, paths))
+	if err != nil {
+		return nil, fmt.Errorf("find live files: %w", err)
+	}
+	for _, f := range files {
+		if f.Live() {
+			out[f.Path] = f
+		}
+	}
+	return out, nil
+}
+
+// ApplyPutsTx applies prepared puts of one subject, on distinct paths, in
+// tx, as Apply would one by one (file, version and event; origins[i] is
+// puts[i]'s), and returns each one's file and whether it was created. The
+// puts whose path holds no file and that were decided against none (the
+// common case of a batch of new files) are inserted in one statement, their
+// events in their order; the others go one by one. It locks every path's
+// file first, in path order. A put that fails fails them all: the caller
+// rolls tx back.
+func (s *Store) ApplyPutsTx(ctx context.Context, tx pgx.Tx, puts []*PendingPut, origins []agentfs.Origin) ([]*agentfs.File, []bool, error) {
+	files, created := make([]*agentfs.File, len(puts)), make([]bool, len(puts))
+	if len(puts) == 0 {
+		return files, created, nil
+	}
+	subject := puts[0].put.Subject
+	paths := make([]string, len(puts))
+	for i, p := range puts {
+		if p.put.Subject != subject {
+			return nil, nil, fmt.Errorf("apply puts: more than one subject")
+		}
+		paths[i] = p.put.Path
+	}
+	held, err := s.scanFiles(tx.Query(ctx, `SELECT `+fileColumns+` FROM files
+		WHERE subject = $1 AND path = ANY($2) AND deleted_at IS NULL ORDER BY path FOR UPDATE`, subject, paths))
+	if err != nil {
+		return nil, nil, fmt.Errorf("apply puts: lock paths: %w", err)
+	}
+	taken := make(map[string]bool, len(held))
+	for _, f := range held {
+		taken[f.Path] = true
+	}
+	var fresh []int
+	for i, p := range puts {
+		if p.seen == nil && !taken[p.put.Path] && p.blob.tags["file-id"] == p.fileID {
+			if err := p.put.CheckAgainst(nil); err != nil {
+				return nil, nil, err
+			}
+			fresh = append(fresh, i)
+			continue
+		}
+		if files[i], created[i], err = p.Apply(ctx, tx, origins[i]); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(fresh) == 0 {
+		return files, created, nil
+	}
+	n := len(fresh)
+	var (
+		ids, filePaths, types, sums, keys, agents, runs = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		sizes                                           = make([]int64, n)
+		expires                                         = make([]float64, n)
+		okeys, requests, batches                        = make([]string, n), make([]string, n), make([]string, n)
+	)
+	for k, i := range fresh {
+		p, o := puts[i], origins[i]
+		ids[k], filePaths[k], types[k], sums[k], keys[k] = p.fileID, p.put.Path, p.put.ContentType, p.blob.sha256, p.blob.key
+		agents[k], runs[k], sizes[k], expires[k] = p.put.By.AgentID, p.put.By.RunID, p.blob.size, p.put.ExpiresIn.Seconds()
+		okeys[k], requests[k], batches[k] = o.Key, o.RequestID, o.BatchID
+	}
+	inserted, err := s.scanFiles(tx.Query(ctx, `WITH i AS (
+			SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
+				$8::text[], $9::text[], $10::float8[], $11::text[], $12::text[], $13::text[])
+				WITH ORDINALITY AS i(id, path, size, content_type, sha256, blob_key, agent_id, run_id, expires_in,
+					idempotency_key, request_id, batch_id, n)),
+		f AS (
+			INSERT INTO files (id, subject, path, size_bytes, content_type, sha256, blob_key,
+				agent_id, run_id, last_agent_id, last_run_id, expires_at)
+			SELECT id, $1, path, size, content_type, sha256, blob_key, nullif(agent_id, ''), nullif(run_id, ''),
+				nullif(agent_id, ''), nullif(run_id, ''),
+				CASE WHEN expires_in > 0 THEN now() + make_interval(secs => expires_in) END
+			FROM i ORDER BY n
+			RETURNING *),
+		v AS (`+insertVersionFrom+`),
+		e AS (INSERT INTO events (subject, type, file_id, path, previous_path, version, size_bytes, sha256,
+				agent_id, run_id, idempotency_key, request_id, batch_id)
+			SELECT f.subject, '`+agentfs.EventCreated+`', f.id, f.path, NULL, f.version, f.size_bytes, f.sha256,
+				f.agent_id, f.run_id, nullif(i.idempotency_key, ''), nullif(i.request_id, ''), nullif(i.batch_id, '')
+			FROM f JOIN i ON i.id = f.id ORDER BY i.n)
+		SELECT `+fileColumns+` FROM f`,
+		subject, ids, filePaths, sizes, types, sums, keys, agents, runs, expires, okeys, requests, batches))
+	if err != nil {
+		return nil, nil, fmt.Errorf("apply puts: insert files: %w", err)
+	}
+	byID := make(map[string]*agentfs.File, len(inserted))
+	for _, f := range inserted {
+		byID[f.ID] = f
+	}
+	for _, i := range fresh {
+		f := byID[puts[i].fileID]
+		if f == nil {
+			return nil, nil, fmt.Errorf("apply puts: file %s was not inserted", puts[i].fileID)
+		}
+		files[i], created[i], puts[i].used = f, true, true
+	}
+	return files, created, nil
+}
+
+// ItemMark is the outcome to record on item Index of a batch.
+type ItemMark struct {
+	Index int
+	ItemOutcome
+}
+
+// MarkItemsTx records the outcomes of many items of a batch in tx, the
+// transaction of their effects, in one statement, only if every one of
+// them is still pending; else ErrItemDone, and the effects must roll back.
+// It first takes the batch's row in share mode, as a cancel takes it to
+// change every pending item: the two never lock the items in opposite
+// orders.
+func MarkItemsTx(ctx context.Context, tx pgx.Tx, batchID string, marks []ItemMark) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM batches WHERE id = $1 FOR SHARE`, batchID); err != nil {
+		return Translate(fmt.Errorf("mark batch items: %w", err))
+	}
+	n := len(marks)
+	idxs, statuses, results := make([]int32, n), make([]string, n), make([]string, n)
+	replayed, errs := make([]bool, n), make([][]byte, n)
+	for k, m := range marks {
+		idxs[k], statuses[k], results[k], replayed[k], errs[k] = int32(m.Index), m.Status, m.ResultID, m.Replayed, m.Error
+	}
+	tag, err := tx.Exec(ctx, `UPDATE batch_items b SET status = m.status, replayed = m.replayed,
+			result_id = nullif(m.result_id, ''), error = m.error
+		FROM unnest($2::int[], $3::text[], $4::bool[], $5::text[], $6::bytea[]) AS m(idx, status, replayed, result_id, error)
+		WHERE b.batch_id = $1 AND b.idx = m.idx AND b.status = 'pending'`,
+		batchID, idxs, statuses, replayed, results, errs)
+	if err != nil {
+		return Translate(fmt.Errorf("mark batch items: %w", err))
+	}
+	if tag.RowsAffected() != int64(n) {
+		return ErrItemDone
+	}
+	return nil
+}
