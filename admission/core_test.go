@@ -684,3 +684,252 @@ func TestRunItem(t *testing.T) {
 		}
 	})
 }
+
+// startBatch admits items as a batch of unkeyed and returns it started,
+// as a runner sees it (its put items' contents not loaded).
+func startBatch(t *testing.T, core *admission.Core, b *testBundle, items ...agentfs.BatchItem) *agentfs.Batch {
+	t.Helper()
+	created, err := core.CreateBatch(context.Background(), unkeyed, &agentfs.Batch{Items: items}, []byte(`{}`), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt, err := b.store.StartBatch(context.Background(), created.Resource.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bt
+}
+
+func textItem(path, content string) agentfs.BatchItem {
+	return agentfs.BatchItem{Op: agentfs.OpPut, Path: path, Content: []byte(content), ContentType: "text/plain"}
+}
+
+// prepareAll prepares every item of bt, each of which must reach its
+// transaction.
+func prepareAll(t *testing.T, core *admission.Core, bt *agentfs.Batch) []*admission.PreparedItem {
+	t.Helper()
+	out := make([]*admission.PreparedItem, len(bt.Items))
+	for i, it := range bt.Items {
+		p, err := core.PrepareItem(context.Background(), bt, it, admission.ItemHint{})
+		if err != nil || p == nil {
+			t.Fatalf("prepare item %d: %v", i, err)
+		}
+		out[i] = p
+	}
+	return out
+}
+
+// eventXids maps each of these files to the transactions its events
+// committed in (read from the rows: the feed may hold back events while
+// another test's transaction runs).
+func (b *testBundle) eventXids(t *testing.T, ids ...string) map[string][]string {
+	t.Helper()
+	rows, err := b.store.Pool().Query(context.Background(),
+		`SELECT file_id, xid::text FROM events WHERE file_id = ANY($1) ORDER BY xid, seq`, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string][]string{}
+	for rows.Next() {
+		var id, xid string
+		if err := rows.Scan(&id, &xid); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = append(out[id], xid)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestCommitItems commits prepared batch items as a runner does, several at
+// a time.
+func TestCommitItems(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("AGroupCommitsInOneTransactionWithItsKeysRecords", func(t *testing.T) {
+		core, b := setup(t)
+		k := textItem("k.txt", "keyed")
+		k.Key = "item-k"
+		bt := startBatch(t, core, b, textItem("a.txt", "a"), k, textItem("b.txt", "b"), textItem("c.txt", "c"))
+		for i, err := range core.CommitItems(ctx, prepareAll(t, core, bt)) {
+			if err != nil {
+				t.Fatalf("item %d: %v", i, err)
+			}
+		}
+		got, err := b.store.Batch(ctx, "s", bt.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, it := range got.Items {
+			if it.Status != agentfs.ItemSucceeded || it.Replayed || it.ResultID == "" {
+				t.Fatalf("item %d: %s replayed=%v result %q error %s", it.Index, it.Status, it.Replayed, it.ResultID, it.Error)
+			}
+			if c := b.content(t, it.ResultID); c != []string{"a", "keyed", "b", "c"}[it.Index] {
+				t.Fatalf("item %d left %q", it.Index, c)
+			}
+			ids = append(ids, it.ResultID)
+		}
+		xids := b.eventXids(t, ids...)
+		for _, id := range ids {
+			if len(xids[id]) != 1 || xids[id][0] != xids[ids[0]][0] {
+				t.Fatalf("events by file %v: want one event each, all in one transaction", xids)
+			}
+		}
+		rec, err := b.store.Operation(ctx, "s", "item-k")
+		if err != nil || !rec.Completed || rec.Outcome.Status != 201 || rec.Outcome.Resource.ID != got.Items[1].ResultID {
+			t.Fatalf("the keyed item's record: %+v %v, want a completed 201 naming %s", rec, err, got.Items[1].ResultID)
+		}
+		res, err := putContent(ctx, core, keyed("item-k"), "k.txt", "keyed", false)
+		if err != nil || !res.Replayed || res.Resource.ID != got.Items[1].ResultID {
+			t.Fatalf("a standalone put with the item's key: %+v %v, want a replay", res, err)
+		}
+		if n := b.objects(t); n != 4 {
+			t.Fatalf("%d objects, want 4", n)
+		}
+	})
+
+	t.Run("AnItemThatFailsInTheGroupCostsTheOthersNothing", func(t *testing.T) {
+		core, b := setup(t)
+		k := textItem("k.txt", "keyed")
+		k.Key = "item-k"
+		bt := startBatch(t, core, b, textItem("a.txt", "a"), textItem("taken.txt", "mine"), k, textItem("c.txt", "c"))
+		prepared := prepareAll(t, core, bt)
+		// The path is taken after the item was decided and before it commits:
+		// its effect fails in the group's transaction.
+		holder, err := putContent(ctx, core, unkeyed, "taken.txt", "theirs", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, err := range core.CommitItems(ctx, prepared) {
+			if err != nil {
+				t.Fatalf("item %d: %v", i, err)
+			}
+		}
+		got, err := b.store.Batch(ctx, "s", bt.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, i := range []int{0, 2, 3} {
+			it := got.Items[i]
+			if it.Status != agentfs.ItemSucceeded || it.ResultID == "" || b.content(t, it.ResultID) != []string{"a", "", "keyed", "c"}[i] {
+				t.Fatalf("item %d: %s result %q error %s", i, it.Status, it.ResultID, it.Error)
+			}
+			ids = append(ids, it.ResultID)
+		}
+		failed := got.Items[1]
+		if p := problemOf(t, failed.Error); failed.Status != agentfs.ItemFailed || p.Code != problem.PathExists ||
+			p.ExistingFileID != holder.Resource.ID || p.Instance != "/v1/batch/"+bt.ID+"/items/1" {
+			t.Fatalf("item 1: %s %+v, want PATH_EXISTS naming %s", failed.Status, p, holder.Resource.ID)
+		}
+		if c := b.content(t, holder.Resource.ID); c != "theirs" {
+			t.Fatalf("the holder holds %q", c)
+		}
+		xids := b.eventXids(t, ids...)
+		if xids[ids[0]][0] == xids[ids[1]][0] || xids[ids[1]][0] == xids[ids[2]][0] {
+			t.Fatalf("events by file %v: after the failure each item commits in a transaction of its own", xids)
+		}
+		if rec, err := b.store.Operation(ctx, "s", "item-k"); err != nil || rec.Outcome.Resource.ID != got.Items[2].ResultID {
+			t.Fatalf("the keyed item's record: %+v %v", rec, err)
+		}
+		if n := b.objects(t); n != 4 {
+			t.Fatalf("%d objects, want 4: the failed item's blob removed", n)
+		}
+	})
+
+	t.Run("AnItemRunElsewhereEndsAsNoLongerPending", func(t *testing.T) {
+		core, b := setup(t)
+		bt := startBatch(t, core, b, textItem("a.txt", "a"), textItem("b.txt", "b"), textItem("c.txt", "c"))
+		prepared := prepareAll(t, core, bt)
+		if err := core.RunItem(ctx, bt, bt.Items[1]); err != nil { // another worker
+			t.Fatal(err)
+		}
+		errs := core.CommitItems(ctx, prepared)
+		if errs[0] != nil || !errors.Is(errs[1], storage.ErrItemDone) || errs[2] != nil {
+			t.Fatalf("results %v, want item 1 no longer pending and the others committed", errs)
+		}
+		got, err := b.store.Batch(ctx, "s", bt.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range got.Items {
+			if it.Status != agentfs.ItemSucceeded || b.content(t, it.ResultID) != []string{"a", "b", "c"}[it.Index] {
+				t.Fatalf("item %d: %s %q", it.Index, it.Status, it.ResultID)
+			}
+			if v := b.versions(t, it.Path); fmt.Sprint(v) != "[1]" {
+				t.Fatalf("%s: versions %v, want one file at version 1", it.Path, v)
+			}
+		}
+		if n := b.objects(t); n != 3 {
+			t.Fatalf("%d objects, want 3: the losing attempt's blob removed", n)
+		}
+	})
+
+	t.Run("FailuresAndReplaysBeforeTheTransactionAreRecordedWhenTheyCommit", func(t *testing.T) {
+		core, b := setup(t)
+		first, err := putContent(ctx, core, keyed("seen"), "seen.txt", "same", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := putContent(ctx, core, unkeyed, "taken.txt", "theirs", false); err != nil {
+			t.Fatal(err)
+		}
+		replay := textItem("seen.txt", "same")
+		replay.Key = "seen"
+		bt := startBatch(t, core, b, replay, textItem("taken.txt", "mine"), textItem("new.txt", "new"))
+		prepared := prepareAll(t, core, bt)
+		before, err := b.store.Batch(ctx, "s", bt.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range before.Items {
+			if it.Status != agentfs.ItemPending {
+				t.Fatalf("item %d is %s before it commits", it.Index, it.Status)
+			}
+		}
+		for i, err := range core.CommitItems(ctx, prepared) {
+			if err != nil {
+				t.Fatalf("item %d: %v", i, err)
+			}
+		}
+		got, err := b.store.Batch(ctx, "s", bt.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if it := got.Items[0]; it.Status != agentfs.ItemSucceeded || !it.Replayed || it.ResultID != first.Resource.ID {
+			t.Fatalf("item 0: %s replayed=%v %q, want a replay naming %s", it.Status, it.Replayed, it.ResultID, first.Resource.ID)
+		}
+		if it := got.Items[1]; it.Status != agentfs.ItemFailed || problemOf(t, it.Error).Code != problem.PathExists {
+			t.Fatalf("item 1: %s %s, want PATH_EXISTS", it.Status, it.Error)
+		}
+		if it := got.Items[2]; it.Status != agentfs.ItemSucceeded || b.content(t, it.ResultID) != "new" {
+			t.Fatalf("item 2: %s %q", it.Status, it.ResultID)
+		}
+	})
+
+	t.Run("AnAbandonedItemStaysPendingAndLeavesNothing", func(t *testing.T) {
+		core, b := setup(t)
+		k := textItem("k.txt", "keyed")
+		k.Key = "item-k"
+		bt := startBatch(t, core, b, k)
+		p := prepareAll(t, core, bt)[0]
+		core.AbandonItem(ctx, p)
+		if n := b.objects(t); n != 0 {
+			t.Fatalf("%d objects after the abandon, want 0", n)
+		}
+		if _, err := b.store.Operation(ctx, "s", "item-k"); !errors.Is(err, agentfs.ErrNotFound) {
+			t.Fatalf("the item's key after the abandon: %v, want released", err)
+		}
+		if err := core.RunItem(ctx, bt, bt.Items[0]); err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.store.Batch(ctx, "s", bt.ID)
+		if err != nil || got.Items[0].Status != agentfs.ItemSucceeded || b.content(t, got.Items[0].ResultID) != "keyed" {
+			t.Fatalf("the item run again: %+v %v", got, err)
+		}
+	})
+}

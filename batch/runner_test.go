@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -452,4 +454,286 @@ func seed(t *testing.T, store *storage.Store, sql string, args ...any) {
 	if _, err := store.Pool().Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("seed %q: %v", sql, err)
 	}
+}
+
+func replaceItem(path, content string) agentfs.BatchItem {
+	it := putItem(path, content)
+	it.Replace = true
+	return it
+}
+
+// events lists the file's events in the feed's order, read from the rows
+// (the feed may hold back events while another test's transaction runs).
+func (in *instance) events(t *testing.T, fileID string) []string {
+	t.Helper()
+	rows, err := in.store.Pool().Query(context.Background(),
+		`SELECT type, version FROM events WHERE file_id = $1 ORDER BY xid, seq`, fileID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var typ string
+		var version int
+		if err := rows.Scan(&typ, &version); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("%s v%d", typ, version))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// versionContents lists what each version of the file held, oldest first.
+func (in *instance) versionContents(t *testing.T, fileID string) []string {
+	t.Helper()
+	versions, err := in.store.Versions(context.Background(), "s", fileID, agentfs.VersionFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(versions))
+	for i, v := range versions {
+		out[len(versions)-1-i] = fmt.Sprintf("v%d:%s", v.Version, in.content(t, &agentfs.File{BlobKey: v.BlobKey, SizeBytes: v.SizeBytes}))
+	}
+	return out
+}
+
+func TestRunnerOrder(t *testing.T) {
+	t.Run("ItemsOnOnePathKeepTheirOrder", func(t *testing.T) {
+		in, _ := setup(t)
+		in.start(t)
+		var items []agentfs.BatchItem
+		for i := 1; i <= 50; i++ { // other paths in between, so that there is something to run at once
+			items = append(items, replaceItem("same.txt", fmt.Sprintf("content %d", i)), putItem(fmt.Sprintf("other/%02d", i), "x"))
+		}
+		b := in.await(t, in.createBatch(t, caller, items...))
+		if b.Status != agentfs.BatchSucceeded {
+			t.Fatalf("batch %s: %s", b.Status, describe(b))
+		}
+		files := in.filesAt(t, "same.txt")
+		if len(files) != 1 || files[0].Version != 50 || in.content(t, files[0]) != "content 50" {
+			t.Fatalf("same.txt: %d files, want one at version 50 holding the last content", len(files))
+		}
+		var wantVersions, wantEvents []string
+		for i := 1; i <= 50; i++ {
+			wantVersions = append(wantVersions, fmt.Sprintf("v%d:content %d", i, i))
+			typ := agentfs.EventReplaced
+			if i == 1 {
+				typ = agentfs.EventCreated
+			}
+			wantEvents = append(wantEvents, fmt.Sprintf("%s v%d", typ, i))
+			if it := b.Items[2*(i-1)]; it.ResultID != files[0].ID {
+				t.Fatalf("item %d names %s, want %s", it.Index, it.ResultID, files[0].ID)
+			}
+		}
+		if got := in.versionContents(t, files[0].ID); !slices.Equal(got, wantVersions) {
+			t.Fatalf("versions %v,\nwant %v", got, wantVersions)
+		}
+		if got := in.events(t, files[0].ID); !slices.Equal(got, wantEvents) {
+			t.Fatalf("events %v,\nwant %v", got, wantEvents)
+		}
+		for i := 1; i <= 50; i++ {
+			if f := in.filesAt(t, fmt.Sprintf("other/%02d", i)); len(f) != 1 || f[0].Version != 1 {
+				t.Fatalf("other/%02d: %d files", i, len(f))
+			}
+		}
+	})
+
+	t.Run("CopiesDeletesAndRestoresSeeTheItemsBeforeThem", func(t *testing.T) {
+		in, _ := setup(t)
+		in.start(t)
+		a := in.mustPut(t, "a.txt", "one")
+		var items []agentfs.BatchItem
+		filler := func() {
+			for range 5 {
+				items = append(items, putItem(fmt.Sprintf("filler/%03d", len(items)), "f"))
+			}
+		}
+		filler()
+		items = append(items, replaceItem("a.txt", "two"))
+		filler()
+		items = append(items, agentfs.BatchItem{Op: agentfs.OpCopy, FileID: a, Path: "copy-of-two.txt"})
+		filler()
+		items = append(items, replaceItem("a.txt", "three"), agentfs.BatchItem{Op: agentfs.OpDelete, FileID: a})
+		filler()
+		items = append(items, agentfs.BatchItem{Op: agentfs.OpRestore, FileID: a},
+			agentfs.BatchItem{Op: agentfs.OpCopy, FileID: a, Path: "copy-of-three.txt"})
+		filler()
+		items = append(items, agentfs.BatchItem{Op: agentfs.OpDelete, FileID: a}, putItem("a.txt", "another file"),
+			agentfs.BatchItem{Op: agentfs.OpRestore, FileID: a})
+		b := in.await(t, in.createBatch(t, caller, items...))
+		var failed []string
+		for _, it := range b.Items {
+			if it.Status != agentfs.ItemSucceeded {
+				failed = append(failed, fmt.Sprintf("%d %s %s", it.Index, it.Op, itemProblem(t, it).Code))
+			}
+		}
+		// The last restore finds a.txt taken by another file, as a standalone
+		// restore would; everything else succeeds.
+		last := len(items) - 1
+		if len(failed) != 1 || itemProblem(t, b.Items[last]).Code != problem.PathExists {
+			t.Fatalf("failed items %v, want only the last restore, with PATH_EXISTS: %s", failed, describe(b))
+		}
+		for path, want := range map[string]string{"copy-of-two.txt": "two", "copy-of-three.txt": "three", "a.txt": "another file"} {
+			var live []*agentfs.File
+			for _, f := range in.filesAt(t, path) {
+				if f.Live() {
+					live = append(live, f)
+				}
+			}
+			if len(live) != 1 || in.content(t, live[0]) != want {
+				t.Fatalf("%s: %d live files, want one holding %q", path, len(live), want)
+			}
+		}
+		f := in.file(t, a)
+		want := []string{"file.created v1", "file.replaced v2", "file.replaced v3", "file.deleted v3", "file.restored v3", "file.deleted v3"}
+		if got := in.events(t, a); f.Live() || f.Version != 3 || !slices.Equal(got, want) {
+			t.Fatalf("a.txt's first file: live=%v version %d, events %v, want deleted at version 3 after %v", f.Live(), f.Version, got, want)
+		}
+	})
+
+	t.Run("AnItemThatMustWaitHoldsBackTheItemsAfterIt", func(t *testing.T) {
+		in, b := setup(t)
+		held := putItem("held.txt", "content")
+		held.Key = "busy"
+		request := idempotency.PutRequest(agentfs.Put{Path: "held.txt", ContentType: "text/plain", By: by}).Sum()
+		claim, _, err := in.store.BeginKey(context.Background(), "s", "busy", "POST", "/v1/files", request)
+		if err != nil || claim == nil {
+			t.Fatalf("hold the key: %v", err)
+		}
+		items := []agentfs.BatchItem{putItem("first.txt", "runs")}
+		items = append(items, held)
+		for i := range 20 {
+			items = append(items, putItem(fmt.Sprintf("after/%02d", i), "waits"))
+		}
+		id := in.createBatch(t, caller, items...)
+		in.start(t)
+		storagetest.Eventually(t, time.Minute, "the runner to meet the key in progress", func() bool {
+			return strings.Contains(b.logs.String(), "batch item will be retried")
+		})
+		// The item before the one that waits commits (it was under way).
+		var got *agentfs.Batch
+		storagetest.Eventually(t, time.Minute, "the first item to commit", func() bool {
+			var err error
+			got, err = in.store.Batch(context.Background(), "s", id)
+			return err == nil && got.Items[0].Status == agentfs.ItemSucceeded
+		})
+		if got.Status != agentfs.BatchRunning {
+			t.Fatalf("while the key is held elsewhere: %s", got.Status)
+		}
+		for _, it := range got.Items {
+			if want := agentfs.ItemPending; it.Index == 0 && it.Status != agentfs.ItemSucceeded || it.Index > 0 && it.Status != want {
+				t.Fatalf("while the key is held elsewhere: %s", describe(got))
+			}
+		}
+		if n := len(in.filesAt(t, "after/00")) + len(in.filesAt(t, "after/19")); n != 0 {
+			t.Fatalf("an item after the one that waits wrote a file")
+		}
+		if err := claim.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		done := in.await(t, id)
+		if done.Status != agentfs.BatchSucceeded {
+			t.Fatalf("after the key was released: %s %s", done.Status, describe(done))
+		}
+		if n := len(storagetest.ObjectKeys(t, b.cfg)); n != len(items) {
+			t.Fatalf("%d objects, want %d: the blobs of the items held back are removed", n, len(items))
+		}
+	})
+
+	t.Run("ACancelWhileAnItemWaitsCancelsTheItemsAfterIt", func(t *testing.T) {
+		in, b := setup(t)
+		held := putItem("held.txt", "content")
+		held.Key = "busy"
+		request := idempotency.PutRequest(agentfs.Put{Path: "held.txt", ContentType: "text/plain", By: by}).Sum()
+		claim, _, err := in.store.BeginKey(context.Background(), "s", "busy", "POST", "/v1/files", request)
+		if err != nil || claim == nil {
+			t.Fatalf("hold the key: %v", err)
+		}
+		items := []agentfs.BatchItem{held}
+		for i := range 20 {
+			items = append(items, putItem(fmt.Sprintf("after/%02d", i), "never"))
+		}
+		id := in.createBatch(t, caller, items...)
+		in.start(t)
+		storagetest.Eventually(t, time.Minute, "the runner to meet the key in progress", func() bool {
+			return strings.Contains(b.logs.String(), "batch item will be retried")
+		})
+		if _, err := in.core.CancelBatch(context.Background(), caller, id); err != nil {
+			t.Fatal(err)
+		}
+		if err := claim.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		done := in.await(t, id)
+		if done.Status != agentfs.BatchCanceled {
+			t.Fatalf("batch %s: %s", done.Status, describe(done))
+		}
+		for _, it := range done.Items {
+			if it.Status != agentfs.ItemCanceled || it.ResultID != "" {
+				t.Fatalf("item %d: %s", it.Index, describe(done))
+			}
+		}
+		if files, err := in.store.ListFiles(context.Background(), "s", agentfs.FileFilter{IncludeDeleted: true, Limit: 100}); err != nil || len(files) != 0 {
+			t.Fatalf("a canceled batch left %d files (%v)", len(files), err)
+		}
+		// The runner stops when it next meets the batch; what it had
+		// prepared meanwhile is dropped, blobs included.
+		storagetest.Eventually(t, time.Minute, "the canceled batch's blobs to be gone", func() bool {
+			return len(storagetest.ObjectKeys(t, b.cfg)) == 0
+		})
+	})
+
+	t.Run("TwoRunnersAtOnceApplyEachItemOnce", func(t *testing.T) {
+		one, b := setup(t)
+		two := newInstance(t, b)
+		var items []agentfs.BatchItem
+		for i := range 150 {
+			items = append(items, putItem(fmt.Sprintf("p/%03d", i), fmt.Sprintf("content %d", i)))
+			if i%10 == 0 {
+				items = append(items, replaceItem("same.txt", fmt.Sprintf("version %d", i/10+1)))
+			}
+		}
+		id := one.createBatch(t, caller, items...)
+		// Without the batch's lock, as if a rescue handed the job to a second
+		// worker while the first still ran it.
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, in := range []*instance{one, two} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = in.runner.RunUnlocked(context.Background(), id)
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		got := one.await(t, id)
+		if got.Status != agentfs.BatchSucceeded {
+			t.Fatalf("batch %s: %s", got.Status, describe(got))
+		}
+		for _, it := range got.Items {
+			if it.Replayed || it.ResultID == "" {
+				t.Fatalf("item %d: %s", it.Index, describe(got))
+			}
+		}
+		var files, maxVersion int
+		err := one.store.Pool().QueryRow(context.Background(),
+			`SELECT count(*), max(version) FROM files WHERE subject = 's' AND path LIKE 'p/%'`).Scan(&files, &maxVersion)
+		if err != nil || files != 150 || maxVersion != 1 {
+			t.Fatalf("%d files under p/, highest version %d (%v); want 150 at version 1", files, maxVersion, err)
+		}
+		same := one.filesAt(t, "same.txt")
+		if len(same) != 1 || same[0].Version != 15 || one.content(t, same[0]) != "version 15" {
+			t.Fatalf("same.txt: %d files, want one at version 15", len(same))
+		}
+		if n := len(storagetest.ObjectKeys(t, b.cfg)); n != 150+15 {
+			t.Fatalf("%d objects, want %d: every losing attempt's blob removed", n, 150+15)
+		}
+	})
 }
