@@ -286,12 +286,19 @@ func (c *Core) itemWrite(ctx context.Context, who agentfs.Caller, o agentfs.Orig
 		put := agentfs.Put{Subject: b.Subject, Path: it.Path, ContentType: it.ContentType, Replace: it.Replace,
 			Size: int64(len(content)), ExpiresIn: it.ExpiresIn, By: b.By}
 		body := bytes.NewReader(content)
+		w := c.putWrite(put, body, o)
 		if hint.Known {
-			return c.putWriteWith(put, body, o, func(ctx context.Context) (*storage.PendingPut, error) {
+			w = c.putWriteWith(put, body, o, func(ctx context.Context) (*storage.PendingPut, error) {
 				return c.store.PreparePutAgainst(ctx, put, body, hint.Live)
-			}), nil
+			})
 		}
-		return c.putWrite(put, body, o), nil
+		prepare := w.prepare
+		w.prepare = func(ctx context.Context) error {
+			err := prepare(ctx)
+			body.Reset(nil) // the bytes are in the blob: a prepared item waiting to commit holds none
+			return err
+		}
+		return w, nil
 	case agentfs.OpDelete:
 		return c.deleteWrite(who, it.FileID, "", o), nil
 	case agentfs.OpRestore:
