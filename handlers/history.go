@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -46,13 +47,13 @@ func (a *API) listVersions(c echo.Context) error {
 }
 
 // parseVersion reads a version number: not a number is 400, a number that
-// no version can have is 422.
+// no version can have (also one too large for 64 bits) is 422.
 func parseVersion(field, v string) (int, error) {
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
 		return 0, problem.Invalid(field, "must be an integer")
 	}
-	if n < 1 || n > math.MaxInt32 {
+	if err != nil || n < 1 || n > math.MaxInt32 {
 		return 0, problem.Validation(field, "must be a version number, 1 or more")
 	}
 	return int(n), nil
