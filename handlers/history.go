@@ -185,13 +185,15 @@ func (a *API) patchFile(c echo.Context) error {
 }
 
 // parseExpiresIn reads an expires_in of seconds (60 s … 365 days): not a
-// number is 400, out of range 422; empty is none.
+// number is 400, out of range (also beyond 64 bits) 422; empty is none.
 func parseExpiresIn(field, v string, lo, hi time.Duration) (time.Duration, error) {
 	if v == "" {
 		return 0, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
+	if errors.Is(err, strconv.ErrRange) {
+		n = math.MaxInt64 // out of range either way: expiresIn says so
+	} else if err != nil {
 		return 0, problem.Invalid(field, "must be a whole number of seconds")
 	}
 	return expiresIn(field, n, lo, hi)
