@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/problem"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -32,20 +33,25 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	}
 	m.links = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentfs_link_downloads_total",
-		Help: "Share link downloads, by outcome: served, gone (unknown, expired, revoked or deleted), blocked, failed.",
+		Help: "Share link downloads, by outcome: served, gone (unknown, expired, revoked or deleted), blocked, refused (a bad range), failed.",
 	}, []string{"outcome"})
 	reg.MustRegister(m.requests, m.duration, m.links)
 	return m
 }
 
-// linkDownload counts one share link download by how it ended.
+// linkDownload counts one share link download by how it ended: served
+// (also 304), gone, blocked, refused (a problem of the request, such as an
+// unsatisfiable range) or failed (storage, or a stream cut short).
 func (m *metrics) linkDownload(err error) {
 	outcome := "served"
+	var p *problem.Problem
 	switch {
 	case errors.Is(err, agentfs.ErrLinkGone):
 		outcome = "gone"
 	case errors.Is(err, agentfs.ErrBlocked):
 		outcome = "blocked"
+	case errors.As(err, &p) && p.Status < 500:
+		outcome = "refused"
 	case err != nil:
 		outcome = "failed"
 	}

@@ -37,6 +37,8 @@ var designCodes = map[string]int{
 	problem.UploadCompleted:        409,
 	problem.UploadAborted:          409,
 	problem.UploadExpired:          409,
+	problem.ChangedSinceRun:        409,
+	problem.CursorExpired:          410,
 	problem.LengthRequired:         411,
 	problem.PreconditionFailed:     412,
 	problem.PayloadTooLarge:        413,
