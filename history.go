@@ -146,14 +146,9 @@ type Event struct {
 	SHA256       string
 	Origin       Origin
 	At           time.Time
-	Position     EventPosition
-}
-
-// EventPosition orders events: the transaction that committed an event
-// (its Postgres xid8) and the event's place within it.
-type EventPosition struct {
-	Xid uint64
-	Seq int64
+	// Position is the event's place in its subject's feed: events are
+	// numbered 1, 2, 3… in the order their transactions committed.
+	Position int64
 }
 
 // Errors of history and lifecycle.

@@ -63,9 +63,7 @@ type EventList struct {
 }
 
 // EventsNow is the EventOptions.After that starts at the current end of
-// the feed: events that commit from then on, and perhaps a few that
-// committed just before (never fewer: the server cannot yet tell those
-// apart from transactions still running).
+// the feed: exactly the events that commit from then on.
 const EventsNow = "now"
 
 // MaxEventWait is the longest EventOptions.Wait the server accepts.

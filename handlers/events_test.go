@@ -7,17 +7,14 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
-	"time"
 
 	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/handlers/apitest"
-	"github.com/agentfs/agentfs/storage/storagetest"
 )
 
-// eventList reads a page of c's events once the feed has settled.
+// eventList reads a page of c's events.
 func eventList(t *testing.T, b *testBundle, c *apitest.Client, query string) api.EventList {
 	t.Helper()
-	settle(t, b)
 	var l api.EventList
 	c.Do("GET", "/v1/events?"+query, nil).Expect(t, http.StatusOK).JSON(t, &l)
 	return l
@@ -37,27 +34,6 @@ func str(s *string) string {
 		return "<nil>"
 	}
 	return *s
-}
-
-// settle waits until every transaction that began before it was called
-// has ended. The feed hands out an event only once every transaction older
-// than the event's has ended, on the whole Postgres server (the tests that
-// run in parallel included), so a test reads its events after settling.
-func settle(t *testing.T, b *testBundle) {
-	t.Helper()
-	ctx := context.Background()
-	var xid string
-	if err := b.srv.Store.Pool().QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&xid); err != nil {
-		t.Fatal(err)
-	}
-	storagetest.Eventually(t, 30*time.Second, "older transactions to end", func() bool {
-		var done bool
-		err := b.srv.Store.Pool().QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::text::xid8`, xid).Scan(&done)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return done
-	})
 }
 
 // exec runs SQL on the test's schema, to seed rows in the past.

@@ -46,8 +46,8 @@ Example:
 			help: `Prints the events of your files, oldest first, one JSON object a line on
 stdout: every create, replace, delete, restore, move, revert, expiry and
 purge, with the run and agent that caused it. Without --after it starts at
-the oldest event kept; --after now starts at the end, with what happens
-from now on (and perhaps a few events from just before). TYPES is a
+the oldest event kept; --after now starts at the end, with exactly what
+happens from now on. TYPES is a
 comma-separated list of file.created, file.replaced, file.deleted,
 file.restored, file.moved, file.reverted, file.expired and file.purged.
 
