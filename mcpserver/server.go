@@ -308,6 +308,7 @@ func toolSpecs() []*toolSpec {
 			writeFileTool(), editFileTool(),
 			listDirectoryTool(), directoryTreeTool(), searchFilesTool(),
 			getFileInfoTool(), deleteFileTool(), restoreFileTool(), listRunFilesTool(),
+			moveFileTool(), fileHistoryTool(), revertFileTool(), shareFileTool(), runSummaryTool(),
 		}
 	})
 	return specs
