@@ -80,8 +80,9 @@ A file another run changed after this one is left as it is: its item fails
 with 409 CHANGED_SINCE_RUN. --force undoes it anyway, the later change
 included.
 
-The batch runs in the background. --wait waits until every item has run,
-prints each item's outcome on stderr, and exits 1 if any failed. The revert
+The batch is printed as JSON, or as one line on a terminal. It runs in the
+background: --wait waits until every item has run, prints each item's
+outcome on stderr, and exits 1 if any failed. The revert
 is sent with one Idempotency-Key (--key to choose it): the same command with
 the same key prints the same batch instead of reverting twice.
 
@@ -307,7 +308,7 @@ func runRevertFlags(fs *flag.FlagSet) verbFunc {
 			}
 			b = done
 		}
-		if err := cli.printBatch(b); err != nil {
+		if err := cli.printRevert(b); err != nil {
 			return err
 		}
 		if !*wait {
@@ -316,6 +317,22 @@ func runRevertFlags(fs *flag.FlagSet) verbFunc {
 		}
 		return cli.revertOutcome(b, rv)
 	}
+}
+
+// printRevert prints a revert's batch as JSON, or as one line on a
+// terminal (the items follow on stderr with --wait).
+func (cli *cliRun) printRevert(b *client.Batch) error {
+	if !cli.human {
+		return cli.printBatch(b)
+	}
+	n := b.Counts
+	line := fmt.Sprintf("%s %s: %d undo items (%d succeeded, %d failed, %d pending", b.ID, b.Status, n.Total,
+		n.Succeeded, n.Failed, n.Pending)
+	if n.Canceled > 0 {
+		line += fmt.Sprintf(", %d canceled", n.Canceled)
+	}
+	_, err := fmt.Fprintln(cli.stdout, line+")")
+	return err
 }
 
 // revertOutcome prints what each item of an ended revert did on stderr,
@@ -352,8 +369,8 @@ func (cli *cliRun) revertOutcome(b *client.Batch, rv runRevert) error {
 	err := fmt.Errorf("revert %s %s: %d of %d items failed", b.ID, b.Status, failed, b.Counts.Total)
 	if changed > 0 && !rv.force {
 		force := runRevert{run: rv.run, force: true}
-		return withNext(err, fmt.Sprintf("%d of them changed after run %s by another run and were left as they are; "+
-			"to undo them anyway (the later change too; it stays in the file's versions): %s", changed, rv.run, force.command()))
+		return withNext(err, fmt.Sprintf("the files another run changed after run %s (%d) were left as they are; "+
+			"to undo them anyway (the later changes too; they stay in the files' versions): %s", rv.run, changed, force.command()))
 	}
 	return err
 }

@@ -337,13 +337,29 @@ func TestCLIRunRevert(t *testing.T) {
 		if exitCode(err) != 1 || !strings.Contains(stderr, "item 0 notes/x.md: failed: 409 CHANGED_SINCE_RUN") {
 			t.Fatalf("revert over a later change: %v (exit %d)\n%s", err, exitCode(err), stderr)
 		}
-		expectNext(t, err, "1 of 1 items failed", "changed after run cli-rev-a by another run",
+		expectNext(t, err, "1 of 1 items failed", "the files another run changed after run cli-rev-a (1) were left as they are",
 			"agentfs run revert cli-rev-a --force --wait")
 		if b := batchOut(stdout); b.Status != client.BatchFailed || content("notes/x.md") != "by b" {
 			t.Fatalf("a refused undo: %+v, file %q", b, content("notes/x.md"))
 		}
 		if _, stderr, err := env.run("run", "revert", "cli-rev-a", "--force", "--wait"); err != nil || content("notes/x.md") != "v1" {
 			t.Fatalf("forced: %v\n%s; file %q", err, stderr, content("notes/x.md"))
+		}
+	})
+
+	t.Run("OneLineOnATerminal", func(t *testing.T) {
+		as("cli-rev-term").file(t, "put", writeLocal(t, "t.md", "t"), "notes/t.md")
+		var stdout, stderr bytes.Buffer
+		cli := &cliRun{name: "run revert", stdout: &stdout, stderr: &stderr, human: true}
+		if err := runVerb(t, env, cli, runRevertFlags, "cli-rev-term", "--wait"); err != nil {
+			t.Fatalf("%v\n%s", err, stderr.String())
+		}
+		if got := stdout.String(); !strings.HasPrefix(got, "batch_") ||
+			!strings.HasSuffix(got, " succeeded: 1 undo items (1 succeeded, 0 failed, 0 pending)\n") {
+			t.Fatalf("printed %q on a terminal", got)
+		}
+		if !strings.Contains(stderr.String(), "item 0 notes/t.md: undone (deleted") {
+			t.Fatalf("stderr %q", stderr.String())
 		}
 	})
 
