@@ -714,7 +714,7 @@ async def _copy_counted(content: AsyncContent, out: BinaryIO, progress: Optional
             if progress is not None:
                 progress(n, None)
     except httpx.TransportError as e:
-        raise archive_stopped(content, n, e) from e
+        raise archive_stopped(n, e) from e
     return n
 
 

@@ -103,7 +103,7 @@ def archive_format(format: Optional[str], destination: Any) -> str:
     return "zip"
 
 
-def archive_stopped(info: "ContentInfo", received: int, err: BaseException) -> APIConnectionError:
+def archive_stopped(received: int, err: BaseException) -> APIConnectionError:
     """The error of an archive cut after ``received`` bytes: the server never ends one early in silence."""
     return APIConnectionError(f"the run archive stopped after {received} bytes: {str(err) or type(err).__name__}")
 

@@ -859,7 +859,7 @@ def _copy_counted(content: Content, out: BinaryIO, progress: Optional[ArchivePro
             if progress is not None:
                 progress(n, None)
     except httpx.TransportError as e:
-        raise archive_stopped(content, n, e) from e
+        raise archive_stopped(n, e) from e
     return n
 
 
