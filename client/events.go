@@ -367,7 +367,7 @@ func (c *Client) Run(ctx context.Context, runID string) (*Run, error) {
 		return nil, err
 	}
 	var run Run
-	if err := c.jsonCall(ctx, newRequest(routeRun, "/v1/runs/"+url.PathEscape(runID)), &run); err != nil {
+	if err := c.jsonCall(ctx, newRequest(routeRun, runPath(runID)), &run); err != nil {
 		return nil, err
 	}
 	return &run, nil

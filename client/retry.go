@@ -96,6 +96,8 @@ const (
 	routeRevokeLink     = "DELETE /v1/links/{id}"
 	routeEvents         = "GET /v1/events"
 	routeRun            = "GET /v1/runs/{run_id}"
+	routeRunArchive     = "GET /v1/runs/{run_id}/archive"
+	routeRevertRun      = "POST /v1/runs/{run_id}/revert"
 )
 
 // call is what the retry classification knows about a request.

@@ -87,6 +87,22 @@ ROUTE_COMPLETE = "POST /v1/uploads/{id}/complete"
 ROUTE_ABORT_UPLOAD = "DELETE /v1/uploads/{id}"
 ROUTE_CREATE_BATCH = "POST /v1/batch"
 ROUTE_BATCH = "GET /v1/batch/{id}"
+ROUTE_LIST_UPLOADS = "GET /v1/uploads"
+ROUTE_LIST_BATCHES = "GET /v1/batch"
+ROUTE_CANCEL_BATCH = "POST /v1/batch/{id}/cancel"
+ROUTE_LIST_VERSIONS = "GET /v1/files/{id}/versions"
+ROUTE_VERSION = "GET /v1/files/{id}/versions/{n}"
+ROUTE_VERSION_CONTENT = "GET /v1/files/{id}/versions/{n}/content"
+ROUTE_REVERT = "POST /v1/files/{id}/revert"
+ROUTE_MOVE = "POST /v1/files/{id}/move"
+ROUTE_PATCH_FILE = "PATCH /v1/files/{id}"
+ROUTE_CREATE_LINK = "POST /v1/files/{id}/links"
+ROUTE_LINKS = "GET /v1/files/{id}/links"
+ROUTE_REVOKE_LINK = "DELETE /v1/links/{id}"
+ROUTE_EVENTS = "GET /v1/events"
+ROUTE_RUN = "GET /v1/runs/{run_id}"
+ROUTE_RUN_ARCHIVE = "GET /v1/runs/{run_id}/archive"
+ROUTE_REVERT_RUN = "POST /v1/runs/{run_id}/revert"
 
 _SAFE_WITHOUT_KEY = {
     ROUTE_DELETE_FILE,
@@ -95,6 +111,11 @@ _SAFE_WITHOUT_KEY = {
     ROUTE_UPLOAD_PART,
     ROUTE_COMPLETE,
     ROUTE_ABORT_UPLOAD,
+    # Revoking a link or cancelling a batch again changes nothing; a PATCH
+    # sets an absolute expires_at, so a repeat sets the same value.
+    ROUTE_REVOKE_LINK,
+    ROUTE_CANCEL_BATCH,
+    ROUTE_PATCH_FILE,
 }
 
 CODE_IN_PROGRESS = "OPERATION_IN_PROGRESS"
