@@ -7,13 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/admission"
+	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
 	"github.com/agentfs/agentfs/storage"
@@ -102,8 +105,7 @@ func (b *CoreBackend) FileAt(ctx context.Context, path string) (*File, error) {
 // fileOfDomain shows a stored file as the API does.
 func fileOfDomain(core *admission.Core, f *agentfs.File) *File {
 	var out File
-	body, _ := json.Marshal(core.FileJSON(f))
-	_ = json.Unmarshal(body, &out)
+	_ = convert(core.FileJSON(f), &out) // the same fields: it cannot fail
 	return &out
 }
 
@@ -148,7 +150,7 @@ func (b *CoreBackend) List(ctx context.Context, f ListFilter) (*FileList, error)
 	if f.Cursor != "" {
 		cur, err := agentfs.ParseCursor(f.Cursor, "file")
 		if err != nil {
-			return nil, validation("cursor", "is not a cursor this listing gave")
+			return nil, problemFromAPI(problem.Invalid("cursor", "is not a cursor this server issued"))
 		}
 		filter.After = &cur
 	}
@@ -199,12 +201,125 @@ func (b *CoreBackend) Restore(ctx context.Context, fileID string, w WriteOptions
 	return fileResult(b.Core.Restore(ctx, b.caller(w.IdempotencyKey), fileID))
 }
 
+// Move gives a file another path through the admission core, never
+// replacing a live file there.
+func (b *CoreBackend) Move(ctx context.Context, fileID, destination string, w WriteOptions) (*File, error) {
+	if !b.CanWrite {
+		return nil, forbidden()
+	}
+	return fileResult(b.Core.Move(ctx, b.caller(w.IdempotencyKey),
+		agentfs.Move{FileID: fileID, Path: destination, IfMatch: w.IfMatch}))
+}
+
+// Versions lists one page of a file's versions, newest first.
+func (b *CoreBackend) Versions(ctx context.Context, fileID string, page VersionPage) (*VersionList, error) {
+	filter := agentfs.VersionFilter{Limit: page.Limit + 1}
+	if page.Cursor != "" {
+		n, err := strconv.Atoi(page.Cursor)
+		if err != nil || n < 1 {
+			return nil, problemFromAPI(problem.Invalid("cursor", "is not a cursor this server issued"))
+		}
+		filter.Before = n
+	}
+	versions, err := b.Store.Versions(ctx, b.Who.Subject, fileID, filter)
+	if err != nil {
+		return nil, problemOfCore(err)
+	}
+	out := &VersionList{Versions: make([]FileVersion, 0, min(len(versions), page.Limit))}
+	if len(versions) > page.Limit {
+		versions, out.HasMore = versions[:page.Limit], true
+		out.NextCursor = strconv.Itoa(versions[page.Limit-1].Version)
+	}
+	for _, v := range versions {
+		var fv FileVersion
+		if err := convert(api.NewFileVersion(b.Core.PublicURL(), v), &fv); err != nil {
+			return nil, err
+		}
+		out.Versions = append(out.Versions, fv)
+	}
+	return out, nil
+}
+
+// Revert makes a version's content current through the admission core.
+func (b *CoreBackend) Revert(ctx context.Context, fileID string, version int64, w WriteOptions) (*File, error) {
+	if !b.CanWrite {
+		return nil, forbidden()
+	}
+	if version < 1 || version > math.MaxInt32 {
+		return nil, validation("version", "must be a version number, 1 or more")
+	}
+	return fileResult(b.Core.Revert(ctx, b.caller(w.IdempotencyKey),
+		agentfs.Revert{FileID: fileID, Version: int(version), IfMatch: w.IfMatch}))
+}
+
+// Share makes a share link through the admission core.
+func (b *CoreBackend) Share(ctx context.Context, fileID string, s ShareArgs) (*Link, error) {
+	if !b.CanWrite {
+		return nil, forbidden()
+	}
+	req := agentfs.NewLink{FileID: fileID, ExpiresIn: agentfs.DefaultLinkExpiresIn}
+	if s.ExpiresIn != 0 {
+		req.ExpiresIn = secondsOf(s.ExpiresIn)
+		if req.ExpiresIn < agentfs.MinLinkExpiresIn || req.ExpiresIn > agentfs.MaxLinkExpiresIn {
+			return nil, validation("expires_in", "must be 60 to 604800 seconds")
+		}
+	}
+	if s.Version < 0 || s.Version > math.MaxInt32 {
+		return nil, validation("version", "must be a version number, 1 or more")
+	}
+	req.Version = int(s.Version)
+	res, err := b.Core.CreateLink(ctx, b.caller(s.IdempotencyKey), req)
+	if err != nil {
+		return nil, problemOfCore(err)
+	}
+	if res.Status >= 400 {
+		_, err := fileResult(res, nil)
+		return nil, err
+	}
+	var l Link
+	if err := json.Unmarshal(res.Body, &l); err != nil {
+		return nil, fmt.Errorf("mcpserver: recorded link: %w", err)
+	}
+	return &l, nil
+}
+
+// Run summarizes what a run did, from its events.
+func (b *CoreBackend) Run(ctx context.Context, runID string) (*Run, error) {
+	if !agentfs.ValidTagValue(runID) {
+		return nil, validation("run_id", "1-128 characters of A-Z a-z 0-9 . _ : / = + @ -, starting with a letter or digit")
+	}
+	r, err := b.Store.RunSummary(ctx, b.Who.Subject, runID)
+	if err != nil {
+		return nil, problemOfCore(err)
+	}
+	var out Run
+	if err := convert(api.NewRun(r), &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// convert copies an API object into the tools' type of the same fields.
+func convert(from, to any) error {
+	body, err := json.Marshal(from)
+	if err != nil {
+		return fmt.Errorf("mcpserver: %w", err)
+	}
+	if err := json.Unmarshal(body, to); err != nil {
+		return fmt.Errorf("mcpserver: %w", err)
+	}
+	return nil
+}
+
 // coreOps names the operations of the routes the tools write through, by
 // the route a key records.
 var coreOps = map[string]string{
 	"POST /v1/files":             OpPut,
 	"DELETE /v1/files/:id":       OpDelete,
 	"POST /v1/files/:id/restore": OpRestore,
+	"POST /v1/files/:id/move":    OpMove,
+	"POST /v1/files/:id/revert":  OpRevert,
+	"POST /v1/files/:id/links":   OpShare,
 }
 
 // Operation says what a key holds for the subject, or nil for nothing.
@@ -231,7 +346,7 @@ func (b *CoreBackend) Operation(ctx context.Context, key string) (*Operation, er
 		out.Problem = p
 	case err != nil:
 		return nil, err
-	case out.Op == OpPut || out.Op == OpDelete || out.Op == OpRestore:
+	case out.Op == OpPut || out.Op == OpDelete || out.Op == OpRestore || out.Op == OpMove || out.Op == OpRevert:
 		out.File = f
 	}
 	return out, nil

@@ -78,6 +78,9 @@ type Options struct {
 	// Config, when set, is the storage to use instead of a fresh schema and
 	// bucket on the shared test servers (outage tests bring their own).
 	Config *storage.Config
+	// MCP, when set, makes the /mcp door (as serve does with
+	// mcpserver.HTTPHandler, which this package cannot import).
+	MCP func(core *admission.Core, store *storage.Store, limits handlers.Limits) http.Handler
 }
 
 // NewServer starts the API on a fresh schema and bucket.
@@ -124,8 +127,13 @@ func NewServer(t testing.TB, opts Options) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = runner.Stop(context.Background()) })
+	var door http.Handler
+	if opts.MCP != nil {
+		door = opts.MCP(core, store, opts.Limits)
+	}
 	api, err := handlers.New(handlers.Deps{
 		Files: files, Sessions: store, Ledger: store, Writes: core, Quota: store, Tokens: store, Health: store,
+		MCP:       door,
 		Log:       log,
 		PublicURL: publicURL,
 		Limits:    opts.Limits, Registry: prometheus.NewRegistry(),
