@@ -22,6 +22,7 @@ import (
 	"github.com/agentfs/agentfs/mcpserver"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/sweeper"
+	"github.com/agentfs/agentfs/telemetry"
 )
 
 // serveHelp is the help of agentfs serve.
@@ -58,20 +59,25 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := telemetry.NewMetrics(reg)
+	metrics.Instrument(&cfg.Storage)
 	store, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	go sweeper.Run(ctx, log, cfg.SweepInterval, sweeper.Tasks(store, sweeper.Config{
+	metrics.WatchState(store, log)
+	go sweeper.Run(ctx, log, cfg.SweepInterval, metrics.CountSweeps(sweeper.Tasks(store, sweeper.Config{
 		BlobGrace: cfg.BlobGrace, QuotaWindow: cfg.Limits.QuotaWindow,
-		VersionRetention: cfg.Limits.VersionRetention, MaxVersions: cfg.Limits.MaxVersions})...)
+		VersionRetention: cfg.Limits.VersionRetention, MaxVersions: cfg.Limits.MaxVersions}))...)
 	enqueuer, err := batch.NewEnqueuer(store.QueuePool(), log)
 	if err != nil {
 		return err
 	}
 	core, err := admission.New(admission.Config{Store: store, Queue: enqueuer, PublicURL: cfg.PublicURL, Log: log,
-		AfterCommit: faultExit(cfg.FaultAfterCommit), MidComplete: faultExit(cfg.FaultMidComplete)})
+		AfterCommit: faultExit(cfg.FaultAfterCommit), MidComplete: faultExit(cfg.FaultMidComplete), Observer: metrics})
 	if err != nil {
 		return err
 	}
@@ -83,8 +89,6 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	if err := runner.Start(ctx); err != nil {
 		return fmt.Errorf("start batch queue: %w", err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	toolCalls := mcpserver.NewCallCounter()
 	reg.MustRegister(toolCalls)
 	mcpOpts.OnCall, mcpOpts.Logger = mcpserver.CountCalls(toolCalls), log
