@@ -11,6 +11,9 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/github.com/labstack/echo/otelecho"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // metrics are the HTTP request counters served at /metrics.
@@ -101,4 +104,21 @@ var knownMethods = map[string]bool{
 
 func (a *API) serveMetrics() echo.HandlerFunc {
 	return echo.WrapHandler(promhttp.HandlerFor(a.deps.Registry, promhttp.HandlerOpts{}))
+}
+
+// traceRequests makes a server span of every request but the probes and
+// scrapes (/healthz, /readyz, /metrics), which would bury the requests
+// that matter. It runs outside observe, which answers errors itself, so
+// the span sees the status the client got.
+func traceRequests(tp trace.TracerProvider) echo.MiddlewareFunc {
+	return otelecho.Middleware("agentfs",
+		otelecho.WithTracerProvider(tp),
+		otelecho.WithPropagators(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
+		otelecho.WithSkipper(func(c echo.Context) bool {
+			switch c.Path() {
+			case "/healthz", "/readyz", "/metrics":
+				return true
+			}
+			return false
+		}))
 }

@@ -39,6 +39,9 @@ Often set:
   AGENTFS_DB_TIMEOUT, AGENTFS_S3_TIMEOUT
                          bounds on each wait for Postgres (10s) and S3 (30s;
                          each S3 request is sent once, clients retry) before a 503
+  OTEL_EXPORTER_OTLP_ENDPOINT
+                         export traces over OTLP/HTTP, e.g. http://127.0.0.1:4318
+                         (off when unset; README, "Observability")
 Every variable, with its default and meaning, is in the README ("Operating it").
 agentfs healthcheck exits 0 once the server is ready.
 
@@ -59,10 +62,22 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	tracing, err := telemetry.StartTracing(ctx, getenv, buildVersion())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(flushCtx); err != nil {
+			log.Warn("flush traces", "err", err)
+		}
+	}()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := telemetry.NewMetrics(reg)
 	metrics.Instrument(&cfg.Storage)
+	tracing.Instrument(&cfg.Storage)
 	store, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
@@ -94,7 +109,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	mcpOpts.OnCall, mcpOpts.Logger = mcpserver.CountCalls(toolCalls), log
 	api, err := handlers.New(handlers.Deps{
 		Files: store, Sessions: store, Ledger: store, Writes: core, Quota: store, Tokens: store, Health: store, Log: log,
-		PublicURL: cfg.PublicURL, Limits: cfg.Limits, Registry: reg,
+		PublicURL: cfg.PublicURL, Limits: cfg.Limits, Registry: reg, Traces: tracing.Provider(),
 		MCP: mcpserver.HTTPHandler(core, store, cfg.Limits.MaxUploadBytes, mcpOpts),
 	})
 	if err != nil {
