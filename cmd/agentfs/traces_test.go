@@ -120,7 +120,7 @@ func descendants(spans []receivedSpan, root receivedSpan) []receivedSpan {
 // OTEL_EXPORTER_OTLP_ENDPOINT pointing at an in-process OTLP receiver and
 // uploads one file: a trace arrives with a server span for POST /v1/files,
 // and below it client spans for Postgres and for the S3 put. The readiness
-// checks before it made no spans.
+// checks before it made no spans, and serve's /metrics shows the upload.
 func TestServeExportsTraces(t *testing.T) {
 	t.Parallel()
 	rec := &otlpReceiver{}
@@ -189,5 +189,39 @@ func TestServeExportsTraces(t *testing.T) {
 			t.Fatalf("a span outside any request: %q from %q", s.GetName(), s.scope)
 		}
 	}
+	checkServeMetrics(t, p.url)
 	p.stop(t)
+}
+
+// checkServeMetrics reads serve's /metrics after one upload: the domain
+// and dependency series are registered there, not only in the test
+// harness.
+func checkServeMetrics(t *testing.T, base string) {
+	t.Helper()
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{
+		`agentfs_idempotency_requests_total{outcome="executed"} 0`, // the upload had no key
+		`agentfs_batch_items_total{op="put",outcome="applied"} 0`,
+		`agentfs_upload_sessions{status="pending"} 0`,
+		`agentfs_batch_queue_jobs{state="available"} 0`,
+		`agentfs_state_up 1`,
+		`agentfs_sweeper_runs_total{result="ok",task="unreferenced_blobs"} 0`,
+		`agentfs_s3_request_duration_seconds_count{operation="put"} 1`,
+		`agentfs_s3_body_bytes_total{direction="sent",operation="put"} 13`,
+		`agentfs_http_body_bytes_total{direction="received",route="/v1/files"} 13`,
+		`agentfs_postgres_call_duration_seconds_count{operation="select"} `,
+		`go_goroutines `,
+	} {
+		if !strings.Contains(string(body), "\n"+want) {
+			t.Errorf("serve's /metrics has no line starting %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", body)
+	}
 }
