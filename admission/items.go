@@ -28,17 +28,53 @@ func (c *Core) RunItem(ctx context.Context, b *agentfs.Batch, it agentfs.BatchIt
 	o := agentfs.OriginOf(who)
 	o.BatchID = b.ID
 	w, err := c.itemWrite(ctx, who, o, b, it)
+	var res idempotency.Result
 	if err == nil {
-		_, err = c.run(ctx, who, &item{batch: b, index: it.Index}, w)
+		res, err = c.run(ctx, who, &item{batch: b, index: it.Index}, w)
 	}
 	switch {
-	case err == nil, errors.Is(err, storage.ErrItemDone):
+	case err == nil:
+		c.noteItem(it.Op, itemOutcome(res))
+		return nil
+	case errors.Is(err, storage.ErrItemDone):
+		c.noteItem(it.Op, ItemSkipped)
 		return nil
 	case transient(err):
+		c.noteItem(it.Op, ItemRetried)
 		return err
 	}
 	p, _ := problem.From(err)
-	return c.markFailed(ctx, b, it.Index, p, false)
+	if err := c.markFailed(ctx, b, it.Index, p, false); err != nil {
+		c.noteItem(it.Op, ItemRetried)
+		return err
+	}
+	c.noteItem(it.Op, ItemFailed)
+	return nil
+}
+
+// itemOutcome names how an item that ran without error ended.
+func itemOutcome(res idempotency.Result) string {
+	switch {
+	case res.Outcome.Status >= 300:
+		return ItemFailed // a replayed failure
+	case res.Replayed:
+		return ItemReplayed
+	}
+	return ItemApplied
+}
+
+// noteItem tells the observer, if any, how an item's run ended. An op
+// outside the known ones (never admitted by validation) is "other".
+func (c *Core) noteItem(op, outcome string) {
+	if c.cfg.Observer == nil {
+		return
+	}
+	switch op {
+	case agentfs.OpPut, agentfs.OpDelete, agentfs.OpRestore, agentfs.OpCopy, agentfs.OpUndo:
+	default:
+		op = "other"
+	}
+	c.cfg.Observer.ItemOutcome(op, outcome)
 }
 
 // itemWrite is the write an item asks for.

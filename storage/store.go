@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -52,6 +53,14 @@ type Config struct {
 	// most that long. A part on its way holds its session for a third of
 	// it (at least 1 s), renewed likewise.
 	UploadCompleteLease time.Duration
+	// Tracers hear every statement, batch, COPY and connection wait of
+	// AgentFS's own pool (not the batch queue's), each after the statement
+	// bound has set its deadline: metrics and traces, wired by cmd/agentfs.
+	Tracers []pgx.QueryTracer
+	// S3Transport, when set, wraps the transport of every request the S3
+	// client sends (metrics and traces). Large ranged reads that go over a
+	// connection of their own (direct.go) do not pass through it.
+	S3Transport func(http.RoundTripper) http.RoundTripper
 }
 
 // Store is the AgentFS state: a Postgres pool and an S3 bucket. It is safe
@@ -111,7 +120,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	pool, err := openPool(ctx, cfg.DatabaseURL, cfg.MaxConns, cfg.DBTimeout, true)
+	pool, err := openPool(ctx, cfg.DatabaseURL, cfg.MaxConns, cfg.DBTimeout, true, cfg.Tracers...)
 	if err != nil {
 		return nil, err
 	}
@@ -135,12 +144,20 @@ func newS3(cfg Config, answerWait time.Duration) (*minio.Client, error) {
 		// wait, not after one per retry (each waits answerWait for the
 		// answer to start). Clients retry, with backoff, across instances.
 		MaxRetries: 1,
-		Transport:  s3Transport(cfg.S3UseSSL, cfg.S3Timeout, answerWait),
+		Transport:  wrapTransport(cfg.S3Transport, s3Transport(cfg.S3UseSSL, cfg.S3Timeout, answerWait)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("storage: s3 client: %w", err)
 	}
 	return c, nil
+}
+
+// wrapTransport applies Config.S3Transport, if any, to rt.
+func wrapTransport(wrap func(http.RoundTripper) http.RoundTripper, rt http.RoundTripper) http.RoundTripper {
+	if wrap == nil {
+		return rt
+	}
+	return wrap(rt)
 }
 
 // s3Transport bounds how long S3 may take to connect, to take the bytes of

@@ -22,6 +22,7 @@ import (
 	"github.com/agentfs/agentfs/mcpserver"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/sweeper"
+	"github.com/agentfs/agentfs/telemetry"
 )
 
 // serveHelp is the help of agentfs serve.
@@ -38,6 +39,9 @@ Often set:
   AGENTFS_DB_TIMEOUT, AGENTFS_S3_TIMEOUT
                          bounds on each wait for Postgres (10s) and S3 (30s;
                          each S3 request is sent once, clients retry) before a 503
+  OTEL_EXPORTER_OTLP_ENDPOINT
+                         export traces over OTLP/HTTP, e.g. http://127.0.0.1:4318
+                         (off when unset; README, "Observability")
 Every variable, with its default and meaning, is in the README ("Operating it").
 agentfs healthcheck exits 0 once the server is ready.
 
@@ -58,20 +62,37 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	tracing, err := telemetry.StartTracing(ctx, getenv, buildVersion())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(flushCtx); err != nil {
+			log.Warn("flush traces", "err", err)
+		}
+	}()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := telemetry.NewMetrics(reg)
+	metrics.Instrument(&cfg.Storage)
+	tracing.Instrument(&cfg.Storage)
 	store, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	go sweeper.Run(ctx, log, cfg.SweepInterval, sweeper.Tasks(store, sweeper.Config{
+	metrics.WatchState(store, log)
+	go sweeper.Run(ctx, log, cfg.SweepInterval, metrics.CountSweeps(sweeper.Tasks(store, sweeper.Config{
 		BlobGrace: cfg.BlobGrace, QuotaWindow: cfg.Limits.QuotaWindow,
-		VersionRetention: cfg.Limits.VersionRetention, MaxVersions: cfg.Limits.MaxVersions})...)
+		VersionRetention: cfg.Limits.VersionRetention, MaxVersions: cfg.Limits.MaxVersions}))...)
 	enqueuer, err := batch.NewEnqueuer(store.QueuePool(), log)
 	if err != nil {
 		return err
 	}
 	core, err := admission.New(admission.Config{Store: store, Queue: enqueuer, PublicURL: cfg.PublicURL, Log: log,
-		AfterCommit: faultExit(cfg.FaultAfterCommit), MidComplete: faultExit(cfg.FaultMidComplete)})
+		AfterCommit: faultExit(cfg.FaultAfterCommit), MidComplete: faultExit(cfg.FaultMidComplete), Observer: metrics})
 	if err != nil {
 		return err
 	}
@@ -83,14 +104,12 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	if err := runner.Start(ctx); err != nil {
 		return fmt.Errorf("start batch queue: %w", err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	toolCalls := mcpserver.NewCallCounter()
 	reg.MustRegister(toolCalls)
 	mcpOpts.OnCall, mcpOpts.Logger = mcpserver.CountCalls(toolCalls), log
 	api, err := handlers.New(handlers.Deps{
 		Files: store, Sessions: store, Ledger: store, Writes: core, Quota: store, Tokens: store, Health: store, Log: log,
-		PublicURL: cfg.PublicURL, Limits: cfg.Limits, Registry: reg,
+		PublicURL: cfg.PublicURL, Limits: cfg.Limits, Registry: reg, Traces: tracing.Provider(),
 		MCP: mcpserver.HTTPHandler(core, store, cfg.Limits.MaxUploadBytes, mcpOpts),
 	})
 	if err != nil {
