@@ -114,6 +114,8 @@ func (s *Store) AwaitEvents(ctx context.Context, subject string, filter agentfs.
 			return nil, next, ctx.Err()
 		case <-deadline.C:
 			return nil, next, nil
+		case <-s.draining:
+			return nil, next, nil
 		case who := <-woke:
 			if who != mine && who != "" {
 				continue

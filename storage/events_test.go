@@ -281,3 +281,60 @@ func TestEventsOfOneFileFollowItsVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainEndsWaits: a wait on events and one on a batch that has not
+// ended both answer what there is as soon as the store drains, long before
+// their time is up; a wait that starts after Drain does not wait at all.
+func TestDrainEndsWaits(t *testing.T) {
+	ctx := context.Background()
+	store, _ := setup(t)
+	var b *agentfs.Batch
+	err := store.WithTxRetry(ctx, func(tx pgx.Tx) error {
+		var err error
+		b, err = store.CreateBatchTx(ctx, tx, &agentfs.Batch{Subject: "s",
+			Items: []agentfs.BatchItem{{Op: agentfs.OpDelete, FileID: "file_00000000000000000000000000"}}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := store.EventsStart(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		what string
+		err  error
+	}
+	answers := make(chan answer, 3)
+	go func() {
+		events, _, err := store.AwaitEvents(ctx, "s", agentfs.EventFilter{After: &start, Limit: 10}, time.Hour)
+		answers <- answer{fmt.Sprintf("events: %d", len(events)), err}
+	}()
+	go func() {
+		got, err := store.AwaitBatch(ctx, "s", b.ID, time.Hour)
+		if err == nil {
+			answers <- answer{"batch: " + got.Status, nil}
+			return
+		}
+		answers <- answer{"batch", err}
+	}()
+	store.Drain()
+	store.Drain() // twice is fine
+	go func() {
+		events, _, err := store.AwaitEvents(ctx, "s", agentfs.EventFilter{After: &start, Limit: 10}, time.Hour)
+		answers <- answer{fmt.Sprintf("events: %d", len(events)), err}
+	}()
+	want := map[string]int{"events: 0": 2, "batch: " + agentfs.BatchQueued: 1}
+	for range 3 {
+		select {
+		case a := <-answers:
+			if a.err != nil || want[a.what] == 0 {
+				t.Fatalf("a drained wait answered %s, %v", a.what, a.err)
+			}
+			want[a.what]--
+		case <-time.After(2 * time.Minute):
+			t.Fatal("a wait did not end on Drain")
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -76,6 +77,17 @@ type Store struct {
 	bucket    string
 	cfg       Config
 	notify    *notifier
+	// draining is closed by Drain: waits end early.
+	draining  chan struct{}
+	drainOnce sync.Once
+}
+
+// Drain ends every wait in progress and to come (?wait on events and
+// batches) with what there is now, as if its time were up: a process
+// shutting down answers its long polls at once instead of holding its
+// shutdown for them. The callers poll again, elsewhere.
+func (s *Store) Drain() {
+	s.drainOnce.Do(func() { close(s.draining) })
 }
 
 // Open connects to Postgres and S3. It does not migrate; call Migrate.
@@ -130,7 +142,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	return &Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket, cfg: cfg,
-		notify: newNotifier(cfg.DatabaseURL)}, nil
+		notify: newNotifier(cfg.DatabaseURL), draining: make(chan struct{})}, nil
 }
 
 // newS3 is an S3 client that waits at most answerWait for S3 to start

@@ -131,6 +131,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 			return err
 		}
 	}
+	srv.RegisterOnShutdown(store.Drain) // held long polls answer now
 	log.Info("agentfs listening", "addr", ln.Addr().String(), "public_url", cfg.PublicURL)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
