@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -71,6 +72,9 @@ func (s *Store) UndoTx(ctx context.Context, tx pgx.Tx, subject, fileID string, u
 	if err != nil {
 		return nil, fmt.Errorf("undo: %w", err)
 	}
+	if done, err := s.undone(ctx, tx, subject, f, u); err != nil || done {
+		return f, err // already as it was before the run: nothing to undo, nothing changed
+	}
 	if !u.Force {
 		var changed bool
 		err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE subject = $1 AND file_id = $2
@@ -103,6 +107,28 @@ func (s *Store) UndoTx(ctx context.Context, tx pgx.Tx, subject, fileID string, u
 		f, _, err = s.RevertFileTx(ctx, tx, agentfs.Revert{Subject: subject, FileID: fileID, Version: u.Version, By: o.By}, o)
 	}
 	return f, err
+}
+
+// undone says f is already as it was before the run (an earlier revert of
+// the run, or someone else, put it back).
+func (s *Store) undone(ctx context.Context, tx pgx.Tx, subject string, f *agentfs.File, u agentfs.Undo) (bool, error) {
+	if !u.Existed || !u.Live {
+		return !f.Live(), nil
+	}
+	if !f.Live() || f.Path != u.Path {
+		return false, nil
+	}
+	if u.Version == 0 || u.Version == f.Version {
+		return true, nil
+	}
+	v, err := s.version(ctx, tx, subject, f.ID, u.Version)
+	if errors.Is(err, agentfs.ErrNotFound) {
+		return false, nil // swept: the revert will say so
+	}
+	if err != nil {
+		return false, err
+	}
+	return v.SHA256 == f.SHA256 && v.ContentType == f.ContentType, nil
 }
 
 func undoParams(u *agentfs.Undo) ([]byte, error) {
