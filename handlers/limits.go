@@ -29,7 +29,7 @@ type Quota interface {
 }
 
 // rateLimits holds one token bucket per subject. The request rate is
-// limited per instance (documented in /v1/protocol and the README); the
+// limited per instance (documented in /v1/protocol and docs/operating.md); the
 // byte quota is global. A bucket that has filled up again is no different
 // from a new one, so such buckets are dropped now and then: the map holds
 // only the subjects active lately, however many there ever were.

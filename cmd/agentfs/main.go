@@ -14,7 +14,7 @@
 //	agentfs help [COMMAND]        every command explains itself, also with --help
 //	agentfs version               the version and commit it was built from
 //
-// It is configured by AGENTFS_* environment variables; see the README.
+// It is configured by AGENTFS_* environment variables; see docs/operating.md.
 package main
 
 import (

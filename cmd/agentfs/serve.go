@@ -41,8 +41,8 @@ Often set:
                          each S3 request is sent once, clients retry) before a 503
   OTEL_EXPORTER_OTLP_ENDPOINT
                          export traces over OTLP/HTTP, e.g. http://127.0.0.1:4318
-                         (off when unset; README, "Observability")
-Every variable, with its default and meaning, is in the README ("Operating it").
+                         (off when unset; docs/operating.md, "Observability")
+Every variable, with its default and meaning, is in docs/operating.md.
 agentfs healthcheck exits 0 once the server is ready.
 
 Example:
