@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -27,7 +28,8 @@ type bench struct {
 	api  *api
 	s3   *minio.Client
 	core minio.Core
-	tag  string // makes this run's paths, keys and seeded rows unique
+	data *payload // the bytes both sides send
+	tag  string   // makes this run's paths, keys and seeded rows unique
 	rows []row
 	// notes are printed under the table.
 	notes []string
@@ -44,8 +46,27 @@ type bench struct {
 // the best a client could do without AgentFS.
 var putOpts = minio.PutObjectOptions{ContentType: "application/octet-stream", DisableContentSha256: true, DisableMultipart: true}
 
+// newTransport is the HTTP transport of both sides: minio-go's own
+// default, without a proxy (loopback only) and with time for a 1 GiB
+// complete to answer. AgentFS's client and the direct minio-go client each
+// get one, so both have the same connection pools and buffer sizes.
+func newTransport() (*http.Transport, error) {
+	tr, err := minio.DefaultTransport(false)
+	if err != nil {
+		return nil, err
+	}
+	tr.Proxy = nil
+	tr.MaxIdleConnsPerHost = 64
+	tr.ResponseHeaderTimeout = 5 * time.Minute
+	return tr, nil
+}
+
 func newBench(ctx context.Context, cfg *config) (*bench, error) {
-	b := &bench{cfg: cfg, api: newAPI(cfg.url, cfg.token), tag: strconv.FormatInt(time.Now().UnixNano()%1e10, 36)}
+	tr, err := newTransport()
+	if err != nil {
+		return nil, err
+	}
+	b := &bench{cfg: cfg, api: newAPI(cfg.url, cfg.token, tr), tag: strconv.FormatInt(time.Now().UnixNano()%1e10, 36)}
 
 	if _, err := b.api.call(ctx, http.MethodGet, "/readyz", nil, 0, nil, nil, http.StatusOK); err != nil {
 		return nil, fmt.Errorf("AgentFS at %s is not ready: %w", cfg.url, err)
@@ -60,11 +81,9 @@ func newBench(ctx context.Context, cfg *config) (*bench, error) {
 		return nil, err
 	}
 
-	tr, err := minio.DefaultTransport(false)
-	if err != nil {
+	if tr, err = newTransport(); err != nil {
 		return nil, err
 	}
-	tr.Proxy = nil // loopback only
 	s3, err := minio.New(cfg.s3Endpoint, &minio.Options{
 		Creds:     credentials.NewStaticV4(cfg.s3AccessKey, cfg.s3SecretKey, ""),
 		Region:    cfg.s3Region,
@@ -83,6 +102,9 @@ func newBench(ctx context.Context, cfg *config) (*bench, error) {
 			return nil, fmt.Errorf("create bucket %s: %w", cfg.directBucket, err)
 		}
 	}
+	t0 := time.Now()
+	b.data = newPayload(cfg.uploadSize)
+	logf("filled a %s send buffer in %s", fmtSize(int64(len(b.data.buf))), time.Since(t0).Round(time.Millisecond))
 	return b, nil
 }
 
@@ -116,12 +138,17 @@ func (b *bench) cpuNow() cpuSnap {
 
 // cpuNote records where the CPU went for one measurement, both sides.
 func (b *bench) cpuNote(what, unit string, agent, direct cpuAcc) {
-	s3Name := ""
-	if b.cfg.s3PID > 0 {
-		s3Name = b.cfg.s3Name
-	}
+	s3Name := b.s3CPUName()
 	b.notes = append(b.notes, fmt.Sprintf("%s, CPU seconds per %s: through AgentFS %s; direct %s.",
 		what, unit, agent.per(b.cfg.serverPID > 0, s3Name), direct.per(false, s3Name)))
+}
+
+// s3CPUName is the S3 server's name when its CPU time is known, else "".
+func (b *bench) s3CPUName() string {
+	if b.cfg.s3PID > 0 {
+		return b.cfg.s3Name
+	}
+	return ""
 }
 
 // gib is a byte count in GiB, the unit of the throughput CPU notes.
@@ -144,7 +171,7 @@ func (b *bench) run(ctx context.Context, m string) ([]row, error) {
 	case "replay":
 		return b.replay(ctx)
 	case "batch":
-		return b.batch(ctx)
+		return b.batches(ctx)
 	case "list":
 		return b.list(ctx)
 	}
@@ -171,6 +198,16 @@ func rateRow(name string, agentfs, direct float64, unit string, budget float64) 
 	return row{name: name, agentfs: fmtRate(agentfs, unit), direct: fmtRate(direct, unit),
 		ratio: ratio(agentfs, direct), budget: fmt.Sprintf("≥ %g×", budget), verdict: verdict}
 }
+
+// withDirect names the direct side's baseline in its cell.
+func withDirect(r row, baseline string) row {
+	r.direct += " (" + baseline + ")"
+	return r
+}
+
+// bytesReader reads b; a function so that the call sites read as what
+// they send.
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
 func fmtRate(v float64, unit string) string {
 	if v >= 100 {

@@ -290,3 +290,41 @@ func (a cpuAcc) per(withServer bool, s3Name string) string {
 	}
 	return s
 }
+
+// sizeListFlag is a flag.Value holding comma-separated byte counts.
+type sizeListFlag struct{ ns *[]int64 }
+
+func (f sizeListFlag) String() string {
+	if f.ns == nil {
+		return ""
+	}
+	var out []string
+	for _, n := range *f.ns {
+		out = append(out, strings.ReplaceAll(fmtSize(n), " ", ""))
+	}
+	return strings.Join(out, ",")
+}
+
+func (f sizeListFlag) Set(s string) error {
+	var ns []int64
+	for _, part := range strings.Split(s, ",") {
+		n, err := parseSize(part)
+		if err != nil {
+			return err
+		}
+		ns = append(ns, n)
+	}
+	*f.ns = ns
+	return nil
+}
+
+// median is the 50th percentile of rates (the lower middle one of an even
+// count, as percentile's nearest rank gives).
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}
