@@ -6,12 +6,15 @@
 #   BENCH_QUICK=1 scripts/bench.sh         # small sizes, about a minute
 #   scripts/bench.sh -only upload,download # extra arguments go to the bench program
 #
+#   scripts/bench.sh -h                    # the flags and measurements (starts nothing)
+#
 # Starts Postgres and versitygw (S3; AGENTFS_S3_SERVER=minio for MinIO) on free ports in a temporary directory,
 # builds bin/agentfs, migrates, creates a token, starts `agentfs serve` on a
 # free port, runs `go run ./bench` against it and stops everything again.
 # All traffic stays on 127.0.0.1. Postgres runs as in make test (fsync off):
 # versitygw does not fsync either, so neither store pays for durability the
-# other skips. The per-subject rate limit and byte quota are turned off.
+# other skips. The per-subject rate limit and byte quota are turned off, and the
+# batch body limit is raised so that 1000 items of 64 KiB fit in one batch.
 # BENCH_KEEP=1 keeps the temporary directory (data and logs).
 set -euo pipefail
 
@@ -20,6 +23,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 
 BENCH_ARGS=("$@")
+
+# Help needs no servers.
+for arg in "${BENCH_ARGS[@]}"; do
+	case "$arg" in
+	-h | -help | --help)
+		exec go run ./bench -h
+		;;
+	esac
+done
 
 ensure_deps pg s3
 
@@ -94,6 +106,8 @@ export AGENTFS_LOG_LEVEL=warn
 # The benchmark measures throughput, not the per-subject limits.
 export AGENTFS_RATE_LIMIT=0
 export AGENTFS_QUOTA_BYTES=0
+# 1000 items of 64 KiB are about 64 MiB of JSON (the default allows 32 MiB).
+export AGENTFS_BATCH_MAX_BYTES=$((128 << 20))
 
 bin/agentfs migrate
 token=$(bin/agentfs token create --subject bench | tail -n 1 | tr -d '[:space:]')
