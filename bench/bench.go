@@ -174,6 +174,8 @@ func (b *bench) run(ctx context.Context, m string) ([]row, error) {
 		return b.batches(ctx)
 	case "list":
 		return b.list(ctx)
+	case "archive":
+		return b.archive(ctx)
 	}
 	return nil, fmt.Errorf("unknown measurement %q", m)
 }

@@ -83,6 +83,7 @@ type measurement struct{ name, what string }
 // others.
 var measurements = []measurement{
 	{"memory", "server RSS growth while a large file streams up through AgentFS and back down"},
+	{"archive", "server RSS growth and throughput while a run's files stream as one zip archive"},
 	{"upload", "one large upload, against one direct unsigned PUT and minio-go's default PutObject"},
 	{"download", "one large download, against a direct GetObject"},
 	{"small", "4 KiB uploads per second from 16 clients, against direct PutObject"},
