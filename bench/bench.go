@@ -176,6 +176,10 @@ func (b *bench) run(ctx context.Context, m string) ([]row, error) {
 		return b.list(ctx)
 	case "archive":
 		return b.archive(ctx)
+	case "delivery":
+		return b.delivery(ctx)
+	case "feed":
+		return b.feed(ctx)
 	}
 	return nil, fmt.Errorf("unknown measurement %q", m)
 }

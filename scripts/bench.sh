@@ -13,7 +13,9 @@
 # free port, runs `go run ./bench` against it and stops everything again.
 # All traffic stays on 127.0.0.1. Postgres runs as in make test (fsync off):
 # versitygw does not fsync either, so neither store pays for durability the
-# other skips. The per-subject rate limit and byte quota are turned off, and the
+# other skips; it also records commit timestamps (track_commit_timestamp),
+# from which the event delivery measurement takes each event's commit
+# instant. The per-subject rate limit and byte quota are turned off, and the
 # batch body limit is raised so that 1000 items of 64 KiB fit in one batch.
 # BENCH_KEEP=1 keeps the temporary directory (data and logs).
 set -euo pipefail
@@ -82,6 +84,13 @@ for attempt in 1 2 3; do
 	((attempt < 3)) || die "could not start Postgres"
 	log "retrying Postgres on another port ..."
 done
+
+# Commit timestamps are a server setting: set it, then start again.
+psql -X -q -h 127.0.0.1 -p "$pg_port" -U agentfs -d postgres \
+	-c 'ALTER SYSTEM SET track_commit_timestamp = on' >/dev/null ||
+	die "could not turn on track_commit_timestamp"
+pg_stop "$pg_dir"
+(pg_start "$pg_dir" "$pg_port" test) || die "could not restart Postgres with track_commit_timestamp"
 
 s3_dir=$BENCH_TMP/s3
 s3_port=""
