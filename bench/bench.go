@@ -180,6 +180,8 @@ func (b *bench) run(ctx context.Context, m string) ([]row, error) {
 		return b.delivery(ctx)
 	case "feed":
 		return b.feed(ctx)
+	case "mcp":
+		return b.mcp(ctx)
 	}
 	return nil, fmt.Errorf("unknown measurement %q", m)
 }
