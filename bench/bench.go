@@ -137,10 +137,23 @@ func (b *bench) cpuNow() cpuSnap {
 }
 
 // cpuNote records where the CPU went for one measurement, both sides.
+//
+// When the CPU of client, server and S3 server are all known, it adds the
+// ratio their sums give: what the throughput ratio tends to when the cores
+// have no time to spare (other work on the machine), since then every CPU
+// second the extra hop costs is a second of wall time. With cores to
+// spare the hop's work overlaps the S3 server's and the measured ratio
+// lies above it.
 func (b *bench) cpuNote(what, unit string, agent, direct cpuAcc) {
 	s3Name := b.s3CPUName()
-	b.notes = append(b.notes, fmt.Sprintf("%s, CPU seconds per %s: through AgentFS %s; direct %s.",
-		what, unit, agent.per(b.cfg.serverPID > 0, s3Name), direct.per(false, s3Name)))
+	note := fmt.Sprintf("%s, CPU seconds per %s: through AgentFS %s; direct %s",
+		what, unit, agent.per(b.cfg.serverPID > 0, s3Name), direct.per(false, s3Name))
+	if b.cfg.serverPID > 0 && s3Name != "" && agent.units > 0 && direct.units > 0 {
+		a := (agent.self + agent.server + agent.s3).Seconds() / agent.units
+		d := (direct.self + direct.s3).Seconds() / direct.units
+		note += fmt.Sprintf("; on saturated cores the ratio would tend to %.2f× (direct's CPU ÷ AgentFS's, client + servers)", d/a)
+	}
+	b.notes = append(b.notes, note+".")
 }
 
 // s3CPUName is the S3 server's name when its CPU time is known, else "".
