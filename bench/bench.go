@@ -365,3 +365,9 @@ func sep(unit string) string {
 	}
 	return " "
 }
+
+// withBudgetNote adds a remark to a row's budget cell.
+func withBudgetNote(r row, note string) row {
+	r.budget += " (" + note + ")"
+	return r
+}
