@@ -41,6 +41,8 @@ BENCH_TMP=""
 pg_dir=""
 s3_dir=""
 agentfs_pid=""
+pg_pid=""
+s3_pid=""
 
 # shellcheck disable=SC2317 # invoked via trap
 cleanup() {
@@ -50,6 +52,10 @@ cleanup() {
 	[[ -n "$agentfs_pid" ]] && stop_pid "$agentfs_pid" agentfs 20
 	[[ -n "$s3_dir" ]] && s3_stop "$s3_dir"
 	[[ -n "$pg_dir" ]] && pg_stop "$pg_dir"
+	# The helpers find the servers through files in the temporary
+	# directory; should it have gone meanwhile, stop them by pid.
+	[[ -n "$s3_pid" ]] && stop_pid "$s3_pid" "$S3_SERVER" 15
+	[[ -n "$pg_pid" ]] && stop_pid "$pg_pid" postgres 30
 	if [[ -n "$BENCH_TMP" ]]; then
 		if [[ "${BENCH_KEEP:-}" == 1 ]]; then
 			log "kept $BENCH_TMP (BENCH_KEEP=1)"
@@ -91,6 +97,7 @@ psql -X -q -h 127.0.0.1 -p "$pg_port" -U agentfs -d postgres \
 	die "could not turn on track_commit_timestamp"
 pg_stop "$pg_dir"
 (pg_start "$pg_dir" "$pg_port" test) || die "could not restart Postgres with track_commit_timestamp"
+pg_pid=$(head -n 1 "$pg_dir/postmaster.pid" 2>/dev/null || true)
 
 s3_dir=$BENCH_TMP/s3
 s3_port=""
