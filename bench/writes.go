@@ -148,6 +148,21 @@ func (b *bench) batch(ctx context.Context, size int64) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
+	// The server reads the whole batch body before it answers; its memory
+	// meanwhile is no DESIGN line, but worth seeing next to the rate.
+	var mem *sampler
+	var idle int64
+	if c.serverPID > 0 {
+		if idle, err = rss(c.serverPID); err != nil {
+			return row{}, err
+		}
+		mem = startSampler(c.serverPID, 100*time.Millisecond)
+		defer func() {
+			if mem != nil {
+				_, _, _ = mem.finish()
+			}
+		}()
+	}
 	t0 := time.Now()
 	var bt batch
 	// wait=30 answers as soon as the batch ends (the server is told when it
@@ -185,6 +200,15 @@ func (b *bench) batch(ctx context.Context, size int64) (row, error) {
 			}
 		}
 		return row{}, fmt.Errorf("batch %s ended %s with %d of %d items succeeded%s", bt.ID, bt.Status, bt.Counts.Succeeded, n, detail)
+	}
+	if mem != nil {
+		peak, _, err := mem.finish()
+		mem = nil
+		if err != nil {
+			return row{}, err
+		}
+		b.notes = append(b.notes, fmt.Sprintf("batch of %d × %s: %s of JSON; server RSS %s before, peak %s while it ran.",
+			n, label, fmtSize(int64(len(body))), fmtMiB(idle), fmtMiB(peak)))
 	}
 	br := float64(n) / d.Seconds()
 	logf("  batch of %d × %s (%s of JSON): %s, %.0f items/s", n, label, fmtSize(int64(len(body))), d.Round(time.Millisecond), br)
