@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -47,9 +48,10 @@ type bench struct {
 var putOpts = minio.PutObjectOptions{ContentType: "application/octet-stream", DisableContentSha256: true, DisableMultipart: true}
 
 // newTransport is the HTTP transport of both sides: minio-go's own
-// default, without a proxy (loopback only) and with time for a 1 GiB
-// complete to answer. AgentFS's client and the direct minio-go client each
-// get one, so both have the same connection pools and buffer sizes.
+// default, without a proxy (loopback only), with time for a 1 GiB complete
+// to answer, and sending request bodies in large writes. AgentFS's client
+// and the direct minio-go client each get one, so both have the same
+// connection pools and buffer sizes.
 func newTransport() (*http.Transport, error) {
 	tr, err := minio.DefaultTransport(false)
 	if err != nil {
@@ -58,7 +60,34 @@ func newTransport() (*http.Transport, error) {
 	tr.Proxy = nil
 	tr.MaxIdleConnsPerHost = 64
 	tr.ResponseHeaderTimeout = 5 * time.Minute
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return largeWrites{c}, nil
+	}
 	return tr, nil
+}
+
+// sendBufferSize is the size of the writes a request body goes out in, on
+// both sides.
+const sendBufferSize = 1 << 20
+
+var sendBuffers = sync.Pool{New: func() any { b := make([]byte, sendBufferSize); return &b }}
+
+// largeWrites sends what net/http copies into a connection (a request
+// body) in writes of sendBufferSize. Without it the copy goes through a
+// 32 KiB buffer: eight thousand writes for 256 MiB, whose cost falls on the
+// client, the process with the least CPU to spare in these runs. Measured
+// here, 1 MiB writes took the client about 0.05–0.1 s less CPU per GiB.
+type largeWrites struct{ net.Conn }
+
+func (c largeWrites) ReadFrom(r io.Reader) (int64, error) {
+	buf := sendBuffers.Get().(*[]byte)
+	defer sendBuffers.Put(buf)
+	return io.CopyBuffer(struct{ io.Writer }{c.Conn}, r, *buf)
 }
 
 func newBench(ctx context.Context, cfg *config) (*bench, error) {
