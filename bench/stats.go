@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -62,7 +63,7 @@ func parseSize(s string) (int64, error) {
 		}
 	}
 	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n <= 0 {
+	if err != nil || n <= 0 || n > math.MaxInt64/mult {
 		return 0, fmt.Errorf("invalid size %q (use e.g. 256MiB, 1GiB or a byte count)", s)
 	}
 	return n * mult, nil
@@ -289,4 +290,42 @@ func (a cpuAcc) per(withServer bool, s3Name string) string {
 		}
 	}
 	return s
+}
+
+// sizeListFlag is a flag.Value holding comma-separated byte counts.
+type sizeListFlag struct{ ns *[]int64 }
+
+func (f sizeListFlag) String() string {
+	if f.ns == nil {
+		return ""
+	}
+	var out []string
+	for _, n := range *f.ns {
+		out = append(out, strings.ReplaceAll(fmtSize(n), " ", ""))
+	}
+	return strings.Join(out, ",")
+}
+
+func (f sizeListFlag) Set(s string) error {
+	var ns []int64
+	for _, part := range strings.Split(s, ",") {
+		n, err := parseSize(part)
+		if err != nil {
+			return err
+		}
+		ns = append(ns, n)
+	}
+	*f.ns = ns
+	return nil
+}
+
+// median is the 50th percentile of rates (the lower middle one of an even
+// count, as percentile's nearest rank gives).
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
 }
