@@ -139,6 +139,20 @@ type toolbox struct {
 	opts Options
 }
 
+// attributed is a backend whose calls carry their own attribution: the
+// /mcp door's, where each request says its agent and run.
+type attributed interface {
+	Attribution(ctx context.Context) (agentID, runID string)
+}
+
+// attribution is the agent and run this call acts for.
+func (tb *toolbox) attribution(ctx context.Context) (agentID, runID string) {
+	if a, ok := tb.b.(attributed); ok {
+		return a.Attribution(ctx)
+	}
+	return tb.opts.AgentID, tb.opts.RunID
+}
+
 // reply is a tool's successful answer: text for the model, the structured
 // output (matching the tool's output schema), and further content blocks.
 type reply[Out any] struct {

@@ -138,7 +138,12 @@ func session(t *testing.T, srv *apitest.Server, cfg config, token string, backen
 		d, _ := doorsOf.Load(srv.URL)
 		door := d.(*doors)
 		door.mu.Lock()
-		door.by["Bearer "+token] = mcpserver.HTTPHandler(door.core, door.store, door.max, opts)
+		handler, err := mcpserver.HTTPHandler(door.core, door.store, door.max, opts)
+		if err != nil {
+			door.mu.Unlock()
+			t.Fatal(err)
+		}
+		door.by["Bearer "+token] = handler
 		door.mu.Unlock()
 		h := headers{"Authorization": {"Bearer " + token}}
 		if cfg.agentID != "" {

@@ -382,8 +382,9 @@ func listRunFilesTool() *toolSpec {
 	}, func(ctx context.Context, tb *toolbox, in *listRunFilesIn, cc *callContext) (*reply[RunFiles], error) {
 		run, agent := in.RunID, in.AgentID
 		if run == "" && agent == "" {
-			if run = tb.opts.RunID; run == "" {
-				agent = tb.opts.AgentID
+			myAgent, myRun := tb.attribution(ctx)
+			if run = myRun; run == "" {
+				agent = myAgent
 			}
 		}
 		if run == "" && agent == "" {
@@ -441,7 +442,8 @@ func runSummaryTool() *toolSpec {
 	}, func(s *jsonschema.Schema) {
 		s.Properties["run_id"].MaxLength = ptr(agentfs.MaxTagValueLen)
 	}, func(ctx context.Context, tb *toolbox, in *runSummaryIn, cc *callContext) (*reply[Run], error) {
-		run := cmpOr(in.RunID, tb.opts.RunID)
+		_, myRun := tb.attribution(ctx)
+		run := cmpOr(in.RunID, myRun)
 		if run == "" {
 			return nil, validation("run_id", "give run_id: this session has no run id of its own")
 		}

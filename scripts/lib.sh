@@ -346,7 +346,8 @@ pg_start() {
 
 	if ! _pg_running "$dir"; then
 		if port_in_use "$port"; then
-			die "port $port on 127.0.0.1 is already in use; cannot start Postgres there"
+			log "error: port $port on 127.0.0.1 is already in use; cannot start Postgres there"
+			return 1
 		fi
 		# Unix socket inside the data dir; disabled when the path would be
 		# too long for a socket address (TCP is what clients use anyway).
@@ -480,7 +481,8 @@ s3_start() {
 	rm -f "$_s3_pidfile" "$_s3_portfile"
 
 	if port_in_use "$port"; then
-		die "port $port on 127.0.0.1 is already in use; cannot start $S3_SERVER there"
+		log "error: port $port on 127.0.0.1 is already in use; cannot start $S3_SERVER there"
+		return 1
 	fi
 
 	# The root is passed with a trailing slash: versitygw rejects a sidecar

@@ -81,10 +81,16 @@ s3_where=""
 used_ports=()
 
 if ((start_pg)); then
-	pg_port=$(free_port)
-	used_ports+=("$pg_port")
 	pg_dir=$TEST_TMP/pg
-	pg_start "$pg_dir" "$pg_port" test
+	# A free port can be taken by someone else before Postgres binds it:
+	# then try another.
+	for attempt in 1 2 3; do
+		pg_port=$(free_port)
+		pg_start "$pg_dir" "$pg_port" test && break
+		((attempt < 3)) || die "Postgres did not start"
+		log "Postgres could not start on port $pg_port; trying another port"
+	done
+	used_ports+=("$pg_port")
 	export AGENTFS_TEST_DATABASE_URL="postgres://agentfs@127.0.0.1:$pg_port/agentfs?sslmode=disable"
 	pg_where="postgres 127.0.0.1:$pg_port (throwaway)"
 else
@@ -93,11 +99,15 @@ else
 fi
 
 if ((start_s3)); then
-	s3_port=$(free_port "${used_ports[@]}")
 	s3_dir=$TEST_TMP/s3
 	export AGENTFS_TEST_S3_ACCESS_KEY="agentfs-test"
 	export AGENTFS_TEST_S3_SECRET_KEY="agentfs-test-secret"
-	s3_start "$s3_dir" "$s3_port" "$AGENTFS_TEST_S3_ACCESS_KEY" "$AGENTFS_TEST_S3_SECRET_KEY"
+	for attempt in 1 2 3; do
+		s3_port=$(free_port "${used_ports[@]}")
+		s3_start "$s3_dir" "$s3_port" "$AGENTFS_TEST_S3_ACCESS_KEY" "$AGENTFS_TEST_S3_SECRET_KEY" && break
+		((attempt < 3)) || die "$S3_SERVER did not start"
+		log "$S3_SERVER could not start on port $s3_port; trying another port"
+	done
 	export AGENTFS_TEST_S3_ENDPOINT="127.0.0.1:$s3_port"
 	export AGENTFS_TEST_S3_USE_SSL=false
 	export AGENTFS_TEST_S3_REGION=us-east-1

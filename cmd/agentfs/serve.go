@@ -107,10 +107,14 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	toolCalls := mcpserver.NewCallCounter()
 	reg.MustRegister(toolCalls)
 	mcpOpts.OnCall, mcpOpts.Logger = mcpserver.CountCalls(toolCalls), log
+	door, err := mcpserver.HTTPHandler(core, store, cfg.Limits.MaxUploadBytes, mcpOpts)
+	if err != nil {
+		return err
+	}
 	api, err := handlers.New(handlers.Deps{
 		Files: store, Sessions: store, Ledger: store, Writes: core, Quota: store, Tokens: store, Health: store, Log: log,
 		PublicURL: cfg.PublicURL, Limits: cfg.Limits, Registry: reg, Traces: tracing.Provider(),
-		MCP: mcpserver.HTTPHandler(core, store, cfg.Limits.MaxUploadBytes, mcpOpts),
+		MCP: door,
 	})
 	if err != nil {
 		return err
