@@ -6,7 +6,7 @@
 // transaction that it owns and hands down to the storage helpers; it answers
 // replays, conflicts and keys still in progress, takes over a claim whose
 // owner died (fenced, so a late owner commits nothing), and records or
-// releases the key when the write fails (DESIGN §6). No door handles a
+// releases the key when the write fails (the idempotency rules). No door handles a
 // transaction, a claim or a fingerprint itself.
 package admission
 

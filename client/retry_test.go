@@ -13,7 +13,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// TestClassify is the retry policy of DESIGN §10 for every route the client
+// TestClassify is the client retry policy for every route the client
 // sends.
 func TestClassify(t *testing.T) {
 	t.Parallel()

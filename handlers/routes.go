@@ -251,7 +251,7 @@ type router interface {
 }
 
 // getAndHead serves h for GET and for HEAD: every GET route answers HEAD
-// like GET without a body (DESIGN §9; net/http drops what a handler writes
+// like GET without a body (the error contract; net/http drops what a handler writes
 // to a HEAD response), so a caller can check a resource, or read its
 // headers, without a 405.
 func getAndHead(r router, path string, h echo.HandlerFunc, mw ...echo.MiddlewareFunc) {

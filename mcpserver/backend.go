@@ -17,7 +17,7 @@ import (
 // other error is answered as INTERNAL.
 //
 // The methods at the end (Move, Versions, Revert, Share, Run) serve the
-// tools of file history, share links and the run ledger (DESIGN §12-§14).
+// tools of file history, share links and the run ledger.
 type Backend interface {
 	// FileAt returns the live file at path, or a NOT_FOUND problem when
 	// no live file holds it.
@@ -137,7 +137,7 @@ type Content struct {
 	ContentType string
 }
 
-// If-exists policies of a put (DESIGN §5).
+// If-exists policies of a put.
 const (
 	IfExistsError   = "error"
 	IfExistsReplace = "replace"

@@ -1,5 +1,5 @@
 // Package mcpserver is AgentFS's tool door for agents: the Model Context
-// Protocol tools (DESIGN §15), defined once over a Backend of domain
+// Protocol tools (MCP), defined once over a Backend of domain
 // operations. The stdio door (`agentfs mcp`) runs them over ClientBackend,
 // which forwards to a server through the Go client; the API server's /mcp
 // door runs them over its admission core.

@@ -8,7 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Bounds of share_file's expires_in (DESIGN §13).
+// Bounds of share_file's expires_in (lifecycle).
 const (
 	minLinkExpiresIn = 60
 	maxLinkExpiresIn = 7 * 24 * 3600

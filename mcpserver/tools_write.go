@@ -11,10 +11,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// keyPattern is the Idempotency-Key syntax (DESIGN §6).
+// keyPattern is the Idempotency-Key syntax (the idempotency rules).
 const keyPattern = `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`
 
-// Expiry bounds of expires_in (DESIGN §13).
+// Expiry bounds of expires_in (lifecycle).
 const (
 	minExpiresIn = 60
 	maxExpiresIn = 365 * 24 * 3600
@@ -204,7 +204,7 @@ func runEdit(ctx context.Context, tb *toolbox, in *editFileIn, cc *callContext) 
 }
 
 // editReplay answers an edit whose idempotency key already holds an
-// outcome (DESIGN §6: the same key answers the recorded result): nil, nil
+// outcome (the idempotency rules: the same key answers the recorded result): nil, nil
 // when the key holds nothing, so the edit runs.
 func (tb *toolbox) editReplay(ctx context.Context, p, key string) (*reply[EditResult], error) {
 	op, err := tb.b.Operation(ctx, key)

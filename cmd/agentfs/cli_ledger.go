@@ -13,7 +13,7 @@ import (
 )
 
 // ledgerCommands are the verbs that show what happened: upload sessions,
-// batches, the event feed and runs (DESIGN §13, §14).
+// batches, the event feed and runs (lifecycle and the run ledger).
 func ledgerCommands() []*command {
 	return []*command{
 		clientCommand(command{

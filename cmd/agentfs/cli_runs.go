@@ -16,7 +16,7 @@ import (
 )
 
 // runCommand is agentfs run: what one run did, its files as an archive,
-// and undoing it (DESIGN §14).
+// and undoing it (the run ledger).
 func runCommand() *command {
 	return &command{
 		name:    "run",

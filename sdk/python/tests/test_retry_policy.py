@@ -1,4 +1,4 @@
-"""The retry policy of DESIGN §10 as unit tests: the decisions, driven step by step, with no network or clock."""
+"""The client retry policy as unit tests: the decisions, driven step by step, with no network or clock."""
 
 from __future__ import annotations
 

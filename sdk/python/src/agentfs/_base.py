@@ -480,7 +480,7 @@ class BaseClient:
                         cursor: Optional[str]) -> Request:
         return _page(route_request(ROUTE_LIST_UPLOADS, "/v1/uploads"), limit, cursor, status=status, path=path)
 
-    # File history and lifecycle (DESIGN §12, §13).
+    # File history and lifecycle.
 
     def _r_list_versions(self, file_id: str, *, limit: Optional[int], cursor: Optional[str]) -> Request:
         return _page(route_request(ROUTE_LIST_VERSIONS, _file_path(file_id) + "/versions"), limit, cursor)
@@ -544,7 +544,7 @@ class BaseClient:
         return route_request(ROUTE_REVOKE_LINK, "/v1/links/" + escape(link_id), key=self._key_for(idempotency_key),
                              agent_id=agent_id, run_id=run_id)
 
-    # The run ledger (DESIGN §14).
+    # The run ledger.
 
     def _r_events(
         self,

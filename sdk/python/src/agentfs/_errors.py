@@ -41,7 +41,7 @@ class APIConnectionError(AgentFSError):
     """No answer came: the connection failed or broke before a response.
 
     The request may or may not have taken effect. The client already retried
-    it if that was safe (DESIGN §10); the underlying httpx error is
+    it if that was safe (the client retry policy); the underlying httpx error is
     ``__cause__``.
     """
 
@@ -245,7 +245,7 @@ def _problem_class(status: int, code: Optional[str]) -> type[Problem]:
 
 
 def retryable_status(status: int) -> bool:
-    """408, 429 and 5xx are worth repeating (DESIGN §9, §10)."""
+    """408, 429 and 5xx are worth repeating (the error contract and the client retry policy)."""
     return status in (408, 429) or 500 <= status <= 599
 
 

@@ -1,4 +1,4 @@
-"""Typed results: the JSON objects of DESIGN §4 as dataclasses."""
+"""Typed results: the JSON objects of the API (openapi.yaml) as dataclasses."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The client retry policy of DESIGN §10, written once for both clients.
+"""The client retry policy, written once for both clients.
 
 ``retry_steps`` is a generator that decides; the sync and the async client
 only carry out what it yields (send the request, poll the key, sleep) and
@@ -30,7 +30,7 @@ from ._models import Operation
 
 __all__ = ["RetryPolicy", "DEFAULT_RETRY", "classify", "Verdict", "Call", "Delays", "parse_retry_after"]
 
-#: Largest cap the contract allows for the doubling delay (DESIGN §10).
+#: Largest cap the contract allows for the doubling delay (the client retry policy).
 MAX_MAX_DELAY = 60.0
 
 #: Absurd Retry-After hints are clamped to this; any hint that long stops retrying.
@@ -71,7 +71,7 @@ class RetryPolicy:
 
 DEFAULT_RETRY = RetryPolicy()
 
-# Routes the client sends, named as in DESIGN §4; they key the classification.
+# Routes the client sends, named as in the API (openapi.yaml); they key the classification.
 ROUTE_PROTOCOL = "GET /v1/protocol"
 ROUTE_PUT_FILE = "POST /v1/files"
 ROUTE_LIST_FILES = "GET /v1/files"
@@ -336,7 +336,7 @@ _NOT_REWINDABLE = "; the request body was sent and cannot be re-read, so it is n
 def retry_steps(
     req: RetryableRequest, policy: RetryPolicy, rng: RandomSource
 ) -> Generator[Step, Outcome, Reply]:
-    """Decide, one step at a time, how one logical request is sent (DESIGN §10).
+    """Decide, one step at a time, how one logical request is sent (the client retry policy).
 
     Yields Send, Poll and Sleep; receives what each Send or Poll ended with.
     Returns the successful Reply, or raises the Problem or connection error
