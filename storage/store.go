@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -52,6 +54,17 @@ type Config struct {
 	// most that long. A part on its way holds its session for a third of
 	// it (at least 1 s), renewed likewise.
 	UploadCompleteLease time.Duration
+	// TokenCacheTTL is how long an instance trusts a token it looked up
+	// (0: DefaultTokenCacheTTL; negative: it looks up every request's). A
+	// revoked token is forgotten by every instance as soon as the
+	// revocation commits (Postgres notifies them); the TTL only bounds an
+	// instance whose notifications stopped without its noticing.
+	TokenCacheTTL time.Duration
+	// UploadHashWindow is how many bytes of upload parts that arrive ahead
+	// of the running hash an instance keeps in memory at once, to fold them
+	// into the hash when their turn comes instead of reading them back at
+	// complete (0: DefaultUploadHashWindow; negative: none).
+	UploadHashWindow int64
 }
 
 // Store is the AgentFS state: a Postgres pool and an S3 bucket. It is safe
@@ -67,6 +80,38 @@ type Store struct {
 	bucket    string
 	cfg       Config
 	notify    *notifier
+
+	tokens     *tokenCache // nil when Config.TokenCacheTTL is negative
+	tokensOnce sync.Once   // follows ChannelToken from the first lookup on
+	counters   counters
+}
+
+// counters count work that tests and operators want to see happen, or not.
+type counters struct {
+	tokenLookups  atomic.Int64
+	tokenHits     atomic.Int64
+	readBackBytes atomic.Int64
+}
+
+// Counters are running totals of work an instance did, since it opened:
+// they let tests and operators see that a cache or a shortcut works
+// (never how long anything took).
+type Counters struct {
+	// TokenLookups is how many bearer tokens were looked up in Postgres;
+	// TokenCacheHits how many were answered from the instance's cache.
+	TokenLookups, TokenCacheHits int64
+	// ReadBackBytes is how many bytes complete read back from S3 to learn
+	// an upload's SHA-256, because the running hash did not cover them.
+	ReadBackBytes int64
+}
+
+// Counters returns the running totals.
+func (s *Store) Counters() Counters {
+	return Counters{
+		TokenLookups:   s.counters.tokenLookups.Load(),
+		TokenCacheHits: s.counters.tokenHits.Load(),
+		ReadBackBytes:  s.counters.readBackBytes.Load(),
+	}
 }
 
 // Open connects to Postgres and S3. It does not migrate; call Migrate.
@@ -120,8 +165,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket, cfg: cfg,
-		notify: newNotifier(cfg.DatabaseURL)}, nil
+	if cfg.TokenCacheTTL == 0 {
+		cfg.TokenCacheTTL = DefaultTokenCacheTTL
+	}
+	st := &Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket, cfg: cfg,
+		notify: newNotifier(cfg.DatabaseURL)}
+	if cfg.TokenCacheTTL > 0 {
+		st.tokens = newTokenCache(cfg.TokenCacheTTL, tokenCacheMax, time.Now)
+	}
+	return st, nil
 }
 
 // newS3 is an S3 client that waits at most answerWait for S3 to start
