@@ -81,6 +81,7 @@ type Store struct {
 	cfg       Config
 	notify    *notifier
 
+	window     *hashWindow // parts ahead of uploads' running hashes
 	tokens     *tokenCache // nil when Config.TokenCacheTTL is negative
 	tokensOnce sync.Once   // follows ChannelToken from the first lookup on
 	counters   counters
@@ -168,8 +169,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.TokenCacheTTL == 0 {
 		cfg.TokenCacheTTL = DefaultTokenCacheTTL
 	}
+	if cfg.UploadHashWindow == 0 {
+		cfg.UploadHashWindow = DefaultUploadHashWindow
+	}
 	st := &Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket, cfg: cfg,
-		notify: newNotifier(cfg.DatabaseURL)}
+		notify: newNotifier(cfg.DatabaseURL), window: newHashWindow(cfg.UploadHashWindow)}
 	if cfg.TokenCacheTTL > 0 {
 		st.tokens = newTokenCache(cfg.TokenCacheTTL, tokenCacheMax, time.Now)
 	}
