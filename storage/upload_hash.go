@@ -30,6 +30,13 @@ import (
 //     soon as the point before one appears, its bytes so far are hashed and
 //     the rest of it is hashed as it streams; a part that ended before that
 //     is held until then and hashed by whoever makes the point.
+//   - when the window is full, a part ahead waits (a moment at most) while a
+//     part before it in its session still streams: as the parts before it
+//     end, each lets the next one hash as it streams, which frees its
+//     memory. A
+//     part that still finds no room is not hashed here, and neither is any
+//     part after it (their turn cannot come): the chain is broken there
+//     until that part is sent again.
 //
 // The transaction that records a part locks the session's row and moves
 // the running hash forward over the points that extend it exactly: a point
@@ -60,6 +67,8 @@ const (
 	// sessionIdle is how long an instance remembers a session nothing has
 	// touched (another instance completed it, or its client went away).
 	sessionIdle = 10 * time.Minute
+	// slabWait bounds how long a part ahead waits for room in the window.
+	slabWait = 2 * time.Second
 )
 
 // hashWindow is the process's memory for parts ahead of the running hash,
@@ -71,12 +80,13 @@ type hashWindow struct {
 	allocated int64    // bytes of slabs made (in use or free)
 	free      [][]byte // slabs to reuse
 	inUse     int
+	freed     chan struct{} // closed (and replaced) when slabs come back
 	sessions  map[string]*sessionChain
 	swept     time.Time
 }
 
 func newHashWindow(budget int64) *hashWindow {
-	return &hashWindow{budget: max(budget, 0), sessions: map[string]*sessionChain{}}
+	return &hashWindow{budget: max(budget, 0), sessions: map[string]*sessionChain{}, freed: make(chan struct{})}
 }
 
 // session returns the chain of an upload session, made on first use.
@@ -95,7 +105,7 @@ func (w *hashWindow) session(id string) *sessionChain {
 	}
 	sc, ok := w.sessions[id]
 	if !ok {
-		sc = &sessionChain{w: w, points: map[int]chainPoint{0: {}}, held: map[int]*partSink{}}
+		sc = &sessionChain{w: w, points: map[int]chainPoint{0: {}}, held: map[int]*partSink{}, streaming: map[int]int{}}
 		w.sessions[id] = sc
 	}
 	sc.touch(now)
@@ -124,17 +134,32 @@ func (w *hashWindow) forget(id string) {
 	}
 }
 
-// take returns a slab, or nil when the window is full even after parts held
-// too long were let go.
-func (w *hashWindow) take() []byte {
-	if b := w.tryTake(); b != nil {
+// take returns a slab for part n of sc, or nil when the window is full even
+// after parts held too long were let go, and after waiting a moment while a
+// part before n streams (its end frees room).
+func (w *hashWindow) take(sc *sessionChain, n int) []byte {
+	b, freed := w.tryTake()
+	if b != nil {
 		return b
 	}
 	w.evictStale()
-	return w.tryTake()
+	deadline := time.NewTimer(slabWait)
+	defer deadline.Stop()
+	for {
+		if b, freed = w.tryTake(); b != nil || !sc.streamingBefore(n) {
+			return b
+		}
+		select {
+		case <-freed:
+		case <-deadline.C:
+			b, _ = w.tryTake()
+			return b
+		}
+	}
 }
 
-func (w *hashWindow) tryTake() []byte {
+// tryTake returns a slab, or nil and a channel closed when slabs come back.
+func (w *hashWindow) tryTake() ([]byte, <-chan struct{}) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
@@ -142,17 +167,21 @@ func (w *hashWindow) tryTake() []byte {
 		b := w.free[len(w.free)-1]
 		w.free = w.free[:len(w.free)-1]
 		w.inUse++
-		return b
+		return b, nil
 	case w.allocated+windowSlab <= w.budget:
+		b := newSlab()
+		if b == nil {
+			return nil, w.freed
+		}
 		w.allocated += windowSlab
 		w.inUse++
-		return make([]byte, windowSlab)
+		return b, nil
 	}
-	return nil
+	return nil, w.freed
 }
 
-// give returns slabs. When none is in use any more, the free ones go to the
-// garbage collector, so an idle server does not keep the window's memory.
+// give returns slabs. When none is in use any more, the free ones are
+// unmapped, so an idle server does not keep the window's memory.
 func (w *hashWindow) give(slabs [][]byte) {
 	if len(slabs) == 0 {
 		return
@@ -160,11 +189,23 @@ func (w *hashWindow) give(slabs [][]byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.inUse -= len(slabs)
-	if w.inUse == 0 {
-		w.free, w.allocated = nil, 0
-		return
-	}
 	w.free = append(w.free, slabs...)
+	if w.inUse == 0 {
+		for _, b := range w.free {
+			freeSlab(b)
+		}
+		w.free, w.allocated = nil, 0
+	}
+	close(w.freed)
+	w.freed = make(chan struct{})
+}
+
+// wake tells parts waiting for room to look again.
+func (w *hashWindow) wake() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	close(w.freed)
+	w.freed = make(chan struct{})
 }
 
 // evictStale lets go of parts held longer than heldGrace.
@@ -196,6 +237,53 @@ type sessionChain struct {
 	points   map[int]chainPoint
 	held     map[int]*partSink // parts that ended before the point before them appeared
 	lastUsed time.Time
+	// streaming counts the sinks of each part number whose bytes are on
+	// their way.
+	streaming map[int]int
+	// broken is the first part S3 took that was not hashed here (0: none):
+	// no part after it can be, until it is sent again.
+	broken int
+}
+
+// streamingBefore reports whether a part before n is on its way: when it
+// ends, the part after it can hash as it streams, and so on up to n.
+func (sc *sessionChain) streamingBefore(n int) bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for k := range sc.streaming {
+		if k < n {
+			return true
+		}
+	}
+	return false
+}
+
+// hopeless reports whether part n cannot be hashed here: a part before it
+// was not.
+func (sc *sessionChain) hopeless(n int) bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.broken != 0 && n > sc.broken
+}
+
+// breakAt records that S3 took part n without its being hashed here, and
+// lets go of the parts after it held for their turn.
+func (sc *sessionChain) breakAt(n int) {
+	sc.mu.Lock()
+	if sc.broken == 0 || n < sc.broken {
+		sc.broken = n
+	}
+	var gone []*partSink
+	for k, s := range sc.held {
+		if k > n {
+			delete(sc.held, k)
+			gone = append(gone, s)
+		}
+	}
+	sc.mu.Unlock()
+	for _, s := range gone {
+		s.release()
+	}
 }
 
 func (sc *sessionChain) touch(now time.Time) {
@@ -242,6 +330,9 @@ func (sc *sessionChain) set(k int, pt chainPoint) {
 	for {
 		sc.mu.Lock()
 		sc.points[k] = pt
+		if k == sc.broken {
+			sc.broken = 0 // sent again, and hashed
+		}
 		next := sc.held[k+1]
 		delete(sc.held, k+1)
 		sc.mu.Unlock()
@@ -371,9 +462,13 @@ type partSink struct {
 	heldAt time.Time
 }
 
-// sink returns the sink for part n of session id.
-func (w *hashWindow) sink(id string, n int) *partSink {
-	return &partSink{sc: w.session(id), n: n}
+// newPartSink is the sink of part n of sc, whose bytes are on their way;
+// seal ends it.
+func newPartSink(sc *sessionChain, n int) *partSink {
+	sc.mu.Lock()
+	sc.streaming[n]++
+	sc.mu.Unlock()
+	return &partSink{sc: sc, n: n}
 }
 
 // Write never fails: a part the window cannot keep is simply not hashed
@@ -385,8 +480,7 @@ func (s *partSink) Write(p []byte) (int, error) {
 	if s.h == nil {
 		if pt, ok := s.sc.point(s.n - 1); ok {
 			if err := s.extend(pt); err != nil {
-				s.release()
-				s.lost = true
+				s.give()
 				return len(p), nil
 			}
 		}
@@ -395,18 +489,38 @@ func (s *partSink) Write(p []byte) (int, error) {
 		s.h.Write(p)
 		return len(p), nil
 	}
+	if s.sc.hopeless(s.n) {
+		s.give()
+		return len(p), nil
+	}
 	s.keep(p)
 	return len(p), nil
+}
+
+// ended takes the part out of those on their way, and tells the parts
+// waiting for room to look again.
+func (s *partSink) ended() {
+	s.sc.mu.Lock()
+	if s.sc.streaming[s.n]--; s.sc.streaming[s.n] <= 0 {
+		delete(s.sc.streaming, s.n)
+	}
+	s.sc.mu.Unlock()
+	s.sc.w.wake()
+}
+
+// give gives up hashing the part here.
+func (s *partSink) give() {
+	s.release()
+	s.lost = true
 }
 
 // keep copies p into slabs of the window, or gives up on the part.
 func (s *partSink) keep(p []byte) {
 	for len(p) > 0 {
 		if len(s.slabs) == 0 || s.kept == windowSlab {
-			b := s.sc.w.take()
+			b := s.sc.w.take(s.sc, s.n)
 			if b == nil {
-				s.release()
-				s.lost = true
+				s.give()
 				return
 			}
 			s.slabs, s.kept = append(s.slabs, b), 0
@@ -447,6 +561,10 @@ func (s *partSink) after() chainPoint {
 // seal ends the part once S3 took it (ok) with SHA-256 sha: its point is
 // recorded, or it is held for its turn. A part S3 did not take is dropped.
 func (s *partSink) seal(ok bool, sha string) {
+	defer s.ended() // after the point is set: a part waiting for room then finds the next one hashing
+	if ok && s.lost {
+		s.sc.breakAt(s.n)
+	}
 	if !ok || s.lost {
 		s.release()
 		return

@@ -53,7 +53,7 @@ func TestHashWindow(t *testing.T) {
 			w := newHashWindow(64 * windowSlab)
 			sc := w.session("upl")
 			for _, n := range order {
-				s := &partSink{sc: sc, n: n}
+				s := newPartSink(sc, n)
 				write(s, parts[n-1], 64<<10)
 				s.seal(true, shaHex(parts[n-1]))
 			}
@@ -73,7 +73,7 @@ func TestHashWindow(t *testing.T) {
 		parts := testParts(2, size, 2)
 		w := newHashWindow(64 * windowSlab)
 		sc := w.session("upl")
-		first, second := &partSink{sc: sc, n: 1}, &partSink{sc: sc, n: 2}
+		first, second := newPartSink(sc, 1), newPartSink(sc, 2)
 		write(first, parts[0][:10], 10)         // part 1 knows point 0: it hashes at once
 		write(second, parts[1][:size/2], 1<<16) // part 2 keeps its first half
 		if w.inUse == 0 {
@@ -98,7 +98,7 @@ func TestHashWindow(t *testing.T) {
 		sc := w.session("upl")
 		var sinks []*partSink
 		for n := 5; n >= 2; n-- {
-			s := &partSink{sc: sc, n: n}
+			s := newPartSink(sc, n)
 			for off := 0; off < size; off += 1 << 16 {
 				s.Write(parts[n-1][off:min(off+1<<16, size)])
 				if w.allocated > budget {
@@ -117,7 +117,7 @@ func TestHashWindow(t *testing.T) {
 		if lost == 0 {
 			t.Fatal("four parts ahead fit in a budget of one and a half")
 		}
-		first := &partSink{sc: sc, n: 1}
+		first := newPartSink(sc, 1)
 		write(first, parts[0], 1<<16)
 		first.seal(true, shaHex(parts[0]))
 		if _, ok := sc.point(5); ok {
@@ -129,14 +129,87 @@ func TestHashWindow(t *testing.T) {
 		}
 	})
 
+	// A part ahead that finds the window full waits while a part before it
+	// streams: that part's end lets the one after it hash as it streams,
+	// which frees the room.
+	t.Run("APartAheadWaitsForRoomWhileAPartBeforeItStreams", func(t *testing.T) {
+		parts := testParts(3, size, 6)
+		w := newHashWindow(4 * windowSlab) // one part
+		sc := w.session("upl")
+		first, second, third := newPartSink(sc, 1), newPartSink(sc, 2), newPartSink(sc, 3)
+		write(first, parts[0][:size/2], 1<<16)
+		write(second, parts[1][:size-1], 1<<16) // fills the window
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			write(third, parts[2], 1<<16) // waits for room
+		}()
+		write(first, parts[0][size/2:], 1<<16)
+		first.seal(true, shaHex(parts[0]))
+		write(second, parts[1][size-1:], 1<<16) // hashes what it kept: room for part 3
+		second.seal(true, shaHex(parts[1]))
+		<-done
+		if third.lost {
+			t.Fatal("part 3 gave up though a part before it was streaming")
+		}
+		third.seal(true, shaHex(parts[2]))
+		if pt, ok := sc.point(3); !ok || !bytes.Equal(pt.state, stateOf(t, parts...)) {
+			t.Fatal("no point after part 3 of the whole content")
+		}
+		if w.inUse != 0 {
+			t.Fatalf("%d slabs in use", w.inUse)
+		}
+	})
+
+	// A part S3 took but the window could not keep breaks the chain there:
+	// parts after it held for their turn are let go, and later ones keep
+	// nothing, until the part is sent again and hashed.
+	t.Run("ALostPartLetsGoOfThePartsAfterIt", func(t *testing.T) {
+		parts := testParts(4, size, 7)
+		w := newHashWindow(4 * windowSlab) // one part
+		sc := w.session("upl")
+		fourth := newPartSink(sc, 4)
+		write(fourth, parts[3], 1<<16)
+		fourth.seal(true, shaHex(parts[3])) // held
+		third := newPartSink(sc, 3)
+		write(third, parts[2], 1<<16) // no room, and nothing before it streams
+		if !third.lost {
+			t.Fatal("part 3 found room in a full window")
+		}
+		third.seal(true, shaHex(parts[2]))
+		if w.inUse != 0 {
+			t.Fatalf("part 4, which can no longer be hashed, still holds %d slabs", w.inUse)
+		}
+		later := newPartSink(sc, 4)
+		write(later, parts[3][:10], 10)
+		if !later.lost || w.inUse != 0 {
+			t.Fatal("a part after the broken one kept bytes")
+		}
+		later.seal(true, shaHex(parts[3]))
+		for n := 1; n <= 3; n++ {
+			s := newPartSink(sc, n)
+			write(s, parts[n-1], 1<<16)
+			s.seal(true, shaHex(parts[n-1]))
+		}
+		if _, ok := sc.point(3); !ok {
+			t.Fatal("part 3 sent again in turn was not hashed")
+		}
+		again := newPartSink(sc, 4)
+		write(again, parts[3], 1<<16)
+		again.seal(true, shaHex(parts[3]))
+		if pt, ok := sc.point(4); !ok || !bytes.Equal(pt.state, stateOf(t, parts...)) {
+			t.Fatal("the chain did not go on once the broken part was sent again")
+		}
+	})
+
 	t.Run("APartS3DidNotTakeMakesNoPoint", func(t *testing.T) {
 		parts := testParts(2, size, 4)
 		w := newHashWindow(64 * windowSlab)
 		sc := w.session("upl")
-		second := &partSink{sc: sc, n: 2}
+		second := newPartSink(sc, 2)
 		write(second, parts[1], 1<<16)
 		second.seal(false, "")
-		first := &partSink{sc: sc, n: 1}
+		first := newPartSink(sc, 1)
 		write(first, parts[0], 1<<16)
 		first.seal(true, shaHex(parts[0]))
 		if _, ok := sc.point(2); ok {
@@ -154,7 +227,7 @@ func TestHashWindow(t *testing.T) {
 		w := newHashWindow(64 * windowSlab)
 		sc := w.session("upl")
 		for n := 1; n <= 3; n++ {
-			s := &partSink{sc: sc, n: n}
+			s := newPartSink(sc, n)
 			write(s, parts[n-1], 1<<16)
 			s.seal(true, shaHex(parts[n-1]))
 		}

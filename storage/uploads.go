@@ -234,7 +234,7 @@ func (s *Store) receivePart(ctx context.Context, u *agentfs.Upload, n int, body 
 	}
 	sc := s.window.session(u.ID)
 	sc.learn(u.HashedParts, u.HashState)
-	sink := &partSink{sc: sc, n: n}
+	sink := newPartSink(sc, n)
 	part, err := s.sendPart(ctx, u, n, body, size, digest, sink)
 	if err == nil {
 		sink.seal(true, part.SHA256)
