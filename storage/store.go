@@ -92,6 +92,7 @@ type counters struct {
 	tokenLookups  atomic.Int64
 	tokenHits     atomic.Int64
 	readBackBytes atomic.Int64
+	slowSplices   atomic.Int64
 }
 
 // Counters are running totals of work an instance did, since it opened:
@@ -104,6 +105,11 @@ type Counters struct {
 	// ReadBackBytes is how many bytes complete read back from S3 to learn
 	// an upload's SHA-256, because the running hash did not cover them.
 	ReadBackBytes int64
+	// SlowSplices is how many times a chunk of a download relayed socket to
+	// socket took longer than Config.S3Timeout yet moved bytes: a client
+	// slower than that, or a relay that waited for bytes S3 had already
+	// sent.
+	SlowSplices int64
 }
 
 // Counters returns the running totals.
@@ -112,6 +118,7 @@ func (s *Store) Counters() Counters {
 		TokenLookups:   s.counters.tokenLookups.Load(),
 		TokenCacheHits: s.counters.tokenHits.Load(),
 		ReadBackBytes:  s.counters.readBackBytes.Load(),
+		SlowSplices:    s.counters.slowSplices.Load(),
 	}
 }
 
