@@ -103,7 +103,7 @@ func parseFlags() (*config, error) {
 	flag.StringVar(&c.directBucket, "direct-bucket", "agentfs-bench-direct", "bucket for the direct minio-go side (created if missing)")
 	flag.BoolVar(&c.quick, "quick", quickEnv, "small sizes for a fast check (env BENCH_QUICK=1); explicit size flags still win")
 	flag.Var(sizeFlag{&c.uploadSize}, "upload-size", "single upload/download file size (quick 32MiB)")
-	flag.IntVar(&c.uploadRuns, "upload-runs", 3, "runs of each side for upload and download; the best counts")
+	flag.IntVar(&c.uploadRuns, "upload-runs", 5, "runs of each side for upload and download; the best counts (and, for download, how many runs reach 0.9×)")
 	flag.Var(sizeFlag{&c.smallSize}, "small-size", "size of the small uploads")
 	flag.IntVar(&c.smallClients, "small-clients", 16, "concurrent clients for small uploads")
 	flag.DurationVar(&c.smallDuration, "small-duration", 10*time.Second, "how long each side uploads small files (quick 2s)")
