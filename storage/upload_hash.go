@@ -138,15 +138,15 @@ func (w *hashWindow) forget(id string) {
 // after parts held too long were let go, and after waiting a moment while a
 // part before n streams (its end frees room).
 func (w *hashWindow) take(sc *sessionChain, n int) []byte {
-	b, freed := w.tryTake()
-	if b != nil {
+	if b, _ := w.tryTake(); b != nil {
 		return b
 	}
 	w.evictStale()
 	deadline := time.NewTimer(slabWait)
 	defer deadline.Stop()
 	for {
-		if b, freed = w.tryTake(); b != nil || !sc.streamingBefore(n) {
+		b, freed := w.tryTake()
+		if b != nil || !sc.streamingBefore(n) {
 			return b
 		}
 		select {
@@ -328,6 +328,9 @@ func (sc *sessionChain) learn(k int, state []byte) {
 // and so on down the line.
 func (sc *sessionChain) set(k int, pt chainPoint) {
 	for {
+		if k > 0 && len(pt.state) == 0 {
+			return // no state to go on from (a hash that would not marshal)
+		}
 		sc.mu.Lock()
 		sc.points[k] = pt
 		if k == sc.broken {
