@@ -91,7 +91,43 @@ func (b *bench) memory(ctx context.Context) ([]row, error) {
 	if err := b.api.deleteFile(ctx, f.ID); err != nil {
 		return nil, err
 	}
-	return []row{up, down}, nil
+	// Parts sent side by side arrive ahead of the running hash, and the
+	// server keeps them in memory until their turn (its hash window).
+	multi, d, err := b.rssMeasure(fmt.Sprintf("server RSS growth, %s upload in parts, %d parallel", label, c.partWorkers), func() error {
+		mf, err := b.uploadInParts(ctx, b.path("stream-parts"), c.streamSize)
+		if err == nil {
+			err = b.api.deleteFile(ctx, mf.ID)
+		}
+		return err
+	})
+	if err != nil {
+		return []row{up, down}, err
+	}
+	logf("  upload in parts %s: %.0f MiB/s", label, mibps(c.streamSize, d))
+	return []row{up, down, multi}, nil
+}
+
+// uploadInParts sends size bytes through an upload session, c.partWorkers
+// parts at a time, and completes it.
+func (b *bench) uploadInParts(ctx context.Context, path string, size int64) (*file, error) {
+	u, err := b.api.createUpload(ctx, path, size)
+	if err != nil {
+		return nil, err
+	}
+	err = inParallel(ctx, b.cfg.partWorkers, u.PartCount, func(ctx context.Context, n int) error {
+		off := int64(n-1) * u.PartSize
+		l := min(u.PartSize, size-off)
+		return b.api.putPart(ctx, u.ID, n, b.data.reader(off, l), l)
+	})
+	if err != nil {
+		b.api.abortUpload(context.WithoutCancel(ctx), u.ID)
+		return nil, err
+	}
+	f, err := b.api.completeUpload(ctx, u.ID)
+	if err == nil && f.SizeBytes != size {
+		err = fmt.Errorf("the file of the upload session has %d bytes, want %d", f.SizeBytes, size)
+	}
+	return f, err
 }
 
 // upload: one large file from memory, AgentFS POST /v1/files against one

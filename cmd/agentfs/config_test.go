@@ -20,6 +20,8 @@ func TestConfigErrorsNameWhatIsExpected(t *testing.T) {
 		{"AGENTFS_UPLOAD_TTL", "tomorrow", "AGENTFS_UPLOAD_TTL must be a positive duration"},
 		{"AGENTFS_UPLOAD_COMPLETE_LEASE", "soon", "AGENTFS_UPLOAD_COMPLETE_LEASE must be a positive duration"},
 		{"AGENTFS_UPLOAD_COMPLETE_LEASE", "1s", "AGENTFS_UPLOAD_COMPLETE_LEASE must be at least 3s"},
+		{"AGENTFS_TOKEN_CACHE_TTL", "-1s", "AGENTFS_TOKEN_CACHE_TTL must be a positive duration"},
+		{"AGENTFS_UPLOAD_HASH_WINDOW", "big", "AGENTFS_UPLOAD_HASH_WINDOW must be a positive number of bytes"},
 		{"AGENTFS_FAULT_MID_COMPLETE", "crash", "AGENTFS_FAULT_MID_COMPLETE must be empty or exit"},
 	} {
 		env := map[string]string{tc.name: tc.value}

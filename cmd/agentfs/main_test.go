@@ -240,7 +240,14 @@ func TestServeProcess(t *testing.T) {
 	if _, err := runBinary(t, bin, cfg, "token", "revoke", token); err != nil {
 		t.Fatal(err)
 	}
-	c.Do("GET", "/v1/files", nil).ExpectProblem(t, 401, "UNAUTHENTICATED")
+	// Both servers cache the token and forget it when the revocation's
+	// notification reaches them, milliseconds after it commits.
+	for _, c := range []*apitest.Client{c, other} {
+		storagetest.Eventually(t, time.Second, "the revoked token to be refused", func() bool {
+			return c.Do("GET", "/v1/files", nil).Status == http.StatusUnauthorized
+		})
+		c.Do("GET", "/v1/files", nil).ExpectProblem(t, 401, "UNAUTHENTICATED")
+	}
 	if _, err := runBinary(t, bin, cfg, "token", "revoke", "tok_nope"); err == nil || !strings.Contains(err.Error(), "no such token") {
 		t.Fatalf("revoking an unknown token: %v", err)
 	}
