@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -260,3 +261,92 @@ func (w tableWork) since(from tableWork, calls int64) string {
 // alternate runs one round of a side-by-side measurement: AgentFS first in
 // even rounds, direct first in odd ones, so neither side always meets a
 // warm (or a busy) machine.
+
+// versions: the first page of one file's versions, and a page from a
+// cursor halfway, with 100 and then 10 k versions seeded with SQL (sharing
+// the file's one blob, as reverts do).
+func (b *bench) versions(ctx context.Context) ([]row, error) {
+	const small, large = 200, 10_000 // a page from halfway needs 100 below it
+	name := fmt.Sprintf("one file's versions p50, limit 100, %s → %s versions", count(small), count(large))
+	cursorName := name + ", from a cursor halfway"
+	if b.cfg.databaseURL == "" {
+		return []row{{name: name, agentfs: "skipped: no -database-url", budget: "flat (≤ 1.5×)"}}, nil
+	}
+	conn, err := pgx.Connect(ctx, b.cfg.databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Postgres: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	f, _, err := b.api.putFile(ctx, b.path("versions"), b.data.reader(0, 1024), 1024, nil)
+	if err != nil {
+		return nil, err
+	}
+	seeded := 1
+	seed := func(upto int) error {
+		_, err := conn.Exec(ctx, `
+INSERT INTO file_versions (file_id, version, subject, size_bytes, content_type, sha256, blob_key, agent_id, run_id, created_at)
+SELECT v.file_id, g, v.subject, v.size_bytes, v.content_type, v.sha256, v.blob_key, 'seed-agent', 'seed-versions',
+       v.created_at + g * interval '1 millisecond'
+FROM file_versions v, generate_series($2::int, $3::int) AS g
+WHERE v.file_id = $1 AND v.version = 1`, f.ID, seeded+1, upto)
+		if err == nil {
+			_, err = conn.Exec(ctx, `UPDATE file_versions SET superseded_at = now() WHERE file_id = $1 AND version < $2 AND superseded_at IS NULL`, f.ID, upto)
+		}
+		if err == nil {
+			_, err = conn.Exec(ctx, `UPDATE files SET version = $2 WHERE id = $1`, f.ID, upto)
+		}
+		if err != nil {
+			return fmt.Errorf("seed versions: %w", err)
+		}
+		seeded = upto
+		return settleTable(ctx, conn, "file_versions")
+	}
+	page := func(query string) func() error {
+		return func() error {
+			var l struct {
+				Data []json.RawMessage `json:"data"`
+			}
+			if _, err := b.api.call(ctx, http.MethodGet, "/v1/files/"+f.ID+"/versions?"+query, nil, 0, nil, &l, http.StatusOK); err != nil {
+				return err
+			}
+			if len(l.Data) != 100 {
+				return fmt.Errorf("a page of versions held %d, want 100", len(l.Data))
+			}
+			return nil
+		}
+	}
+	type point struct{ first50, first90, half50, half90 time.Duration }
+	var work []string
+	measure := func() (p point, err error) {
+		var w string
+		if p.first50, p.first90, w, err = b.timedCalls(ctx, conn, "file_versions", page("limit=100")); err != nil {
+			return p, err
+		}
+		work = append(work, w)
+		// The cursor of this listing is the version number the page starts below.
+		p.half50, p.half90, _, err = b.timedCalls(ctx, conn, "file_versions", page(fmt.Sprintf("limit=100&cursor=%d", seeded/2+1)))
+		return p, err
+	}
+	if err := seed(small); err != nil {
+		return nil, err
+	}
+	a, err := measure()
+	if err != nil {
+		return nil, err
+	}
+	logf("  %d versions: first page p50 %s (p90 %s), halfway p50 %s (p90 %s)", seeded, fmtMS(a.first50), fmtMS(a.first90), fmtMS(a.half50), fmtMS(a.half90))
+	if err := seed(large); err != nil {
+		return nil, err
+	}
+	z, err := measure()
+	if err != nil {
+		return nil, err
+	}
+	logf("  %d versions: first page p50 %s (p90 %s), halfway p50 %s (p90 %s)", seeded, fmtMS(z.first50), fmtMS(z.first90), fmtMS(z.half50), fmtMS(z.half90))
+	b.notes = append(b.notes, fmt.Sprintf("versions: one file, %d then %d versions; first page p90 %s → %s; Postgres work per call on file_versions: %s, then %s.",
+		small, large, fmtMS(a.first90), fmtMS(z.first90), work[0], work[1]))
+	if err := b.api.deleteFile(ctx, f.ID); err != nil {
+		return nil, err
+	}
+	return []row{flatRow(name, a.first50, z.first50), flatRow(cursorName, a.half50, z.half50)}, nil
+}

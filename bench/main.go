@@ -93,6 +93,7 @@ var measurements = []measurement{
 	{"delivery", "event delivery: commit of an upload to the answer of a waiting GET /v1/events?wait="},
 	{"mcp", "MCP write_file of 4 KiB against POST /v1/files of 4 KiB, p50"},
 	{"list", "run listing (GET /v1/files?run_id=) at 10 k and 1 M files"},
+	{"versions", "one file's versions (GET /v1/files/{id}/versions) at 200 and 10 k versions"},
 	{"feed", "the event feed (GET /v1/events?after=, with and without run_id) at 10 k and 1 M events"},
 }
 

@@ -122,6 +122,7 @@ export AGENTFS_LOG_LEVEL=warn
 # The benchmark measures throughput, not the per-subject limits.
 export AGENTFS_RATE_LIMIT=0
 export AGENTFS_QUOTA_BYTES=0
+export AGENTFS_MAX_VERSIONS=100000 # the versions line seeds 10 k versions of one file
 # 1000 items of 64 KiB are about 64 MiB of JSON (the default allows 32 MiB).
 export AGENTFS_BATCH_MAX_BYTES=$((128 << 20))
 
