@@ -8,15 +8,16 @@ ARGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help run test test-minio build deps fuzz vet clean bench compose-check
+.PHONY: help run test test-minio readme-check build deps fuzz vet clean bench compose-check
 
 help:
 	@echo 'AgentFS make targets:'
 	@echo '  make run     build and run AgentFS with a local Postgres and versitygw (data in .data/)'
 	@echo '  make test    run go test -race, then the Python SDK tests (sdk/python), against'
-	@echo '               throwaway Postgres and versitygw'
+	@echo '               throwaway Postgres and versitygw, then the README check'
 	@echo "               (extra go test arguments: make test ARGS='./handlers/ -run X';"
-	@echo '               AGENTFS_TEST_PYTHON=0 skips the Python tests)'
+	@echo '               AGENTFS_TEST_PYTHON=0 skips the Python tests and the README check)'
+	@echo "  make readme-check  run README.md's examples in order against a fresh make run"
 	@echo '  make test-minio  the same tests against a throwaway MinIO (built into bin/minio the first time)'
 	@echo '  make build   build bin/agentfs'
 	@echo '  make deps    install Postgres and python3 packages (apt) and bin/versitygw (go install) if missing'
@@ -35,6 +36,9 @@ test:
 
 test-minio:
 	AGENTFS_S3_SERVER=minio bash scripts/test.sh $(ARGS)
+
+readme-check:
+	bash scripts/readme-check.sh
 
 build:
 	$(GO) build -o bin/agentfs ./cmd/agentfs

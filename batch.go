@@ -112,10 +112,11 @@ type Undo struct {
 	Live    bool   `json:"live"`
 	Path    string `json:"path"`
 	Version int    `json:"version"`
-	// After is the run's last event on the file: a change by anyone else
-	// after it fails the item (CHANGED_SINCE_RUN) unless Force.
-	After EventPosition `json:"after"`
-	Force bool          `json:"force"`
+	// After is the position of the run's last event on the file: a change
+	// by anyone else after it fails the item (CHANGED_SINCE_RUN) unless
+	// Force.
+	After int64 `json:"after"`
+	Force bool  `json:"force"`
 }
 
 // ChangedSinceRunError says another run changed a file after the run being

@@ -12,11 +12,10 @@ import (
 )
 
 // EventCursor is a position in a subject's event feed: after the event at
-// Position (the zero position is before the first), seen at At (how old the
-// cursor is, for the retention). A cursor belongs to the subject it was
-// made for.
+// Position (0 is before the first), seen at At (how old the cursor is, for
+// the retention). A cursor belongs to the subject it was made for.
 type EventCursor struct {
-	Position EventPosition
+	Position int64
 	At       time.Time
 	Subject  string
 }
@@ -38,7 +37,7 @@ func subjectTag(subject string) string {
 
 // String encodes the cursor as an opaque token.
 func (c EventCursor) String() string {
-	raw := fmt.Sprintf("e1|%d|%d|%d|%s", c.Position.Xid, c.Position.Seq, c.At.UnixMicro(), subjectTag(c.Subject))
+	raw := fmt.Sprintf("e2|%d|%d|%s", c.Position, c.At.UnixMicro(), subjectTag(c.Subject))
 	return base64.RawURLEncoding.EncodeToString([]byte(raw))
 }
 
@@ -49,14 +48,13 @@ func ParseEventCursor(s, subject string) (EventCursor, error) {
 		return EventCursor{}, ErrInvalidEventCursor
 	}
 	f := strings.Split(string(raw), "|")
-	if len(f) != 5 || f[0] != "e1" || f[4] != subjectTag(subject) {
+	if len(f) != 4 || f[0] != "e2" || f[3] != subjectTag(subject) {
 		return EventCursor{}, ErrInvalidEventCursor
 	}
-	xid, err1 := strconv.ParseUint(f[1], 10, 64)
-	seq, err2 := strconv.ParseInt(f[2], 10, 64)
-	us, err3 := strconv.ParseInt(f[3], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || seq < 0 || us < 0 || xid > 1<<62 {
+	pos, err1 := strconv.ParseInt(f[1], 10, 64)
+	us, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil || pos < 0 || us < 0 {
 		return EventCursor{}, ErrInvalidEventCursor
 	}
-	return EventCursor{Position: EventPosition{Xid: xid, Seq: seq}, At: time.UnixMicro(us).UTC(), Subject: subject}, nil
+	return EventCursor{Position: pos, At: time.UnixMicro(us).UTC(), Subject: subject}, nil
 }

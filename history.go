@@ -58,7 +58,7 @@ type Expiry struct {
 	IfMatch string
 }
 
-// Limits on expiry times (DESIGN §13).
+// Limits on expiry times (lifecycle).
 const (
 	MinExpiresIn = 60 * time.Second
 	MaxExpiresIn = 365 * 24 * time.Hour
@@ -96,14 +96,14 @@ type NewLink struct {
 	By        Attribution
 }
 
-// Limits on share links (DESIGN §13).
+// Limits on share links (lifecycle).
 const (
 	MinLinkExpiresIn     = 60 * time.Second
 	MaxLinkExpiresIn     = 7 * 24 * time.Hour
 	DefaultLinkExpiresIn = time.Hour
 )
 
-// Event types: every effect on a file commits one (DESIGN §14).
+// Event types: every effect on a file commits one (the run ledger).
 const (
 	EventCreated  = "file.created"
 	EventReplaced = "file.replaced"
@@ -146,14 +146,9 @@ type Event struct {
 	SHA256       string
 	Origin       Origin
 	At           time.Time
-	Position     EventPosition
-}
-
-// EventPosition orders events: the transaction that committed an event
-// (its Postgres xid8) and the event's place within it.
-type EventPosition struct {
-	Xid uint64
-	Seq int64
+	// Position is the event's place in its subject's feed: events are
+	// numbered 1, 2, 3… in the order their transactions committed.
+	Position int64
 }
 
 // Errors of history and lifecycle.

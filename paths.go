@@ -13,7 +13,7 @@ const MaxPathBytes = 1024
 
 // NormalizePath is the one way a path enters AgentFS (every door calls it):
 // it returns the path in Unicode NFC, so the NFC and NFD spellings of a name
-// are one path, after checking it against the rules of DESIGN §5: 1–1024
+// are one path, after checking it against the path rules: 1–1024
 // bytes of UTF-8 (counted in the NFC form, the one stored), '/'-separated
 // segments, none empty, "." or "..", no leading '/', no control characters
 // and no backslash. The error says which rule failed, in words fit for a

@@ -99,7 +99,7 @@ func TestValidatePathErrorNamesRule(t *testing.T) {
 	}
 }
 
-// pathRulesHold is DESIGN §5 written independently of ValidatePath.
+// pathRulesHold is the path rules written independently of ValidatePath.
 func pathRulesHold(p string) bool {
 	if len(p) == 0 || len(p) > 1024 || !utf8.ValidString(p) || strings.HasPrefix(p, "/") {
 		return false
@@ -129,10 +129,10 @@ func FuzzValidatePath(f *testing.F) {
 		err := agentfs.ValidatePath(p)
 		want := pathRulesHold(p)
 		if err == nil && !want {
-			t.Fatalf("ValidatePath(%q) accepted a path that breaks DESIGN §5", p)
+			t.Fatalf("ValidatePath(%q) accepted a path that breaks the path rules", p)
 		}
 		if err != nil && want {
-			t.Fatalf("ValidatePath(%q) = %v, but the path follows DESIGN §5", p, err)
+			t.Fatalf("ValidatePath(%q) = %v, but the path follows the path rules", p, err)
 		}
 		if err != nil && err.Error() == "" {
 			t.Fatalf("ValidatePath(%q) returned an error with no message", p)
@@ -184,7 +184,7 @@ func TestNormalizePath(t *testing.T) {
 }
 
 // FuzzNormalizePath holds NormalizePath to its promise: what it returns is
-// NFC, valid by DESIGN §5 (checked independently) and a fixed point; it
+// NFC, valid by the path rules (checked independently) and a fixed point; it
 // refuses exactly the inputs whose NFC form breaks the rules; and two
 // spellings with the same NFC form are one path.
 func FuzzNormalizePath(f *testing.F) {
@@ -206,7 +206,7 @@ func FuzzNormalizePath(f *testing.F) {
 		want := norm.NFC.String(p)
 		if err != nil {
 			if pathRulesHold(want) {
-				t.Fatalf("NormalizePath(%q) = %v, but its NFC form %q follows DESIGN §5", p, err, want)
+				t.Fatalf("NormalizePath(%q) = %v, but its NFC form %q follows the path rules", p, err, want)
 			}
 			if err.Error() == "" {
 				t.Fatalf("NormalizePath(%q) returned an error with no message", p)
@@ -217,7 +217,7 @@ func FuzzNormalizePath(f *testing.F) {
 			t.Fatalf("NormalizePath(%q) = %q, not its NFC form %q", p, got, want)
 		}
 		if !pathRulesHold(got) || agentfs.ValidatePath(got) != nil {
-			t.Fatalf("NormalizePath(%q) = %q, which breaks DESIGN §5", p, got)
+			t.Fatalf("NormalizePath(%q) = %q, which breaks the path rules", p, got)
 		}
 		if again, err := agentfs.NormalizePath(got); err != nil || again != got {
 			t.Fatalf("NormalizePath is not idempotent: %q -> %q -> %q (%v)", p, got, again, err)

@@ -6,7 +6,7 @@
 // transaction that it owns and hands down to the storage helpers; it answers
 // replays, conflicts and keys still in progress, takes over a claim whose
 // owner died (fenced, so a late owner commits nothing), and records or
-// releases the key when the write fails (DESIGN §6). No door handles a
+// releases the key when the write fails (the idempotency rules). No door handles a
 // transaction, a claim or a fingerprint itself.
 package admission
 
@@ -51,7 +51,39 @@ type Config struct {
 	MidComplete func()
 	// Now is the clock of what the core renders (0: time.Now).
 	Now func() time.Time
+	// Observer, when set, hears what became of each keyed request and each
+	// batch item (the metrics of cmd/agentfs).
+	Observer Observer
 }
+
+// Observer hears the core's decisions, so they can be counted without the
+// core knowing how. Every value it is given comes from a closed set (the
+// Key… and Item… constants, agentfs.Op… or "other"), never a subject, key or
+// path. Its methods are called on the request's goroutine: keep them cheap.
+type Observer interface {
+	// KeyOutcome hears how a request with an Idempotency-Key was admitted.
+	KeyOutcome(outcome string)
+	// ItemOutcome hears how one run of a batch item ended.
+	ItemOutcome(op, outcome string)
+}
+
+// What became of a keyed request (Observer.KeyOutcome).
+const (
+	KeyExecuted   = "executed"    // claimed and run (whatever the write answered)
+	KeyReplayed   = "replayed"    // answered with the recorded outcome
+	KeyConflict   = "conflict"    // the key holds another request: 409 IDEMPOTENCY_CONFLICT
+	KeyInProgress = "in_progress" // the key is held by a live claim: 409 OPERATION_IN_PROGRESS
+	KeyClaimLost  = "claim_lost"  // the claim was taken over while this request ran (its lease lapsed)
+)
+
+// What became of one run of a batch item (Observer.ItemOutcome).
+const (
+	ItemApplied  = "applied"  // its effect committed with its status
+	ItemReplayed = "replayed" // its key held a recorded success
+	ItemFailed   = "failed"   // recorded as failed (including a replayed failure)
+	ItemRetried  = "retried"  // a transient failure: the batch runs it again later
+	ItemSkipped  = "skipped"  // another worker had already settled it
+)
 
 // Core admits and runs every keyed (and unkeyed) write.
 type Core struct {
@@ -132,11 +164,19 @@ func (c *Core) run(ctx context.Context, who agentfs.Caller, it *item, w *write) 
 	claim, rec, err := c.store.BeginKey(ctx, who.Subject, who.Key, w.method, w.route, w.request.Sum())
 	switch {
 	case err != nil:
+		c.noteRefusal(err)
 		return idempotency.Result{}, err
 	case rec != nil:
-		return c.replay(ctx, who, w, rec)
+		res, err := c.replay(ctx, who, w, rec)
+		if err == nil {
+			c.noteKey(KeyReplayed)
+		} else {
+			c.noteRefusal(err)
+		}
+		return res, err
 	}
 	defer claim.Close()
+	c.noteKey(KeyExecuted)
 	out, err := c.commit(ctx, it, w, claim)
 	if err != nil {
 		return idempotency.Result{}, c.settle(ctx, who, w, claim, err)
@@ -219,6 +259,7 @@ func (c *Core) after(ctx context.Context, w *write, res idempotency.Result) (ide
 // when repeated releases the key.
 func (c *Core) settle(ctx context.Context, who agentfs.Caller, w *write, claim *storage.Claim, err error) error {
 	if errors.Is(err, storage.ErrClaimLost) {
+		c.noteKey(KeyClaimLost)
 		return &agentfs.InProgressError{Key: who.Key, RetryAfter: time.Second}
 	}
 	p, _ := problem.From(err)
@@ -237,12 +278,35 @@ func (c *Core) settle(ctx context.Context, who agentfs.Caller, w *write, claim *
 	rerr := c.store.WithTx(ctx, func(tx pgx.Tx) error { return claim.Complete(ctx, tx, content, out) })
 	switch {
 	case errors.Is(rerr, storage.ErrClaimLost):
+		c.noteKey(KeyClaimLost)
 		return &agentfs.InProgressError{Key: who.Key, RetryAfter: time.Second}
 	case rerr != nil:
 		c.release(ctx, claim)
 		return rerr
 	}
 	return err
+}
+
+// noteKey tells the observer, if any, what became of a keyed request.
+func (c *Core) noteKey(outcome string) {
+	if c.cfg.Observer != nil {
+		c.cfg.Observer.KeyOutcome(outcome)
+	}
+}
+
+// noteRefusal tells the observer about a keyed request refused as a
+// conflict or as in progress; other failures are not the key's doing.
+func (c *Core) noteRefusal(err error) {
+	var (
+		conflict *agentfs.ConflictError
+		busy     *agentfs.InProgressError
+	)
+	switch {
+	case errors.As(err, &conflict):
+		c.noteKey(KeyConflict)
+	case errors.As(err, &busy):
+		c.noteKey(KeyInProgress)
+	}
 }
 
 func (c *Core) release(ctx context.Context, claim *storage.Claim) {

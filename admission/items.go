@@ -52,10 +52,14 @@ type ItemHint struct {
 // CommitItems commits it, alone or with others; AbandonItem drops it.
 type PreparedItem struct {
 	it    item
+	op    string
 	who   agentfs.Caller
 	w     *write // nil when the item ended before its transaction
 	claim *storage.Claim
 	end   storage.ItemOutcome // when w is nil: what to record on the item
+	// failed says the write itself failed and its problem was recorded
+	// on the item (endItem).
+	failed bool
 }
 
 // PrepareItem does for a pending item of b what comes before the
@@ -72,7 +76,7 @@ func (c *Core) PrepareItem(ctx context.Context, b *agentfs.Batch, it agentfs.Bat
 	who := agentfs.Caller{Subject: b.Subject, Key: it.Key, By: b.By, RequestID: b.RequestID}
 	o := agentfs.OriginOf(who)
 	o.BatchID = b.ID
-	p := &PreparedItem{it: item{batch: b, index: it.Index}, who: who}
+	p := &PreparedItem{it: item{batch: b, index: it.Index}, op: it.Op, who: who}
 	w, err := c.itemWrite(ctx, who, o, b, it, hint)
 	if err != nil {
 		return c.endBefore(p, err)
@@ -113,6 +117,7 @@ func (c *Core) PrepareItem(ctx context.Context, b *agentfs.Batch, it agentfs.Bat
 // other is the outcome to record.
 func (c *Core) endBefore(p *PreparedItem, err error) (*PreparedItem, error) {
 	if transient(err) || errors.Is(err, storage.ErrItemDone) {
+		c.noteItem(p, err)
 		return nil, err
 	}
 	prob, _ := problem.From(err)
@@ -135,6 +140,14 @@ func (c *Core) endBefore(p *PreparedItem, err error) (*PreparedItem, error) {
 // retried. Items after one that stays pending are abandoned (AbandonItem)
 // and fail with ErrNotCommitted, so items never commit out of order.
 func (c *Core) CommitItems(ctx context.Context, items []*PreparedItem) []error {
+	errs := c.commitItems(ctx, items)
+	for i, p := range items {
+		c.noteItem(p, errs[i])
+	}
+	return errs
+}
+
+func (c *Core) commitItems(ctx context.Context, items []*PreparedItem) []error {
 	errs := make([]error, len(items))
 	if len(items) > 1 {
 		err := c.store.WithTx(ctx, func(tx pgx.Tx) error { return c.commitGroup(ctx, tx, items) })
@@ -252,7 +265,37 @@ func (c *Core) itemEnded(ctx context.Context, p *PreparedItem, err error) error 
 			c.cfg.AfterCommit()
 		}
 	}
+	if err != nil && !errors.Is(err, storage.ErrItemDone) && !transient(err) {
+		p.failed = true // endItem records its problem on the item
+	}
 	return c.endItem(ctx, &p.it, err)
+}
+
+// noteItem tells the observer, if any, how an item's run ended with err
+// (CommitItems' result for it, or the failure that left it unprepared). An
+// op outside the known ones (never admitted by validation) is "other".
+func (c *Core) noteItem(p *PreparedItem, err error) {
+	if c.cfg.Observer == nil {
+		return
+	}
+	outcome := ItemApplied
+	switch {
+	case errors.Is(err, storage.ErrItemDone):
+		outcome = ItemSkipped
+	case err != nil:
+		outcome = ItemRetried
+	case p.failed || p.end.Status == agentfs.ItemFailed:
+		outcome = ItemFailed // a replayed failure too
+	case p.end.Replayed:
+		outcome = ItemReplayed
+	}
+	op := p.op
+	switch op {
+	case agentfs.OpPut, agentfs.OpDelete, agentfs.OpRestore, agentfs.OpCopy, agentfs.OpUndo:
+	default:
+		op = "other"
+	}
+	c.cfg.Observer.ItemOutcome(op, outcome)
 }
 
 // endItem ends an item whose write ended with err: a failure that may pass
@@ -313,8 +356,6 @@ func (c *Core) itemWrite(ctx context.Context, who agentfs.Caller, o agentfs.Orig
 	}
 	return nil, problem.Validation("op", "unknown operation "+strconv.Quote(it.Op))
 }
-
-// transient reports whether an item's failure may pass when the batch is
 
 // transient reports whether an item's failure may pass when the batch is
 // retried: storage unavailable, a key in progress or a claim lost to

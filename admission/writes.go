@@ -359,3 +359,6 @@ func outcome(status int, body any, object, id string) idempotency.Outcome {
 
 // FileJSON shows f as the API does (its url under the public URL).
 func (c *Core) FileJSON(f *agentfs.File) api.File { return api.NewFile(c.cfg.PublicURL, f) }
+
+// PublicURL is the base of the URLs the core's answers carry.
+func (c *Core) PublicURL() string { return c.cfg.PublicURL }

@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 )
 
 // api is a minimal AgentFS client: just the calls the measurements make,
@@ -21,16 +19,7 @@ type api struct {
 	hc    *http.Client
 }
 
-func newAPI(base, token string) *api {
-	tr := &http.Transport{
-		Proxy:                 nil, // loopback only, never through a proxy
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       time.Minute,
-		ResponseHeaderTimeout: 5 * time.Minute, // a 1 GiB complete may read the object back
-		DisableCompression:    true,
-	}
+func newAPI(base, token string, tr *http.Transport) *api {
 	return &api{base: base, token: token, hc: &http.Client{Transport: tr}}
 }
 
@@ -47,11 +36,9 @@ type upload struct {
 }
 
 type batch struct {
-	ID          string     `json:"id"`
-	Status      string     `json:"status"`
-	StartedAt   *time.Time `json:"started_at"`
-	CompletedAt *time.Time `json:"completed_at"`
-	Counts      struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Counts struct {
 		Total     int `json:"total"`
 		Succeeded int `json:"succeeded"`
 		Failed    int `json:"failed"`

@@ -1,22 +1,60 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/minio/minio-go/v7"
 )
 
-// rssBudget is DESIGN §11's bound on server memory growth.
+// rssBudget is the bound on server memory growth.
 const rssBudget = 64 << 20
+
+// rssMeasure samples the server's RSS while transfer runs and makes the
+// row: growth above the idle RSS measured just before, against the budget.
+// It also returns the transfer's duration.
+func (b *bench) rssMeasure(name string, transfer func() error) (row, time.Duration, error) {
+	pid := b.cfg.serverPID
+	idle, err := idleRSS(pid, 10, 100*time.Millisecond)
+	if err != nil {
+		return row{}, 0, err
+	}
+	s := startSampler(pid, 100*time.Millisecond)
+	t0 := time.Now()
+	err = transfer()
+	d := time.Since(t0)
+	peak, n, serr := s.finish()
+	if err != nil {
+		return row{}, d, err
+	}
+	if serr != nil {
+		return row{}, d, serr
+	}
+	grow := max(0, peak-idle)
+	logf("  %s: RSS idle %s, peak %s over %d samples", name, fmtMiB(idle), fmtMiB(peak), n)
+	verdict := "meets"
+	if grow > rssBudget {
+		verdict = "misses"
+	}
+	return row{
+		name:    name,
+		agentfs: fmt.Sprintf("+%s (idle %s, peak %s)", fmtMiB(grow), fmtMiB(idle), fmtMiB(peak)),
+		budget:  "≤ +64 MiB",
+		verdict: verdict,
+	}, d, nil
+}
+
+// warmUp makes one small upload and one listing, so that the server's
+// connection pools are part of "idle".
+func (b *bench) warmUp(ctx context.Context) error {
+	if _, _, err := b.api.putFile(ctx, b.path("warmup/"+fmt.Sprint(time.Now().UnixNano())), b.data.reader(0, 4096), 4096, nil); err != nil {
+		return err
+	}
+	_, err := b.api.list(ctx, "limit=10")
+	return err
+}
 
 // memory: the server's RSS, idle and while a large file streams up through
 // it and back down.
@@ -26,54 +64,20 @@ func (b *bench) memory(ctx context.Context) ([]row, error) {
 	if c.serverPID <= 0 {
 		return []row{{name: "server RSS growth, " + label + " upload", agentfs: "skipped: no -server-pid", budget: "≤ +64 MiB"}}, nil
 	}
-	// Warm up the connection pools so that they are part of "idle".
-	if _, _, err := b.api.putFile(ctx, b.path("warmup"), bytes.NewReader(chunk(0, 4096)), 4096, nil); err != nil {
+	if err := b.warmUp(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := b.api.list(ctx, "limit=10"); err != nil {
-		return nil, err
-	}
-
-	measure := func(what string, transfer func() error) (row, error) {
-		idle, err := idleRSS(c.serverPID, 10, 100*time.Millisecond)
-		if err != nil {
-			return row{}, err
-		}
-		s := startSampler(c.serverPID, 100*time.Millisecond)
-		t0 := time.Now()
-		err = transfer()
-		d := time.Since(t0)
-		peak, n, serr := s.finish()
-		if err != nil {
-			return row{}, err
-		}
-		if serr != nil {
-			return row{}, serr
-		}
-		grow := max(0, peak-idle)
-		logf("  %s %s: %.0f MiB/s; RSS idle %s, peak %s over %d samples", what, label, mibps(c.streamSize, d), fmtMiB(idle), fmtMiB(peak), n)
-		verdict := "meets"
-		if grow > rssBudget {
-			verdict = "misses"
-		}
-		return row{
-			name:    "server RSS growth, " + label + " " + what,
-			agentfs: fmt.Sprintf("+%s (idle %s, peak %s)", fmtMiB(grow), fmtMiB(idle), fmtMiB(peak)),
-			budget:  "≤ +64 MiB",
-			verdict: verdict,
-		}, nil
-	}
-
 	var f *file
-	up, err := measure("upload", func() (err error) {
-		f, _, err = b.api.putFile(ctx, b.path("stream"), newGen(0, c.streamSize), c.streamSize, nil)
+	up, d, err := b.rssMeasure("server RSS growth, "+label+" upload", func() (err error) {
+		f, _, err = b.api.putFile(ctx, b.path("stream"), b.data.reader(0, c.streamSize), c.streamSize, nil)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, 256<<10)
-	down, err := measure("download", func() error {
+	logf("  upload %s: %.0f MiB/s", label, mibps(c.streamSize, d))
+	buf := make([]byte, readBufferSize)
+	down, d, err := b.rssMeasure("server RSS growth, "+label+" download", func() error {
 		n, err := b.api.getContent(ctx, f.ID, buf)
 		if err == nil && n != c.streamSize {
 			err = fmt.Errorf("download of %s: got %d bytes, want %d", f.ID, n, c.streamSize)
@@ -83,25 +87,64 @@ func (b *bench) memory(ctx context.Context) ([]row, error) {
 	if err != nil {
 		return []row{up}, err
 	}
+	logf("  download %s: %.0f MiB/s", label, mibps(c.streamSize, d))
 	if err := b.api.deleteFile(ctx, f.ID); err != nil {
 		return nil, err
 	}
-	return []row{up, down}, nil
+	// Parts sent side by side arrive ahead of the running hash, and the
+	// server keeps them in memory until their turn (its hash window).
+	multi, d, err := b.rssMeasure(fmt.Sprintf("server RSS growth, %s upload in parts, %d parallel", label, c.partWorkers), func() error {
+		mf, err := b.uploadInParts(ctx, b.path("stream-parts"), c.streamSize)
+		if err == nil {
+			err = b.api.deleteFile(ctx, mf.ID)
+		}
+		return err
+	})
+	if err != nil {
+		return []row{up, down}, err
+	}
+	logf("  upload in parts %s: %.0f MiB/s", label, mibps(c.streamSize, d))
+	return []row{up, down, multi}, nil
 }
 
-// upload: one large file, AgentFS POST /v1/files against minio-go
-// PutObject, alternating, best of uploadRuns each.
+// uploadInParts sends size bytes through an upload session, c.partWorkers
+// parts at a time, and completes it.
+func (b *bench) uploadInParts(ctx context.Context, path string, size int64) (*file, error) {
+	u, err := b.api.createUpload(ctx, path, size)
+	if err != nil {
+		return nil, err
+	}
+	err = inParallel(ctx, b.cfg.partWorkers, u.PartCount, func(ctx context.Context, n int) error {
+		off := int64(n-1) * u.PartSize
+		l := min(u.PartSize, size-off)
+		return b.api.putPart(ctx, u.ID, n, b.data.reader(off, l), l)
+	})
+	if err != nil {
+		b.api.abortUpload(context.WithoutCancel(ctx), u.ID)
+		return nil, err
+	}
+	f, err := b.api.completeUpload(ctx, u.ID)
+	if err == nil && f.SizeBytes != size {
+		err = fmt.Errorf("the file of the upload session has %d bytes, want %d", f.SizeBytes, size)
+	}
+	return f, err
+}
+
+// upload: one large file from memory, AgentFS POST /v1/files against one
+// direct unsigned PUT (the fastest way to store a body of known length)
+// and against minio-go's default PutObject, all three sending the same
+// in-memory bytes, in rotating order; the medians count.
 func (b *bench) upload(ctx context.Context) ([]row, error) {
 	c := b.cfg
 	size := c.uploadSize
-	var agentBest, directBest float64
-	var agentCPU, directCPU cpuAcc
+	var agent, unsigned, defaults []float64
+	var agentCPU, unsignedCPU, defaultsCPU cpuAcc
 	var spareIDs, spareKeys []string
 	for i := range c.uploadRuns {
-		var ar, dr float64
-		agent := func() error {
+		var ar, ur, dr float64
+		viaAgentFS := func() error {
 			c0, t0 := b.cpuNow(), time.Now()
-			f, _, err := b.api.putFile(ctx, b.path(fmt.Sprintf("upload-%d", i)), newGen(0, size), size, nil)
+			f, _, err := b.api.putFile(ctx, b.path(fmt.Sprintf("upload-%d", i)), b.data.reader(0, size), size, nil)
 			if err != nil {
 				return err
 			}
@@ -114,14 +157,14 @@ func (b *bench) upload(ctx context.Context) ([]row, error) {
 			}
 			return nil
 		}
-		direct := func() error {
+		unsignedPUT := func() error {
 			key := b.key(fmt.Sprintf("upload-%d", i))
 			c0, t0 := b.cpuNow(), time.Now()
-			if _, err := b.s3.PutObject(ctx, c.directBucket, key, newGen(0, size), size, putOpts); err != nil {
-				return fmt.Errorf("direct PutObject: %w", err)
+			if _, err := b.s3.PutObject(ctx, c.directBucket, key, b.data.reader(0, size), size, putOpts); err != nil {
+				return fmt.Errorf("direct unsigned PUT: %w", err)
 			}
-			dr = mibps(size, time.Since(t0))
-			directCPU.add(c0, b.cpuNow(), gib(size))
+			ur = mibps(size, time.Since(t0))
+			unsignedCPU.add(c0, b.cpuNow(), gib(size))
 			if b.big.key == "" {
 				b.big.key = key
 			} else {
@@ -129,26 +172,25 @@ func (b *bench) upload(ctx context.Context) ([]row, error) {
 			}
 			return nil
 		}
-		if err := alternate(i, agent, direct); err != nil {
+		defaultPut := func() error {
+			key := b.key(fmt.Sprintf("upload-defaults-%d", i))
+			c0, t0 := b.cpuNow(), time.Now()
+			if _, err := b.s3.PutObject(ctx, c.directBucket, key, b.data.reader(0, size), size,
+				minio.PutObjectOptions{ContentType: "application/octet-stream"}); err != nil {
+				return fmt.Errorf("direct PutObject with default options: %w", err)
+			}
+			dr = mibps(size, time.Since(t0))
+			defaultsCPU.add(c0, b.cpuNow(), gib(size))
+			spareKeys = append(spareKeys, key)
+			return nil
+		}
+		if err := rotate(i, viaAgentFS, unsignedPUT, defaultPut); err != nil {
 			return nil, err
 		}
-		logf("  upload %s run %d/%d: AgentFS %.0f MiB/s, direct %.0f MiB/s", fmtSize(size), i+1, c.uploadRuns, ar, dr)
-		agentBest, directBest = max(agentBest, ar), max(directBest, dr)
+		logf("  upload %s run %d/%d: AgentFS %.0f MiB/s, unsigned PUT %.0f MiB/s (%.2f×), default PutObject %.0f MiB/s (%.2f×)",
+			fmtSize(size), i+1, c.uploadRuns, ar, ur, ar/ur, dr, ar/dr)
+		agent, unsigned, defaults = append(agent, ar), append(unsigned, ur), append(defaults, dr)
 	}
-	// For scale: what a client that calls PutObject with minio-go's default
-	// options gets (a streaming-signed multipart upload that hashes every
-	// chunk). The budget compares against the faster options above.
-	key := b.key("upload-defaults")
-	t0 := time.Now()
-	if _, err := b.s3.PutObject(ctx, c.directBucket, key, newGen(0, size), size,
-		minio.PutObjectOptions{ContentType: "application/octet-stream"}); err != nil {
-		return nil, fmt.Errorf("direct PutObject with default options: %w", err)
-	}
-	defaults := mibps(size, time.Since(t0))
-	spareKeys = append(spareKeys, key)
-	b.notes = append(b.notes, fmt.Sprintf("upload %s: the direct column uses the server's own options (one PUT, unsigned payload); "+
-		"a direct PutObject with minio-go's default options (streaming-signed multipart) made %.0f MiB/s, so AgentFS ran at %.2f× that.",
-		fmtSize(size), defaults, agentBest/defaults))
 	for _, id := range spareIDs {
 		if err := b.api.deleteFile(ctx, id); err != nil {
 			return nil, err
@@ -157,18 +199,27 @@ func (b *bench) upload(ctx context.Context) ([]row, error) {
 	for _, k := range spareKeys {
 		_ = b.s3.RemoveObject(ctx, c.directBucket, k, minio.RemoveObjectOptions{})
 	}
-	b.cpuNote("upload "+fmtSize(size), "GiB", agentCPU, directCPU)
-	return []row{rateRow(fmt.Sprintf("upload %s, best of %d", fmtSize(size), c.uploadRuns),
-		agentBest, directBest, "MiB/s", 0.95)}, nil
+	b.notes = append(b.notes, fmt.Sprintf("upload %s, per run (AgentFS ÷ unsigned PUT; ÷ default PutObject): %s; %s. "+
+		"All three send the same bytes from one buffer in memory; the default PutObject of a seekable body is minio-go's parallel "+
+		"multipart upload with streaming signatures.", fmtSize(size), runRatios(agent, unsigned), runRatios(agent, defaults)))
+	b.cpuNote("upload "+fmtSize(size)+" (direct: the unsigned PUT)", "GiB", agentCPU, unsignedCPU)
+	b.notes = append(b.notes, fmt.Sprintf("upload %s, CPU seconds per GiB of minio-go's default PutObject: %s.",
+		fmtSize(size), defaultsCPU.per(false, b.s3CPUName())))
+	runs := fmt.Sprintf("median of %d", c.uploadRuns)
+	return []row{
+		withDirect(rateRow(fmt.Sprintf("upload %s vs one unsigned PUT, %s", fmtSize(size), runs), median(agent), median(unsigned), "MiB/s", 0.95), "unsigned PUT"),
+		withBudgetNote(withDirect(rateRow(fmt.Sprintf("upload %s vs default PutObject, %s", fmtSize(size), runs), median(agent), median(defaults), "MiB/s", 1.5), "default PutObject"), "the easier baseline"),
+	}, nil
 }
 
 // download: the file upload left, AgentFS GET content against minio-go
-// GetObject, both read to the end and discarded.
+// GetObject, both read to the end into the same size of buffer. the budget's
+// budget counts the runs that meet the ratio.
 func (b *bench) download(ctx context.Context) ([]row, error) {
 	c := b.cfg
 	size := c.uploadSize
 	if b.big.fileID == "" {
-		f, _, err := b.api.putFile(ctx, b.path("download"), newGen(0, size), size, nil)
+		f, _, err := b.api.putFile(ctx, b.path("download"), b.data.reader(0, size), size, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -176,17 +227,17 @@ func (b *bench) download(ctx context.Context) ([]row, error) {
 	}
 	if b.big.key == "" {
 		key := b.key("download")
-		if _, err := b.s3.PutObject(ctx, c.directBucket, key, newGen(0, size), size, putOpts); err != nil {
+		if _, err := b.s3.PutObject(ctx, c.directBucket, key, b.data.reader(0, size), size, putOpts); err != nil {
 			return nil, fmt.Errorf("direct PutObject: %w", err)
 		}
 		b.big.key = key
 	}
-	buf := make([]byte, 256<<10)
-	var agentBest, directBest float64
+	buf := make([]byte, readBufferSize)
+	var agent, direct []float64
 	var agentCPU, directCPU cpuAcc
-	for i := range c.uploadRuns {
+	for i := range c.downloadRuns {
 		var ar, dr float64
-		agent := func() error {
+		viaAgentFS := func() error {
 			c0, t0 := b.cpuNow(), time.Now()
 			n, err := b.api.getContent(ctx, b.big.fileID, buf)
 			if err != nil {
@@ -199,7 +250,7 @@ func (b *bench) download(ctx context.Context) ([]row, error) {
 			agentCPU.add(c0, b.cpuNow(), gib(size))
 			return nil
 		}
-		direct := func() error {
+		getObject := func() error {
 			c0, t0 := b.cpuNow(), time.Now()
 			obj, err := b.s3.GetObject(ctx, c.directBucket, b.big.key, minio.GetObjectOptions{})
 			if err != nil {
@@ -217,30 +268,52 @@ func (b *bench) download(ctx context.Context) ([]row, error) {
 			directCPU.add(c0, b.cpuNow(), gib(size))
 			return nil
 		}
-		if err := alternate(i, agent, direct); err != nil {
+		if err := rotate(i, viaAgentFS, getObject); err != nil {
 			return nil, err
 		}
-		logf("  download %s run %d/%d: AgentFS %.0f MiB/s, direct %.0f MiB/s", fmtSize(size), i+1, c.uploadRuns, ar, dr)
-		agentBest, directBest = max(agentBest, ar), max(directBest, dr)
+		logf("  download %s run %d/%d: AgentFS %.0f MiB/s, direct %.0f MiB/s (%.2f×)", fmtSize(size), i+1, c.downloadRuns, ar, dr, ar/dr)
+		agent, direct = append(agent, ar), append(direct, dr)
 	}
 	if err := b.api.deleteFile(ctx, b.big.fileID); err != nil {
 		return nil, err
 	}
 	_ = b.s3.RemoveObject(ctx, c.directBucket, b.big.key, minio.RemoveObjectOptions{})
 	b.cpuNote("download "+fmtSize(size), "GiB", agentCPU, directCPU)
-	return []row{rateRow(fmt.Sprintf("download %s, best of %d", fmtSize(size), c.uploadRuns),
-		agentBest, directBest, "MiB/s", 0.9)}, nil
+	b.notes = append(b.notes, fmt.Sprintf("download %s, per run (AgentFS ÷ GetObject, both reading into %s buffers): %s.",
+		fmtSize(size), fmtSize(readBufferSize), runRatios(agent, direct)))
+
+	const budget = 0.9
+	need := (4*c.downloadRuns + 4) / 5 // the budget: 4 of 5
+	met := 0
+	for i := range agent {
+		if agent[i]/direct[i] >= budget {
+			met++
+		}
+	}
+	verdict := fmt.Sprintf("misses (%d of %d runs)", met, c.downloadRuns)
+	if met >= need {
+		verdict = fmt.Sprintf("meets (%d of %d runs)", met, c.downloadRuns)
+	}
+	return []row{{
+		name:    fmt.Sprintf("download %s vs GetObject, median of %d", fmtSize(size), c.downloadRuns),
+		agentfs: fmtRate(median(agent), "MiB/s"),
+		direct:  fmtRate(median(direct), "MiB/s") + " (GetObject)",
+		ratio:   ratio(median(agent), median(direct)),
+		budget:  fmt.Sprintf("≥ %g× in ≥ %d of %d runs", budget, need, c.downloadRuns),
+		verdict: verdict,
+	}}, nil
 }
 
-// small: many small uploads from concurrent clients, unique paths.
+// small: many small uploads from concurrent clients, unique paths, the same
+// bytes on both sides.
 func (b *bench) small(ctx context.Context) ([]row, error) {
 	c := b.cfg
-	data := chunk(0, int(c.smallSize))
+	data := b.data.bytes(0, c.smallSize)
 	label := fmtSize(c.smallSize)
 
 	c0 := b.cpuNow()
 	dn, dd, dlat, err := concurrently(ctx, c.smallClients, c.smallDuration, c.smallMax, func(ctx context.Context, i int) error {
-		_, err := b.s3.PutObject(ctx, c.directBucket, b.key(fmt.Sprintf("small/%d", i)), bytes.NewReader(data), int64(len(data)), putOpts)
+		_, err := b.s3.PutObject(ctx, c.directBucket, b.key(fmt.Sprintf("small/%d", i)), bytesReader(data), int64(len(data)), putOpts)
 		if err != nil {
 			return fmt.Errorf("direct PutObject: %w", err)
 		}
@@ -253,7 +326,7 @@ func (b *bench) small(ctx context.Context) ([]row, error) {
 	c1 := b.cpuNow()
 	directCPU.add(c0, c1, float64(dn)/1000)
 	an, ad, alat, err := concurrently(ctx, c.smallClients, c.smallDuration, c.smallMax, func(ctx context.Context, i int) error {
-		_, _, err := b.api.putFile(ctx, b.path(fmt.Sprintf("small/%d", i)), bytes.NewReader(data), int64(len(data)), nil)
+		_, _, err := b.api.putFile(ctx, b.path(fmt.Sprintf("small/%d", i)), bytesReader(data), int64(len(data)), nil)
 		return err
 	})
 	if err != nil {
@@ -267,22 +340,23 @@ func (b *bench) small(ctx context.Context) ([]row, error) {
 		dn, dd.Round(time.Millisecond), fmtMS(percentile(dlat, 50)))
 	b.notes = append(b.notes, fmt.Sprintf("%s uploads: %d clients for %s per side; p50 latency AgentFS %s, direct %s.",
 		label, c.smallClients, c.smallDuration, fmtMS(percentile(alat, 50)), fmtMS(percentile(dlat, 50))))
-	return []row{rateRow(fmt.Sprintf("%s uploads/s, %d clients", label, c.smallClients), ar, dr, "/s", 0.5)}, nil
+	return []row{withDirect(rateRow(fmt.Sprintf("%s uploads/s, %d clients", label, c.smallClients), ar, dr, "/s", 0.75), "PutObject")}, nil
 }
 
 // multipart: an upload session with parallel parts against a direct
-// minio-go multipart upload of the same size and part size.
+// minio-go multipart upload of the same size and part size, both sending
+// parts from the same buffer; the medians count.
 func (b *bench) multipart(ctx context.Context) ([]row, error) {
 	c := b.cfg
 	size := c.multipartSize
 	var partSize int64
 	var partCount int
-	var agentBest, directBest float64
+	var agent, direct []float64
 	var agentCPU, directCPU cpuAcc
 	var completes []string
 	for i := range c.multipartRuns {
 		var ar, dr float64
-		agent := func() error {
+		viaAgentFS := func() error {
 			c0, t0 := b.cpuNow(), time.Now()
 			u, err := b.api.createUpload(ctx, b.path(fmt.Sprintf("multipart-%d", i)), size)
 			if err != nil {
@@ -292,7 +366,7 @@ func (b *bench) multipart(ctx context.Context) ([]row, error) {
 			err = inParallel(ctx, c.partWorkers, u.PartCount, func(ctx context.Context, n int) error {
 				off := int64(n-1) * u.PartSize
 				l := min(u.PartSize, size-off)
-				return b.api.putPart(ctx, u.ID, n, newGen(off, l), l)
+				return b.api.putPart(ctx, u.ID, n, b.data.reader(off, l), l)
 			})
 			if err != nil {
 				b.api.abortUpload(context.WithoutCancel(ctx), u.ID)
@@ -313,7 +387,7 @@ func (b *bench) multipart(ctx context.Context) ([]row, error) {
 			}
 			return b.api.deleteFile(ctx, f.ID)
 		}
-		direct := func() error {
+		directMultipart := func() error {
 			key := b.key(fmt.Sprintf("multipart-%d", i))
 			c0, t0 := b.cpuNow(), time.Now()
 			id, err := b.core.NewMultipartUpload(ctx, c.directBucket, key, minio.PutObjectOptions{ContentType: "application/octet-stream"})
@@ -324,7 +398,7 @@ func (b *bench) multipart(ctx context.Context) ([]row, error) {
 			err = inParallel(ctx, c.partWorkers, partCount, func(ctx context.Context, n int) error {
 				off := int64(n-1) * partSize
 				l := min(partSize, size-off)
-				p, err := b.core.PutObjectPart(ctx, c.directBucket, key, id, n, newGen(off, l), l, minio.PutObjectPartOptions{DisableContentSha256: true})
+				p, err := b.core.PutObjectPart(ctx, c.directBucket, key, id, n, b.data.reader(off, l), l, minio.PutObjectPartOptions{DisableContentSha256: true})
 				if err != nil {
 					return fmt.Errorf("direct PutObjectPart %d: %w", n, err)
 				}
@@ -344,446 +418,36 @@ func (b *bench) multipart(ctx context.Context) ([]row, error) {
 		}
 		// The server picks the part size, so AgentFS goes first in the
 		// first round.
-		if err := alternate(i, agent, direct); err != nil {
+		if err := rotate(i, viaAgentFS, directMultipart); err != nil {
 			return nil, err
 		}
 		logf("  multipart %s run %d/%d: AgentFS %.0f MiB/s, direct %.0f MiB/s", fmtSize(size), i+1, c.multipartRuns, ar, dr)
-		agentBest, directBest = max(agentBest, ar), max(directBest, dr)
+		agent, direct = append(agent, ar), append(direct, dr)
 	}
 	b.cpuNote("multipart "+fmtSize(size), "GiB", agentCPU, directCPU)
 	b.notes = append(b.notes, fmt.Sprintf("multipart %s: AgentFS complete took %s (per run).", fmtSize(size), strings.Join(completes, ", ")))
-	return []row{{
-		name:    fmt.Sprintf("multipart %s, %d × %s parts, %d parallel, best of %d", fmtSize(size), partCount, fmtSize(partSize), c.partWorkers, c.multipartRuns),
-		agentfs: fmtRate(agentBest, "MiB/s"),
-		direct:  fmtRate(directBest, "MiB/s"),
-		ratio:   ratio(agentBest, directBest),
-		budget:  "reported",
-	}}, nil
+	return []row{withDirect(rateRow(fmt.Sprintf("multipart %s, %d × %s parts, %d parallel, median of %d",
+		fmtSize(size), partCount, fmtSize(partSize), c.partWorkers, c.multipartRuns),
+		median(agent), median(direct), "MiB/s", 0.85), "multipart")}, nil
 }
 
-// replay: keyed 4 KiB uploads, then the same requests again; the replays
-// must not add an object to the server's bucket.
-func (b *bench) replay(ctx context.Context) ([]row, error) {
-	c := b.cfg
-	const size = 4096
-	n := c.replayN
-	req := func(i int) (string, []byte, http.Header) {
-		h := http.Header{"Content-Type": {"application/octet-stream"}}
-		h.Set("Idempotency-Key", fmt.Sprintf("bench-%s-replay-%d", b.tag, i))
-		return b.path(fmt.Sprintf("replay/%d", i)), chunk(int64(i)*size, size), h
-	}
-	ids := make([]string, n)
-	first := make([]time.Duration, n)
-	for i := range n {
-		p, data, h := req(i)
-		t0 := time.Now()
-		f, resp, err := b.api.putFile(ctx, p, bytes.NewReader(data), size, h)
-		if err != nil {
-			return nil, err
-		}
-		first[i] = time.Since(t0)
-		if resp.Header.Get("Idempotent-Replayed") == "true" {
-			return nil, fmt.Errorf("first keyed upload %d answered as a replay", i)
-		}
-		ids[i] = f.ID
-	}
-	before, err := b.countObjects(ctx)
-	if err != nil {
-		return nil, err
-	}
-	replays := make([]time.Duration, n)
-	for i := range n {
-		p, data, h := req(i)
-		t0 := time.Now()
-		f, resp, err := b.api.putFile(ctx, p, bytes.NewReader(data), size, h)
-		if err != nil {
-			return nil, fmt.Errorf("replay %d: %w", i, err)
-		}
-		replays[i] = time.Since(t0)
-		if resp.Header.Get("Idempotent-Replayed") != "true" || f.ID != ids[i] {
-			return nil, fmt.Errorf("replay %d: Idempotent-Replayed %q, file %s (first was %s)", i, resp.Header.Get("Idempotent-Replayed"), f.ID, ids[i])
+// rotate runs one round of a side-by-side measurement, each side once,
+// starting with side round modulo their number, so that no side always
+// meets a warm (or a busy) machine.
+func rotate(round int, sides ...func() error) error {
+	for k := range sides {
+		if err := sides[(round+k)%len(sides)](); err != nil {
+			return err
 		}
 	}
-	after, err := b.countObjects(ctx)
-	if err != nil {
-		return nil, err
-	}
-	fp, rp := percentile(first, 50), percentile(replays, 50)
-	logf("  replay p50 %s, first p50 %s; objects in bucket %s: %d before the replays, %d after", fmtMS(rp), fmtMS(fp), c.s3Bucket, before, after)
-	verdict := fmt.Sprintf("meets (S3 objects %d → %d)", before, after)
-	if before != after {
-		verdict = fmt.Sprintf("misses (S3 objects %d → %d)", before, after)
-	}
-	return []row{{
-		name:    fmt.Sprintf("keyed 4 KiB replay p50 vs first upload p50, %d each", n),
-		agentfs: fmt.Sprintf("%s vs %s", fmtMS(rp), fmtMS(fp)),
-		ratio:   ratio(float64(rp), float64(fp)),
-		budget:  "no S3 write",
-		verdict: verdict,
-	}}, nil
+	return nil
 }
 
-// countObjects counts the objects in the server's bucket.
-func (b *bench) countObjects(ctx context.Context) (int, error) {
-	n := 0
-	for o := range b.s3.ListObjects(ctx, b.cfg.s3Bucket, minio.ListObjectsOptions{Recursive: true}) {
-		if o.Err != nil {
-			return 0, fmt.Errorf("list bucket %s: %w", b.cfg.s3Bucket, o.Err)
-		}
-		n++
+// runRatios formats a[i]/b[i] for every run.
+func runRatios(a, b []float64) string {
+	var out []string
+	for i := range a {
+		out = append(out, fmt.Sprintf("%.2f×", a[i]/b[i]))
 	}
-	return n, nil
-}
-
-// batch: one batch of small utf8 puts, waited for, against the same number
-// of standalone uploads from concurrent clients; then again with larger
-// items, where the bytes weigh more than the per-item work.
-func (b *bench) batch(ctx context.Context) ([]row, error) {
-	var rows []row
-	for i, size := range []int64{b.cfg.batchItemSize, b.cfg.batchLargeItemSize} {
-		r, err := b.batchOf(ctx, fmt.Sprintf("batch%d", i), size)
-		if err != nil {
-			return rows, err
-		}
-		rows = append(rows, r)
-	}
-	return rows, nil
-}
-
-// batchOf measures one batch of c.batchItems puts of size bytes each
-// (paths under name) against the same puts sent standalone. DESIGN §11
-// budgets the ratio for small items.
-func (b *bench) batchOf(ctx context.Context, name string, size int64) (row, error) {
-	c := b.cfg
-	n := c.batchItems
-	label := fmt.Sprintf("batch of %d × %s puts, items/s", n, fmtSize(size))
-	textHdr := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
-
-	var standaloneCPU, batchCPU cpuAcc
-	c0 := b.cpuNow()
-	sn, sd, _, err := concurrently(ctx, c.smallClients, 0, n, func(ctx context.Context, i int) error {
-		data := text(int64(i)*size, int(size))
-		_, _, err := b.api.putFile(ctx, b.path(fmt.Sprintf("%s/standalone/%d", name, i)), bytes.NewReader(data), size, textHdr)
-		return err
-	})
-	if err != nil {
-		return row{}, err
-	}
-	standaloneCPU.add(c0, b.cpuNow(), float64(sn)/1000)
-	sr := float64(sn) / sd.Seconds()
-	standalone := fmtRate(sr, "/s") + fmt.Sprintf(" (AgentFS standalone, %d clients)", c.smallClients)
-	logf("  %d standalone %s uploads from %d clients: %s, %.0f/s", sn, fmtSize(size), c.smallClients, sd.Round(time.Millisecond), sr)
-
-	type op struct {
-		Op       string `json:"op"`
-		Path     string `json:"path"`
-		Content  string `json:"content"`
-		Encoding string `json:"encoding"`
-	}
-	ops := make([]op, n)
-	for i := range ops {
-		ops[i] = op{Op: "put", Path: b.path(fmt.Sprintf("%s/items/%d", name, i)), Content: string(text(int64(i)*size, int(size))), Encoding: "utf8"}
-	}
-	body, err := json.Marshal(map[string]any{"operations": ops})
-	if err != nil {
-		return row{}, err
-	}
-	c1, t0 := b.cpuNow(), time.Now()
-	var bt batch
-	// The server answers once the batch ended (or 30 s passed), as a client
-	// that waits would ask it to; polling with GET, which shows all 1000
-	// items each time, would weigh on the run it measures.
-	_, err = b.api.call(ctx, http.MethodPost, "/v1/batch?wait=30", bytes.NewReader(body), int64(len(body)), jsonHeader("bench-"+b.tag+"-"+name), &bt, http.StatusAccepted)
-	var se *statusError
-	if errors.As(err, &se) && (se.status == http.StatusNotFound || se.status == http.StatusMethodNotAllowed || se.status == http.StatusNotImplemented) {
-		logf("  POST /v1/batch answered %d: not served yet", se.status)
-		return row{name: label, agentfs: fmt.Sprintf("not served yet (POST /v1/batch: %d)", se.status), direct: standalone, budget: "reported"}, nil
-	}
-	if err != nil {
-		return row{}, err
-	}
-	admitted := time.Duration(0)
-	if bt.StartedAt != nil {
-		admitted = bt.StartedAt.Sub(t0)
-	}
-	for !terminal(bt.Status) {
-		select {
-		case <-ctx.Done():
-			return row{}, context.Cause(ctx)
-		case <-time.After(250 * time.Millisecond):
-		}
-		if _, err := b.api.call(ctx, http.MethodGet, "/v1/batch/"+url.PathEscape(bt.ID), nil, 0, nil, &bt, http.StatusOK); err != nil {
-			return row{}, err
-		}
-	}
-	d := time.Since(t0)
-	batchCPU.add(c1, b.cpuNow(), float64(n)/1000)
-	if bt.Counts.Succeeded != n {
-		detail := ""
-		for _, it := range bt.Items {
-			if it.Error != nil {
-				detail = ": first item error " + it.Error.Code + " " + it.Error.Detail
-				break
-			}
-		}
-		return row{}, fmt.Errorf("batch %s ended %s with %d of %d items succeeded%s", bt.ID, bt.Status, bt.Counts.Succeeded, n, detail)
-	}
-	br := float64(n) / d.Seconds()
-	ran := "?"
-	if bt.StartedAt != nil && bt.CompletedAt != nil {
-		ran = bt.CompletedAt.Sub(*bt.StartedAt).Round(time.Millisecond).String()
-	}
-	logf("  batch of %d × %s: %s, %.0f items/s (it started %s after the request was sent; its items ran for %s)", n, fmtSize(size),
-		d.Round(time.Millisecond), br, admitted.Round(time.Millisecond), ran)
-	s3Name := ""
-	if c.s3PID > 0 {
-		s3Name = c.s3Name
-	}
-	b.notes = append(b.notes, fmt.Sprintf("batch of %s puts, CPU seconds per 1000 items: the batch (admitted and run) %s; standalone %s.",
-		fmtSize(size), batchCPU.per(c.serverPID > 0, s3Name), standaloneCPU.per(c.serverPID > 0, s3Name)))
-	r := row{name: label, agentfs: fmtRate(br, "/s"), direct: standalone, ratio: ratio(br, sr), budget: "reported"}
-	if size <= 1<<10 {
-		r.budget, r.verdict = "≥ 1.5×", "misses"
-		if br >= 1.5*sr {
-			r.verdict = "meets"
-		}
-	}
-	return r, nil
-}
-
-func terminal(status string) bool {
-	return status == "succeeded" || status == "partially_succeeded" || status == "failed"
-}
-
-// list: listing one run's newest 100 files with 10 k and then 1 M rows in
-// the files table, seeded with SQL. One row in 100 belongs to the listed
-// run (so it holds 1% of the seeded rows at each point), and seeded rows
-// are newer the later they are inserted, as real uploads would be.
-func (b *bench) list(ctx context.Context) ([]row, error) {
-	c := b.cfg
-	name := fmt.Sprintf("run listing p50, limit 100, %s → %s rows", count(c.listSmall), count(c.listLarge))
-	if c.databaseURL == "" {
-		return []row{{name: name, agentfs: "skipped: no -database-url", budget: "flat"}}, nil
-	}
-	conn, err := pgx.Connect(ctx, c.databaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("connect to Postgres: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-
-	var subject string
-	if err := conn.QueryRow(ctx, `SELECT subject FROM files WHERE id = $1`, b.firstFileID(ctx)).Scan(&subject); err != nil {
-		return nil, fmt.Errorf("find the token's subject: %w", err)
-	}
-	base := time.Now().Add(-24 * time.Hour)
-	seeded := 0
-	seed := func(upto int) error {
-		const step = 100_000
-		for seeded < upto {
-			to := min(seeded+step, upto)
-			_, err := conn.Exec(ctx, `
-INSERT INTO files (id, subject, path, size_bytes, content_type, sha256, blob_key,
-                   agent_id, run_id, last_agent_id, last_run_id, created_at, updated_at)
-SELECT 'file_seed' || $1 || '_' || g, $2, 'bench-seed/' || $1 || '/' || g, 0, 'application/octet-stream',
-       'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855', 'bench-seed/' || $1 || '/' || g,
-       'seed-agent', 'seed-' || $1 || '-' || lpad((g % 100)::text, 2, '0'),
-       'seed-agent', 'seed-' || $1 || '-' || lpad((g % 100)::text, 2, '0'),
-       $3::timestamptz + g * interval '1 millisecond', $3::timestamptz + g * interval '1 millisecond'
-FROM generate_series($4::bigint, $5::bigint) AS g`, b.tag, subject, base, seeded+1, to)
-			if err != nil {
-				return fmt.Errorf("seed files: %w", err)
-			}
-			seeded = to
-		}
-		// A table in use is vacuumed by autovacuum; do it now, so that
-		// the timed calls neither race a vacuum of the fresh rows nor pay
-		// for setting their hint bits.
-		if _, err := conn.Exec(ctx, `VACUUM (ANALYZE) files`); err != nil {
-			return fmt.Errorf("vacuum files: %w", err)
-		}
-		// Write out the pages the load dirtied, so that the checkpointer
-		// does not do it during the timed calls. Needs a superuser (the
-		// throwaway cluster's role is one); without, it is skipped.
-		if _, err := conn.Exec(ctx, `CHECKPOINT`); err != nil {
-			logf("  CHECKPOINT skipped: %v", err)
-		}
-		return nil
-	}
-	run := "seed-" + b.tag + "-07"
-	query := "run_id=" + url.QueryEscape(run) + "&limit=100"
-	const warmup = 5
-	var work []string // Postgres work per call at each point
-	measure := func() (time.Duration, time.Duration, error) {
-		w0, err := quietFilesWork(ctx, conn)
-		if err != nil {
-			return 0, 0, err
-		}
-		for range warmup {
-			if _, err := b.api.list(ctx, query); err != nil {
-				return 0, 0, err
-			}
-		}
-		lat := make([]time.Duration, c.listCalls)
-		for i := range lat {
-			t0 := time.Now()
-			got, err := b.api.list(ctx, query)
-			if err != nil {
-				return 0, 0, err
-			}
-			lat[i] = time.Since(t0)
-			if got != 100 {
-				return 0, 0, fmt.Errorf("listing run %s returned %d files, want 100", run, got)
-			}
-		}
-		// The timing moves with whatever else the cores are doing; the
-		// rows and pages each call touched do not, so they are shown too.
-		calls := int64(warmup + c.listCalls)
-		w1, err := filesWorkAfter(ctx, conn, w0, calls)
-		if err != nil {
-			return 0, 0, err
-		}
-		work = append(work, w1.since(w0, calls))
-		return percentile(lat, 50), percentile(lat, 90), nil
-	}
-
-	t0 := time.Now()
-	if err := seed(c.listSmall); err != nil {
-		return nil, err
-	}
-	logf("  seeded %d rows in %s", seeded, time.Since(t0).Round(time.Millisecond))
-	small50, small90, err := measure()
-	if err != nil {
-		return nil, err
-	}
-	var total1 int64
-	_ = conn.QueryRow(ctx, `SELECT count(*) FROM files`).Scan(&total1)
-	logf("  %d seeded rows (%d in the table): p50 %s, p90 %s", seeded, total1, fmtMS(small50), fmtMS(small90))
-
-	t0 = time.Now()
-	if err := seed(c.listLarge); err != nil {
-		return nil, err
-	}
-	logf("  seeded %d rows in %s", seeded, time.Since(t0).Round(time.Millisecond))
-	large50, large90, err := measure()
-	if err != nil {
-		return nil, err
-	}
-	var total2 int64
-	_ = conn.QueryRow(ctx, `SELECT count(*) FROM files`).Scan(&total2)
-	logf("  %d seeded rows (%d in the table): p50 %s, p90 %s", seeded, total2, fmtMS(large50), fmtMS(large90))
-	b.notes = append(b.notes, fmt.Sprintf("listing: the listed run holds 1%% of the seeded rows (%d, then %d); the files table held %d, then %d rows in all; p90 %s, then %s.",
-		c.listSmall/100, c.listLarge/100, total1, total2, fmtMS(small90), fmtMS(large90)))
-	b.notes = append(b.notes, fmt.Sprintf("listing, Postgres work per call on the files table (from its statistics counters): %s, then %s.", work[0], work[1]))
-
-	r := float64(large50) / float64(small50)
-	verdict := "meets"
-	if r > 1.5 {
-		verdict = "misses"
-	}
-	return []row{{
-		name:    name,
-		agentfs: fmt.Sprintf("%s → %s", fmtMS(small50), fmtMS(large50)),
-		ratio:   fmt.Sprintf("%.2f×", r),
-		budget:  "flat (≤ 1.5×)",
-		verdict: verdict,
-	}}, nil
-}
-
-// firstFileID returns the id of a file this token can see, to learn the
-// token's subject from the database.
-func (b *bench) firstFileID(ctx context.Context) string {
-	var page struct {
-		Data []file `json:"data"`
-	}
-	if _, err := b.api.call(ctx, http.MethodGet, "/v1/files?limit=1&include_deleted=true", nil, 0, nil, &page, http.StatusOK); err == nil && len(page.Data) > 0 {
-		return page.Data[0].ID
-	}
-	f, _, err := b.api.putFile(ctx, b.path("subject-probe"), bytes.NewReader(chunk(0, 16)), 16, nil)
-	if err != nil {
-		return ""
-	}
-	return f.ID
-}
-
-func count(n int) string {
-	switch {
-	case n >= 1_000_000 && n%1_000_000 == 0:
-		return fmt.Sprintf("%dM", n/1_000_000)
-	case n >= 1000 && n%1000 == 0:
-		return fmt.Sprintf("%dk", n/1000)
-	}
-	return fmt.Sprint(n)
-}
-
-// tableWork is the cumulative index scans, rows fetched through indexes
-// and pages touched (shared buffer hits and reads) on the files table.
-type tableWork struct{ scans, rows, pages int64 }
-
-func filesWork(ctx context.Context, conn *pgx.Conn) (tableWork, error) {
-	var w tableWork
-	err := conn.QueryRow(ctx, `
-SELECT coalesce(t.idx_scan, 0), coalesce(t.idx_tup_fetch, 0),
-       coalesce(io.heap_blks_hit, 0) + coalesce(io.heap_blks_read, 0) +
-       coalesce(io.idx_blks_hit, 0) + coalesce(io.idx_blks_read, 0)
-FROM pg_stat_user_tables t JOIN pg_statio_user_tables io USING (relid)
-WHERE t.relname = 'files'`).Scan(&w.scans, &w.rows, &w.pages)
-	if err != nil {
-		return w, fmt.Errorf("read statistics of files: %w", err)
-	}
-	return w, nil
-}
-
-// quietFilesWork returns the counters once every backend has flushed what
-// it did before: this connection's seeding at once, the server's backends
-// within Postgres's ten-second idle flush interval.
-func quietFilesWork(ctx context.Context, conn *pgx.Conn) (tableWork, error) {
-	if _, err := conn.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
-		return tableWork{}, fmt.Errorf("flush statistics: %w", err)
-	}
-	select {
-	case <-ctx.Done():
-		return tableWork{}, context.Cause(ctx)
-	case <-time.After(11 * time.Second):
-	}
-	return filesWork(ctx, conn)
-}
-
-// filesWorkAfter waits until the statistics show at least calls index
-// scans since from (server backends flush their counters lazily, within
-// about ten seconds) and returns them.
-func filesWorkAfter(ctx context.Context, conn *pgx.Conn, from tableWork, calls int64) (tableWork, error) {
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		w, err := filesWork(ctx, conn)
-		if err != nil || w.scans-from.scans >= calls || time.Now().After(deadline) {
-			return w, err
-		}
-		select {
-		case <-ctx.Done():
-			return w, context.Cause(ctx)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
-
-func (w tableWork) since(from tableWork, calls int64) string {
-	if w.scans-from.scans < calls {
-		return "not reported in time"
-	}
-	per := func(v int64) float64 { return float64(v) / float64(calls) }
-	return fmt.Sprintf("%.1f rows fetched, %.1f pages", per(w.rows-from.rows), per(w.pages-from.pages))
-}
-
-// alternate runs one round of a side-by-side measurement: AgentFS first in
-// even rounds, direct first in odd ones, so neither side always meets a
-// warm (or a busy) machine.
-func alternate(round int, agent, direct func() error) error {
-	first, second := agent, direct
-	if round%2 == 1 {
-		first, second = direct, agent
-	}
-	if err := first(); err != nil {
-		return err
-	}
-	return second()
+	return strings.Join(out, ", ")
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -62,7 +63,7 @@ func parseSize(s string) (int64, error) {
 		}
 	}
 	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n <= 0 {
+	if err != nil || n <= 0 || n > math.MaxInt64/mult {
 		return 0, fmt.Errorf("invalid size %q (use e.g. 256MiB, 1GiB or a byte count)", s)
 	}
 	return n * mult, nil
@@ -216,57 +217,6 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(u+st) * clockTick, nil
 }
 
-// treeCPU returns the CPU time a process and its children have used so
-// far: its own, what its children that ended left in its account
-// (cutime, cstime; Postgres's postmaster reaps its backends), and that of
-// its children still running (Postgres backends).
-func treeCPU(pid int) (time.Duration, error) {
-	fields := func(pid int) ([]string, error) {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			return nil, err
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			return nil, errors.New("unexpected /proc/PID/stat format")
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 15 {
-			return nil, errors.New("unexpected /proc/PID/stat format")
-		}
-		return f, nil
-	}
-	sum := func(f []string, from, to int) time.Duration {
-		var n int64
-		for _, v := range f[from : to+1] {
-			x, _ := strconv.ParseInt(v, 10, 64)
-			n += x
-		}
-		return time.Duration(n) * clockTick
-	}
-	f, err := fields(pid)
-	if err != nil {
-		return 0, err
-	}
-	total := sum(f, 11, 14) // utime, stime, cutime, cstime
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	parent := strconv.Itoa(pid)
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil || child == pid {
-			continue
-		}
-		if cf, err := fields(child); err == nil && cf[1] == parent { // field 4, ppid
-			total += sum(cf, 11, 12)
-		}
-	}
-	return total, nil
-}
-
 // selfCPU returns the CPU time this process has used so far.
 func selfCPU() time.Duration {
 	var ru syscall.Rusage
@@ -300,22 +250,20 @@ func machineCPU() time.Duration {
 }
 
 // cpuSnap is the CPU used so far by this program, the AgentFS server, the
-// S3 server, Postgres (zero for a process whose pid is unknown) and the
-// whole machine.
-type cpuSnap struct{ self, server, s3, pg, total time.Duration }
+// S3 server (zero for a process whose pid is unknown) and the whole machine.
+type cpuSnap struct{ self, server, s3, total time.Duration }
 
 // cpuAcc adds up CPU used per unit of work (a GiB moved, a thousand
 // uploads), for one side of a measurement.
 type cpuAcc struct {
-	self, server, s3, pg, total time.Duration
-	units                       float64
+	self, server, s3, total time.Duration
+	units                   float64
 }
 
 func (a *cpuAcc) add(from, to cpuSnap, units float64) {
 	a.self += to.self - from.self
 	a.server += to.server - from.server
 	a.s3 += to.s3 - from.s3
-	a.pg += to.pg - from.pg
 	a.total += to.total - from.total
 	a.units += units
 }
@@ -337,13 +285,47 @@ func (a cpuAcc) per(withServer bool, s3Name string) string {
 	if s3Name != "" {
 		s += ", " + s3Name + " " + f(a.s3)
 		rest -= a.s3
-		if a.pg > 0 {
-			s += ", postgres " + f(a.pg)
-			rest -= a.pg
-		}
 		if a.total > 0 {
 			s += ", rest " + f(max(0, rest))
 		}
 	}
 	return s
+}
+
+// sizeListFlag is a flag.Value holding comma-separated byte counts.
+type sizeListFlag struct{ ns *[]int64 }
+
+func (f sizeListFlag) String() string {
+	if f.ns == nil {
+		return ""
+	}
+	var out []string
+	for _, n := range *f.ns {
+		out = append(out, strings.ReplaceAll(fmtSize(n), " ", ""))
+	}
+	return strings.Join(out, ",")
+}
+
+func (f sizeListFlag) Set(s string) error {
+	var ns []int64
+	for _, part := range strings.Split(s, ",") {
+		n, err := parseSize(part)
+		if err != nil {
+			return err
+		}
+		ns = append(ns, n)
+	}
+	*f.ns = ns
+	return nil
+}
+
+// median is the 50th percentile of rates (the lower middle one of an even
+// count, as percentile's nearest rank gives).
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
 }

@@ -147,7 +147,7 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// tagValue is the X-Agent-ID and X-Run-ID syntax (DESIGN §3).
+// tagValue is the X-Agent-ID and X-Run-ID syntax.
 var tagValue = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/=+@-]{0,127}$`)
 
 func checkTagValue(what, v string) error {

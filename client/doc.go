@@ -159,7 +159,15 @@
 //
 // Run sums up what one run did: its counts by kind of effect, the bytes
 // it wrote and the files it left live; ListOptions.LastRunID lists those
-// files.
+// files. WriteRunArchive (or RunArchive, as a stream) fetches those files
+// as one zip or tar, and RevertRun undoes the run, as a batch:
+//
+//	f, err := os.Create("run-1.zip")
+//	n, err := c.WriteRunArchive(ctx, "run-1", f, client.ArchiveOptions{})
+//	b, err := c.RevertRun(ctx, "run-1", client.RevertRunOptions{Wait: true})
+//	for _, it := range b.FailedItems() {
+//		fmt.Println(*it.Path, it.Error.Code) // CHANGED_SINCE_RUN: Force undoes it anyway
+//	}
 //
 // # Errors
 //

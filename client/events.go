@@ -63,9 +63,7 @@ type EventList struct {
 }
 
 // EventsNow is the EventOptions.After that starts at the current end of
-// the feed: events that commit from then on, and perhaps a few that
-// committed just before (never fewer: the server cannot yet tell those
-// apart from transactions still running).
+// the feed: exactly the events that commit from then on.
 const EventsNow = "now"
 
 // MaxEventWait is the longest EventOptions.Wait the server accepts.
@@ -369,7 +367,7 @@ func (c *Client) Run(ctx context.Context, runID string) (*Run, error) {
 		return nil, err
 	}
 	var run Run
-	if err := c.jsonCall(ctx, newRequest(routeRun, "/v1/runs/"+url.PathEscape(runID)), &run); err != nil {
+	if err := c.jsonCall(ctx, newRequest(routeRun, runPath(runID)), &run); err != nil {
 		return nil, err
 	}
 	return &run, nil

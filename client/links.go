@@ -25,7 +25,7 @@ type Link struct {
 	CreatedAt time.Time  `json:"created_at"`
 }
 
-// Bounds of LinkOptions.ExpiresIn (DESIGN §13).
+// Bounds of LinkOptions.ExpiresIn (lifecycle).
 const (
 	MinLinkExpiresIn     = time.Minute
 	MaxLinkExpiresIn     = 7 * 24 * time.Hour

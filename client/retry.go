@@ -31,7 +31,7 @@ type RetryPolicy struct {
 	MaxDelay time.Duration
 }
 
-// Policy defaults and bounds (DESIGN §10).
+// Policy defaults and bounds (the client retry policy).
 const (
 	DefaultMaxAttempts  = 8
 	DefaultInitialDelay = time.Second
@@ -63,7 +63,7 @@ func (p RetryPolicy) withDefaults() (RetryPolicy, error) {
 	return p, nil
 }
 
-// Routes the client sends, named as in DESIGN §4; they key the retry
+// Routes the client sends, named as in the API (openapi.yaml); they key the retry
 // classification.
 const (
 	routeProtocol     = "GET /v1/protocol"
@@ -96,6 +96,8 @@ const (
 	routeRevokeLink     = "DELETE /v1/links/{id}"
 	routeEvents         = "GET /v1/events"
 	routeRun            = "GET /v1/runs/{run_id}"
+	routeRunArchive     = "GET /v1/runs/{run_id}/archive"
+	routeRevertRun      = "POST /v1/runs/{run_id}/revert"
 )
 
 // call is what the retry classification knows about a request.
@@ -106,7 +108,7 @@ type call struct {
 }
 
 // safeToRepeat reports whether the request may be sent again when its
-// outcome is unknown (DESIGN §6, §10): its effect, if it happened, cannot
+// outcome is unknown (the idempotency rules and the client retry policy): its effect, if it happened, cannot
 // happen twice.
 func (c call) safeToRepeat() bool {
 	if strings.HasPrefix(c.Route, "GET ") || strings.HasPrefix(c.Route, "HEAD ") || c.Keyed {
@@ -119,7 +121,7 @@ func (c call) safeToRepeat() bool {
 		return true
 	case routeRevokeLink, routeCancelBatch, routePatchFile:
 		// Revoking a link or cancelling a batch again changes nothing
-		// (DESIGN §13); a PATCH sets an absolute expires_at, so a repeat
+		// (lifecycle); a PATCH sets an absolute expires_at, so a repeat
 		// sets the same value.
 		return true
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// TestClassify is the retry policy of DESIGN §10 for every route the client
+// TestClassify is the client retry policy for every route the client
 // sends.
 func TestClassify(t *testing.T) {
 	t.Parallel()
@@ -58,6 +58,10 @@ func TestClassify(t *testing.T) {
 		{call{Route: routeRevokeLink}, true},
 		{call{Route: routeEvents}, true},
 		{call{Route: routeRun}, true},
+		{call{Route: routeRunArchive}, true},
+		// A run revert always carries a key (RevertRun makes one), like
+		// a batch; without it the server refuses it.
+		{call{Route: routeRevertRun}, false},
 	}
 	type row struct {
 		name  string

@@ -73,7 +73,7 @@ func (c *Client) UploadFile(ctx context.Context, localPath, remotePath string, o
 }
 
 // UploadReaderAt uploads the size bytes of r to remotePath through an
-// upload session (DESIGN §7) and returns the file.
+// upload session and returns the file.
 //
 // It starts a session, or resumes the live one that an interrupted upload
 // of the same content left (same path, size, content type and SHA-256):

@@ -174,6 +174,11 @@ func TestUploadFile(t *testing.T) {
 	if err != nil || u.Status != client.UploadCompleted || u.File == nil || u.File.ID != f.ID || len(u.Parts) != 3 {
 		t.Fatalf("session after: %+v, %v", u, err)
 	}
+	// Parts 2 and 3 came before part 1, and the server kept them for their
+	// turn: complete read nothing back to learn the file's sha256.
+	if n := b.srv.Store.Counters().ReadBackBytes; n != 0 {
+		t.Fatalf("complete read %d bytes back", n)
+	}
 
 	t.Run("PathExistsThenReplace", func(t *testing.T) {
 		changed, newData, newSum := localFile(t, 6<<20, 2)

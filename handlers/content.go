@@ -124,7 +124,7 @@ func chooseRange(req *http.Request, ct content) (int, byteRange, error) {
 func (a *API) streamBlob(c echo.Context, ct content, status int, rng byteRange) error {
 	blob, err := a.deps.Files.OpenBlob(c.Request().Context(), ct.blobKey, rng.start, rng.length)
 	if err != nil {
-		return err
+		return blobError(ct, err)
 	}
 	defer blob.Close()
 	// The first bytes are read before the status is sent, so a failure of
@@ -132,10 +132,7 @@ func (a *API) streamBlob(c echo.Context, ct content, status int, rng byteRange) 
 	buf := make([]byte, copyBufferSize)
 	n, err := blob.Read(buf)
 	if err != nil && err != io.EOF && n == 0 {
-		if errors.Is(err, agentfs.ErrNotFound) {
-			return fmt.Errorf("blob %s of file %s is missing: %w", ct.blobKey, ct.fileID, agentfs.ErrUnavailable)
-		}
-		return err
+		return blobError(ct, err)
 	}
 	c.Response().WriteHeader(status)
 	_, werr := c.Response().Write(buf[:n])
@@ -156,6 +153,17 @@ func (a *API) streamBlob(c echo.Context, ct content, status int, rng byteRange) 
 		panic(http.ErrAbortHandler)
 	}
 	return nil
+}
+
+// blobError is the error of a blob that could not be read. A blob that a
+// row references and S3 lacks is storage failing, not a resource the caller
+// named wrongly: never a 404 (whether S3 says so when the blob is opened or
+// at its first read).
+func blobError(ct content, err error) error {
+	if errors.Is(err, agentfs.ErrNotFound) {
+		return fmt.Errorf("blob %s of file %s is missing (%v): %w", ct.blobKey, ct.fileID, err, agentfs.ErrUnavailable)
+	}
+	return err
 }
 
 // relay copies the rest of blob to the response. A blob that can write

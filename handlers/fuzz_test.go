@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -539,9 +540,81 @@ func FuzzListQuery(f *testing.F) {
 	})
 }
 
+// FuzzHistoryQuery fuzzes the query strings of the listings of file
+// history and lifecycle: a file's versions, upload sessions, batches and
+// the event feed (whose wait is bounded by the fuzz timeout).
+func FuzzHistoryQuery(f *testing.F) {
+	s := newFuzzServer(f)
+	const (
+		routeVersions = iota
+		routeUploads
+		routeBatches
+		routeEvents
+		routes
+	)
+	id := s.setupID(f, "POST", "/v1/files?path=hq/a.txt", []byte("1"), http.StatusCreated, "X-Run-ID", "hq-run")
+	for _, v := range []string{"2", "3"} {
+		s.setup(f, "POST", "/v1/files?path=hq/a.txt&if_exists=replace", []byte(v), http.StatusOK, "X-Agent-ID", "hq-agent")
+	}
+	for _, p := range []string{"hq/u1", "hq/u2"} {
+		s.setup(f, "POST", "/v1/uploads", []byte(`{"path":"`+p+`","size_bytes":3}`), http.StatusCreated, "Content-Type", "application/json")
+	}
+	for _, k := range []string{"hq-b1", "hq-b2"} {
+		s.setup(f, "POST", "/v1/batch?wait=10", []byte(`{"operations":[{"op":"put","path":"hq/`+k+`","content":"b"}]}`),
+			http.StatusAccepted, "Content-Type", "application/json", "Idempotency-Key", k)
+	}
+	cursor := func(target, field string) string {
+		var page map[string]any
+		if err := json.Unmarshal(s.setup(f, "GET", target, nil, http.StatusOK), &page); err != nil {
+			f.Fatal(err)
+		}
+		c, _ := page[field].(string)
+		if c == "" {
+			f.Fatalf("%s: no %s", target, field)
+		}
+		return url.QueryEscape(c)
+	}
+	vc := cursor("/v1/files/"+id+"/versions?limit=1", "next_cursor")
+	uc := cursor("/v1/uploads?limit=1", "next_cursor")
+	bc := cursor("/v1/batch?limit=1", "next_cursor")
+	ec := cursor("/v1/events?limit=1", "next_cursor")
+	for _, seed := range []struct {
+		route uint8
+		query string
+	}{
+		{routeVersions, ""}, {routeVersions, "limit=1&cursor=" + vc}, {routeVersions, "cursor=0"},
+		{routeVersions, "cursor=99999999999999999999"}, {routeVersions, "cursor=" + uc}, {routeVersions, "limit=0"},
+		{routeUploads, ""}, {routeUploads, "status=pending&path=hq/u1"}, {routeUploads, "cursor=" + uc + "&limit=1"},
+		{routeUploads, "cursor=" + bc}, {routeUploads, "status=%00"}, {routeUploads, "path=..%2Fx"},
+		{routeBatches, "status=succeeded"}, {routeBatches, "cursor=" + bc}, {routeBatches, "status=canceled&limit=1000"},
+		{routeEvents, ""}, {routeEvents, "after=" + ec + "&limit=1"}, {routeEvents, "after=now&wait=1"},
+		{routeEvents, "run_id=hq-run&type=file.created,file.replaced"}, {routeEvents, "agent_id=hq-agent&prefix=hq%2F"},
+		{routeEvents, "file_id=" + id}, {routeEvents, "type=,"}, {routeEvents, "wait=31"}, {routeEvents, "after=" + ec + "x"},
+		{routeEvents, "after=" + vc}, {routeEvents, "prefix=%25_%5C"}, {routeEvents, "run_id=a%2Fb&wait=0"},
+	} {
+		f.Add(seed.route, seed.query)
+	}
+	f.Fuzz(func(t *testing.T, route uint8, query string) {
+		target := [...]string{"/v1/files/" + id + "/versions", "/v1/uploads", "/v1/batch", "/v1/events"}[route%routes]
+		// A wait the server takes may hold the request up to 30 s, longer
+		// than a fuzz request may take: it is cut to 1 s.
+		if q, _ := url.ParseQuery(query); route%routes == routeEvents {
+			if n, err := strconv.Atoi(q.Get("wait")); err == nil && n > 1 && n <= 30 {
+				q.Set("wait", "1")
+				query = q.Encode()
+			}
+		}
+		if query != "" {
+			target += "?" + escapeTarget(query, true)
+		}
+		s.do(t, newFuzzRequest(http.MethodGet, target), bearer(s.readWrite))
+	})
+}
+
 // FuzzJSONBodies fuzzes the JSON bodies of POST /v1/uploads, POST
-// /v1/uploads/{id}/complete (on a fresh session, with or without its part)
-// and POST /v1/batch (with a fresh Idempotency-Key), their Content-Type and
+// /v1/uploads/{id}/complete (on a fresh session, with or without its part),
+// POST /v1/batch (with a fresh Idempotency-Key), and of a file's revert,
+// move (of a fresh file), PATCH and new share link, their Content-Type and
 // If-Match.
 func FuzzJSONBodies(f *testing.F) {
 	s := newFuzzServer(f)
@@ -550,8 +623,15 @@ func FuzzJSONBodies(f *testing.F) {
 		routeCompleteMissing
 		routeComplete
 		routeBatch
+		routeRevert
+		routeMove
+		routePatch
+		routeLink
 		routes
 	)
+	hist := s.setupID(f, "POST", "/v1/files?path=json/hist.txt", []byte("one"), http.StatusCreated)
+	s.setup(f, "POST", "/v1/files?path=json/hist.txt&if_exists=replace", []byte("two"), http.StatusOK)
+	s.setup(f, "POST", "/v1/files?path=json/taken.txt", []byte("taken"), http.StatusCreated)
 	ok := fuzzSHA("0123456789")
 	deep := strings.Repeat("[", 10000) + strings.Repeat("]", 10000)
 	manyOps := `{"operations":[` + strings.TrimSuffix(strings.Repeat(`{"op":"delete","file_id":"f"},`, 1001), ",") + `]}`
@@ -621,6 +701,32 @@ func FuzzJSONBodies(f *testing.F) {
 		{routeComplete, `{"if_exists":"replace"}`, "application/json", false, "*"},
 		{routeComplete, `{}`, "application/json", false, "\"` + ok + `\"\n\"x\""},
 		{routeCompleteMissing, `{"if_exists":"replace"}`, "application/json", true, "\x00"},
+		{routeRevert, `{"version":1}`, "application/json", false, ""},
+		{routeRevert, `{"version":2}`, "application/json", true, "*"},
+		{routeRevert, `{"version":0}`, "application/json", false, ""},
+		{routeRevert, `{"version":99999999999999999999}`, "application/json", false, ""},
+		{routeRevert, `{"version":"1"}`, "application/json", false, ""},
+		{routeRevert, `{"version":1,"force":true}`, "application/json", false, ""},
+		{routeRevert, `{}`, "", false, ""},
+		{routeMove, `{"path":"json/moved.txt"}`, "application/json", false, ""},
+		{routeMove, `{"path":"json/taken.txt"}`, "application/json", true, ""},
+		{routeMove, `{"path":"json/taken.txt","if_exists":"replace"}`, "application/json", false, "\"nope\""},
+		{routeMove, `{"path":"../up"}`, "application/json", false, ""},
+		{routeMove, `{"path":"a\u0000b"}`, "application/json", false, ""},
+		{routeMove, `{"path":null,"if_exists":"error"}`, "application/json", false, ""},
+		{routeMove, `{"path":"x","if_exists":"sometimes"}`, "application/json", false, ""},
+		{routePatch, `{"expires_at":null}`, "application/json", true, ""},
+		{routePatch, `{"expires_at":"2099-01-01T00:00:00Z"}`, "application/json", false, ""},
+		{routePatch, `{"expires_at":"2000-01-01T00:00:00Z"}`, "application/json", false, ""},
+		{routePatch, `{"expires_at":"2099-13-45T99:99:99Z"}`, "application/json", false, ""},
+		{routePatch, `{"expires_at":1}`, "application/json", false, ""},
+		{routePatch, `{"path":"x"}`, "application/json", false, ""},
+		{routePatch, `{"expires_at":null,"expires_at":"2099-01-01T00:00:00Z"}`, "application/json", false, ""},
+		{routeLink, ``, "", false, ""},
+		{routeLink, `{"expires_in":60,"version":1}`, "application/json", true, ""},
+		{routeLink, `{"expires_in":604801}`, "application/json", false, ""},
+		{routeLink, `{"version":9}`, "application/json", false, ""},
+		{routeLink, `{"expires_in":-1,"version":-1}`, "application/json", false, ""},
 	} {
 		f.Add(seed.route, []byte(seed.body), seed.ct, seed.keyed, seed.ifMatch)
 	}
@@ -639,6 +745,15 @@ func FuzzJSONBodies(f *testing.F) {
 		case routeBatch:
 			r = newFuzzRequest(http.MethodPost, "/v1/batch")
 			keyed = true
+		case routeRevert:
+			r = newFuzzRequest(http.MethodPost, "/v1/files/"+hist+"/revert")
+		case routeMove:
+			id := s.setupID(t, "POST", "/v1/files?path=json/"+s.fresh("move"), []byte("m"), http.StatusCreated)
+			r = newFuzzRequest(http.MethodPost, "/v1/files/"+id+"/move")
+		case routePatch:
+			r = newFuzzRequest(http.MethodPatch, "/v1/files/"+hist)
+		case routeLink:
+			r = newFuzzRequest(http.MethodPost, "/v1/files/"+hist+"/links")
 		}
 		if keyed {
 			r.set("Idempotency-Key", s.fresh("key"))
@@ -649,12 +764,13 @@ func FuzzJSONBodies(f *testing.F) {
 	})
 }
 
-// FuzzPathsAndMethods fuzzes the method (one of a list, or any string) and
-// the path segments of every route (and arbitrary paths), with a Range
-// header, a condition (If-Match on writes; If-None-Match and If-Range on
-// reads), a small body and a choice of credentials. A segment may name real resources: $file (10
-// bytes), $empty (0 bytes), $deleted, $upload (a pending session of 10
-// bytes), $batch and $key (an Idempotency-Key that holds an outcome).
+// FuzzPathsAndMethods fuzzes the method and the path segments of every
+// route (and arbitrary paths), with a Range header, a condition (If-Match
+// on writes; If-None-Match and If-Range on reads), a small body and a
+// choice of credentials. A segment may name real resources: $file (10
+// bytes, two versions), $empty (0 bytes), $deleted, $upload (a pending
+// session of 10 bytes), $batch, $key (an Idempotency-Key that holds an
+// outcome), $link (a share link's id) and $secret (another's secret).
 func FuzzPathsAndMethods(f *testing.F) {
 	s := newFuzzServer(f)
 	methods := []string{"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT",
@@ -663,6 +779,9 @@ func FuzzPathsAndMethods(f *testing.F) {
 		"/v1/files/{a}", "/v1/files/{a}/content", "/v1/files/{a}/restore",
 		"/v1/uploads/{a}", "/v1/uploads/{a}/parts/{b}", "/v1/uploads/{a}/complete",
 		"/v1/batch/{a}", "/v1/operations/{a}", "/problems/{a}", "/v1/{a}", "/{a}", "/v1/files/{a}/{b}",
+		"/v1/files/{a}/versions", "/v1/files/{a}/versions/{b}", "/v1/files/{a}/versions/{b}/content",
+		"/v1/files/{a}/revert", "/v1/files/{a}/move", "/v1/files/{a}/links", "/v1/links/{a}", "/s/{a}",
+		"/v1/runs/{a}", "/v1/batch/{a}/cancel",
 	}
 	ids := map[string]string{
 		"$file":    s.setupID(f, "POST", "/v1/files?path=pm/ten.txt", []byte("0123456789"), http.StatusCreated, "Content-Type", "text/plain"),
@@ -674,7 +793,18 @@ func FuzzPathsAndMethods(f *testing.F) {
 			http.StatusAccepted, "Content-Type", "application/json", "Idempotency-Key", "pm-batch"),
 		"$key": "pm-key",
 	}
-	s.setup(f, "POST", "/v1/files?path=pm/keyed.txt", []byte("k"), http.StatusCreated, "Idempotency-Key", "pm-key")
+	s.setup(f, "POST", "/v1/files?path=pm/keyed.txt", []byte("k"), http.StatusCreated, "Idempotency-Key", "pm-key",
+		"X-Run-ID", "pm/run:1")
+	s.setup(f, "POST", "/v1/files?path=pm/ten.txt&if_exists=replace", []byte("9876543210"), http.StatusOK)
+	ids["$link"] = s.setupID(f, "POST", "/v1/files/"+ids["$file"]+"/links", []byte(`{"version":1}`), http.StatusCreated,
+		"Content-Type", "application/json")
+	var shared struct {
+		URL string `json:"url"`
+	}
+	if err := json.Unmarshal(s.setup(f, "POST", "/v1/files/"+ids["$file"]+"/links", nil, http.StatusCreated), &shared); err != nil {
+		f.Fatal(err)
+	}
+	ids["$secret"] = shared.URL[strings.LastIndex(shared.URL, "/")+1:]
 	s.setup(f, "DELETE", "/v1/files/"+ids["$deleted"], nil, http.StatusOK)
 	resolve := func(v string) string {
 		for k, id := range ids {
@@ -682,11 +812,30 @@ func FuzzPathsAndMethods(f *testing.F) {
 		}
 		return v
 	}
-	// reset puts the named resources back as a write may have left them.
+	// reset puts the named resources back as a write may have left them:
+	// $file and $empty live (a file that took the path of one of them is
+	// moved aside first), $deleted deleted.
+	restore := func(t *testing.T, name string) {
+		for i := 0; i < 3; i++ {
+			res := s.do(t, newFuzzRequest(http.MethodPost, "/v1/files/"+ids[name]+"/restore"), bearer(s.readWrite))
+			if res == nil || res.Status == http.StatusOK {
+				return
+			}
+			var taken struct {
+				ExistingFileID string `json:"existing_file_id"`
+			}
+			if err := json.Unmarshal(res.Body, &taken); err != nil || res.Status != http.StatusConflict || taken.ExistingFileID == "" {
+				t.Fatalf("restore %s: %d %s", name, res.Status, res.Body)
+			}
+			s.setup(t, "POST", "/v1/files/"+taken.ExistingFileID+"/move", []byte(`{"path":"pm/`+s.fresh("parked")+`"}`),
+				http.StatusOK, "Content-Type", "application/json")
+		}
+		t.Fatalf("could not restore %s", name)
+	}
 	reset := func(t *testing.T) {
-		s.setup(t, "POST", "/v1/files/"+ids["$file"]+"/restore", nil, http.StatusOK)
-		s.setup(t, "POST", "/v1/files/"+ids["$empty"]+"/restore", nil, http.StatusOK)
 		s.setup(t, "DELETE", "/v1/files/"+ids["$deleted"], nil, http.StatusOK)
+		restore(t, "$file")
+		restore(t, "$empty")
 	}
 	idx := func(name string, list []string) uint8 {
 		for i, v := range list {
@@ -769,6 +918,40 @@ func FuzzPathsAndMethods(f *testing.F) {
 		{"DELETE", "/v1/uploads/{a}", "%ff", "", "", "", "", 0},
 		{"GET", "/v1/batch/{a}", "%00", "", "", "", "", 0},
 		{"GET", "/v1/operations/{a}", "%00", "", "", "", "", 0},
+		{"GET", "/v1/files/{a}/versions", "$file", "", "", "", "", 0},
+		{"GET", "/v1/files/{a}/versions", "$deleted", "", "", "", "", 6},
+		{"GET", "/v1/files/{a}/versions/{b}", "$file", "1", "", "", "", 0},
+		{"GET", "/v1/files/{a}/versions/{b}", "$file", "0", "", "", "", 0},
+		{"GET", "/v1/files/{a}/versions/{b}", "$file", "99999999999999999999", "", "", "", 0},
+		{"GET", "/v1/files/{a}/versions/{b}", "$file", "-1", "", "", "", 0},
+		{"GET", "/v1/files/{a}/versions/{b}", "$file", "1%00", "", "", "", 0},
+		{"GET", "/v1/files/{a}/versions/{b}/content", "$file", "1", "bytes=2-4", "", "", 0},
+		{"GET", "/v1/files/{a}/versions/{b}/content", "$file", "2", "bytes=10-", "", "", 0},
+		{"HEAD", "/v1/files/{a}/versions/{b}/content", "$deleted", "1", "", "", "", 0},
+		{"GET", "/v1/files/{a}/versions/{b}/content", "$file", "1", "", "*", "", 0},
+		{"POST", "/v1/files/{a}/revert", "$file", "", "", "", `{"version":1}`, 0},
+		{"POST", "/v1/files/{a}/revert", "$file", "", "", "\"stale\"", `{"version":2}`, 0},
+		{"POST", "/v1/files/{a}/revert", "$deleted", "", "", "", `{"version":1}`, 0},
+		{"POST", "/v1/files/{a}/move", "$file", "", "", "", `{"path":"pm/moved.txt"}`, 0},
+		{"POST", "/v1/files/{a}/move", "$empty", "", "", "", `{"path":"pm/ten.txt","if_exists":"replace"}`, 0},
+		{"PATCH", "/v1/files/{a}", "$file", "", "", "", `{"expires_at":null}`, 0},
+		{"PATCH", "/v1/files/{a}", "$file", "", "", "", `{"expires_at":"2099-01-01T00:00:00Z"}`, 5},
+		{"POST", "/v1/files/{a}/links", "$file", "", "", "", `{"expires_in":60}`, 0},
+		{"GET", "/v1/files/{a}/links", "$file", "", "", "", "", 0},
+		{"DELETE", "/v1/links/{a}", "$link", "", "", "", "", 0},
+		{"DELETE", "/v1/links/{a}", "lnk_nope", "", "", "", "", 0},
+		{"GET", "/s/{a}", "$secret", "", "bytes=0-3", "", "", 6},
+		{"HEAD", "/s/{a}", "$secret", "", "", "", "", 7},
+		{"GET", "/s/{a}", "$secret", "", "", "*", "", 6},
+		{"GET", "/s/{a}", "$secretx", "", "", "", "", 6},
+		{"GET", "/s/{a}", "%00", "", "", "", "", 6},
+		{"POST", "/s/{a}", "$secret", "", "", "", "x", 6},
+		{"GET", "/v1/runs/{a}", "pm%2Frun:1", "", "", "", "", 0},
+		{"GET", "/v1/runs/{a}", "pm/run:1", "", "", "", "", 0},
+		{"GET", "/v1/runs/{a}", "%ff", "", "", "", "", 0},
+		{"GET", "/v1/runs/{a}", "%zz", "", "", "", "", 0},
+		{"POST", "/v1/batch/{a}/cancel", "$batch", "", "", "", "", 0},
+		{"POST", "/v1/batch/{a}/cancel", "batch_nope", "", "", "", "", 5},
 	} {
 		f.Add(idx(seed.method, methods), "", idx(seed.tmpl, templates), seed.a, seed.b, seed.rng, seed.cond, []byte(seed.body), seed.auth)
 	}

@@ -10,7 +10,7 @@ import (
 
 // TestHeadAnswersEveryGetRoute sends HEAD to every route Echo serves with
 // GET, on real resources and on missing ones: HEAD answers with GET's
-// status and headers and no body (DESIGN §9), never 405.
+// status and headers and no body (the error contract), never 405.
 func TestHeadAnswersEveryGetRoute(t *testing.T) {
 	c, b := setup(t)
 	token := b.srv.Token(t, "alice")

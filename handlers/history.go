@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -46,13 +47,13 @@ func (a *API) listVersions(c echo.Context) error {
 }
 
 // parseVersion reads a version number: not a number is 400, a number that
-// no version can have is 422.
+// no version can have (also one too large for 64 bits) is 422.
 func parseVersion(field, v string) (int, error) {
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
 		return 0, problem.Invalid(field, "must be an integer")
 	}
-	if n < 1 || n > math.MaxInt32 {
+	if err != nil || n < 1 || n > math.MaxInt32 {
 		return 0, problem.Validation(field, "must be a version number, 1 or more")
 	}
 	return int(n), nil
@@ -184,13 +185,15 @@ func (a *API) patchFile(c echo.Context) error {
 }
 
 // parseExpiresIn reads an expires_in of seconds (60 s … 365 days): not a
-// number is 400, out of range 422; empty is none.
+// number is 400, out of range (also beyond 64 bits) 422; empty is none.
 func parseExpiresIn(field, v string, lo, hi time.Duration) (time.Duration, error) {
 	if v == "" {
 		return 0, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
+	if errors.Is(err, strconv.ErrRange) {
+		n = math.MaxInt64 // out of range either way: expiresIn says so
+	} else if err != nil {
 		return 0, problem.Invalid(field, "must be a whole number of seconds")
 	}
 	return expiresIn(field, n, lo, hi)

@@ -119,12 +119,16 @@ func knownEventType(t string) bool {
 	return false
 }
 
-// runID reads the run id path segment (a / in it arrives as %2F). Echo
-// routes on the escaped path when there is one and hands the segment over
-// still escaped, so it is unescaped here; a valid run id has no %, so an
-// already unescaped segment cannot be unescaped twice into another id.
+// runID reads the run id path segment. A / in it arrives as %2F, which
+// Echo hands over still escaped (it routes on the raw path), so the
+// segment is unescaped here. A / that arrives as itself makes two segments,
+// which name no route (Echo's last parameter would take them both).
 func runID(c echo.Context) (string, error) {
-	id, err := url.PathUnescape(c.Param("run_id"))
+	raw := c.Param("run_id")
+	if strings.Contains(raw, "/") {
+		return "", problem.New(problem.NotFound, "a run id is one path segment: send a / in it as %2F")
+	}
+	id, err := url.PathUnescape(raw)
 	if err != nil || !agentfs.ValidTagValue(id) {
 		return "", problem.Validation("run_id", "must be 1-128 characters of A-Z a-z 0-9 . _ : / = + @ -, starting with a letter or digit")
 	}

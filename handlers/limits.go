@@ -29,7 +29,7 @@ type Quota interface {
 }
 
 // rateLimits holds one token bucket per subject. The request rate is
-// limited per instance (documented in /v1/protocol and the README); the
+// limited per instance (documented in /v1/protocol and docs/operating.md); the
 // byte quota is global. A bucket that has filled up again is no different
 // from a new one, so such buckets are dropped now and then: the map holds
 // only the subjects active lately, however many there ever were.
@@ -113,7 +113,7 @@ func (a *API) limitRate(next echo.HandlerFunc) echo.HandlerFunc {
 const quotaStep = 1 << 20
 
 // limitBytes enforces the per-subject quota of bytes written per window
-// (DESIGN §9) across instances, by reserving bytes in Postgres before they
+// (the error contract) across instances, by reserving bytes in Postgres before they
 // are accepted. A declared length is reserved whole before the body is
 // read: when it does not fit, 429 QUOTA_EXCEEDED with Retry-After until
 // the window ends, and the body is not read. A body of unknown length

@@ -64,15 +64,30 @@ func (a *API) revokeLink(c echo.Context) error {
 // a token. Every way a link can fail to serve (unknown, malformed, expired,
 // revoked, its file deleted, its version swept) is the same 404 after the
 // same work, so a guess learns nothing; a blocked file is 451. The secret
-// is never logged: the route is logged as its template.
+// is never logged (the route is logged as its template) nor shown in a
+// problem (whose instance is the template too).
 func (a *API) getShared(c echo.Context) error {
-	shared, err := a.deps.Files.ResolveLink(c.Request().Context(), c.Param("secret"))
+	problem.SetInstance(c, "/s/{secret}")
+	counted := false
+	defer func() {
+		if !counted { // the stream was cut after the status was sent
+			a.metrics.linkDownload(errDownloadCut)
+		}
+	}()
+	err := a.serveShared(c)
+	counted = true
 	a.metrics.linkDownload(err)
 	if errors.Is(err, agentfs.ErrLinkGone) {
-		p := problem.New(problem.NotFound, "this link is unknown, expired or revoked, or what it shared is gone")
-		p.Instance = "/s/{secret}"
-		return p
+		return problem.New(problem.NotFound, "this link is unknown, expired or revoked, or what it shared is gone")
 	}
+	return err
+}
+
+// errDownloadCut counts a share link download whose stream broke off.
+var errDownloadCut = errors.New("share link download cut short")
+
+func (a *API) serveShared(c echo.Context) error {
+	shared, err := a.deps.Files.ResolveLink(c.Request().Context(), c.Param("secret"))
 	if err != nil {
 		return err
 	}

@@ -77,6 +77,11 @@ func (a *API) observe(m *metrics) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			start := time.Now()
 			status := 0
+			var body *countedBody
+			if req := c.Request(); req.Body != nil && req.Body != http.NoBody {
+				body = &countedBody{rc: req.Body}
+				replaceBody(c, body)
+			}
 			if err := next(c); err != nil {
 				if gone(c, err) {
 					// Nobody is left to answer: not an outage, not a 5xx.
@@ -93,7 +98,11 @@ func (a *API) observe(m *metrics) echo.MiddlewareFunc {
 			if status == 0 {
 				status = c.Response().Status
 			}
-			m.observe(c.Request().Method, route, status, time.Since(start))
+			var received int64
+			if body != nil {
+				received = body.n.Load()
+			}
+			m.observe(c.Request().Method, route, status, time.Since(start), received, c.Response().Size)
 			a.deps.Log.InfoContext(c.Request().Context(), "request",
 				"method", c.Request().Method, "route", route, "status", status,
 				"bytes_out", c.Response().Size, "duration_ms", time.Since(start).Milliseconds(),

@@ -15,6 +15,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/idempotency"
@@ -127,6 +128,11 @@ type Deps struct {
 	Limits    Limits
 	// Registry receives the HTTP metrics and is served at /metrics.
 	Registry *prometheus.Registry
+	// Traces, when set, makes an OpenTelemetry server span of each request
+	// (named for its method and route), continuing the caller's trace when
+	// it sends a W3C traceparent; the storage calls the request makes
+	// become its children. Nil leaves the API untraced.
+	Traces trace.TracerProvider
 	// MCP, when set, is the MCP tool door served at /mcp (Streamable HTTP)
 	// behind this API's authentication; it finds the caller with
 	// agentfs.CallerFromContext.
@@ -180,6 +186,9 @@ func (a *API) addRoutes() {
 	e := a.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = problem.ErrorHandler(a.deps.Log)
+	if a.deps.Traces != nil {
+		e.Use(traceRequests(a.deps.Traces))
+	}
 	e.Use(requestID, a.observe(a.metrics), recoverPanics)
 
 	getAndHead(e, "/healthz", a.healthz)
@@ -242,7 +251,7 @@ type router interface {
 }
 
 // getAndHead serves h for GET and for HEAD: every GET route answers HEAD
-// like GET without a body (DESIGN §9; net/http drops what a handler writes
+// like GET without a body (the error contract; net/http drops what a handler writes
 // to a HEAD response), so a caller can check a resource, or read its
 // headers, without a 405.
 func getAndHead(r router, path string, h echo.HandlerFunc, mw ...echo.MiddlewareFunc) {

@@ -109,6 +109,31 @@ func TestRunRevert(t *testing.T) {
 		}
 	})
 
+	t.Run("RevertingARevertedRunAgainChangesNothing", func(t *testing.T) {
+		c, _ := setup(t)
+		upload(t, c, "kept.txt", "before", "X-Run-ID", "setup").Expect(t, http.StatusCreated)
+		gone := upload(t, c, "gone.txt", "before", "X-Run-ID", "setup").Expect(t, http.StatusCreated).File(t)
+		run := []string{"X-Run-ID", "twice"}
+		upload(t, c, "made.txt", "by the run", run...).Expect(t, http.StatusCreated)
+		c.Do("POST", "/v1/files?path=kept.txt&if_exists=replace", "by the run", run...).Expect(t, http.StatusOK)
+		c.Do("DELETE", "/v1/files/"+gone.ID, nil, run...).Expect(t, http.StatusOK)
+		if b := revertRun(t, c, "twice", "first", false, "X-Run-ID", "undo-first"); b.Status != "succeeded" {
+			t.Fatalf("first revert: %+v", b)
+		}
+		// Without force: the files the first revert put back are not
+		// "changed since the run" by someone else, they are already undone.
+		b := revertRun(t, c, "twice", "second", false, "X-Run-ID", "undo-second")
+		if b.Status != "succeeded" || b.Counts.Succeeded != 3 {
+			t.Fatalf("second revert: %+v", b)
+		}
+		for path, want := range map[string]string{"made.txt": "", "kept.txt": "before", "gone.txt": "before"} {
+			if got := content(t, c, path); got != want {
+				t.Errorf("%s holds %q, want %q", path, got, want)
+			}
+		}
+		c.Do("GET", "/v1/runs/undo-second", nil).ExpectProblem(t, http.StatusNotFound, "NOT_FOUND") // no event: no effect
+	})
+
 	t.Run("AFileAnotherRunChangedFailsUnlessForced", func(t *testing.T) {
 		c, _ := setup(t)
 		upload(t, c, "x.txt", "v1").Expect(t, http.StatusCreated)

@@ -14,7 +14,7 @@ var keyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 func TestKeyPatternIsDesignPattern(t *testing.T) {
 	t.Parallel()
 	if idempotency.KeyPattern != keyRE.String() {
-		t.Fatalf("KeyPattern = %q, DESIGN §6 says %q", idempotency.KeyPattern, keyRE.String())
+		t.Fatalf("KeyPattern = %q, the idempotency rules say %q", idempotency.KeyPattern, keyRE.String())
 	}
 	if _, err := regexp.Compile(idempotency.KeyPattern); err != nil {
 		t.Fatalf("KeyPattern does not compile: %v", err)

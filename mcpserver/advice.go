@@ -12,6 +12,12 @@ type callContext struct {
 	path   string // the path the call acted on, if any
 	fileID string // the file id the call acted on, if any
 	key    string // the idempotency key the model gave, if any
+	// dest is move_file's destination, once its source was found.
+	dest string
+	// version is the version the call names, once its file was found.
+	version int64
+	// runID is the run run_summary asked about.
+	runID string
 	// limit is the byte limit a PAYLOAD_TOO_LARGE exceeded, if the tool
 	// set it.
 	limit int64
@@ -38,8 +44,16 @@ func errorText(c callContext, p *Problem) string {
 // than the API's generic detail.
 func what(c callContext, p *Problem) string {
 	switch {
+	case p.Code == "PATH_EXISTS" && c.dest != "" && p.ExistingFileID != "":
+		return fmt.Sprintf("a live file already holds %s (%s); nothing was moved", c.dest, p.ExistingFileID)
+	case p.Code == "PATH_EXISTS" && c.dest != "":
+		return fmt.Sprintf("a live file already holds %s; nothing was moved", c.dest)
 	case p.Code == "PATH_EXISTS" && c.path != "" && p.ExistingFileID != "":
 		return fmt.Sprintf("%s already exists (%s)", c.path, p.ExistingFileID)
+	case p.Code == "NOT_FOUND" && c.runID != "":
+		return fmt.Sprintf("no run %s: no change to a file of this token's subject carries that run id", c.runID)
+	case p.Code == "NOT_FOUND" && c.version > 0:
+		return fmt.Sprintf("%s has no version %d: it was never made, or the version retention dropped it", c.path, c.version)
 	case p.Code == "NOT_FOUND" && c.fileID != "":
 		return fmt.Sprintf("no file %s is visible to this token", c.fileID)
 	case p.Code == "PRECONDITION_FAILED" && c.tool == "edit_file":
@@ -72,8 +86,17 @@ func nextStep(c callContext, p *Problem) string {
 		if c.tool == "restore_file" {
 			return "Another live file now holds its path: delete_file that path first, then call restore_file again"
 		}
+		if c.tool == "move_file" {
+			return "Choose another destination, or, to replace that file, delete_file it first (restore_file can bring it back) and call move_file again"
+		}
 		return `Call write_file with if_exists="replace" to overwrite it (with expected_etag from get_file_info to replace only the version you saw), or choose another path`
 	case "NOT_FOUND":
+		switch {
+		case c.runID != "":
+			return "Check the run id: a run is known once it changed a file of this token's subject (get_file_info shows the run_id of a file's writes)"
+		case c.version > 0:
+			return fmt.Sprintf("Call file_history with path %q to see the versions that are kept", c.path)
+		}
 		if c.fileID != "" {
 			return "Check the file id (list_run_files shows the ids of a run's files); a file of another token's subject is never visible"
 		}
@@ -81,6 +104,9 @@ func nextStep(c callContext, p *Problem) string {
 	case "PRECONDITION_FAILED":
 		if c.tool == "edit_file" {
 			return "Call edit_file again: it reads the current content, so first check (read_text_file) that your edits still make sense"
+		}
+		if c.tool == "revert_file" {
+			return "Call file_history to see the current version and etag, and decide whether to revert it still"
 		}
 		return "Read the file again (read_text_file or get_file_info) to see its current content and etag before deciding to overwrite it"
 	case "IDEMPOTENCY_CONFLICT":
@@ -93,12 +119,12 @@ func nextStep(c callContext, p *Problem) string {
 		return "The token is missing, wrong or revoked; whoever configured this server must supply a valid AgentFS token"
 	case CodeInvalidPath:
 		return `Paths look like reports/summary.md: '/'-separated names, no empty, '.' or '..' segment, no backslash or control character, at most 1024 bytes`
-	case CodeValidationFailed:
+	case CodeValidationFailed, "INVALID_REQUEST":
 		return "Fix the arguments named above and call again"
 	case CodePayloadTooLarge:
 		return tooLargeAdvice(c)
 	case CodeUnsupportedMedia:
-		return "Call read_media_file for images, audio and other binary files"
+		return "Call read_media_file for images, audio and other binary files, or share_file for a URL that serves the bytes"
 	case "CONTENT_BLOCKED":
 		return "An operator blocked this file: it cannot be read or replaced"
 	case "RATE_LIMITED", "QUOTA_EXCEEDED":
@@ -116,7 +142,7 @@ func tooLargeAdvice(c callContext) string {
 	case "edit_file":
 		return fmt.Sprintf("edit_file edits files of at most %d bytes; replace a larger file whole with write_file, or keep it in several smaller files", c.limit)
 	case "read_media_file":
-		return fmt.Sprintf("read_media_file returns at most %d bytes of base64; this file is too large to return inline", c.limit)
+		return fmt.Sprintf("read_media_file returns at most %d bytes of base64; this file is too large to return inline: share_file gives a URL that serves it whole", c.limit)
 	}
 	return ""
 }

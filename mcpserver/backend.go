@@ -16,9 +16,8 @@ import (
 // that a tool can tell the model what happened and what to do next. Any
 // other error is answered as INTERNAL.
 //
-// The tools that depend on routes still to come slot in as new methods of
-// the same kind: Move (move_file), Versions and Revert (file_history,
-// revert_file), Share (share_file) and Run (run_summary).
+// The methods at the end (Move, Versions, Revert, Share, Run) serve the
+// tools of file history, share links and the run ledger.
 type Backend interface {
 	// FileAt returns the live file at path, or a NOT_FOUND problem when
 	// no live file holds it.
@@ -40,6 +39,24 @@ type Backend interface {
 	// nil when it holds nothing (which proves that no write happened under
 	// it).
 	Operation(ctx context.Context, key string) (*Operation, error)
+
+	// Move gives a live file the path destination, keeping its id, url,
+	// version and history: a PATH_EXISTS problem (with ExistingFileID)
+	// when a live file holds destination; moving a file to its own path
+	// changes nothing.
+	Move(ctx context.Context, fileID, destination string, w WriteOptions) (*File, error)
+	// Versions returns one page of a file's versions, newest first.
+	Versions(ctx context.Context, fileID string, page VersionPage) (*VersionList, error)
+	// Revert makes version's content the live file's current content, as
+	// a new version; content identical to the current one changes nothing.
+	// A version that does not exist (or was dropped) is NOT_FOUND.
+	Revert(ctx context.Context, fileID string, version int64, w WriteOptions) (*File, error)
+	// Share makes a share link to a live file: a URL that serves its bytes
+	// without a token until it expires. Every call makes a new link.
+	Share(ctx context.Context, fileID string, s ShareArgs) (*Link, error)
+	// Run summarizes what the run runID did, from its events; NOT_FOUND
+	// when no event of the subject carries it.
+	Run(ctx context.Context, runID string) (*Run, error)
 }
 
 // File is a stored file's metadata, with the API's field names (schema File
@@ -66,7 +83,10 @@ type File struct {
 	UpdatedAt   time.Time  `json:"updated_at"`
 	DeletedAt   *time.Time `json:"deleted_at"`
 	PurgeAfter  *time.Time `json:"purge_after"`
-	Blocked     bool       `json:"blocked"`
+	// ExpiresAt is when the file stops being served and counts as
+	// deleted (write_file's expires_in); nil: never.
+	ExpiresAt *time.Time `json:"expires_at"`
+	Blocked   bool       `json:"blocked"`
 }
 
 // FileList is one page of files, newest first.
@@ -117,7 +137,7 @@ type Content struct {
 	ContentType string
 }
 
-// If-exists policies of a put (DESIGN §5).
+// If-exists policies of a put.
 const (
 	IfExistsError   = "error"
 	IfExistsReplace = "replace"
@@ -159,6 +179,9 @@ const (
 	OpPut     = "put"
 	OpDelete  = "delete"
 	OpRestore = "restore"
+	OpMove    = "move"
+	OpRevert  = "revert"
+	OpShare   = "create_link"
 )
 
 // Operation is what an idempotency key holds: the request that claimed it
@@ -166,11 +189,108 @@ const (
 type Operation struct {
 	Key    string
 	Status string // OperationInProgress or OperationCompleted
-	// Op names the operation that claimed the key: OpPut, OpDelete,
-	// OpRestore, or another operation's name.
+	// Op names the operation that claimed the key: one of the Op
+	// constants, or another operation's name.
 	Op string
-	// File is the recorded file of a completed successful write; Problem
-	// the recorded failure.
+	// File is the recorded file of a completed successful write of a file
+	// (put, delete, restore, move, revert); Problem the recorded failure.
 	File    *File
 	Problem *Problem
+}
+
+// VersionPage selects one page of a file's versions.
+type VersionPage struct {
+	// Limit is the page size, 1-1000.
+	Limit int
+	// Cursor is a previous page's NextCursor.
+	Cursor string
+}
+
+// FileVersion is one version of a file's content, with the API's field
+// names (schema FileVersion of openapi.yaml).
+type FileVersion struct {
+	Object      string `json:"object"`
+	FileID      string `json:"file_id"`
+	Version     int64  `json:"version"`
+	SizeBytes   int64  `json:"size_bytes"`
+	ContentType string `json:"content_type"`
+	// SHA256 is the lowercase hex SHA-256 of this version's content; ETag
+	// the quoted SHA256.
+	SHA256 string `json:"sha256"`
+	ETag   string `json:"etag"`
+	// URL serves this version's bytes, with a token.
+	URL string `json:"url"`
+	// AgentID and RunID are those of the write that made this version.
+	AgentID   *string   `json:"agent_id"`
+	RunID     *string   `json:"run_id"`
+	CreatedAt time.Time `json:"created_at"`
+	// Current says this version is the file's content now.
+	Current bool `json:"current"`
+}
+
+// VersionList is one page of a file's versions, newest first.
+type VersionList struct {
+	Versions []FileVersion
+	HasMore  bool
+	// NextCursor continues the listing (VersionPage.Cursor); "" on the
+	// last page.
+	NextCursor string
+}
+
+// ShareArgs adjust a new share link.
+type ShareArgs struct {
+	// ExpiresIn is how many seconds the link works (60 to 604800); zero
+	// means the default, one hour.
+	ExpiresIn int64
+	// Version pins the link to one version; zero serves the file's current
+	// content, whatever it is when the link is opened.
+	Version int64
+	// IdempotencyKey names the link's creation: a repeat with it answers
+	// the same link and URL; a backend that retries generates one when it
+	// is empty.
+	IdempotencyKey string
+}
+
+// Link is a share link, with the API's field names (schema Link of
+// openapi.yaml).
+type Link struct {
+	ID     string `json:"id"`
+	Object string `json:"object"`
+	FileID string `json:"file_id"`
+	// Version is the version the link serves; nil: the current content.
+	Version *int64 `json:"version"`
+	// URL serves the bytes without a token. It holds the link's secret and
+	// is only ever shown in the answer that created the link.
+	URL       string     `json:"url"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+	CreatedAt time.Time  `json:"created_at"`
+}
+
+// Run is what one run did, from its events, with the API's field names
+// (schema Run of openapi.yaml).
+type Run struct {
+	Object string `json:"object"`
+	RunID  string `json:"run_id"`
+	// AgentIDs are the agent ids its requests carried.
+	AgentIDs []string  `json:"agent_ids"`
+	FirstAt  time.Time `json:"first_at"`
+	LastAt   time.Time `json:"last_at"`
+	Counts   RunCounts `json:"counts"`
+	// BytesWritten adds up the sizes of the versions its creates and
+	// replaces made.
+	BytesWritten int64 `json:"bytes_written"`
+	// LiveFiles counts the files it created or last wrote that are live
+	// now.
+	LiveFiles int `json:"live_files"`
+}
+
+// RunCounts are a run's effects on files, by kind.
+type RunCounts struct {
+	Created  int `json:"created"`
+	Replaced int `json:"replaced"`
+	Deleted  int `json:"deleted"`
+	Restored int `json:"restored"`
+	Moved    int `json:"moved"`
+	Reverted int `json:"reverted"`
 }

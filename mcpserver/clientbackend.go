@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/client"
 )
 
@@ -110,12 +112,10 @@ func (cb *ClientBackend) List(ctx context.Context, f ListFilter) (*FileList, err
 // one, the same for every retry of this call, so the client's retries can
 // never write twice; a call whose outcome stays unknown reports that key.
 func (cb *ClientBackend) Put(ctx context.Context, p PutArgs) (*File, error) {
-	if p.ExpiresIn != 0 {
-		return nil, validation("expires_in", "this AgentFS server does not support file expiry yet; omit expires_in")
-	}
 	key := cmpOr(p.IdempotencyKey, client.NewIdempotencyKey())
 	f, err := cb.c.PutFile(ctx, p.Path, bytes.NewReader(p.Content), client.PutOptions{
-		Replace: p.IfExists == IfExistsReplace, IfMatch: p.IfMatch, ContentType: p.ContentType, IdempotencyKey: key})
+		Replace: p.IfExists == IfExistsReplace, IfMatch: p.IfMatch, ContentType: p.ContentType, IdempotencyKey: key,
+		ExpiresIn: time.Duration(p.ExpiresIn) * time.Second})
 	if err != nil {
 		return nil, problemOf(err, key)
 	}
@@ -148,6 +148,9 @@ var clientOps = map[string]string{
 	"POST /v1/files":             OpPut,
 	"DELETE /v1/files/:id":       OpDelete,
 	"POST /v1/files/:id/restore": OpRestore,
+	"POST /v1/files/:id/move":    OpMove,
+	"POST /v1/files/:id/revert":  OpRevert,
+	"POST /v1/files/:id/links":   OpShare,
 }
 
 // Operation asks what a key holds (GET /v1/operations/{key}).
@@ -174,10 +177,86 @@ func (cb *ClientBackend) Operation(ctx context.Context, key string) (*Operation,
 		out.Problem = problemOf(p, "")
 	case err != nil:
 		return nil, problemOf(err, "")
-	case out.Op == OpPut || out.Op == OpDelete || out.Op == OpRestore:
+	case out.Op == OpPut || out.Op == OpDelete || out.Op == OpRestore || out.Op == OpMove || out.Op == OpRevert:
 		out.File = fileOf(&f)
 	}
 	return out, nil
+}
+
+// Move gives a file another path (POST /v1/files/{id}/move), never
+// replacing a live file there.
+func (cb *ClientBackend) Move(ctx context.Context, fileID, destination string, w WriteOptions) (*File, error) {
+	key := cmpOr(w.IdempotencyKey, client.NewIdempotencyKey())
+	f, err := cb.c.Move(ctx, fileID, destination, client.MoveOptions{IfMatch: w.IfMatch, IdempotencyKey: key})
+	if err != nil {
+		return nil, problemOf(err, key)
+	}
+	return fileOf(f), nil
+}
+
+// Versions lists a file's versions (GET /v1/files/{id}/versions).
+func (cb *ClientBackend) Versions(ctx context.Context, fileID string, page VersionPage) (*VersionList, error) {
+	l, err := cb.c.ListVersions(ctx, fileID, client.VersionListOptions{Limit: page.Limit, Cursor: page.Cursor})
+	if err != nil {
+		return nil, problemOf(err, "")
+	}
+	out := &VersionList{Versions: make([]FileVersion, 0, len(l.Data)), HasMore: l.HasMore}
+	for _, v := range l.Data {
+		out.Versions = append(out.Versions, FileVersion{Object: v.Object, FileID: v.FileID, Version: v.Version,
+			SizeBytes: v.SizeBytes, ContentType: v.ContentType, SHA256: v.SHA256, ETag: v.ETag, URL: v.URL,
+			AgentID: v.AgentID, RunID: v.RunID, CreatedAt: v.CreatedAt, Current: v.Current})
+	}
+	if l.NextCursor != nil {
+		out.NextCursor = *l.NextCursor
+	}
+	return out, nil
+}
+
+// Revert makes a version's content current (POST /v1/files/{id}/revert).
+func (cb *ClientBackend) Revert(ctx context.Context, fileID string, version int64, w WriteOptions) (*File, error) {
+	key := cmpOr(w.IdempotencyKey, client.NewIdempotencyKey())
+	f, err := cb.c.Revert(ctx, fileID, version, client.RevertOptions{IfMatch: w.IfMatch, IdempotencyKey: key})
+	if err != nil {
+		return nil, problemOf(err, key)
+	}
+	return fileOf(f), nil
+}
+
+// Share makes a share link (POST /v1/files/{id}/links). The generated key
+// makes the client's retries of one call answer one link.
+func (cb *ClientBackend) Share(ctx context.Context, fileID string, s ShareArgs) (*Link, error) {
+	if s.ExpiresIn < 0 || s.Version < 0 {
+		return nil, errors.New("mcpserver: Share with a negative expiry or version")
+	}
+	key := cmpOr(s.IdempotencyKey, client.NewIdempotencyKey())
+	l, err := cb.c.CreateLink(ctx, fileID, client.LinkOptions{ExpiresIn: time.Duration(s.ExpiresIn) * time.Second,
+		Version: s.Version, IdempotencyKey: key})
+	if err != nil {
+		return nil, problemOf(err, key)
+	}
+	out := &Link{ID: l.ID, Object: l.Object, FileID: l.FileID, Version: l.Version, ExpiresAt: l.ExpiresAt,
+		RevokedAt: l.RevokedAt, CreatedAt: l.CreatedAt}
+	if l.URL != nil {
+		out.URL = *l.URL
+	}
+	return out, nil
+}
+
+// Run summarizes a run (GET /v1/runs/{run_id}).
+func (cb *ClientBackend) Run(ctx context.Context, runID string) (*Run, error) {
+	if !agentfs.ValidTagValue(runID) {
+		return nil, validation("run_id", "1-128 characters of A-Z a-z 0-9 . _ : / = + @ -, starting with a letter or digit")
+	}
+	r, err := cb.c.Run(ctx, runID)
+	if err != nil {
+		return nil, problemOf(err, "")
+	}
+	agents := r.AgentIDs
+	if agents == nil {
+		agents = []string{}
+	}
+	return &Run{Object: r.Object, RunID: r.RunID, AgentIDs: agents, FirstAt: r.FirstAt, LastAt: r.LastAt,
+		Counts: RunCounts(r.Counts), BytesWritten: r.BytesWritten, LiveFiles: r.LiveFiles}, nil
 }
 
 // fileOf converts the client's File.
@@ -185,7 +264,7 @@ func fileOf(f *client.File) *File {
 	return &File{ID: f.ID, Object: f.Object, Path: f.Path, SizeBytes: f.SizeBytes, ContentType: f.ContentType,
 		SHA256: f.SHA256, ETag: f.ETag, Version: f.Version, URL: f.URL, AgentID: f.AgentID, RunID: f.RunID,
 		LastAgentID: f.LastAgentID, LastRunID: f.LastRunID, CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt,
-		DeletedAt: f.DeletedAt, PurgeAfter: f.PurgeAfter, Blocked: f.Blocked}
+		DeletedAt: f.DeletedAt, PurgeAfter: f.PurgeAfter, ExpiresAt: f.ExpiresAt, Blocked: f.Blocked}
 }
 
 // problemOf converts the client's errors: the server's problem as it is;

@@ -7,13 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/admission"
+	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
 	"github.com/agentfs/agentfs/storage"
@@ -21,19 +24,51 @@ import (
 
 // CoreBackend runs the tools in the API server's own process: writes go
 // through the admission core (keys, preconditions and problems exactly as
-// for the REST routes), reads through the store. It acts as one caller
-// (the request's subject and attribution) with its token's scopes: it is
-// the backend of the /mcp door, built for each request.
+// for the REST routes), reads through the store. Each call acts as the
+// caller the HTTP door authenticated (agentfs.CallerFromContext: the
+// request's subject and attribution) with its token's scopes, so one
+// CoreBackend, and one MCP server on it, serves every request of the /mcp
+// door. A token without the write scope gets FORBIDDEN from every write,
+// as from the REST routes.
 type CoreBackend struct {
 	Core  *admission.Core
 	Store *storage.Store
-	// Who is the caller; its Key is set per write from the tool's key.
-	Who agentfs.Caller
-	// CanWrite says the token carries the write scope; without it every
-	// write answers FORBIDDEN, as the REST routes do.
-	CanWrite bool
 	// MaxUploadBytes bounds a write's content, as POST /v1/files does.
 	MaxUploadBytes int64
+}
+
+// errNoCaller is a call that did not come through the HTTP door's
+// authentication: a bug, answered INTERNAL.
+var errNoCaller = errors.New("mcpserver: a call without the caller the /mcp door authenticated")
+
+// who is the caller of this call.
+func (b *CoreBackend) who(ctx context.Context) (agentfs.Caller, error) {
+	who, _, ok := agentfs.CallerFromContext(ctx)
+	if !ok {
+		return agentfs.Caller{}, errNoCaller
+	}
+	return who, nil
+}
+
+// writer is the caller of this write, its Key the tool's key; a token
+// without the write scope is FORBIDDEN.
+func (b *CoreBackend) writer(ctx context.Context, key string) (agentfs.Caller, error) {
+	who, p, ok := agentfs.CallerFromContext(ctx)
+	switch {
+	case !ok:
+		return who, errNoCaller
+	case !p.Can(agentfs.ScopeWrite):
+		return who, forbidden()
+	}
+	who.Key = key
+	return who, nil
+}
+
+// Attribution is the caller's agent and run, for the tools that default
+// to them (list_run_files, run_summary).
+func (b *CoreBackend) Attribution(ctx context.Context) (agentID, runID string) {
+	who, _, _ := agentfs.CallerFromContext(ctx)
+	return who.By.AgentID, who.By.RunID
 }
 
 // problemOfCore converts the core's and the store's errors through the
@@ -81,15 +116,13 @@ func fileResult(res idempotency.Result, err error) (*File, error) {
 	return &f, nil
 }
 
-func (b *CoreBackend) caller(key string) agentfs.Caller {
-	who := b.Who
-	who.Key = key
-	return who
-}
-
 // FileAt finds the subject's live file at path.
 func (b *CoreBackend) FileAt(ctx context.Context, path string) (*File, error) {
-	files, err := b.Store.ListFiles(ctx, b.Who.Subject, agentfs.FileFilter{Path: path, Limit: 1})
+	who, err := b.who(ctx)
+	if err != nil {
+		return nil, err
+	}
+	files, err := b.Store.ListFiles(ctx, who.Subject, agentfs.FileFilter{Path: path, Limit: 1})
 	if err != nil {
 		return nil, problemOfCore(err)
 	}
@@ -102,17 +135,20 @@ func (b *CoreBackend) FileAt(ctx context.Context, path string) (*File, error) {
 // fileOfDomain shows a stored file as the API does.
 func fileOfDomain(core *admission.Core, f *agentfs.File) *File {
 	var out File
-	body, _ := json.Marshal(core.FileJSON(f))
-	_ = json.Unmarshal(body, &out)
+	_ = convert(core.FileJSON(f), &out) // the same fields: it cannot fail
 	return &out
 }
 
 // Read reads a range of a live file's content.
 func (b *CoreBackend) Read(ctx context.Context, r ReadRequest) (*Content, error) {
+	who, err := b.who(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if r.Length < 1 {
 		return nil, errors.New("mcpserver: Read of no bytes")
 	}
-	f, err := b.Store.File(ctx, b.Who.Subject, r.FileID)
+	f, err := b.Store.File(ctx, who.Subject, r.FileID)
 	switch {
 	case err != nil:
 		return nil, problemOfCore(err)
@@ -144,15 +180,19 @@ func (b *CoreBackend) Read(ctx context.Context, r ReadRequest) (*Content, error)
 
 // List lists the subject's live files, newest first.
 func (b *CoreBackend) List(ctx context.Context, f ListFilter) (*FileList, error) {
+	who, err := b.who(ctx)
+	if err != nil {
+		return nil, err
+	}
 	filter := agentfs.FileFilter{Prefix: f.Prefix, Path: f.Path, RunID: f.RunID, AgentID: f.AgentID, Limit: f.Limit + 1}
 	if f.Cursor != "" {
 		cur, err := agentfs.ParseCursor(f.Cursor, "file")
 		if err != nil {
-			return nil, validation("cursor", "is not a cursor this listing gave")
+			return nil, problemFromAPI(problem.Invalid("cursor", "is not a cursor this server issued"))
 		}
 		filter.After = &cur
 	}
-	files, err := b.Store.ListFiles(ctx, b.Who.Subject, filter)
+	files, err := b.Store.ListFiles(ctx, who.Subject, filter)
 	if err != nil {
 		return nil, problemOfCore(err)
 	}
@@ -171,32 +211,156 @@ func (b *CoreBackend) List(ctx context.Context, f ListFilter) (*FileList, error)
 // Put stores content at a path through the admission core, under the
 // tool's idempotency key when it has one.
 func (b *CoreBackend) Put(ctx context.Context, p PutArgs) (*File, error) {
-	if !b.CanWrite {
-		return nil, forbidden()
+	who, err := b.writer(ctx, p.IdempotencyKey)
+	if err != nil {
+		return nil, err
 	}
-	put := agentfs.Put{Subject: b.Who.Subject, Path: p.Path, ContentType: p.ContentType,
+	put := agentfs.Put{Subject: who.Subject, Path: p.Path, ContentType: p.ContentType,
 		Replace: p.IfExists == IfExistsReplace, IfMatch: p.IfMatch, Size: int64(len(p.Content)),
-		MaxBytes: b.MaxUploadBytes, By: b.Who.By}
+		MaxBytes: b.MaxUploadBytes, By: who.By}
 	if p.ExpiresIn > 0 {
 		put.ExpiresIn = secondsOf(p.ExpiresIn)
 	}
-	return fileResult(b.Core.Put(ctx, b.caller(p.IdempotencyKey), put, bytes.NewReader(p.Content)))
+	return fileResult(b.Core.Put(ctx, who, put, bytes.NewReader(p.Content)))
 }
 
 // Delete soft-deletes a file through the admission core.
 func (b *CoreBackend) Delete(ctx context.Context, fileID string, w WriteOptions) (*File, error) {
-	if !b.CanWrite {
-		return nil, forbidden()
+	who, err := b.writer(ctx, w.IdempotencyKey)
+	if err != nil {
+		return nil, err
 	}
-	return fileResult(b.Core.Delete(ctx, b.caller(w.IdempotencyKey), fileID, w.IfMatch))
+	return fileResult(b.Core.Delete(ctx, who, fileID, w.IfMatch))
 }
 
 // Restore undoes a delete through the admission core.
 func (b *CoreBackend) Restore(ctx context.Context, fileID string, w WriteOptions) (*File, error) {
-	if !b.CanWrite {
-		return nil, forbidden()
+	who, err := b.writer(ctx, w.IdempotencyKey)
+	if err != nil {
+		return nil, err
 	}
-	return fileResult(b.Core.Restore(ctx, b.caller(w.IdempotencyKey), fileID))
+	return fileResult(b.Core.Restore(ctx, who, fileID))
+}
+
+// Move gives a file another path through the admission core, never
+// replacing a live file there.
+func (b *CoreBackend) Move(ctx context.Context, fileID, destination string, w WriteOptions) (*File, error) {
+	who, err := b.writer(ctx, w.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	return fileResult(b.Core.Move(ctx, who,
+		agentfs.Move{FileID: fileID, Path: destination, IfMatch: w.IfMatch}))
+}
+
+// Versions lists one page of a file's versions, newest first.
+func (b *CoreBackend) Versions(ctx context.Context, fileID string, page VersionPage) (*VersionList, error) {
+	who, err := b.who(ctx)
+	if err != nil {
+		return nil, err
+	}
+	filter := agentfs.VersionFilter{Limit: page.Limit + 1}
+	if page.Cursor != "" {
+		n, err := strconv.Atoi(page.Cursor)
+		if err != nil || n < 1 {
+			return nil, problemFromAPI(problem.Invalid("cursor", "is not a cursor this server issued"))
+		}
+		filter.Before = n
+	}
+	versions, err := b.Store.Versions(ctx, who.Subject, fileID, filter)
+	if err != nil {
+		return nil, problemOfCore(err)
+	}
+	out := &VersionList{Versions: make([]FileVersion, 0, min(len(versions), page.Limit))}
+	if len(versions) > page.Limit {
+		versions, out.HasMore = versions[:page.Limit], true
+		out.NextCursor = strconv.Itoa(versions[page.Limit-1].Version)
+	}
+	for _, v := range versions {
+		var fv FileVersion
+		if err := convert(api.NewFileVersion(b.Core.PublicURL(), v), &fv); err != nil {
+			return nil, err
+		}
+		out.Versions = append(out.Versions, fv)
+	}
+	return out, nil
+}
+
+// Revert makes a version's content current through the admission core.
+func (b *CoreBackend) Revert(ctx context.Context, fileID string, version int64, w WriteOptions) (*File, error) {
+	who, err := b.writer(ctx, w.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	if version < 1 || version > math.MaxInt32 {
+		return nil, validation("version", "must be a version number, 1 or more")
+	}
+	return fileResult(b.Core.Revert(ctx, who,
+		agentfs.Revert{FileID: fileID, Version: int(version), IfMatch: w.IfMatch}))
+}
+
+// Share makes a share link through the admission core.
+func (b *CoreBackend) Share(ctx context.Context, fileID string, s ShareArgs) (*Link, error) {
+	who, err := b.writer(ctx, s.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	req := agentfs.NewLink{FileID: fileID, ExpiresIn: agentfs.DefaultLinkExpiresIn}
+	if s.ExpiresIn != 0 {
+		req.ExpiresIn = secondsOf(s.ExpiresIn)
+		if req.ExpiresIn < agentfs.MinLinkExpiresIn || req.ExpiresIn > agentfs.MaxLinkExpiresIn {
+			return nil, validation("expires_in", "must be 60 to 604800 seconds")
+		}
+	}
+	if s.Version < 0 || s.Version > math.MaxInt32 {
+		return nil, validation("version", "must be a version number, 1 or more")
+	}
+	req.Version = int(s.Version)
+	res, err := b.Core.CreateLink(ctx, who, req)
+	if err != nil {
+		return nil, problemOfCore(err)
+	}
+	if res.Status >= 400 {
+		_, err := fileResult(res, nil)
+		return nil, err
+	}
+	var l Link
+	if err := json.Unmarshal(res.Body, &l); err != nil {
+		return nil, fmt.Errorf("mcpserver: recorded link: %w", err)
+	}
+	return &l, nil
+}
+
+// Run summarizes what a run did, from its events.
+func (b *CoreBackend) Run(ctx context.Context, runID string) (*Run, error) {
+	who, err := b.who(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !agentfs.ValidTagValue(runID) {
+		return nil, validation("run_id", "1-128 characters of A-Z a-z 0-9 . _ : / = + @ -, starting with a letter or digit")
+	}
+	r, err := b.Store.RunSummary(ctx, who.Subject, runID)
+	if err != nil {
+		return nil, problemOfCore(err)
+	}
+	var out Run
+	if err := convert(api.NewRun(r), &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// convert copies an API object into the tools' type of the same fields.
+func convert(from, to any) error {
+	body, err := json.Marshal(from)
+	if err != nil {
+		return fmt.Errorf("mcpserver: %w", err)
+	}
+	if err := json.Unmarshal(body, to); err != nil {
+		return fmt.Errorf("mcpserver: %w", err)
+	}
+	return nil
 }
 
 // coreOps names the operations of the routes the tools write through, by
@@ -205,11 +369,18 @@ var coreOps = map[string]string{
 	"POST /v1/files":             OpPut,
 	"DELETE /v1/files/:id":       OpDelete,
 	"POST /v1/files/:id/restore": OpRestore,
+	"POST /v1/files/:id/move":    OpMove,
+	"POST /v1/files/:id/revert":  OpRevert,
+	"POST /v1/files/:id/links":   OpShare,
 }
 
 // Operation says what a key holds for the subject, or nil for nothing.
 func (b *CoreBackend) Operation(ctx context.Context, key string) (*Operation, error) {
-	rec, err := b.Core.Operation(ctx, b.Who.Subject, key)
+	who, err := b.who(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := b.Core.Operation(ctx, who.Subject, key)
 	if errors.Is(err, agentfs.ErrNotFound) {
 		return nil, nil
 	}
@@ -231,7 +402,7 @@ func (b *CoreBackend) Operation(ctx context.Context, key string) (*Operation, er
 		out.Problem = p
 	case err != nil:
 		return nil, err
-	case out.Op == OpPut || out.Op == OpDelete || out.Op == OpRestore:
+	case out.Op == OpPut || out.Op == OpDelete || out.Op == OpRestore || out.Op == OpMove || out.Op == OpRevert:
 		out.File = f
 	}
 	return out, nil
@@ -239,23 +410,21 @@ func (b *CoreBackend) Operation(ctx context.Context, key string) (*Operation, er
 
 // HTTPHandler is the /mcp door: the tools over MCP's Streamable HTTP
 // transport, stateless (any instance answers any request, so no sticky
-// sessions), each request served by a server whose backend acts as the
-// caller the HTTP door authenticated (agentfs.CallerFromContext).
-func HTTPHandler(core *admission.Core, store *storage.Store, maxUploadBytes int64, opts Options) http.Handler {
+// sessions), every request served by one server on one CoreBackend, each
+// call acting as the caller the HTTP door authenticated
+// (agentfs.CallerFromContext). opts.AgentID and opts.RunID are not used:
+// each request carries its own.
+func HTTPHandler(core *admission.Core, store *storage.Store, maxUploadBytes int64, opts Options) (http.Handler, error) {
+	srv, err := New(&CoreBackend{Core: core, Store: store, MaxUploadBytes: maxUploadBytes}, opts)
+	if err != nil {
+		return nil, err
+	}
 	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-		who, p, ok := agentfs.CallerFromContext(r.Context())
-		if !ok {
+		if _, _, ok := agentfs.CallerFromContext(r.Context()); !ok {
 			return nil // not authenticated: the SDK answers 400
 		}
-		o := opts
-		o.AgentID, o.RunID = who.By.AgentID, who.By.RunID
-		srv, err := New(&CoreBackend{Core: core, Store: store, Who: who, CanWrite: p.Can(agentfs.ScopeWrite),
-			MaxUploadBytes: maxUploadBytes}, o)
-		if err != nil {
-			return nil
-		}
 		return srv
-	}, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	}, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}), nil
 }
 
 func secondsOf(n int64) time.Duration { return time.Duration(n) * time.Second }

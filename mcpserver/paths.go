@@ -9,7 +9,7 @@ import (
 
 // filePath turns a tool's path argument into an AgentFS file path: one
 // leading "/" is accepted and dropped (models often write absolute paths),
-// and the rest must be a valid path (DESIGN §5), else INVALID_PATH.
+// and the rest must be a valid path (the path rules), else INVALID_PATH.
 func filePath(field, arg string) (string, error) {
 	p := strings.TrimPrefix(arg, "/")
 	if err := agentfs.ValidatePath(p); err != nil {

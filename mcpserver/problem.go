@@ -7,7 +7,7 @@ import (
 )
 
 // Problem is a failed operation as the API states it (RFC 9457 problem,
-// DESIGN §9). A failed tool call carries it as its structured content, and
+// the error contract). A failed tool call carries it as its structured content, and
 // its text starts with Code, so a model can branch on the code and a person
 // can look it up at /problems/{code}.
 type Problem struct {
@@ -53,7 +53,7 @@ func (p *Problem) message() string {
 }
 
 // Problem codes the tools produce themselves; the others come from the API
-// (DESIGN §9).
+// (the error contract).
 const (
 	CodeValidationFailed = "VALIDATION_FAILED"
 	CodeInvalidPath      = "INVALID_PATH"

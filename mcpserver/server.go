@@ -1,5 +1,5 @@
 // Package mcpserver is AgentFS's tool door for agents: the Model Context
-// Protocol tools (DESIGN §15), defined once over a Backend of domain
+// Protocol tools (MCP), defined once over a Backend of domain
 // operations. The stdio door (`agentfs mcp`) runs them over ClientBackend,
 // which forwards to a server through the Go client; the API server's /mcp
 // door runs them over its admission core.
@@ -137,6 +137,20 @@ func ToolNames() []string {
 type toolbox struct {
 	b    Backend
 	opts Options
+}
+
+// attributed is a backend whose calls carry their own attribution: the
+// /mcp door's, where each request says its agent and run.
+type attributed interface {
+	Attribution(ctx context.Context) (agentID, runID string)
+}
+
+// attribution is the agent and run this call acts for.
+func (tb *toolbox) attribution(ctx context.Context) (agentID, runID string) {
+	if a, ok := tb.b.(attributed); ok {
+		return a.Attribution(ctx)
+	}
+	return tb.opts.AgentID, tb.opts.RunID
 }
 
 // reply is a tool's successful answer: text for the model, the structured
@@ -308,6 +322,7 @@ func toolSpecs() []*toolSpec {
 			writeFileTool(), editFileTool(),
 			listDirectoryTool(), directoryTreeTool(), searchFilesTool(),
 			getFileInfoTool(), deleteFileTool(), restoreFileTool(), listRunFilesTool(),
+			moveFileTool(), fileHistoryTool(), revertFileTool(), shareFileTool(), runSummaryTool(),
 		}
 	})
 	return specs

@@ -1,13 +1,19 @@
 package mcpserver_test
 
-// The tools are tested through the SDK's own client, over in-memory
-// transports, on ClientBackend against the real API (apitest: the real
-// router on the test Postgres and S3 servers).
+// The tools are tested through the SDK's own client against the real API
+// (apitest: the real router on the test Postgres and S3 servers), twice
+// (TestMain): first over in-memory transports on ClientBackend, then over
+// Streamable HTTP through the API's /mcp door (CoreBackend, in the API's
+// process, behind its auth).
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -15,9 +21,12 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentfs/agentfs/admission"
 	"github.com/agentfs/agentfs/client"
+	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/handlers/apitest"
 	"github.com/agentfs/agentfs/mcpserver"
+	"github.com/agentfs/agentfs/storage"
 )
 
 // config adjusts setup.
@@ -60,10 +69,115 @@ func (l *callLog) all() []string {
 	return append([]string(nil), l.calls...)
 }
 
+// overDoor says the sessions of this pass go through the /mcp door.
+var overDoor bool
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 && flag.Lookup("test.fuzz").Value.String() == "" {
+		overDoor = true
+		fmt.Println("mcpserver: the same tests again, through the /mcp door (CoreBackend over Streamable HTTP)")
+		code = m.Run()
+	}
+	os.Exit(code)
+}
+
+// doors is a test server's /mcp door: one HTTPHandler per session (by its
+// token), each made with that session's Options.
+type doors struct {
+	core  *admission.Core
+	store *storage.Store
+	max   int64
+	mu    sync.Mutex
+	by    map[string]http.Handler
+}
+
+func (d *doors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	h := d.by[r.Header.Get("Authorization")]
+	d.mu.Unlock()
+	if h == nil {
+		http.Error(w, "no test session has this token", http.StatusInternalServerError)
+		return
+	}
+	h.ServeHTTP(w, r)
+}
+
+var doorsOf sync.Map // test server URL → *doors
+
 func setup(t *testing.T, cfg config) *bundle {
 	t.Helper()
-	srv := apitest.NewServer(t, apitest.Options{})
+	d := &doors{by: map[string]http.Handler{}}
+	srv := apitest.NewServer(t, apitest.Options{MCP: func(core *admission.Core, store *storage.Store, l handlers.Limits) http.Handler {
+		d.core, d.store, d.max = core, store, l.MaxUploadBytes
+		return d
+	}})
+	doorsOf.Store(srv.URL, d)
 	return connect(t, srv, cfg)
+}
+
+// headers adds a session's headers to each request to the door.
+type headers http.Header
+
+func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, vs := range h {
+		r.Header[k] = vs
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// session connects the SDK's client to the server: over the /mcp door in
+// the second pass (unless the test wraps the backend, which only
+// ClientBackend can be), else in memory to a server on backend.
+func session(t *testing.T, srv *apitest.Server, cfg config, token string, backend mcpserver.Backend, opts mcpserver.Options) *mcp.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, nil)
+	if overDoor && cfg.wrap == nil {
+		d, _ := doorsOf.Load(srv.URL)
+		door := d.(*doors)
+		door.mu.Lock()
+		handler, err := mcpserver.HTTPHandler(door.core, door.store, door.max, opts)
+		if err != nil {
+			door.mu.Unlock()
+			t.Fatal(err)
+		}
+		door.by["Bearer "+token] = handler
+		door.mu.Unlock()
+		h := headers{"Authorization": {"Bearer " + token}}
+		if cfg.agentID != "" {
+			h["X-Agent-Id"] = []string{cfg.agentID}
+		}
+		if cfg.runID != "" {
+			h["X-Run-Id"] = []string{cfg.runID}
+		}
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp",
+			HTTPClient: &http.Client{Transport: h}, DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			t.Fatalf("connect to /mcp: %v", err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	server, err := mcpserver.New(backend, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := server.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := client.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.Close()
+		_ = ss.Close()
+	})
+	return cs
 }
 
 // connect opens another session against srv.
@@ -95,24 +209,7 @@ func connect(t *testing.T, srv *apitest.Server, cfg config) *bundle {
 	log := &callLog{}
 	opts := cfg.opts
 	opts.AgentID, opts.RunID, opts.OnCall = cfg.agentID, cfg.runID, log.add
-	server, err := mcpserver.New(backend, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := server.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cs.Close()
-		_ = ss.Close()
-	})
+	cs := session(t, srv, cfg, token, backend, opts)
 	b := &bundle{srv: srv, token: token, client: c, cs: cs, tools: map[string]*mcp.Tool{},
 		out: map[string]*jsonschema.Resolved{}, calls: log}
 	b.loadTools(t)

@@ -151,9 +151,9 @@ func truncationNote(f *File, r *textRead, head, tail int, budget int64) string {
 	shown := fmt.Sprintf("bytes %d-%d of %d", r.Start, r.End, r.Size)
 	switch {
 	case head > 0:
-		return fmt.Sprintf("[Truncated: %s has more than fits in one read of %d bytes; this is %s, fewer than the %d lines asked for. Ask for fewer lines with head, or read the end with tail.]", f.Path, budget, shown, head)
+		return fmt.Sprintf("[Truncated: %s has more than fits in one read of %d bytes; this is %s, fewer than the %d lines asked for. Ask for fewer lines with head, read the end with tail, or call share_file for a URL that serves the whole file.]", f.Path, budget, shown, head)
 	case tail > 0:
-		return fmt.Sprintf("[Truncated: %s has more than fits in one read of %d bytes; this is %s, fewer than the %d lines asked for. Ask for fewer lines with tail, or read the start with head.]", f.Path, budget, shown, tail)
+		return fmt.Sprintf("[Truncated: %s has more than fits in one read of %d bytes; this is %s, fewer than the %d lines asked for. Ask for fewer lines with tail, read the start with head, or call share_file for a URL that serves the whole file.]", f.Path, budget, shown, tail)
 	}
-	return fmt.Sprintf("[Truncated: %s is %d bytes and one read returns at most %d; this is %s. Call read_text_file with head=N or tail=N (a number of lines) to read its start or its end; the middle of a file this large cannot be read as text through these tools.]", f.Path, r.Size, budget, shown)
+	return fmt.Sprintf("[Truncated: %s is %d bytes and one read returns at most %d; this is %s. Call read_text_file with head=N or tail=N (a number of lines) to read its start or its end; for all of it, call share_file: it answers a URL that serves the whole file.]", f.Path, r.Size, budget, shown)
 }

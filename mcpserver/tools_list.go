@@ -382,8 +382,9 @@ func listRunFilesTool() *toolSpec {
 	}, func(ctx context.Context, tb *toolbox, in *listRunFilesIn, cc *callContext) (*reply[RunFiles], error) {
 		run, agent := in.RunID, in.AgentID
 		if run == "" && agent == "" {
-			if run = tb.opts.RunID; run == "" {
-				agent = tb.opts.AgentID
+			myAgent, myRun := tb.attribution(ctx)
+			if run = myRun; run == "" {
+				agent = myAgent
 			}
 		}
 		if run == "" && agent == "" {
@@ -426,4 +427,49 @@ func runFilesText(r RunFiles) string {
 		fmt.Fprintf(&b, "[More files: call list_run_files with the same arguments and cursor=%q for the next page.]", r.NextCursor)
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+type runSummaryIn struct {
+	RunID string `json:"run_id,omitempty" jsonschema:"the run to summarize (the X-Run-ID its requests carried); default: this session's run"`
+}
+
+func runSummaryTool() *toolSpec {
+	return define(&mcp.Tool{
+		Name: "run_summary",
+		Description: "Summarize what one run did to files: how many it created, replaced, deleted, restored, moved and reverted, the bytes it wrote, how many of its files are live now, " +
+			"its first and last write and its agents. Without run_id, this session's run. list_run_files lists the files themselves.",
+		Annotations: readOnly("Run summary"),
+	}, func(s *jsonschema.Schema) {
+		s.Properties["run_id"].MaxLength = ptr(agentfs.MaxTagValueLen)
+	}, func(ctx context.Context, tb *toolbox, in *runSummaryIn, cc *callContext) (*reply[Run], error) {
+		_, myRun := tb.attribution(ctx)
+		run := cmpOr(in.RunID, myRun)
+		if run == "" {
+			return nil, validation("run_id", "give run_id: this session has no run id of its own")
+		}
+		if !agentfs.ValidTagValue(run) {
+			return nil, validation("run_id", "1-128 characters of A-Z a-z 0-9 . _ : / = + @ -, starting with a letter or digit")
+		}
+		cc.runID = run
+		r, err := tb.b.Run(ctx, run)
+		if err != nil {
+			return nil, err
+		}
+		if r.AgentIDs == nil {
+			r.AgentIDs = []string{}
+		}
+		return &reply[Run]{Text: runText(r), Out: *r}, nil
+	})
+}
+
+func runText(r *Run) string {
+	c := r.Counts
+	agents := "no agent id"
+	if len(r.AgentIDs) > 0 {
+		agents = "agents " + strings.Join(r.AgentIDs, ", ")
+	}
+	return fmt.Sprintf("Run %s (%s), from %s to %s: created %d, replaced %d, deleted %d, restored %d, moved %d, reverted %d; "+
+		"%d bytes written; %d of the files it created or last wrote are live now. list_run_files lists the files it created.",
+		r.RunID, agents, r.FirstAt.Format(rfc3339), r.LastAt.Format(rfc3339), c.Created, c.Replaced, c.Deleted, c.Restored,
+		c.Moved, c.Reverted, r.BytesWritten, r.LiveFiles)
 }

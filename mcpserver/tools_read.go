@@ -317,6 +317,9 @@ func describeFile(f *File) string {
 	if f.PurgeAfter != nil {
 		line("purge_after", f.PurgeAfter.Format("2006-01-02T15:04:05Z07:00"))
 	}
+	if f.ExpiresAt != nil {
+		line("expires_at", f.ExpiresAt.Format("2006-01-02T15:04:05Z07:00"))
+	}
 	if f.Blocked {
 		line("blocked", true)
 	}

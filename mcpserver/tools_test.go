@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -21,7 +22,11 @@ import (
 func TestListTools(t *testing.T) {
 	b := setup(t, config{})
 	want := []string{"read_text_file", "read_media_file", "read_multiple_files", "write_file", "edit_file",
-		"list_directory", "directory_tree", "search_files", "get_file_info", "delete_file", "restore_file", "list_run_files"}
+		"list_directory", "directory_tree", "search_files", "get_file_info", "delete_file", "restore_file", "list_run_files",
+		"move_file", "file_history", "revert_file", "share_file", "run_summary"}
+	if len(want) != 17 {
+		t.Fatalf("%d tools expected", len(want))
+	}
 	var got []string
 	for name := range b.tools {
 		got = append(got, name)
@@ -37,9 +42,10 @@ func TestListTools(t *testing.T) {
 		t.Fatalf("ToolNames %v, want %v", names, want)
 	}
 	readOnly := map[string]bool{"read_text_file": true, "read_media_file": true, "read_multiple_files": true,
-		"list_directory": true, "directory_tree": true, "search_files": true, "get_file_info": true, "list_run_files": true}
-	destructive := map[string]bool{"write_file": true, "edit_file": true, "delete_file": true}
-	idempotent := map[string]bool{"write_file": true, "delete_file": true, "restore_file": true}
+		"list_directory": true, "directory_tree": true, "search_files": true, "get_file_info": true, "list_run_files": true,
+		"file_history": true, "run_summary": true}
+	destructive := map[string]bool{"write_file": true, "edit_file": true, "delete_file": true, "revert_file": true}
+	idempotent := map[string]bool{"write_file": true, "delete_file": true, "restore_file": true, "revert_file": true}
 	for name, tool := range b.tools {
 		t.Run(name, func(t *testing.T) {
 			a := tool.Annotations
@@ -161,10 +167,38 @@ func TestWriteAndReadText(t *testing.T) {
 		b.fail(t, "edit_file", map[string]any{"path": "nope.md", "edits": []any{map[string]any{"oldText": "a", "newText": "b"}}}, "NOT_FOUND")
 	})
 
-	t.Run("ExpiryIsRefusedUntilTheServerSupportsIt", func(t *testing.T) {
-		p, _ := b.fail(t, "write_file", map[string]any{"path": "exp.txt", "content": "x", "expires_in": 3600}, "VALIDATION_FAILED")
-		if len(p.Errors) != 1 || p.Errors[0].Field != "expires_in" || len(b.liveFiles(t, "exp.txt")) != 0 {
-			t.Fatalf("problem %+v", p)
+	t.Run("ExpiresIn", func(t *testing.T) {
+		var f mcpserver.File
+		res := b.ok(t, "write_file", map[string]any{"path": "exp.txt", "content": "scratch", "expires_in": 3600}, &f)
+		// The server sets expires_at and updated_at from one clock reading.
+		if f.ExpiresAt == nil || f.ExpiresAt.Sub(f.UpdatedAt) != time.Hour {
+			t.Fatalf("expires_at %v, updated_at %v", f.ExpiresAt, f.UpdatedAt)
+		}
+		if !strings.Contains(text(res), "It expires at "+f.ExpiresAt.Format(time.RFC3339)) {
+			t.Fatalf("text %s", text(res))
+		}
+		live := b.liveFiles(t, "exp.txt")
+		if len(live) != 1 || live[0].ExpiresAt == nil || !live[0].ExpiresAt.Equal(*f.ExpiresAt) {
+			t.Fatalf("stored %+v", live)
+		}
+		var info mcpserver.FileInfo
+		res = b.ok(t, "get_file_info", map[string]any{"path": "exp.txt"}, &info)
+		if info.File.ExpiresAt == nil || !strings.Contains(text(res), "expires_at: "+f.ExpiresAt.Format(time.RFC3339)) {
+			t.Fatalf("info %s", text(res))
+		}
+		var kept, renewed mcpserver.File
+		b.ok(t, "write_file", map[string]any{"path": "exp.txt", "content": "scratch 2", "if_exists": "replace"}, &kept)
+		if kept.ExpiresAt == nil || !kept.ExpiresAt.Equal(*f.ExpiresAt) {
+			t.Fatalf("a replace without expires_in changed expires_at: %v, was %v", kept.ExpiresAt, f.ExpiresAt)
+		}
+		b.ok(t, "write_file", map[string]any{"path": "exp.txt", "content": "scratch 3", "if_exists": "replace", "expires_in": 60}, &renewed)
+		if renewed.ExpiresAt == nil || renewed.ExpiresAt.Sub(renewed.UpdatedAt) != time.Minute {
+			t.Fatalf("expires_in 60 on a replace: %v, updated %v", renewed.ExpiresAt, renewed.UpdatedAt)
+		}
+		var plain mcpserver.File
+		res = b.ok(t, "write_file", map[string]any{"path": "no-exp.txt", "content": "x"}, &plain)
+		if plain.ExpiresAt != nil || strings.Contains(text(res), "expires") {
+			t.Fatalf("a file without expires_in: %+v %s", plain, text(res))
 		}
 	})
 }
@@ -183,7 +217,8 @@ func TestReadLimits(t *testing.T) {
 		if !tf.Truncated || len(tf.Content) != 1024 || tf.Start != 0 || tf.End != 1024 || tf.SizeBytes != int64(long.Len()) {
 			t.Fatalf("read %+v", tf)
 		}
-		if !strings.Contains(text(res), "[Truncated: big.log is 1800 bytes") || !strings.Contains(tf.Note, "tail=N") {
+		if !strings.Contains(text(res), "[Truncated: big.log is 1800 bytes") || !strings.Contains(tf.Note, "tail=N") ||
+			!strings.Contains(tf.Note, "share_file") {
 			t.Fatalf("note %q", tf.Note)
 		}
 		b.ok(t, "read_text_file", map[string]any{"path": "big.log", "tail": 3}, &tf)
@@ -217,7 +252,7 @@ func TestReadLimits(t *testing.T) {
 	t.Run("RefusesBinaryAsText", func(t *testing.T) {
 		b.put(t, "img.bin", []byte{0x89, 'P', 'N', 'G', 0xff, 0xfe, 0, 1}, "application/octet-stream")
 		_, msg := b.fail(t, "read_text_file", map[string]any{"path": "img.bin"}, "UNSUPPORTED_MEDIA_TYPE")
-		if !strings.Contains(msg, "read_media_file") {
+		if !strings.Contains(msg, "read_media_file") || !strings.Contains(msg, "share_file") {
 			t.Fatalf("text %s", msg)
 		}
 		var mf mcpserver.MultipleFiles
@@ -493,14 +528,26 @@ func TestReadOnlyToken(t *testing.T) {
 		{"edit_file", map[string]any{"path": "ro/a.txt", "edits": []any{map[string]any{"oldText": "hello", "newText": "bye"}}}},
 		{"delete_file", map[string]any{"path": "ro/a.txt"}},
 		{"restore_file", map[string]any{"file_id": f.ID}},
+		{"move_file", map[string]any{"source": "ro/a.txt", "destination": "ro/moved.txt"}},
+		{"revert_file", map[string]any{"path": "ro/a.txt", "version": 1}},
+		{"share_file", map[string]any{"path": "ro/a.txt"}},
 	} {
 		_, msg := ro.fail(t, c.tool, c.args, "FORBIDDEN")
 		if !strings.Contains(msg, "write scope") {
 			t.Fatalf("%s: %s", c.tool, msg)
 		}
 	}
-	if rw.content(t, "ro/a.txt") != "hello" || len(rw.liveFiles(t, "ro/b.txt")) != 0 {
+	if rw.content(t, "ro/a.txt") != "hello" || len(rw.liveFiles(t, "ro/b.txt")) != 0 || len(rw.liveFiles(t, "ro/moved.txt")) != 0 {
 		t.Fatal("a read-only token wrote")
+	}
+	links, err := rw.client.Links(context.Background(), f.ID)
+	if err != nil || len(links) != 0 {
+		t.Fatalf("a read-only token made a link: %v %+v", err, links)
+	}
+	var h mcpserver.FileHistory
+	ro.ok(t, "file_history", map[string]any{"path": "ro/a.txt"}, &h)
+	if len(h.Versions) != 1 || h.Versions[0].Version != 1 || !h.Versions[0].Current {
+		t.Fatalf("read-only history %+v", h)
 	}
 }
 
@@ -813,6 +860,14 @@ func TestProtocolErrorsAndCounting(t *testing.T) {
 		{"edit_file", map[string]any{"path": "a", "edits": []any{map[string]any{"oldText": "x"}}}},
 		{"search_files", map[string]any{"path": "", "pattern": ""}},
 		{"read_text_file", []any{"a"}}, // not an object
+		{"move_file", map[string]any{"source": "a"}},
+		{"file_history", map[string]any{"path": "a", "limit": 5}},
+		{"revert_file", map[string]any{"path": "a", "version": 0}},
+		{"revert_file", map[string]any{"path": "a"}},
+		{"share_file", map[string]any{"path": "a", "expires_in": 59}},
+		{"share_file", map[string]any{"path": "a", "expires_in": 604801}},
+		{"share_file", map[string]any{"path": "a", "version": -1}},
+		{"run_summary", map[string]any{"run_id": strings.Repeat("r", 129)}},
 	} {
 		err := b.protocolError(t, c.tool, c.args)
 		if !strings.Contains(err.Error(), "arguments") {
@@ -822,7 +877,7 @@ func TestProtocolErrorsAndCounting(t *testing.T) {
 	b.ok(t, "list_directory", map[string]any{"path": ""}, nil)
 	b.fail(t, "get_file_info", map[string]any{"path": "missing"}, "NOT_FOUND")
 	calls := b.calls.all()
-	want := 12
+	want := 20
 	for i, c := range calls[:want] {
 		if !strings.HasSuffix(c, " protocol_error") {
 			t.Fatalf("call %d counted %q", i, c)

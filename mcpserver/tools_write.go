@@ -11,10 +11,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// keyPattern is the Idempotency-Key syntax (DESIGN §6).
+// keyPattern is the Idempotency-Key syntax (the idempotency rules).
 const keyPattern = `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`
 
-// Expiry bounds of expires_in (DESIGN §13).
+// Expiry bounds of expires_in (lifecycle).
 const (
 	minExpiresIn = 60
 	maxExpiresIn = 365 * 24 * 3600
@@ -25,7 +25,7 @@ type writeFileIn struct {
 	Content        string `json:"content" jsonschema:"the whole new content, as UTF-8 text"`
 	IfExists       string `json:"if_exists,omitempty" jsonschema:"error (the default): fail with PATH_EXISTS if a file is there; replace: overwrite it, keeping its id"`
 	ExpectedETag   string `json:"expected_etag,omitempty" jsonschema:"replace only if the file still has this etag (from get_file_info or read_text_file), so another writer's change is never overwritten"`
-	ExpiresIn      int64  `json:"expires_in,omitempty" jsonschema:"seconds until the file expires (60 to 31536000); omit to keep it"`
+	ExpiresIn      int64  `json:"expires_in,omitempty" jsonschema:"seconds until the file expires (60 to 31536000) and counts as deleted, for scratch output; omit to keep the file's expiry (none for a new file)"`
 	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"names this write: repeating the call with the same key and arguments never writes twice and returns the first result"`
 }
 
@@ -62,7 +62,11 @@ func writeFileTool() *toolSpec {
 		if err != nil {
 			return nil, err
 		}
-		return &reply[File]{Text: "Wrote " + summarize(f), Out: *f}, nil
+		text := "Wrote " + summarize(f)
+		if f.ExpiresAt != nil {
+			text += fmt.Sprintf(" It expires at %s: from then on it counts as deleted.", f.ExpiresAt.Format(rfc3339))
+		}
+		return &reply[File]{Text: text, Out: *f}, nil
 	})
 }
 
@@ -200,7 +204,7 @@ func runEdit(ctx context.Context, tb *toolbox, in *editFileIn, cc *callContext) 
 }
 
 // editReplay answers an edit whose idempotency key already holds an
-// outcome (DESIGN §6: the same key answers the recorded result): nil, nil
+// outcome (the idempotency rules: the same key answers the recorded result): nil, nil
 // when the key holds nothing, so the edit runs.
 func (tb *toolbox) editReplay(ctx context.Context, p, key string) (*reply[EditResult], error) {
 	op, err := tb.b.Operation(ctx, key)

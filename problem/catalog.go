@@ -50,7 +50,7 @@ type Kind struct {
 	// Recorded says whether a keyed write that ends in this problem keeps
 	// it under its Idempotency-Key (it was decided against stored state, so
 	// repeating the request answers the same) or releases the key (it may
-	// pass when repeated). DESIGN §6.
+	// pass when repeated).
 	Recorded bool `json:"-"`
 }
 
@@ -105,7 +105,7 @@ func init() {
 	}
 }
 
-// recorded lists the outcomes a keyed write keeps under its key (DESIGN §6:
+// recorded lists the outcomes a keyed write keeps under its key (the idempotency rules:
 // 404, 409, 412, 451 and the 422s decided against stored state). Every other
 // failure releases the key; OPERATION_IN_PROGRESS and IDEMPOTENCY_CONFLICT
 // never run the write at all.

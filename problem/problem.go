@@ -269,12 +269,24 @@ func Encode(p *Problem) []byte {
 	return b
 }
 
+// instanceKey is where a handler leaves the instance its request's
+// problems show instead of the request path.
+const instanceKey = "problem.instance"
+
+// SetInstance makes every problem the request answers show instance (a
+// route template) instead of the request path, for a path that holds a
+// secret, such as a share link's.
+func SetInstance(c echo.Context, instance string) { c.Set(instanceKey, instance) }
+
 // Write sends p as the response.
 func Write(c echo.Context, p *Problem) {
 	out := *p
 	out.RequestID = c.Response().Header().Get(RequestIDHeader)
 	if out.Instance == "" {
 		out.Instance = c.Request().URL.Path
+		if v, ok := c.Get(instanceKey).(string); ok {
+			out.Instance = v
+		}
 	}
 	h := c.Response().Header()
 	// Headers set for the representation the handler meant to send do not

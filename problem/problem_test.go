@@ -20,7 +20,7 @@ import (
 	"github.com/agentfs/agentfs/problem"
 )
 
-// designCodes is the table of DESIGN §9: every code and its status.
+// designCodes is the table of the error contract: every code and its status.
 var designCodes = map[string]int{
 	problem.InvalidRequest:         400,
 	problem.InvalidHeader:          400,
@@ -37,6 +37,8 @@ var designCodes = map[string]int{
 	problem.UploadCompleted:        409,
 	problem.UploadAborted:          409,
 	problem.UploadExpired:          409,
+	problem.ChangedSinceRun:        409,
+	problem.CursorExpired:          410,
 	problem.LengthRequired:         411,
 	problem.PreconditionFailed:     412,
 	problem.PayloadTooLarge:        413,
@@ -54,7 +56,7 @@ var designCodes = map[string]int{
 	problem.StorageUnavailable:     503,
 }
 
-// wantRetryable is the rule of DESIGN §9.
+// wantRetryable is the rule of the error contract.
 func wantRetryable(status int, code string) bool {
 	return status == 408 || status == 429 || status >= 500 || code == problem.OperationInProgress
 }
@@ -65,11 +67,11 @@ func TestCatalog(t *testing.T) {
 		t.Parallel()
 		kinds := problem.Kinds()
 		if len(kinds) != len(designCodes) {
-			t.Fatalf("catalog has %d codes, DESIGN §9 has %d", len(kinds), len(designCodes))
+			t.Fatalf("catalog has %d codes, the error contract has %d", len(kinds), len(designCodes))
 		}
 		for _, k := range kinds {
 			if _, ok := designCodes[k.Code]; !ok {
-				t.Errorf("catalog code %s is not in DESIGN §9", k.Code)
+				t.Errorf("catalog code %s is not in the error contract", k.Code)
 			}
 		}
 	})
@@ -257,7 +259,7 @@ func TestFrom(t *testing.T) {
 				t.Errorf("From(%v) unexpected = %v, want %v", tc.err, unexpected, tc.unexpected)
 			}
 			if p.Type != "/problems/"+p.Code || p.Retryable != wantRetryable(p.Status, p.Code) {
-				t.Errorf("From(%v) = %+v: type or retryable breaks DESIGN §9", tc.err, p)
+				t.Errorf("From(%v) = %+v: type or retryable breaks the error contract", tc.err, p)
 			}
 			if strings.Contains(p.Detail, "hunter2") || strings.Contains(p.Detail, "10.0.0.7") {
 				t.Errorf("From(%v) leaks the error text in detail %q", tc.err, p.Detail)

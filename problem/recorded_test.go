@@ -6,7 +6,7 @@ import (
 	"github.com/agentfs/agentfs/problem"
 )
 
-// TestRecorded holds the catalog to DESIGN §6's table: what a keyed write
+// TestRecorded holds the catalog to the idempotency rules' table: what a keyed write
 // keeps under its key and what releases it.
 func TestRecorded(t *testing.T) {
 	t.Parallel()

@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 #
-# Measure AgentFS against direct minio-go on throwaway servers (DESIGN §11).
+# Measure AgentFS against direct minio-go on throwaway servers (the performance budgets).
 #
-#   scripts/bench.sh                       # DESIGN sizes (a few minutes)
+#   scripts/bench.sh                       # full sizes (a few minutes)
 #   BENCH_QUICK=1 scripts/bench.sh         # small sizes, about a minute
 #   scripts/bench.sh -only upload,download # extra arguments go to the bench program
+#
+#   scripts/bench.sh -h                    # the flags and measurements (starts nothing)
 #
 # Starts Postgres and versitygw (S3; AGENTFS_S3_SERVER=minio for MinIO) on free ports in a temporary directory,
 # builds bin/agentfs, migrates, creates a token, starts `agentfs serve` on a
 # free port, runs `go run ./bench` against it and stops everything again.
 # All traffic stays on 127.0.0.1. Postgres runs as in make test (fsync off):
 # versitygw does not fsync either, so neither store pays for durability the
-# other skips. The per-subject rate limit and byte quota are turned off.
+# other skips; it also records commit timestamps (track_commit_timestamp),
+# from which the event delivery measurement takes each event's commit
+# instant. The per-subject rate limit and byte quota are turned off, and the
+# batch body limit is raised so that 1000 items of 64 KiB fit in one batch.
 # BENCH_KEEP=1 keeps the temporary directory (data and logs).
 set -euo pipefail
 
@@ -21,12 +26,23 @@ cd "$REPO_ROOT"
 
 BENCH_ARGS=("$@")
 
+# Help needs no servers.
+for arg in "${BENCH_ARGS[@]}"; do
+	case "$arg" in
+	-h | -help | --help)
+		exec go run ./bench -h
+		;;
+	esac
+done
+
 ensure_deps pg s3
 
 BENCH_TMP=""
 pg_dir=""
 s3_dir=""
 agentfs_pid=""
+pg_pid=""
+s3_pid=""
 
 # shellcheck disable=SC2317 # invoked via trap
 cleanup() {
@@ -36,6 +52,10 @@ cleanup() {
 	[[ -n "$agentfs_pid" ]] && stop_pid "$agentfs_pid" agentfs 20
 	[[ -n "$s3_dir" ]] && s3_stop "$s3_dir"
 	[[ -n "$pg_dir" ]] && pg_stop "$pg_dir"
+	# The helpers find the servers through files in the temporary
+	# directory; should it have gone meanwhile, stop them by pid.
+	[[ -n "$s3_pid" ]] && stop_pid "$s3_pid" "$S3_SERVER" 15
+	[[ -n "$pg_pid" ]] && stop_pid "$pg_pid" postgres 30
 	if [[ -n "$BENCH_TMP" ]]; then
 		if [[ "${BENCH_KEEP:-}" == 1 ]]; then
 			log "kept $BENCH_TMP (BENCH_KEEP=1)"
@@ -71,6 +91,14 @@ for attempt in 1 2 3; do
 	log "retrying Postgres on another port ..."
 done
 
+# Commit timestamps are a server setting: set it, then start again.
+psql -X -q -h 127.0.0.1 -p "$pg_port" -U agentfs -d postgres \
+	-c 'ALTER SYSTEM SET track_commit_timestamp = on' >/dev/null ||
+	die "could not turn on track_commit_timestamp"
+pg_stop "$pg_dir"
+(pg_start "$pg_dir" "$pg_port" test) || die "could not restart Postgres with track_commit_timestamp"
+pg_pid=$(head -n 1 "$pg_dir/postmaster.pid" 2>/dev/null || true)
+
 s3_dir=$BENCH_TMP/s3
 s3_port=""
 for attempt in 1 2 3; do
@@ -82,7 +110,6 @@ for attempt in 1 2 3; do
 	log "retrying $S3_SERVER on another port ..."
 done
 s3_pid=$(cat "$LOG_DIR/$S3_SERVER.pid" 2>/dev/null || true)
-pg_pid=$(head -n 1 "$pg_dir/postmaster.pid" 2>/dev/null || true)
 
 export AGENTFS_DATABASE_URL="postgres://agentfs@127.0.0.1:$pg_port/agentfs?sslmode=disable"
 export AGENTFS_S3_ENDPOINT="127.0.0.1:$s3_port"
@@ -95,8 +122,9 @@ export AGENTFS_LOG_LEVEL=warn
 # The benchmark measures throughput, not the per-subject limits.
 export AGENTFS_RATE_LIMIT=0
 export AGENTFS_QUOTA_BYTES=0
-# The batch of 1000 × 64 KiB items is a 64 MiB request body.
-export AGENTFS_BATCH_MAX_BYTES=134217728
+export AGENTFS_MAX_VERSIONS=100000 # the versions line seeds 10 k versions of one file
+# 1000 items of 64 KiB are about 64 MiB of JSON (the default allows 32 MiB).
+export AGENTFS_BATCH_MAX_BYTES=$((128 << 20))
 
 bin/agentfs migrate
 token=$(bin/agentfs token create --subject bench | tail -n 1 | tr -d '[:space:]')
@@ -140,7 +168,7 @@ echo "bench servers: AgentFS $AGENTFS_PUBLIC_URL (pid $agentfs_pid), postgres 12
 
 set +e
 AGENTFS_URL=$AGENTFS_PUBLIC_URL AGENTFS_TOKEN=$token \
-	BENCH_SERVER_PID=$agentfs_pid BENCH_S3_PID=$s3_pid BENCH_S3_NAME=$S3_SERVER BENCH_PG_PID=$pg_pid \
+	BENCH_SERVER_PID=$agentfs_pid BENCH_S3_PID=$s3_pid BENCH_S3_NAME=$S3_SERVER \
 	go run ./bench "${BENCH_ARGS[@]}"
 status=$?
 set -e

@@ -3,7 +3,7 @@
 # Helpers shared by scripts/run.sh and scripts/test.sh. Source this file;
 # do not execute it.
 #
-#   ensure_deps [pg] [s3] [python]    install Postgres server binaries (apt),
+#   ensure_deps [pg] [s3] [python] [jq] install Postgres server binaries (apt),
 #                                     the S3 server (go install into ./bin) and
 #                                     Debian's python3 with what the Python SDK
 #                                     tests need (apt) when missing; no
@@ -130,7 +130,8 @@ _apt_install() {
 		die "apt-get install $* failed"
 }
 
-# ensure_deps [pg] [s3] [python]: with no arguments ensures all.
+# ensure_deps [pg] [s3] [python] [jq]: with no arguments ensures all but jq
+# (which only the README's examples use).
 ensure_deps() {
 	local want_pg=0 want_s3=0 want_python=0 a
 	if (($# == 0)); then
@@ -143,6 +144,7 @@ ensure_deps() {
 		pg) want_pg=1 ;;
 		s3) want_s3=1 ;;
 		python) want_python=1 ;;
+		jq) command -v jq >/dev/null 2>&1 || _apt_install jq ;;
 		*) die "ensure_deps: unknown argument $a" ;;
 		esac
 	done
@@ -344,7 +346,8 @@ pg_start() {
 
 	if ! _pg_running "$dir"; then
 		if port_in_use "$port"; then
-			die "port $port on 127.0.0.1 is already in use; cannot start Postgres there"
+			log "error: port $port on 127.0.0.1 is already in use; cannot start Postgres there"
+			return 1
 		fi
 		# Unix socket inside the data dir; disabled when the path would be
 		# too long for a socket address (TCP is what clients use anyway).
@@ -478,7 +481,8 @@ s3_start() {
 	rm -f "$_s3_pidfile" "$_s3_portfile"
 
 	if port_in_use "$port"; then
-		die "port $port on 127.0.0.1 is already in use; cannot start $S3_SERVER there"
+		log "error: port $port on 127.0.0.1 is already in use; cannot start $S3_SERVER there"
+		return 1
 	fi
 
 	# The root is passed with a trailing slash: versitygw rejects a sidecar

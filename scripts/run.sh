@@ -13,6 +13,7 @@
 # then makes more tokens against the same database.
 #
 # Environment (all optional):
+#   AGENTFS_DEV_DATA_DIR  where the data lives (default .data)
 #   AGENTFS_DEV_PG_PORT   Postgres port (default 54329)
 #   AGENTFS_DEV_S3_PORT   S3 server port (default 7070)
 #   AGENTFS_*             passed to agentfs as set; defaults are filled in
@@ -25,7 +26,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 
-DATA_DIR=$REPO_ROOT/.data
+DATA_DIR=$(_abspath "${AGENTFS_DEV_DATA_DIR:-$REPO_ROOT/.data}")
 LOG_DIR=$DATA_DIR/log
 PG_DIR=$DATA_DIR/pg
 S3_DIR=$DATA_DIR/s3 # versitygw keeps its metadata in $S3_DIR-sidecar

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 #
-# Run the Go test suite, then the Python SDK's, against throwaway servers.
+# Run the Go test suite, then the Python SDK's, against throwaway servers,
+# then the README's examples against a fresh make run (scripts/readme-check.sh).
 #
-#   scripts/test.sh                      # go test ./..., then pytest sdk/python
-#   scripts/test.sh ./handlers/ -run X   # extra arguments go to go test
+#   scripts/test.sh                      # go test ./..., pytest sdk/python, the README
+#   scripts/test.sh ./handlers/ -run X   # extra arguments go to go test (no README check)
 #
 # Starts a temporary Postgres and versitygw (S3) on free ports, exports
 # AGENTFS_TEST_* for the tests, runs go test, then installs sdk/python into a
 # venv (Debian's python3 and packages; see ensure_deps) and runs its pytest
 # suite against the same servers, and stops everything again. The exit
-# status fails if either suite failed. AGENTFS_TEST_PYTHON=0 skips the
-# Python suite (scripts/fuzz.sh runs go test only).
+# status fails if any part failed. AGENTFS_TEST_PYTHON=0 skips the Python
+# suite and the README check (scripts/fuzz.sh runs go test only);
+# AGENTFS_TEST_README=0 skips the README check alone.
 # If AGENTFS_TEST_DATABASE_URL or AGENTFS_TEST_S3_ENDPOINT is already set,
 # that server is used instead of starting one. AGENTFS_TEST_KEEP=1 keeps
 # the temporary directory (server data and logs) for inspection.
@@ -33,6 +35,9 @@ start_s3=1
 
 run_python=1
 [[ "${AGENTFS_TEST_PYTHON:-1}" == 0 ]] && run_python=0
+run_readme=$run_python
+(($# == 0)) || run_readme=0
+[[ "${AGENTFS_TEST_README:-1}" == 0 ]] && run_readme=0
 
 deps=()
 ((start_pg)) && deps+=(pg)
@@ -76,10 +81,16 @@ s3_where=""
 used_ports=()
 
 if ((start_pg)); then
-	pg_port=$(free_port)
-	used_ports+=("$pg_port")
 	pg_dir=$TEST_TMP/pg
-	pg_start "$pg_dir" "$pg_port" test
+	# A free port can be taken by someone else before Postgres binds it:
+	# then try another.
+	for attempt in 1 2 3; do
+		pg_port=$(free_port)
+		pg_start "$pg_dir" "$pg_port" test && break
+		((attempt < 3)) || die "Postgres did not start"
+		log "Postgres could not start on port $pg_port; trying another port"
+	done
+	used_ports+=("$pg_port")
 	export AGENTFS_TEST_DATABASE_URL="postgres://agentfs@127.0.0.1:$pg_port/agentfs?sslmode=disable"
 	pg_where="postgres 127.0.0.1:$pg_port (throwaway)"
 else
@@ -88,11 +99,15 @@ else
 fi
 
 if ((start_s3)); then
-	s3_port=$(free_port "${used_ports[@]}")
 	s3_dir=$TEST_TMP/s3
 	export AGENTFS_TEST_S3_ACCESS_KEY="agentfs-test"
 	export AGENTFS_TEST_S3_SECRET_KEY="agentfs-test-secret"
-	s3_start "$s3_dir" "$s3_port" "$AGENTFS_TEST_S3_ACCESS_KEY" "$AGENTFS_TEST_S3_SECRET_KEY"
+	for attempt in 1 2 3; do
+		s3_port=$(free_port "${used_ports[@]}")
+		s3_start "$s3_dir" "$s3_port" "$AGENTFS_TEST_S3_ACCESS_KEY" "$AGENTFS_TEST_S3_SECRET_KEY" && break
+		((attempt < 3)) || die "$S3_SERVER did not start"
+		log "$S3_SERVER could not start on port $s3_port; trying another port"
+	done
 	export AGENTFS_TEST_S3_ENDPOINT="127.0.0.1:$s3_port"
 	export AGENTFS_TEST_S3_USE_SSL=false
 	export AGENTFS_TEST_S3_REGION=us-east-1
@@ -125,6 +140,18 @@ if ((run_python)); then
 	if ((py_status != 0)); then
 		log "Python SDK tests failed (status $py_status)"
 		((status != 0)) || status=$py_status
+	fi
+fi
+
+if ((run_readme)); then
+	echo "==> README.md's examples, in order, against a fresh make run"
+	set +e
+	README_CHECK_PYTHON="$TEST_TMP/py-venv/bin/python" scripts/readme-check.sh README.md
+	readme_status=$?
+	set -e
+	if ((readme_status != 0)); then
+		log "README check failed (status $readme_status)"
+		((status != 0)) || status=$readme_status
 	fi
 fi
 exit "$status"

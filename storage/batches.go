@@ -121,6 +121,8 @@ func (s *Store) AwaitBatch(ctx context.Context, subject, id string, wait time.Du
 				return nil, ctx.Err()
 			case <-deadline.C:
 				return s.Batch(ctx, subject, id)
+			case <-s.draining:
+				return s.Batch(ctx, subject, id)
 			case payload := <-ended:
 				woken = payload == id || payload == ""
 			case <-time.After(3 * time.Second):

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/multitracer"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -36,15 +37,27 @@ var migrations embed.FS
 
 // openPool connects to Postgres and checks that it answers.
 // Each statement is bounded by statementTimeout (see statementBound) when
-// bounded is set; pings of idle connections always are.
-func openPool(ctx context.Context, url string, maxConns int32, statementTimeout time.Duration, bounded bool) (*pgxpool.Pool, error) {
+// bounded is set; pings of idle connections always are. observers hear
+// every statement after the bound (Config.Tracers).
+func openPool(ctx context.Context, url string, maxConns int32, statementTimeout time.Duration, bounded bool, observers ...pgx.QueryTracer) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	var tracers []pgx.QueryTracer
 	if bounded {
-		cfg.ConnConfig.Tracer = statementBound{limit: statementTimeout}
+		tracers = append(tracers, statementBound{limit: statementTimeout})
+	}
+	tracers = append(tracers, observers...)
+	switch len(tracers) {
+	case 0:
+	case 1:
+		cfg.ConnConfig.Tracer = tracers[0]
+	default:
+		// pgx takes one tracer. The bound comes first, so each observer
+		// runs under the context that carries the statement's deadline.
+		cfg.ConnConfig.Tracer = multitracer.New(tracers...)
 	}
 	cfg.PingTimeout = statementTimeout
 	if maxConns > 0 {

@@ -18,23 +18,17 @@ import (
 // (a trigger on events notifies it).
 const ChannelEvents = "agentfs_events"
 
-// eventColumns name xid's text form xid_text: a plain xid::text would be
-// an output column named xid, and ORDER BY xid would then sort as text.
-const eventColumns = `xid::text AS xid_text, seq, id, subject, type, file_id, path, coalesce(previous_path, ''),
+const eventColumns = `pos, id, subject, type, file_id, path, coalesce(previous_path, ''),
 	coalesce(version, 0), coalesce(size_bytes, 0), coalesce(sha256, ''), coalesce(agent_id, ''), coalesce(run_id, ''),
 	coalesce(idempotency_key, ''), coalesce(request_id, ''), coalesce(batch_id, ''), at`
 
 func scanEvent(row pgx.Row) (*agentfs.Event, error) {
 	var e agentfs.Event
-	var xid string
-	err := row.Scan(&xid, &e.Position.Seq, &e.ID, &e.Subject, &e.Type, &e.FileID, &e.Path, &e.PreviousPath,
+	err := row.Scan(&e.Position, &e.ID, &e.Subject, &e.Type, &e.FileID, &e.Path, &e.PreviousPath,
 		&e.Version, &e.SizeBytes, &e.SHA256, &e.Origin.By.AgentID, &e.Origin.By.RunID,
 		&e.Origin.Key, &e.Origin.RequestID, &e.Origin.BatchID, &e.At)
 	if err != nil {
 		return nil, Translate(err)
-	}
-	if e.Position.Xid, err = strconv.ParseUint(xid, 10, 64); err != nil {
-		return nil, fmt.Errorf("event xid %q: %w", xid, err)
 	}
 	return &e, nil
 }
@@ -42,12 +36,10 @@ func scanEvent(row pgx.Row) (*agentfs.Event, error) {
 // ListEvents returns up to filter.Limit of the subject's events after the
 // filter's cursor, oldest first, and the cursor to continue from.
 //
-// Only events of transactions older than every transaction still running
-// are handed out (pg_snapshot_xmin of the statement's snapshot): such a
-// transaction has committed or rolled back, so no event can ever appear
-// before the position a page ends at. A follower of the cursors therefore
-// never skips an event that commits late, and never sees one twice. A
-// transaction held open holds the feed back until it ends; nothing is lost.
+// Positions are handed out in commit order with no holes (the events_pos
+// trigger of migration 009), so no event can ever appear before the
+// position a page ends at: a follower of the cursors never skips an event
+// that commits late, and never sees one twice.
 func (s *Store) ListEvents(ctx context.Context, subject string, filter agentfs.EventFilter) ([]*agentfs.Event, agentfs.EventCursor, error) {
 	next := agentfs.EventCursor{Subject: subject, At: time.Now().UTC()}
 	if filter.After != nil {
@@ -56,8 +48,8 @@ func (s *Store) ListEvents(ctx context.Context, subject string, filter agentfs.E
 			return nil, next, agentfs.ErrCursorExpired
 		}
 	}
-	where := []string{"subject = $1", "(xid, seq) > ($2::text::xid8, $3)", "xid < pg_snapshot_xmin(pg_current_snapshot())"}
-	args := []any{subject, strconv.FormatUint(next.Position.Xid, 10), next.Position.Seq}
+	where := []string{"subject = $1", "pos > $2"}
+	args := []any{subject, next.Position}
 	add := func(cond string, v any) {
 		args = append(args, v)
 		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
@@ -79,7 +71,7 @@ func (s *Store) ListEvents(ctx context.Context, subject string, filter agentfs.E
 	}
 	args = append(args, filter.Limit)
 	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY events.xid, events.seq LIMIT $`+strconv.Itoa(len(args)), args...)
+		` ORDER BY pos LIMIT $`+strconv.Itoa(len(args)), args...)
 	if err != nil {
 		return nil, next, Translate(fmt.Errorf("list events: %w", err))
 	}
@@ -97,8 +89,8 @@ func (s *Store) ListEvents(ctx context.Context, subject string, filter agentfs.E
 
 // AwaitEvents is ListEvents that, when there is nothing to hand out yet,
 // waits up to wait for the subject's next events to commit (woken by the
-// events trigger's notification, and looking again every second, for a
-// transaction that held the feed back and ended without events).
+// events trigger's notification, and looking again every second in case a
+// notification was missed while the listener reconnected).
 func (s *Store) AwaitEvents(ctx context.Context, subject string, filter agentfs.EventFilter, wait time.Duration) ([]*agentfs.Event, agentfs.EventCursor, error) {
 	events, next, err := s.ListEvents(ctx, subject, filter)
 	if err != nil || len(events) > 0 || wait <= 0 {
@@ -122,6 +114,8 @@ func (s *Store) AwaitEvents(ctx context.Context, subject string, filter agentfs.
 			return nil, next, ctx.Err()
 		case <-deadline.C:
 			return nil, next, nil
+		case <-s.draining:
+			return nil, next, nil
 		case who := <-woke:
 			if who != mine && who != "" {
 				continue
@@ -132,20 +126,14 @@ func (s *Store) AwaitEvents(ctx context.Context, subject string, filter agentfs.
 }
 
 // EventsStart is a cursor at the current end of the subject's feed: its
-// follower gets what commits from now on (and possibly a few events that
-// committed just before, never fewer).
+// follower gets exactly what commits from now on.
 func (s *Store) EventsStart(ctx context.Context, subject string) (agentfs.EventCursor, error) {
-	var xmin string
-	if err := s.pool.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text`).Scan(&xmin); err != nil {
-		return agentfs.EventCursor{}, Translate(err)
-	}
-	x, err := strconv.ParseUint(xmin, 10, 64)
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT n FROM event_counters WHERE subject = $1), 0)`, subject).Scan(&n)
 	if err != nil {
-		return agentfs.EventCursor{}, fmt.Errorf("snapshot xmin %q: %w", xmin, err)
+		return agentfs.EventCursor{}, Translate(fmt.Errorf("events start: %w", err))
 	}
-	// Every event of a transaction below xmin is final: start just before
-	// the oldest transaction that may still add some.
-	return agentfs.EventCursor{Subject: subject, At: time.Now().UTC(), Position: agentfs.EventPosition{Xid: x - 1, Seq: 1<<63 - 1}}, nil
+	return agentfs.EventCursor{Subject: subject, At: time.Now().UTC(), Position: n}, nil
 }
 
 // SweepEvents removes events older than the retention, and reports how
@@ -154,8 +142,8 @@ func (s *Store) SweepEvents(ctx context.Context) (int64, error) {
 	const chunk = 5000
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, `DELETE FROM events WHERE (xid, seq) IN (
-			SELECT xid, seq FROM events WHERE at < now() - make_interval(secs => $1) LIMIT $2)`,
+		tag, err := s.pool.Exec(ctx, `DELETE FROM events WHERE (subject, pos) IN (
+			SELECT subject, pos FROM events WHERE at < now() - make_interval(secs => $1) LIMIT $2)`,
 			s.cfg.EventRetention.Seconds(), chunk)
 		if err != nil {
 			return total, Translate(fmt.Errorf("sweep events: %w", err))

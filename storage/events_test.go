@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -60,8 +59,8 @@ func allEvents(t *testing.T, store *storage.Store, subject string) map[string]bo
 	return out
 }
 
-// checkFeed holds what a follower got to the rows: each committed event
-// exactly once, in feed order.
+// checkFeed holds what a follower of the whole feed got to the rows: each
+// committed event exactly once, numbered 1, 2, 3… with no holes.
 func checkFeed(t *testing.T, store *storage.Store, subject string, got []*agentfs.Event) {
 	t.Helper()
 	committed := allEvents(t, store, subject)
@@ -71,11 +70,8 @@ func checkFeed(t *testing.T, store *storage.Store, subject string, got []*agentf
 			t.Fatalf("event %s handed out twice", e.ID)
 		}
 		seen[e.ID] = true
-		if i > 0 {
-			p, q := got[i-1].Position, e.Position
-			if p.Xid > q.Xid || p.Xid == q.Xid && p.Seq >= q.Seq {
-				t.Fatalf("events out of order at %d: %+v then %+v", i, p, q)
-			}
+		if e.Position != int64(i+1) {
+			t.Fatalf("event %d of the feed has position %d", i+1, e.Position)
 		}
 	}
 	for id := range committed {
@@ -109,8 +105,9 @@ func putAt(ctx context.Context, store *storage.Store, subject, path, body string
 // each while a follower pages through the feed with waits: the follower
 // ends with exactly the set of committed events, each once, in order.
 // Then again while one writer holds its transaction open across the
-// follower's reads, the case a plain sequence number gets wrong: that
-// transaction's event has the lowest position but commits last.
+// follower's reads, the case a number taken at insert gets wrong: that
+// transaction writes its event first but commits last, so its event must
+// come last, after the follower has already read past where it was written.
 func TestEventFeedHasNoGapsUnderConcurrentWriters(t *testing.T) {
 	ctx := context.Background()
 	const writers, writes = 8, 50
@@ -145,8 +142,8 @@ func TestEventFeedHasNoGapsUnderConcurrentWriters(t *testing.T) {
 		if err := putAt(ctx, store, "s", "held.txt", "v1"); err != nil {
 			t.Fatal(err)
 		}
-		// The held transaction writes its event first (the lowest position
-		// of what follows) and commits only after the others.
+		// The held transaction writes its event first and commits only
+		// after the others.
 		tx, err := store.Pool().Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -190,6 +187,9 @@ func TestEventFeedHasNoGapsUnderConcurrentWriters(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkFeed(t, store, "s", got)
+		if last := got[len(got)-1]; last.Type != agentfs.EventDeleted || last.FileID != f.ID {
+			t.Fatalf("the held transaction's event is not last: %s %s", last.Type, last.Path)
+		}
 	})
 }
 
@@ -222,9 +222,7 @@ func TestEventCursors(t *testing.T) {
 	if _, _, err := store.ListEvents(ctx, "alice", agentfs.EventFilter{After: &old, Limit: 10}); !errors.Is(err, agentfs.ErrCursorExpired) {
 		t.Fatalf("a cursor older than the retention: %v", err)
 	}
-	// "now" starts below the oldest transaction still running anywhere in
-	// the cluster: what commits later is never missed, and an event that
-	// committed a moment before may come too (other tests write meanwhile).
+	// "now" is the end of the feed: what commits later, and nothing else.
 	now, err := store.EventsStart(ctx, "alice")
 	if err != nil {
 		t.Fatal(err)
@@ -232,18 +230,111 @@ func TestEventCursors(t *testing.T) {
 	if err := putAt(ctx, store, "alice", "b.txt", "b"); err != nil {
 		t.Fatal(err)
 	}
-	var paths []string
-	for cur := &now; !slices.Contains(paths, "b.txt"); {
-		events, next, err := store.AwaitEvents(ctx, "alice", agentfs.EventFilter{After: cur, Limit: 10}, 10*time.Second)
-		if err != nil || len(events) == 0 {
-			t.Fatalf("after=now then a write: %+v %v", events, err)
-		}
-		for _, e := range events {
-			paths = append(paths, e.Path)
-		}
-		cur = &next
+	events, _, err := store.AwaitEvents(ctx, "alice", agentfs.EventFilter{After: &now, Limit: 10}, 10*time.Second)
+	if err != nil || len(events) != 1 || events[0].Path != "b.txt" {
+		t.Fatalf("after=now then a write of b.txt: %+v %v", events, err)
 	}
-	if paths[len(paths)-1] != "b.txt" || len(paths) > 2 || len(paths) == 2 && paths[0] != "a.txt" {
-		t.Fatalf("after=now handed out %v, want b.txt (after a.txt at most)", paths)
+}
+
+// TestEventsOfOneFileFollowItsVersions has writers replace and revert one
+// file at once, through the one-statement path and through transactions:
+// the feed lists the file's events in the order its versions were made.
+func TestEventsOfOneFileFollowItsVersions(t *testing.T) {
+	ctx := context.Background()
+	store, _ := setup(t)
+	if err := putAt(ctx, store, "s", "one.txt", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	id := fileAt(t, store, "one.txt")
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 15; i++ {
+				var err error
+				if (w+i)%3 == 0 {
+					err = store.WithTxRetry(ctx, func(tx pgx.Tx) error {
+						_, _, err := store.RevertFileTx(ctx, tx, agentfs.Revert{Subject: "s", FileID: id, Version: 1}, agentfs.Origin{})
+						return err
+					})
+				} else {
+					err = putAt(ctx, store, "s", "one.txt", fmt.Sprintf("%d-%d", w, i))
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	f, err := store.File(ctx, "s", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := follow(t, store, "s", f.Version, nil) // one event per version
+	checkFeed(t, store, "s", got)
+	for i, e := range got {
+		if e.Version != i+1 {
+			t.Fatalf("event %d of the file names version %d: the feed is not in the order the versions were made", i, e.Version)
+		}
+	}
+}
+
+// TestDrainEndsWaits: a wait on events and one on a batch that has not
+// ended both answer what there is as soon as the store drains, long before
+// their time is up; a wait that starts after Drain does not wait at all.
+func TestDrainEndsWaits(t *testing.T) {
+	ctx := context.Background()
+	store, _ := setup(t)
+	var b *agentfs.Batch
+	err := store.WithTxRetry(ctx, func(tx pgx.Tx) error {
+		var err error
+		b, err = store.CreateBatchTx(ctx, tx, &agentfs.Batch{Subject: "s",
+			Items: []agentfs.BatchItem{{Op: agentfs.OpDelete, FileID: "file_00000000000000000000000000"}}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := store.EventsStart(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		what string
+		err  error
+	}
+	answers := make(chan answer, 3)
+	go func() {
+		events, _, err := store.AwaitEvents(ctx, "s", agentfs.EventFilter{After: &start, Limit: 10}, time.Hour)
+		answers <- answer{fmt.Sprintf("events: %d", len(events)), err}
+	}()
+	go func() {
+		got, err := store.AwaitBatch(ctx, "s", b.ID, time.Hour)
+		if err == nil {
+			answers <- answer{"batch: " + got.Status, nil}
+			return
+		}
+		answers <- answer{"batch", err}
+	}()
+	store.Drain()
+	store.Drain() // twice is fine
+	go func() {
+		events, _, err := store.AwaitEvents(ctx, "s", agentfs.EventFilter{After: &start, Limit: 10}, time.Hour)
+		answers <- answer{fmt.Sprintf("events: %d", len(events)), err}
+	}()
+	want := map[string]int{"events: 0": 2, "batch: " + agentfs.BatchQueued: 1}
+	for range 3 {
+		select {
+		case a := <-answers:
+			if a.err != nil || want[a.what] == 0 {
+				t.Fatalf("a drained wait answered %s, %v", a.what, a.err)
+			}
+			want[a.what]--
+		case <-time.After(2 * time.Minute):
+			t.Fatal("a wait did not end on Drain")
+		}
 	}
 }

@@ -126,6 +126,14 @@ func (s *Store) MoveFileTx(ctx context.Context, tx pgx.Tx, m agentfs.Move, o age
 	if cur.Path == m.Path {
 		return cur, false, nil
 	}
+	// Moves onto one path take turns. A move that waited for the file it
+	// replaces would otherwise find that file gone and miss the one that
+	// took its place (READ COMMITTED re-checks only the rows it locked),
+	// and collide with it on the live path.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('agentfs.move.' || $1 || '/' || $2, 0))`,
+		m.Subject, m.Path); err != nil {
+		return nil, false, Translate(fmt.Errorf("move file: %w", err))
+	}
 	dest, expired, err := s.fileAtPath(ctx, tx, m.Subject, m.Path, "FOR UPDATE")
 	switch {
 	case err != nil:

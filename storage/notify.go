@@ -13,7 +13,17 @@ import (
 const (
 	// ChannelBatch carries the id of a batch that reached a terminal state.
 	ChannelBatch = "agentfs_batch"
+	// ChannelToken carries the hex SHA-256 of a token that was revoked,
+	// changed or deleted (a trigger on tokens sends it, whoever changes the
+	// row), or an empty payload when every token may have changed.
+	ChannelToken = "agentfs_token"
 )
+
+// listenerHeartbeat is how long the listening connection may sit silent
+// before it is asked a trivial query: a connection that died without a word
+// (a network that drops packets) is found within about this long, and its
+// followers told they may have missed notifications.
+const listenerHeartbeat = 5 * time.Second
 
 // notifier listens for Postgres notifications on one connection of its own
 // and hands them to the waiters of this process, so a request that waits
@@ -27,7 +37,9 @@ type notifier struct {
 	mu        sync.Mutex
 	started   bool
 	waiters   map[string]map[chan string]struct{}
+	followers map[string]map[*follower]struct{}
 	listening map[string]chan struct{} // closed once the connection LISTENs on the channel
+	live      map[string]bool          // the connection listens on the channel now
 	listen    chan string              // channels to LISTEN on, for the loop
 	stop      context.CancelFunc
 	done      chan struct{}
@@ -35,7 +47,62 @@ type notifier struct {
 
 func newNotifier(url string) *notifier {
 	return &notifier{url: url, waiters: map[string]map[chan string]struct{}{},
-		listening: map[string]chan struct{}{}, listen: make(chan string, 16)}
+		followers: map[string]map[*follower]struct{}{},
+		listening: map[string]chan struct{}{}, live: map[string]bool{}, listen: make(chan string, 16)}
+}
+
+// follower is told every notification on its channel, in order, from the
+// notifier's own goroutine (so it must not block), and whether the
+// connection listens: from listening(false) until the next
+// listening(true) notifications may be missed, so a follower that keeps
+// state others may change (a cache) must not trust it meanwhile.
+type follower struct {
+	notify    func(payload string)
+	listening func(bool)
+}
+
+// follow starts telling f about channel, without waiting for the
+// connection (f.listening(true) says when it listens); stop ends it.
+func (n *notifier) follow(channel string, f *follower) (stop func()) {
+	n.mu.Lock()
+	n.startLocked()
+	n.channelLocked(channel)
+	if n.followers[channel] == nil {
+		n.followers[channel] = map[*follower]struct{}{}
+	}
+	n.followers[channel][f] = struct{}{}
+	if n.live[channel] {
+		f.listening(true) // under n.mu, so no lost() can come in between
+	}
+	n.mu.Unlock()
+	return func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		delete(n.followers[channel], f)
+	}
+}
+
+// startLocked starts the listening loop once; n.mu is held.
+func (n *notifier) startLocked() {
+	if n.started {
+		return
+	}
+	n.started = true
+	ctx, cancel := context.WithCancel(context.Background())
+	n.stop, n.done = cancel, make(chan struct{})
+	go n.run(ctx)
+}
+
+// channelLocked has the loop LISTEN on channel, once; n.mu is held.
+func (n *notifier) channelLocked(channel string) {
+	if _, ok := n.listening[channel]; ok {
+		return
+	}
+	n.listening[channel] = make(chan struct{})
+	if n.waiters[channel] == nil {
+		n.waiters[channel] = map[chan string]struct{}{}
+	}
+	n.listen <- channel
 }
 
 // subscribe returns a channel that receives the payload of each
@@ -44,17 +111,8 @@ func newNotifier(url string) *notifier {
 func (n *notifier) subscribe(channel string) (<-chan string, func()) {
 	ch := make(chan string, 1)
 	n.mu.Lock()
-	if !n.started {
-		n.started = true
-		ctx, cancel := context.WithCancel(context.Background())
-		n.stop, n.done = cancel, make(chan struct{})
-		go n.run(ctx)
-	}
-	if n.waiters[channel] == nil {
-		n.waiters[channel] = map[chan string]struct{}{}
-		n.listening[channel] = make(chan struct{})
-		n.listen <- channel
-	}
+	n.startLocked()
+	n.channelLocked(channel)
 	n.waiters[channel][ch] = struct{}{}
 	ready := n.listening[channel]
 	n.mu.Unlock()
@@ -94,7 +152,7 @@ func (n *notifier) run(ctx context.Context) {
 		if n.session(ctx) {
 			wait = 0
 		}
-		n.wakeAll() // a notification may have gone by while the connection was down
+		n.lost() // a notification may go by while the connection is down
 	}
 }
 
@@ -117,6 +175,7 @@ func (n *notifier) session(ctx context.Context) (ok bool) {
 			return false
 		}
 	}
+	heard := time.Now()
 	for {
 		select {
 		case c := <-n.listen:
@@ -126,18 +185,35 @@ func (n *notifier) session(ctx context.Context) (ok bool) {
 			continue
 		default:
 		}
+		if time.Since(heard) >= listenerHeartbeat {
+			if !n.heartbeat(ctx, conn) {
+				return true
+			}
+			heard = time.Now()
+		}
 		waitCtx, cancel := context.WithTimeout(ctx, time.Second) // to take new LISTENs
 		msg, err := conn.WaitForNotification(waitCtx)
+		timedOut := waitCtx.Err() != nil // read before cancel, which sets it
 		cancel()
 		switch {
 		case err == nil:
+			heard = time.Now()
 			n.deliver(msg.Channel, msg.Payload)
 		case ctx.Err() != nil:
 			return true
-		case waitCtx.Err() == nil: // the connection failed, not the wait
+		case !timedOut || conn.IsClosed(): // the connection failed, not the wait
 			return true
 		}
 	}
+}
+
+// heartbeat asks the listening connection a trivial query, bounded, and
+// reports whether it answered.
+func (n *notifier) heartbeat(ctx context.Context, conn *pgx.Conn) bool {
+	ctx, cancel := context.WithTimeout(ctx, listenerHeartbeat)
+	defer cancel()
+	_, err := conn.Exec(ctx, "SELECT 1")
+	return err == nil
 }
 
 func (n *notifier) listenOn(ctx context.Context, conn *pgx.Conn, channel string) bool {
@@ -151,12 +227,19 @@ func (n *notifier) listenOn(ctx context.Context, conn *pgx.Conn, channel string)
 	default:
 		close(n.listening[channel])
 	}
+	n.live[channel] = true
+	for f := range n.followers[channel] {
+		f.listening(true)
+	}
 	return true
 }
 
 func (n *notifier) deliver(channel, payload string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	for f := range n.followers[channel] {
+		f.notify(payload)
+	}
 	for ch := range n.waiters[channel] {
 		select {
 		case ch <- payload:
@@ -165,9 +248,18 @@ func (n *notifier) deliver(channel, payload string) {
 	}
 }
 
-func (n *notifier) wakeAll() {
+// lost tells everyone that notifications may have gone by unheard: the
+// followers that the connection no longer listens, the waiters to look
+// again.
+func (n *notifier) lost() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	clear(n.live)
+	for _, fs := range n.followers {
+		for f := range fs {
+			f.listening(false)
+		}
+	}
 	for _, ws := range n.waiters {
 		for ch := range ws {
 			select {

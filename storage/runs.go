@@ -3,8 +3,8 @@ package storage
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -17,31 +17,26 @@ import (
 func (s *Store) RunUndoPlan(ctx context.Context, tx pgx.Tx, subject, runID string, force bool) ([]agentfs.BatchItem, error) {
 	rows, err := tx.Query(ctx, `WITH r AS (SELECT * FROM events WHERE subject = $1 AND run_id = $2),
 		firsts AS (SELECT DISTINCT ON (file_id) file_id, type, path, coalesce(previous_path, '') AS previous_path
-			FROM r ORDER BY file_id, xid, seq),
-		lasts AS (SELECT DISTINCT ON (file_id) file_id, xid, seq FROM r ORDER BY file_id, xid DESC, seq DESC),
+			FROM r ORDER BY file_id, pos),
+		lasts AS (SELECT DISTINCT ON (file_id) file_id, pos FROM r ORDER BY file_id, pos DESC),
 		content AS (SELECT DISTINCT ON (file_id) file_id, version FROM r
-			WHERE type IN ('file.replaced', 'file.reverted') ORDER BY file_id, xid, seq)
-		SELECT f.file_id, f.type, f.path, f.previous_path, coalesce(c.version, 0), l.xid::text AS last_xid, l.seq
+			WHERE type IN ('file.replaced', 'file.reverted') ORDER BY file_id, pos)
+		SELECT f.file_id, f.type, f.path, f.previous_path, coalesce(c.version, 0), l.pos
 		FROM firsts f JOIN lasts l USING (file_id) LEFT JOIN content c USING (file_id)
-		ORDER BY l.xid DESC, l.seq DESC`, subject, runID)
+		ORDER BY l.pos DESC`, subject, runID)
 	if err != nil {
 		return nil, Translate(fmt.Errorf("plan run revert: %w", err))
 	}
 	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (agentfs.BatchItem, error) {
 		var (
-			it                          agentfs.BatchItem
-			first, path, previous, last string
-			version                     int
-			u                           = agentfs.Undo{RunID: runID, Force: force}
+			it                    agentfs.BatchItem
+			first, path, previous string
+			version               int
+			u                     = agentfs.Undo{RunID: runID, Force: force}
 		)
-		if err := r.Scan(&it.FileID, &first, &path, &previous, &version, &last, &u.After.Seq); err != nil {
+		if err := r.Scan(&it.FileID, &first, &path, &previous, &version, &u.After); err != nil {
 			return it, err
 		}
-		xid, err := strconv.ParseUint(last, 10, 64)
-		if err != nil {
-			return it, err
-		}
-		u.After.Xid = xid
 		u.Existed = first != agentfs.EventCreated
 		u.Live = first != agentfs.EventRestored
 		u.Path = path
@@ -77,11 +72,14 @@ func (s *Store) UndoTx(ctx context.Context, tx pgx.Tx, subject, fileID string, u
 	if err != nil {
 		return nil, fmt.Errorf("undo: %w", err)
 	}
+	if done, err := s.undone(ctx, tx, subject, f, u); err != nil || done {
+		return f, err // already as it was before the run: nothing to undo, nothing changed
+	}
 	if !u.Force {
 		var changed bool
 		err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE subject = $1 AND file_id = $2
-			AND (xid, seq) > ($3::text::xid8, $4) AND run_id IS DISTINCT FROM $5)`,
-			subject, fileID, strconv.FormatUint(u.After.Xid, 10), u.After.Seq, u.RunID).Scan(&changed)
+			AND pos > $3 AND run_id IS DISTINCT FROM $4)`,
+			subject, fileID, u.After, u.RunID).Scan(&changed)
 		if err != nil {
 			return nil, Translate(fmt.Errorf("undo: %w", err))
 		}
@@ -109,6 +107,28 @@ func (s *Store) UndoTx(ctx context.Context, tx pgx.Tx, subject, fileID string, u
 		f, _, err = s.RevertFileTx(ctx, tx, agentfs.Revert{Subject: subject, FileID: fileID, Version: u.Version, By: o.By}, o)
 	}
 	return f, err
+}
+
+// undone says f is already as it was before the run (an earlier revert of
+// the run, or someone else, put it back).
+func (s *Store) undone(ctx context.Context, tx pgx.Tx, subject string, f *agentfs.File, u agentfs.Undo) (bool, error) {
+	if !u.Existed || !u.Live {
+		return !f.Live(), nil
+	}
+	if !f.Live() || f.Path != u.Path {
+		return false, nil
+	}
+	if u.Version == 0 || u.Version == f.Version {
+		return true, nil
+	}
+	v, err := s.version(ctx, tx, subject, f.ID, u.Version)
+	if errors.Is(err, agentfs.ErrNotFound) {
+		return false, nil // swept: the revert will say so
+	}
+	if err != nil {
+		return false, err
+	}
+	return v.SHA256 == f.SHA256 && v.ContentType == f.ContentType, nil
 }
 
 func undoParams(u *agentfs.Undo) ([]byte, error) {

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -52,6 +55,25 @@ type Config struct {
 	// most that long. A part on its way holds its session for a third of
 	// it (at least 1 s), renewed likewise.
 	UploadCompleteLease time.Duration
+	// Tracers hear every statement, batch, COPY and connection wait of
+	// AgentFS's own pool (not the batch queue's), each after the statement
+	// bound has set its deadline: metrics and traces, wired by cmd/agentfs.
+	Tracers []pgx.QueryTracer
+	// S3Transport, when set, wraps the transport of every request the S3
+	// client sends (metrics and traces). Large ranged reads that go over a
+	// connection of their own (direct.go) do not pass through it.
+	S3Transport func(http.RoundTripper) http.RoundTripper
+	// TokenCacheTTL is how long an instance trusts a token it looked up
+	// (0: DefaultTokenCacheTTL; negative: it looks up every request's). A
+	// revoked token is forgotten by every instance as soon as the
+	// revocation commits (Postgres notifies them); the TTL only bounds an
+	// instance whose notifications stopped without its noticing.
+	TokenCacheTTL time.Duration
+	// UploadHashWindow is how many bytes of upload parts that arrive ahead
+	// of the running hash an instance keeps in memory at once, to fold them
+	// into the hash when their turn comes instead of reading them back at
+	// complete (0: DefaultUploadHashWindow; negative: none).
+	UploadHashWindow int64
 }
 
 // Store is the AgentFS state: a Postgres pool and an S3 bucket. It is safe
@@ -61,12 +83,62 @@ type Store struct {
 	// queuePool is the batch queue's (River's) own: River puts its own
 	// timeouts on most of its statements, and some of its maintenance
 	// (REINDEX CONCURRENTLY) must not be cut short by DBTimeout.
-	queuePool *pgxpool.Pool
-	s3        *minio.Client
-	s3Long    *minio.Client // for operations S3 answers only when done (copy, complete)
-	bucket    string
-	cfg       Config
-	notify    *notifier
+	queuePool  *pgxpool.Pool
+	s3         *minio.Client
+	s3Long     *minio.Client // for operations S3 answers only when done (copy, complete)
+	bucket     string
+	cfg        Config
+	notify     *notifier
+	window     *hashWindow // parts ahead of uploads' running hashes
+	tokens     *tokenCache // nil when Config.TokenCacheTTL is negative
+	tokensOnce sync.Once   // follows ChannelToken from the first lookup on
+	counters   counters
+	// draining is closed by Drain: waits end early.
+	draining  chan struct{}
+	drainOnce sync.Once
+}
+
+// Drain ends every wait in progress and to come (?wait on events and
+// batches) with what there is now, as if its time were up: a process
+// shutting down answers its long polls at once instead of holding its
+// shutdown for them. The callers poll again, elsewhere.
+func (s *Store) Drain() {
+	s.drainOnce.Do(func() { close(s.draining) })
+}
+
+// counters count work that tests and operators want to see happen, or not.
+type counters struct {
+	tokenLookups  atomic.Int64
+	tokenHits     atomic.Int64
+	readBackBytes atomic.Int64
+	slowSplices   atomic.Int64
+}
+
+// Counters are running totals of work an instance did, since it opened:
+// they let tests and operators see that a cache or a shortcut works
+// (never how long anything took).
+type Counters struct {
+	// TokenLookups is how many bearer tokens were looked up in Postgres;
+	// TokenCacheHits how many were answered from the instance's cache.
+	TokenLookups, TokenCacheHits int64
+	// ReadBackBytes is how many bytes complete read back from S3 to learn
+	// an upload's SHA-256, because the running hash did not cover them.
+	ReadBackBytes int64
+	// SlowSplices is how many times a chunk of a download relayed socket to
+	// socket took longer than Config.S3Timeout yet moved bytes: a client
+	// slower than that, or a relay that waited for bytes S3 had already
+	// sent.
+	SlowSplices int64
+}
+
+// Counters returns the running totals.
+func (s *Store) Counters() Counters {
+	return Counters{
+		TokenLookups:   s.counters.tokenLookups.Load(),
+		TokenCacheHits: s.counters.tokenHits.Load(),
+		ReadBackBytes:  s.counters.readBackBytes.Load(),
+		SlowSplices:    s.counters.slowSplices.Load(),
+	}
 }
 
 // Open connects to Postgres and S3. It does not migrate; call Migrate.
@@ -111,7 +183,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	pool, err := openPool(ctx, cfg.DatabaseURL, cfg.MaxConns, cfg.DBTimeout, true)
+	pool, err := openPool(ctx, cfg.DatabaseURL, cfg.MaxConns, cfg.DBTimeout, true, cfg.Tracers...)
 	if err != nil {
 		return nil, err
 	}
@@ -120,8 +192,18 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket, cfg: cfg,
-		notify: newNotifier(cfg.DatabaseURL)}, nil
+	if cfg.TokenCacheTTL == 0 {
+		cfg.TokenCacheTTL = DefaultTokenCacheTTL
+	}
+	if cfg.UploadHashWindow == 0 {
+		cfg.UploadHashWindow = DefaultUploadHashWindow
+	}
+	st := &Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket, cfg: cfg,
+		notify: newNotifier(cfg.DatabaseURL), window: newHashWindow(cfg.UploadHashWindow), draining: make(chan struct{})}
+	if cfg.TokenCacheTTL > 0 {
+		st.tokens = newTokenCache(cfg.TokenCacheTTL, tokenCacheMax, time.Now)
+	}
+	return st, nil
 }
 
 // newS3 is an S3 client that waits at most answerWait for S3 to start
@@ -135,12 +217,20 @@ func newS3(cfg Config, answerWait time.Duration) (*minio.Client, error) {
 		// wait, not after one per retry (each waits answerWait for the
 		// answer to start). Clients retry, with backoff, across instances.
 		MaxRetries: 1,
-		Transport:  s3Transport(cfg.S3UseSSL, cfg.S3Timeout, answerWait),
+		Transport:  wrapTransport(cfg.S3Transport, s3Transport(cfg.S3UseSSL, cfg.S3Timeout, answerWait)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("storage: s3 client: %w", err)
 	}
 	return c, nil
+}
+
+// wrapTransport applies Config.S3Transport, if any, to rt.
+func wrapTransport(wrap func(http.RoundTripper) http.RoundTripper, rt http.RoundTripper) http.RoundTripper {
+	if wrap == nil {
+		return rt
+	}
+	return wrap(rt)
 }
 
 // s3Transport bounds how long S3 may take to connect, to take the bytes of

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -41,28 +42,65 @@ func (s *Store) CreateToken(ctx context.Context, subject string, scopes []string
 }
 
 // RevokeToken revokes a token given either itself or its id (tok_…).
-// Revoking an unknown token is agentfs.ErrNotFound.
+// Revoking an unknown token is agentfs.ErrNotFound. Every instance stops
+// taking the token as soon as this commits: a trigger on tokens notifies
+// their caches.
 func (s *Store) RevokeToken(ctx context.Context, tokenOrID string) error {
 	sum := sha256.Sum256([]byte(tokenOrID))
-	tag, err := s.pool.Exec(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, now())
-		WHERE token_hash = $1 OR id = $2`, sum[:], tokenOrID)
+	rows, err := s.pool.Query(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, now())
+		WHERE token_hash = $1 OR id = $2 RETURNING token_hash`, sum[:], tokenOrID)
 	if err != nil {
 		return Translate(fmt.Errorf("revoke token: %w", err))
 	}
-	if tag.RowsAffected() == 0 {
+	revoked, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		return Translate(fmt.Errorf("revoke token: %w", err))
+	}
+	if len(revoked) == 0 {
 		return fmt.Errorf("revoke token: %w", agentfs.ErrNotFound)
+	}
+	if s.tokens != nil {
+		// This instance forgets it now, not when its own notification
+		// comes back.
+		for _, h := range revoked {
+			s.tokens.invalidate(hex.EncodeToString(h))
+		}
 	}
 	return nil
 }
 
 // Authenticate returns the principal a bearer token stands for. An unknown or
 // revoked token is agentfs.ErrNotFound. The lookup is by the token's
-// SHA-256, so the time it takes says nothing about the token.
+// SHA-256, so the time it takes says nothing about the token. A token
+// looked up lately is answered from the instance's cache (see
+// tokencache.go), which forgets it as soon as a revocation commits on any
+// instance.
 func (s *Store) Authenticate(ctx context.Context, token string) (agentfs.Principal, error) {
 	if !strings.HasPrefix(token, tokenPrefix) || len(token) > 128 {
 		return agentfs.Principal{}, agentfs.ErrNotFound
 	}
 	sum := sha256.Sum256([]byte(token))
+	c := s.tokens
+	if c == nil {
+		return s.lookupToken(ctx, sum)
+	}
+	s.tokensOnce.Do(func() {
+		s.notify.follow(ChannelToken, &follower{notify: c.invalidate, listening: c.setListening})
+	})
+	if p, ok := c.get(sum); ok {
+		s.counters.tokenHits.Add(1)
+		return p, nil
+	}
+	gen, keep := c.begin()
+	p, err := s.lookupToken(ctx, sum)
+	if err == nil && keep {
+		c.put(sum, p, gen)
+	}
+	return p, err
+}
+
+func (s *Store) lookupToken(ctx context.Context, sum [32]byte) (agentfs.Principal, error) {
+	s.counters.tokenLookups.Add(1)
 	var p agentfs.Principal
 	err := s.pool.QueryRow(ctx, `SELECT subject, scopes FROM tokens WHERE token_hash = $1 AND revoked_at IS NULL`,
 		sum[:]).Scan(&p.Subject, &p.Scopes)

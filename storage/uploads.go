@@ -3,13 +3,10 @@ package storage
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"sort"
 	"strings"
@@ -151,9 +148,7 @@ func (s *Store) takesParts(ctx context.Context, q querier, u *agentfs.Upload) er
 type PendingPart struct {
 	store    *Store
 	uploadID string
-	chain    hash.Hash
-	base     []byte // the running hash state chain extends
-	same     bool   // the part as the session assembled it: nothing to record
+	same     bool // the part as the session assembled it: nothing to record
 	hold     *partHold
 	ended    bool // the transaction that ended hold committed
 	Part     *agentfs.Part
@@ -164,8 +159,9 @@ type PendingPart struct {
 // and Finish ends the part once that transaction is over.
 // size is the body's declared length and must be the part's exact size.
 // digest, if given, is sent upstream so S3 itself rejects a mismatch. A
-// repeated part overwrites the earlier one. Parts that arrive in order also
-// extend the session's running hash of the whole content.
+// repeated part overwrites the earlier one. The part's bytes also extend
+// the session's running hash of the whole content, at once or, for a part
+// ahead of it, when its turn comes (upload_hash.go).
 //
 // While its bytes stream the part holds a lease on the session, so no
 // complete takes the part list meanwhile; a part that comes while a
@@ -236,11 +232,15 @@ func (s *Store) receivePart(ctx context.Context, u *agentfs.Upload, n int, body 
 	if u.Assembled {
 		return s.compareAssembled(ctx, u, n, body, size, digest)
 	}
-	chain, err := chainFor(u, n)
-	if err != nil {
-		return nil, err
+	sc := s.window.session(u.ID)
+	sc.learn(u.HashedParts, u.HashState)
+	sink := newPartSink(sc, n)
+	part, err := s.sendPart(ctx, u, n, body, size, digest, sink)
+	if err == nil {
+		sink.seal(true, part.SHA256)
+	} else {
+		sink.seal(false, "")
 	}
-	part, err := s.sendPart(ctx, u, n, body, size, digest, chain)
 	if errors.Is(err, agentfs.ErrChecksumMismatch) {
 		// Some S3 servers replace the stored part before they check it: the
 		// part is forgotten and must be sent again.
@@ -251,7 +251,7 @@ func (s *Store) receivePart(ctx context.Context, u *agentfs.Upload, n int, body 
 	if err != nil {
 		return nil, err
 	}
-	return &PendingPart{store: s, uploadID: u.ID, chain: chain, base: u.HashState, Part: part}, nil
+	return &PendingPart{store: s, uploadID: u.ID, Part: part}, nil
 }
 
 // compareAssembled answers part n of a session whose parts an earlier
@@ -298,26 +298,10 @@ func (p *PendingPart) Finish(ctx context.Context, err error) {
 	p.hold.release(ctx, err == nil && p.ended)
 }
 
-// chainFor returns the running hash to extend with part n, or nil when n
-// does not follow the parts already folded in.
-func chainFor(u *agentfs.Upload, n int) (hash.Hash, error) {
-	if u.HashedParts != n-1 {
-		return nil, nil
-	}
-	h := sha256.New()
-	if n > 1 {
-		if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(u.HashState); err != nil {
-			return nil, fmt.Errorf("restore running hash: %w", err)
-		}
-	}
-	return h, nil
-}
-
-func (s *Store) sendPart(ctx context.Context, u *agentfs.Upload, n int, body io.Reader, size int64, digest []byte, chain hash.Hash) (*agentfs.Part, error) {
-	src := body
-	if chain != nil {
-		src = io.TeeReader(body, chain)
-	}
+// sendPart streams part n into S3; every byte S3 reads goes through sink
+// first.
+func (s *Store) sendPart(ctx context.Context, u *agentfs.Upload, n int, body io.Reader, size int64, digest []byte, sink io.Writer) (*agentfs.Part, error) {
+	src := io.TeeReader(body, sink)
 	hr := newHashingReader(src)
 	opts := minio.PutObjectPartOptions{DisableContentSha256: true}
 	if digest != nil {
@@ -384,26 +368,33 @@ func (s *Store) recordPart(ctx context.Context, tx pgx.Tx, p *PendingPart) error
 	return s.recordHash(ctx, tx, u, p, previous)
 }
 
-// recordHash keeps the running hash: extended by a part that follows the
-// parts folded in, reset by a part that replaced one of them with other
-// bytes. The chain extends base, the state read before the part streamed;
-// it is kept only if the state is still base, since an earlier part
-// replaced meanwhile (the hash reset, then rebuilt over other bytes) leaves
-// a state the chain does not extend.
+// recordHash keeps the running hash, under the session's row lock: reset
+// by a part that replaced one of the parts hashed with other bytes, then
+// moved forward over this instance's points that extend it exactly (their
+// base is the recorded state, their part is recorded with their SHA-256),
+// so a point built over bytes replaced meanwhile, or over a chain another
+// instance changed, is never saved.
 func (s *Store) recordHash(ctx context.Context, tx pgx.Tx, u *agentfs.Upload, p *PendingPart, previous string) error {
-	switch n := p.Part.Number; {
-	case p.chain != nil && u.HashedParts == n-1 && bytes.Equal(u.HashState, p.base):
-		state, err := p.chain.(encoding.BinaryMarshaler).MarshalBinary()
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `UPDATE uploads SET hashed_parts = $2, hash_state = $3 WHERE id = $1`, u.ID, n, state)
-		return Translate(err)
-	case previous != "" && previous != p.Part.SHA256 && n <= u.HashedParts:
-		_, err := tx.Exec(ctx, `UPDATE uploads SET hashed_parts = 0, hash_state = NULL WHERE id = $1`, u.ID)
-		return Translate(err)
+	k, state := u.HashedParts, u.HashState
+	if previous != "" && previous != p.Part.SHA256 && p.Part.Number <= k {
+		k, state = 0, nil
 	}
-	return nil
+	k, state, err := s.window.session(u.ID).advance(k, state, recordedSums(ctx, tx, u.ID))
+	if err != nil {
+		return err
+	}
+	if k == u.HashedParts && bytes.Equal(state, u.HashState) {
+		return nil
+	}
+	_, err = tx.Exec(ctx, `UPDATE uploads SET hashed_parts = $2, hash_state = $3 WHERE id = $1`, u.ID, k, nullIfEmpty(state))
+	return Translate(err)
+}
+
+func nullIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
 }
 
 // partRefusal explains a part that S3 refused by the session's state now,
@@ -542,6 +533,7 @@ func (pc *PendingComplete) Finish(ctx context.Context, err error) {
 		return
 	}
 	pc.put.Finish(ctx, nil) // the file already held these bytes: the assembled object goes
+	pc.store.window.forget(pc.u.ID)
 }
 
 // beginComplete decides a complete against the session and the path, and
@@ -761,21 +753,41 @@ func (s *Store) reconcileParts(ctx context.Context, u *agentfs.Upload) error {
 func trimETag(e string) string { return strings.Trim(e, `"`) }
 
 // contentHash is the assembled content's SHA-256: the running hash when it
-// covers every part, else the running hash extended by reading back the
-// rest of the object once.
+// covers every part (moved forward over this instance's points first),
+// else the running hash extended by reading back the rest of the object
+// once.
 func (s *Store) contentHash(ctx context.Context, u *agentfs.Upload) (string, error) {
-	h, err := chainFor(u, u.HashedParts+1)
+	k, state := u.HashedParts, u.HashState
+	if k > 0 && len(state) == 0 {
+		k = 0 // no state to extend: read everything back
+	}
+	if sc := s.window.existing(u.ID); sc != nil {
+		recorded := func(from, to int) (map[int]string, error) {
+			out := map[int]string{}
+			for _, p := range u.Parts {
+				out[p.Number] = p.SHA256
+			}
+			return out, nil
+		}
+		var err error
+		if k, state, err = sc.advance(k, state, recorded); err != nil {
+			return "", err
+		}
+	}
+	h, err := restoreHash(state)
 	if err != nil {
 		return "", err
 	}
-	if u.HashedParts < u.PartCount {
-		offset := int64(u.HashedParts) * u.PartSize
+	if k < u.PartCount {
+		offset := int64(k) * u.PartSize
 		r, err := s.OpenBlob(ctx, u.BlobKey, offset, u.SizeBytes-offset)
 		if err != nil {
 			return "", err
 		}
 		defer r.Close()
-		if _, err := io.CopyBuffer(h, r, make([]byte, 1<<20)); err != nil {
+		n, err := io.CopyBuffer(h, r, make([]byte, 1<<20))
+		s.counters.readBackBytes.Add(n)
+		if err != nil {
 			return "", fmt.Errorf("read back assembled upload: %w", err)
 		}
 	}
@@ -793,6 +805,7 @@ func (s *Store) failUpload(ctx context.Context, u *agentfs.Upload, fence int64) 
 	if tag.RowsAffected() == 0 {
 		return agentfs.ErrUploadCompleting
 	}
+	s.window.forget(u.ID)
 	s.removeBlob(ctx, u.BlobKey)
 	return agentfs.ErrChecksumMismatch
 }
@@ -849,6 +862,7 @@ func (s *Store) DropMultipart(ctx context.Context, u *agentfs.Upload) { _ = s.dr
 
 // dropMultipart removes a session's parts (or its assembled object) from S3.
 func (s *Store) dropMultipart(ctx context.Context, u *agentfs.Upload) error {
+	s.window.forget(u.ID)
 	if u.Assembled {
 		s.removeBlob(ctx, u.BlobKey)
 		return nil

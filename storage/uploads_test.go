@@ -32,6 +32,19 @@ func randomBytes(n int, seed int64) []byte {
 	return b
 }
 
+// hashState is the marshalled state of a SHA-256 that hashed b.
+func hashState(b ...[]byte) []byte {
+	h := sha256.New()
+	for _, p := range b {
+		h.Write(p)
+	}
+	state, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		panic(err)
+	}
+	return state
+}
+
 func hexSHA(b ...[]byte) string {
 	h := sha256.New()
 	for _, p := range b {
@@ -322,13 +335,7 @@ func TestSendPart(t *testing.T) {
 		putPart(t, store, u.ID, 1, string(p1))
 		putPart(t, store, u.ID, 2, string(p2))
 		other := randomBytes(len(whole), 3)
-		h := sha256.New()
-		h.Write(other)
-		state, err := h.(encoding.BinaryMarshaler).MarshalBinary()
-		if err != nil {
-			t.Fatal(err)
-		}
-		seed(t, store, `UPDATE uploads SET hash_state = $2 WHERE id = $1`, u.ID, state)
+		seed(t, store, `UPDATE uploads SET hash_state = $2 WHERE id = $1`, u.ID, hashState(other))
 		f, _ := mustComplete(t, store, u.ID, agentfs.CompleteRequest{})
 		if f.SHA256 != hexSHA(other) {
 			t.Fatalf("sha256 %s, want the seeded running hash's %s: complete read the content back", f.SHA256, hexSHA(other))
@@ -343,18 +350,22 @@ func TestSendPart(t *testing.T) {
 		for _, n := range []int{3, 1, 2} {
 			putPart(t, store, u.ID, n, string(parts[n-1]))
 		}
-		// Part 1 arrived in order; 2 came after 3, so the hash stops at 1
-		// until complete reads the rest back.
-		if got := getUpload(t, store, u.ID); got.HashedParts != 2 {
-			t.Fatalf("hashed_parts %d, want 2 (part 1, then part 2 following it)", got.HashedParts)
+		// Part 3 came first and was held in memory; part 1 started the
+		// hash, and part 2 carried it over part 3.
+		if got := getUpload(t, store, u.ID); got.HashedParts != 3 {
+			t.Fatalf("hashed_parts %d, want 3", got.HashedParts)
 		}
+		before := store.Counters().ReadBackBytes
 		f, _ := mustComplete(t, store, u.ID, agentfs.CompleteRequest{})
 		if f.SHA256 != hexSHA(whole) {
 			t.Fatalf("sha256 %s, want %s", f.SHA256, hexSHA(whole))
 		}
+		if n := store.Counters().ReadBackBytes - before; n != 0 {
+			t.Fatalf("complete read %d bytes back", n)
+		}
 	})
 
-	t.Run("NoPartInOrderReadsTheWholeContentBack", func(t *testing.T) {
+	t.Run("APartAheadOfTheHashWaitsInMemoryForItsTurn", func(t *testing.T) {
 		store, _ := setup(t)
 		whole, p1, p2 := twoParts(5)
 		u, _ := openUpload(t, store, newUpload("backwards.bin", int64(len(whole)), ""))
@@ -363,9 +374,16 @@ func TestSendPart(t *testing.T) {
 			t.Fatalf("part 2 alone folded into the running hash: hashed_parts %d", got.HashedParts)
 		}
 		putPart(t, store, u.ID, 1, string(p1))
+		if got := getUpload(t, store, u.ID); got.HashedParts != 2 {
+			t.Fatalf("after part 1: hashed_parts %d, want 2 (part 1, then the part 2 held for it)", got.HashedParts)
+		}
+		before := store.Counters().ReadBackBytes
 		f, _ := mustComplete(t, store, u.ID, agentfs.CompleteRequest{})
 		if f.SHA256 != hexSHA(whole) {
 			t.Fatalf("sha256 %s, want %s", f.SHA256, hexSHA(whole))
+		}
+		if n := store.Counters().ReadBackBytes - before; n != 0 {
+			t.Fatalf("complete read %d bytes back", n)
 		}
 	})
 
@@ -381,8 +399,10 @@ func TestSendPart(t *testing.T) {
 		}
 		q1 := randomBytes(minPart, 7)
 		putPart(t, store, u.ID, 1, string(q1))
-		if got := getUpload(t, store, u.ID); got.HashedParts != 0 || len(got.HashState) != 0 {
-			t.Fatalf("after part 1 changed: hashed_parts %d, hash state of %d bytes; want a reset", got.HashedParts, len(got.HashState))
+		// The hash starts again from the new part 1; part 2 was hashed
+		// after the old one, so it is read back at complete.
+		if got := getUpload(t, store, u.ID); got.HashedParts != 1 || !bytes.Equal(got.HashState, hashState(q1)) {
+			t.Fatalf("after part 1 changed: hashed_parts %d; want 1, over the new part 1", got.HashedParts)
 		}
 		f, _ := mustComplete(t, store, u.ID, agentfs.CompleteRequest{})
 		if f.SHA256 != hexSHA(q1, p2) {

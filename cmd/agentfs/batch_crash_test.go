@@ -136,3 +136,93 @@ func TestTwoServersShareTheQueue(t *testing.T) {
 		t.Fatalf("%d files, want 240", n)
 	}
 }
+
+// TestRunRevertSurvivesSIGKILL kills the server in the middle of undoing a
+// run of 300 files and starts another: the revert resumes, every file is
+// undone, and no undo is applied twice (one event each).
+func TestRunRevertSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
+	bin, cfg := buildBinary(t), storagetest.Config(t)
+	env := []string{"AGENTFS_BATCH_RESCUE_AFTER=3s", "AGENTFS_BATCH_WORKERS=1"}
+	a := startServe(t, bin, cfg, env...)
+	a.waitReady(t)
+	out, err := runBinary(t, bin, cfg, "token", "create", "--subject", "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(out)
+	ca := apitest.NewClient(t, a.url, token)
+	const n = 300
+	var made batchState
+	ca.Do("POST", "/v1/batch", putOps("doomed", n), "Content-Type", "application/json", "Idempotency-Key", "doomed-batch",
+		"X-Run-ID", "doomed").Expect(t, http.StatusAccepted).JSON(t, &made)
+	if end := waitBatch(t, ca, made.ID, terminal, 2*time.Minute); end.Counts.Succeeded != n {
+		t.Fatalf("the run's batch: %+v", end)
+	}
+	var undo batchState
+	ca.Do("POST", "/v1/runs/doomed/revert", `{}`, "Content-Type", "application/json", "Idempotency-Key", "undo-doomed",
+		"X-Run-ID", "undo").Expect(t, http.StatusAccepted).JSON(t, &undo)
+	waitBatch(t, ca, undo.ID, func(s batchState) bool { return s.Counts.Succeeded >= 20 }, time.Minute)
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.cmd.Wait()
+	b := startServe(t, bin, cfg, env...)
+	b.waitReady(t)
+	cb := apitest.NewClient(t, b.url, token)
+	var mid batchState
+	cb.Do("GET", "/v1/batch/"+undo.ID, nil).Expect(t, http.StatusOK).JSON(t, &mid)
+	if terminal(mid) {
+		t.Fatalf("the revert finished before the kill (%+v); the test proves nothing", mid.Counts)
+	}
+	if end := waitBatch(t, cb, undo.ID, terminal, 3*time.Minute); end.Status != "succeeded" || end.Counts.Succeeded != n {
+		t.Fatalf("after restart: %s %+v", end.Status, end.Counts)
+	}
+	var live apitest.FileList
+	cb.Do("GET", "/v1/files?prefix=doomed/", nil).Expect(t, http.StatusOK).JSON(t, &live)
+	if len(live.Data) != 0 {
+		t.Fatalf("%d of the run's files are still live", len(live.Data))
+	}
+	// Events are handed out once every transaction before them ended
+	// (other tests write on the same Postgres): count until all are there.
+	var deleted map[string]int
+	storagetest.Eventually(t, 30*time.Second, "an event for every undone file", func() bool {
+		deleted = undoneFiles(t, cb)
+		return len(deleted) >= n
+	})
+	if len(deleted) != n {
+		t.Fatalf("%d files undone, want %d", len(deleted), n)
+	}
+	for id, k := range deleted {
+		if k != 1 {
+			t.Fatalf("file %s was undone %d times", id, k)
+		}
+	}
+}
+
+// undoneFiles counts the file.deleted events of run "undo" by file.
+func undoneFiles(t *testing.T, cb *apitest.Client) map[string]int {
+	t.Helper()
+	deleted := map[string]int{}
+	for cursor := ""; ; {
+		var page struct {
+			Data []struct {
+				FileID string `json:"file_id"`
+				Type   string `json:"type"`
+			} `json:"data"`
+			HasMore    bool   `json:"has_more"`
+			NextCursor string `json:"next_cursor"`
+		}
+		cb.Do("GET", "/v1/events?run_id=undo&limit=1000"+cursor, nil).Expect(t, http.StatusOK).JSON(t, &page)
+		for _, e := range page.Data {
+			if e.Type == "file.deleted" {
+				deleted[e.FileID]++
+			}
+		}
+		if !page.HasMore {
+			break
+		}
+		cursor = "&after=" + page.NextCursor
+	}
+	return deleted
+}

@@ -15,7 +15,7 @@ import (
 )
 
 // historyCommands are the verbs of file history, sharing and expiry
-// (DESIGN §12, §13).
+// (file history and lifecycle).
 func historyCommands() []*command {
 	return []*command{
 		clientCommand(command{

@@ -13,7 +13,7 @@ import (
 )
 
 // ledgerCommands are the verbs that show what happened: upload sessions,
-// batches, the event feed and runs (DESIGN §13, §14).
+// batches, the event feed and runs (lifecycle and the run ledger).
 func ledgerCommands() []*command {
 	return []*command{
 		clientCommand(command{
@@ -46,8 +46,8 @@ Example:
 			help: `Prints the events of your files, oldest first, one JSON object a line on
 stdout: every create, replace, delete, restore, move, revert, expiry and
 purge, with the run and agent that caused it. Without --after it starts at
-the oldest event kept; --after now starts at the end, with what happens
-from now on (and perhaps a few events from just before). TYPES is a
+the oldest event kept; --after now starts at the end, with exactly what
+happens from now on. TYPES is a
 comma-separated list of file.created, file.replaced, file.deleted,
 file.restored, file.moved, file.reverted, file.expired and file.purged.
 
@@ -62,32 +62,7 @@ Examples:
   agentfs events --run run-1
   agentfs events --after now --follow --type file.created,file.replaced
 `}, false, eventsFlags),
-		{
-			name:    "run",
-			summary: "show what one run did: run show RUN_ID",
-			usage:   "agentfs run show RUN_ID",
-			help: `Shows what happened under a run id (the X-Run-ID, AGENTFS_RUN_ID of the
-writers).
-
-Example:
-  agentfs run show run-1
-`,
-			subs: []*command{
-				clientCommand(command{
-					name:    "run show",
-					summary: "a run's counts, bytes written and live files",
-					usage:   "agentfs run show RUN_ID",
-					help: `Prints the summary of a run as JSON (indented on a terminal): the agents it
-ran as, when it first and last wrote, its creates, replaces, deletes,
-restores, moves and reverts, the bytes it wrote, and how many files it
-created or last wrote are live now. agentfs ls --run RUN_ID lists the files
-it created; agentfs events --run RUN_ID what it did, one event a line.
-
-Example:
-  agentfs run show run-1
-`}, false, runShowFlags),
-			},
-		},
+		runCommand(),
 	}
 }
 
@@ -184,26 +159,6 @@ func batchCancelFlags(fs *flag.FlagSet) verbFunc {
 			return err
 		}
 		return cli.printBatch(b)
-	}
-}
-
-func runShowFlags(*flag.FlagSet) verbFunc {
-	return func(ctx context.Context, cli *cliRun, args []string) error {
-		if len(args) != 1 {
-			return usagef("run show needs one RUN_ID")
-		}
-		r, err := cli.client.Run(ctx, args[0])
-		if client.ErrorCode(err) == "NOT_FOUND" {
-			return withNext(err, fmt.Sprintf("no event of yours carries run id %s (runs are named by X-Run-ID, AGENTFS_RUN_ID)", args[0]))
-		}
-		if err != nil {
-			return err
-		}
-		enc := json.NewEncoder(cli.stdout)
-		if cli.human {
-			enc.SetIndent("", "  ")
-		}
-		return enc.Encode(r)
 	}
 }
 

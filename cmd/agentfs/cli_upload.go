@@ -97,8 +97,9 @@ func (cli *cliRun) endBar(bar *progress) {
 
 // The phases a progress bar shows.
 const (
-	phaseHashing   = "hashing"
-	phaseUploading = "uploading"
+	phaseHashing     = "hashing"
+	phaseUploading   = "uploading"
+	phaseDownloading = "downloading"
 )
 
 // progress draws a transfer's progress on one line of a terminal.
@@ -115,7 +116,9 @@ type progress struct {
 }
 
 // update redraws the bar, at most ten times a second, at once when the
-// phase changes, and at the end of each phase. A nil bar draws nothing.
+// phase changes, and at the end of each phase. A total below zero is
+// unknown: the line shows the bytes and the rate, without a bar. A nil
+// bar draws nothing.
 func (p *progress) update(phase string, sent, total int64) {
 	if p == nil {
 		return
@@ -129,7 +132,7 @@ func (p *progress) update(phase string, sent, total int64) {
 	if p.t0.IsZero() {
 		p.t0, p.sent0 = now, sent
 	}
-	if sent < total && !p.drawn.IsZero() && now.Sub(p.drawn) < 100*time.Millisecond {
+	if (total < 0 || sent < total) && !p.drawn.IsZero() && now.Sub(p.drawn) < 100*time.Millisecond {
 		return
 	}
 	p.drawn = now
@@ -139,6 +142,18 @@ func (p *progress) update(phase string, sent, total int64) {
 	}
 	p.line = progressLine(phase, sent, total, rate)
 	fmt.Fprintf(p.w, "\r%s\x1b[K", p.line)
+}
+
+// final draws the bar once more, whenever it was drawn last: the end of
+// a download whose total was unknown until now.
+func (p *progress) final(phase string, sent int64) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.drawn = time.Time{}
+	p.mu.Unlock()
+	p.update(phase, sent, -1)
 }
 
 // interject prints a line of its own above the bar and draws the bar
@@ -168,9 +183,14 @@ func (p *progress) end() {
 // barWidth is the number of cells of the bar between its brackets.
 const barWidth = 30
 
-// progressLine renders "uploading [=====>    ] 45% 120.0/256.0 MiB 38.2 MiB/s";
-// a negative rate is not shown.
+// progressLine renders "uploading [=====>    ] 45% 120.0/256.0 MiB 38.2 MiB/s",
+// or "downloading 120.0 MiB 38.2 MiB/s" when the total is unknown (below
+// zero); a negative rate is not shown.
 func progressLine(phase string, sent, total int64, rate float64) string {
+	if total < 0 {
+		div, unit := byteUnit(sent)
+		return withRate(fmt.Sprintf("%-9s %.1f %s", phase, float64(sent)/div, unit), rate)
+	}
 	frac := 1.0
 	if total > 0 {
 		frac = float64(min(max(sent, 0), total)) / float64(total)
@@ -185,11 +205,16 @@ func progressLine(phase string, sent, total int64, rate float64) string {
 	}
 	div, unit := byteUnit(total)
 	line := fmt.Sprintf("%-9s [%s] %3d%% %.1f/%.1f %s", phase, bar, int(frac*100), float64(sent)/div, float64(total)/div, unit)
-	if rate >= 0 {
-		div, unit := byteUnit(int64(rate))
-		line += fmt.Sprintf(" %.1f %s/s", rate/div, unit)
+	return withRate(line, rate)
+}
+
+// withRate appends a rate of bytes per second, unless it is negative.
+func withRate(line string, rate float64) string {
+	if rate < 0 {
+		return line
 	}
-	return line
+	div, unit := byteUnit(int64(rate))
+	return line + fmt.Sprintf(" %.1f %s/s", rate/div, unit)
 }
 
 // byteUnit chooses the binary unit that shows n best.

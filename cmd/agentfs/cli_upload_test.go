@@ -252,6 +252,8 @@ func TestProgressLine(t *testing.T) {
 		{phaseHashing, 0, 10 << 30, -1, "hashing   [                              ]   0% 0.0/10.0 GiB"},
 		{phaseUploading, 2048, 2048, 2048, "uploading [==============================] 100% 2.0/2.0 KiB 2.0 KiB/s"},
 		{phaseUploading, 0, 0, 0, "uploading [==============================] 100% 0.0/0.0 B 0.0 B/s"},
+		{phaseDownloading, 3 << 20, -1, 1 << 20, "downloading 3.0 MiB 1.0 MiB/s"},
+		{phaseDownloading, 512, -1, -1, "downloading 512.0 B"},
 	} {
 		if got := progressLine(tc.phase, tc.sent, tc.total, tc.rate); got != tc.want {
 			t.Errorf("progressLine(%s, %d, %d, %v)\n got %q\nwant %q", tc.phase, tc.sent, tc.total, tc.rate, got, tc.want)

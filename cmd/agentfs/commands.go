@@ -267,6 +267,6 @@ Usage: agentfs COMMAND [ARGUMENTS] [FLAGS]
 	fmt.Fprint(w, `
 Run 'agentfs help COMMAND' (or agentfs COMMAND --help) for its flags and an
 example. Configuration is read from AGENTFS_* environment variables; see
-the README.
+docs/operating.md.
 `)
 }

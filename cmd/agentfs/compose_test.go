@@ -10,7 +10,7 @@ import (
 )
 
 // composeFile is the part of docker-compose.yml this test holds to the
-// binary and the README.
+// binary and docs/operating.md.
 type composeFile struct {
 	Services map[string]struct {
 		Image       string `yaml:"image"`
@@ -102,11 +102,11 @@ func TestComposeFile(t *testing.T) {
 		!strings.Contains(string(dockerfile), `ENTRYPOINT ["/agentfs"]`) {
 		t.Error("the Dockerfile does not install the binary as /agentfs")
 	}
-	readme, err := os.ReadFile("../../README.md")
+	ops, err := os.ReadFile("../../docs/operating.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), minioImage) {
-		t.Errorf("README.md does not name the MinIO image %s", minioImage)
+	if !strings.Contains(string(ops), minioImage) {
+		t.Errorf("docs/operating.md does not name the MinIO image %s", minioImage)
 	}
 }

@@ -94,6 +94,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.BatchItemConcurrency = int(min(batchItemConcurrency, 1024))
 	check(parseDuration(env("AGENTFS_IDEMPOTENCY_LEASE", "30s"), "AGENTFS_IDEMPOTENCY_LEASE", &c.Storage.IdempotencyLease))
 	check(parseDuration(env("AGENTFS_UPLOAD_COMPLETE_LEASE", "30s"), "AGENTFS_UPLOAD_COMPLETE_LEASE", &c.Storage.UploadCompleteLease))
+	c.Storage.TokenCacheTTL = -1 // "0": every request looks its token up
+	if v := env("AGENTFS_TOKEN_CACHE_TTL", "10s"); v != "0" {
+		check(parseDuration(v, "AGENTFS_TOKEN_CACHE_TTL", &c.Storage.TokenCacheTTL))
+	}
+	c.Storage.UploadHashWindow = -1 // "0": parts ahead of the running hash are read back at complete
+	if v := env("AGENTFS_UPLOAD_HASH_WINDOW", "33554432"); v != "0" {
+		check(parseBytes(v, "AGENTFS_UPLOAD_HASH_WINDOW", &c.Storage.UploadHashWindow))
+	}
 	var burst int64
 	check(parseFloat(env("AGENTFS_RATE_LIMIT", "200"), "AGENTFS_RATE_LIMIT", &c.Limits.RatePerSecond))
 	check(parseCount(env("AGENTFS_RATE_BURST", "400"), "AGENTFS_RATE_BURST", &burst))

@@ -9,11 +9,12 @@
 //	agentfs mcp                   serve the MCP tools over stdio (see agentfs mcp --help)
 //	agentfs put|upload|batch|get|ls|rm|restore|protocol   the client verbs
 //	agentfs versions|revert|mv|share|expire               file history, sharing, expiry
-//	agentfs uploads|batches|events|run show               what happened: sessions, batches, the event feed, runs
+//	agentfs uploads|batches|events                        what happened: sessions, batches, the event feed
+//	agentfs run show|archive|revert                       what one run did, its files as one archive, undoing it
 //	agentfs help [COMMAND]        every command explains itself, also with --help
 //	agentfs version               the version and commit it was built from
 //
-// It is configured by AGENTFS_* environment variables; see the README.
+// It is configured by AGENTFS_* environment variables; see docs/operating.md.
 package main
 
 import (

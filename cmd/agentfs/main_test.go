@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/agentfs/agentfs/handlers/apitest"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
+	"github.com/jackc/pgx/v5"
 )
 
 func TestRunUsage(t *testing.T) {
@@ -238,7 +240,14 @@ func TestServeProcess(t *testing.T) {
 	if _, err := runBinary(t, bin, cfg, "token", "revoke", token); err != nil {
 		t.Fatal(err)
 	}
-	c.Do("GET", "/v1/files", nil).ExpectProblem(t, 401, "UNAUTHENTICATED")
+	// Both servers cache the token and forget it when the revocation's
+	// notification reaches them, milliseconds after it commits.
+	for _, c := range []*apitest.Client{c, other} {
+		storagetest.Eventually(t, time.Second, "the revoked token to be refused", func() bool {
+			return c.Do("GET", "/v1/files", nil).Status == http.StatusUnauthorized
+		})
+		c.Do("GET", "/v1/files", nil).ExpectProblem(t, 401, "UNAUTHENTICATED")
+	}
 	if _, err := runBinary(t, bin, cfg, "token", "revoke", "tok_nope"); err == nil || !strings.Contains(err.Error(), "no such token") {
 		t.Fatalf("revoking an unknown token: %v", err)
 	}
@@ -364,5 +373,68 @@ func TestTokenList(t *testing.T) {
 	if err := tokenTable(&table, all); err != nil || !strings.HasPrefix(table.String(), "ID ") ||
 		!strings.Contains(table.String(), "read,write") || !strings.Contains(table.String(), all[2].ID) {
 		t.Fatalf("table %q, %v", table.String(), err)
+	}
+}
+
+// TestShutdownAnswersLongPolls: a follower's poll held by serve (wait=30)
+// is answered, empty and with its cursor, as soon as serve is told to stop,
+// and serve then exits cleanly: a held poll does not hold the shutdown.
+func TestShutdownAnswersLongPolls(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	cfg := storagetest.Config(t)
+	// serve's connections carry a name of their own, to find its listener.
+	u, err := url.Parse(cfg.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("application_name", "drain-"+cfg.S3Bucket)
+	u.RawQuery = q.Encode()
+	named := cfg
+	named.DatabaseURL = u.String()
+	p := startServe(t, bin, named)
+	p.waitReady(t)
+	conn, err := pgx.Connect(context.Background(), cfg.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	out, err := runBinary(t, bin, cfg, "token", "create", "--subject", "follower")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := apitest.NewClient(t, p.url, strings.TrimSpace(out))
+	type answer struct {
+		res  *apitest.Response
+		took time.Duration
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		began := time.Now()
+		res := c.Do("GET", "/v1/events?after=now&wait=30", nil)
+		answered <- answer{res, time.Since(began)}
+	}()
+	// The poll is held once the server's listener for events is in place.
+	storagetest.Eventually(t, time.Minute, "the poll to be held", func() bool {
+		var n int
+		if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE query = 'LISTEN "agentfs_events"' AND application_name = $1`, "drain-"+cfg.S3Bucket).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	})
+	p.stop(t)
+	a := <-answered
+	var l struct {
+		Data       []any  `json:"data"`
+		NextCursor string `json:"next_cursor"`
+	}
+	a.res.Expect(t, 200).JSON(t, &l)
+	if len(l.Data) != 0 || l.NextCursor == "" {
+		t.Fatalf("the drained poll answered %s", a.res.Body)
+	}
+	if a.took >= 30*time.Second {
+		t.Fatalf("the poll was held its whole wait (%v): the shutdown did not answer it", a.took)
 	}
 }

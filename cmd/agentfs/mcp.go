@@ -33,15 +33,17 @@ one generated per call), so no retry ever writes twice.
 
 Tools: read_text_file, read_media_file, read_multiple_files, write_file,
 edit_file, list_directory, directory_tree, search_files, get_file_info,
-delete_file, restore_file, list_run_files.
+delete_file, restore_file, list_run_files, move_file, file_history,
+revert_file, share_file, run_summary.
 
 Environment:
   AGENTFS_URL                  the AgentFS server (default ` + defaultURL + `)
   AGENTFS_TOKEN                its bearer token (required); with a read-only
                                token the write tools answer FORBIDDEN
   AGENTFS_AGENT_ID             sent as X-Agent-ID: files the tools create carry it
-  AGENTFS_RUN_ID               sent as X-Run-ID; list_run_files without
-                               arguments lists this run's files
+  AGENTFS_RUN_ID               sent as X-Run-ID; list_run_files and
+                               run_summary without arguments answer for
+                               this run
   AGENTFS_MCP_MAX_READ_BYTES   text one read returns (default 262144)
   AGENTFS_MCP_MAX_MEDIA_BYTES  base64 read_media_file returns (default 4194304)
   AGENTFS_MCP_MAX_WRITE_BYTES  largest write_file content and edit_file file

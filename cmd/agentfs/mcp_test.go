@@ -38,6 +38,11 @@ func TestMCPStdio(t *testing.T) {
 				t.Errorf("help lacks %s:\n%s", want, stderr.String())
 			}
 		}
+		for _, tool := range mcpserver.ToolNames() {
+			if !strings.Contains(stderr.String(), tool) {
+				t.Errorf("help does not list the tool %s", tool)
+			}
+		}
 		var cfg map[string]any
 		js := stderr.String()[strings.Index(stderr.String(), "  {\n"):strings.Index(stderr.String(), "\nLogs go")]
 		if err := json.Unmarshal([]byte(js), &cfg); err != nil {
@@ -86,6 +91,12 @@ func TestMCPStdio(t *testing.T) {
 		s.ok(t, "list_run_files", map[string]any{}, &run)
 		if run.RunID != "run-desk-1" || len(run.Files) != 1 || run.Files[0].ID != f.ID {
 			t.Fatalf("run files %+v", run)
+		}
+		var summary mcpserver.Run
+		s.ok(t, "run_summary", map[string]any{}, &summary)
+		if summary.RunID != "run-desk-1" || summary.Counts.Created != 1 || summary.Counts.Replaced != 1 ||
+			len(summary.AgentIDs) != 1 || summary.AgentIDs[0] != "desk-agent" {
+			t.Fatalf("run summary %+v", summary)
 		}
 		res, err := s.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": "notes/plan.md", "content": "x"}})
 		if err != nil || !res.IsError || !strings.HasPrefix(text(res), "PATH_EXISTS: notes/plan.md already exists") {

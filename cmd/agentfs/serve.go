@@ -22,6 +22,7 @@ import (
 	"github.com/agentfs/agentfs/mcpserver"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/sweeper"
+	"github.com/agentfs/agentfs/telemetry"
 )
 
 // serveHelp is the help of agentfs serve.
@@ -38,7 +39,10 @@ Often set:
   AGENTFS_DB_TIMEOUT, AGENTFS_S3_TIMEOUT
                          bounds on each wait for Postgres (10s) and S3 (30s;
                          each S3 request is sent once, clients retry) before a 503
-Every variable, with its default and meaning, is in the README ("Operating it").
+  OTEL_EXPORTER_OTLP_ENDPOINT
+                         export traces over OTLP/HTTP, e.g. http://127.0.0.1:4318
+                         (off when unset; docs/operating.md, "Observability")
+Every variable, with its default and meaning, is in docs/operating.md.
 agentfs healthcheck exits 0 once the server is ready.
 
 Example:
@@ -58,20 +62,37 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	tracing, err := telemetry.StartTracing(ctx, getenv, buildVersion())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(flushCtx); err != nil {
+			log.Warn("flush traces", "err", err)
+		}
+	}()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := telemetry.NewMetrics(reg)
+	metrics.Instrument(&cfg.Storage)
+	tracing.Instrument(&cfg.Storage)
 	store, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	go sweeper.Run(ctx, log, cfg.SweepInterval, sweeper.Tasks(store, sweeper.Config{
+	metrics.WatchState(store, log)
+	go sweeper.Run(ctx, log, cfg.SweepInterval, metrics.CountSweeps(sweeper.Tasks(store, sweeper.Config{
 		BlobGrace: cfg.BlobGrace, QuotaWindow: cfg.Limits.QuotaWindow,
-		VersionRetention: cfg.Limits.VersionRetention, MaxVersions: cfg.Limits.MaxVersions})...)
+		VersionRetention: cfg.Limits.VersionRetention, MaxVersions: cfg.Limits.MaxVersions}))...)
 	enqueuer, err := batch.NewEnqueuer(store.QueuePool(), log)
 	if err != nil {
 		return err
 	}
 	core, err := admission.New(admission.Config{Store: store, Queue: enqueuer, PublicURL: cfg.PublicURL, Log: log,
-		AfterCommit: faultExit(cfg.FaultAfterCommit), MidComplete: faultExit(cfg.FaultMidComplete)})
+		AfterCommit: faultExit(cfg.FaultAfterCommit), MidComplete: faultExit(cfg.FaultMidComplete), Observer: metrics})
 	if err != nil {
 		return err
 	}
@@ -83,15 +104,17 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	if err := runner.Start(ctx); err != nil {
 		return fmt.Errorf("start batch queue: %w", err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	toolCalls := mcpserver.NewCallCounter()
 	reg.MustRegister(toolCalls)
 	mcpOpts.OnCall, mcpOpts.Logger = mcpserver.CountCalls(toolCalls), log
+	door, err := mcpserver.HTTPHandler(core, store, cfg.Limits.MaxUploadBytes, mcpOpts)
+	if err != nil {
+		return err
+	}
 	api, err := handlers.New(handlers.Deps{
 		Files: store, Sessions: store, Ledger: store, Writes: core, Quota: store, Tokens: store, Health: store, Log: log,
-		PublicURL: cfg.PublicURL, Limits: cfg.Limits, Registry: reg,
-		MCP: mcpserver.HTTPHandler(core, store, cfg.Limits.MaxUploadBytes, mcpOpts),
+		PublicURL: cfg.PublicURL, Limits: cfg.Limits, Registry: reg, Traces: tracing.Provider(),
+		MCP: door,
 	})
 	if err != nil {
 		return err
@@ -112,6 +135,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 			return err
 		}
 	}
+	srv.RegisterOnShutdown(store.Drain) // held long polls answer now
 	log.Info("agentfs listening", "addr", ln.Addr().String(), "public_url", cfg.PublicURL)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

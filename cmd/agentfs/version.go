@@ -45,3 +45,13 @@ func versionText(info *debug.BuildInfo, ok bool) string {
 	}
 	return fmt.Sprintf("agentfs %s\n%s\nbuilt with %s for %s/%s\n", version, commit, goVersion, runtime.GOOS, runtime.GOARCH)
 }
+
+// buildVersion is the module version Go recorded in the binary ("(devel)"
+// for a work-tree build), for the service.version of traces.
+func buildVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok || info.Main.Version == "" {
+		return "(devel)"
+	}
+	return info.Main.Version
+}

@@ -30,6 +30,8 @@ import (
 	"github.com/agentfs/agentfs/problem"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
+	"github.com/agentfs/agentfs/sweeper"
+	"github.com/agentfs/agentfs/telemetry"
 )
 
 var (
@@ -66,6 +68,9 @@ type Server struct {
 	Config storage.Config
 	API    *handlers.API
 	Logs   *bytes.Buffer // everything the server logged
+
+	sweeps []sweeper.Task
+	log    *slog.Logger
 }
 
 // Options adjust a test server.
@@ -78,6 +83,9 @@ type Options struct {
 	// Config, when set, is the storage to use instead of a fresh schema and
 	// bucket on the shared test servers (outage tests bring their own).
 	Config *storage.Config
+	// MCP, when set, makes the /mcp door (as serve does with
+	// mcpserver.HTTPHandler, which this package cannot import).
+	MCP func(core *admission.Core, store *storage.Store, limits handlers.Limits) http.Handler
 }
 
 // NewServer starts the API on a fresh schema and bucket.
@@ -97,6 +105,9 @@ func NewServer(t testing.TB, opts Options) *Server {
 		opts.Limits.IdempotencyRetention = 7 * 24 * time.Hour
 	}
 	cfg.IdempotencyRetention = opts.Limits.IdempotencyRetention
+	reg := prometheus.NewRegistry()
+	metrics := telemetry.NewMetrics(reg) // the series serve exports
+	metrics.Instrument(&cfg)
 	store := storagetest.OpenConfig(t, cfg)
 	opts.Limits = withDefaults(opts.Limits)
 	opts.Limits.DeletedRetention = cfg.DeletedRetention
@@ -112,7 +123,7 @@ func NewServer(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	core, err := admission.New(admission.Config{Store: store, Queue: enqueuer, PublicURL: publicURL, Log: log})
+	core, err := admission.New(admission.Config{Store: store, Queue: enqueuer, PublicURL: publicURL, Log: log, Observer: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,15 +135,23 @@ func NewServer(t testing.TB, opts Options) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = runner.Stop(context.Background()) })
+	var door http.Handler
+	if opts.MCP != nil {
+		door = opts.MCP(core, store, opts.Limits)
+	}
 	api, err := handlers.New(handlers.Deps{
 		Files: files, Sessions: store, Ledger: store, Writes: core, Quota: store, Tokens: store, Health: store,
+		MCP:       door,
 		Log:       log,
 		PublicURL: publicURL,
-		Limits:    opts.Limits, Registry: prometheus.NewRegistry(),
+		Limits:    opts.Limits, Registry: reg,
 	})
 	if err != nil {
 		t.Fatalf("handlers.New: %v", err)
 	}
+	metrics.WatchState(store, log)
+	sweeps := metrics.CountSweeps(sweeper.Tasks(store, sweeper.Config{BlobGrace: 6 * time.Hour,
+		QuotaWindow: time.Hour, VersionRetention: 30 * 24 * time.Hour, MaxVersions: 100}))
 	srv.Config.Handler = api
 	srv.Start()
 	t.Cleanup(srv.Close)
@@ -147,8 +166,13 @@ func NewServer(t testing.TB, opts Options) *Server {
 			}
 		}
 	})
-	return &Server{URL: srv.URL, Store: store, Core: core, Config: cfg, API: api, Logs: &logs.Buffer}
+	return &Server{URL: srv.URL, Store: store, Core: core, Config: cfg, API: api, Logs: &logs.Buffer,
+		sweeps: sweeps, log: log}
 }
+
+// Sweep runs every sweeper task once, counted in /metrics as serve's
+// periodic sweeps are.
+func (s *Server) Sweep() { sweeper.Once(context.Background(), s.log, s.sweeps...) }
 
 // withDefaults fills in the limits a test left zero.
 func withDefaults(l handlers.Limits) handlers.Limits {

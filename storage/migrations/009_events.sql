@@ -22,15 +22,26 @@ BEGIN
 END $$;
 
 -- The run ledger: one event per effect on a file, written in the effect's
--- transaction. xid is the writing transaction's id (xid8, never wraps):
--- readers hand out only events of transactions older than every one still
--- running (pg_snapshot_xmin), so a follower of the feed never skips an
--- event that commits late and never sees one twice. See docs/architecture.md.
+-- transaction. pos numbers a subject's events 1, 2, 3... in the order their
+-- transactions committed, with no holes. An event is inserted without one;
+-- the deferred trigger below gives it the subject's next number from
+-- event_counters as its transaction commits. The counter row stays locked
+-- until the commit ends, so the next transaction of the subject numbers its
+-- events only after this one's are visible (or were rolled back, numbers
+-- and all). A follower of pos therefore never skips an event that commits
+-- late and never sees one twice. Numbering at commit keeps the counter lock
+-- out of the transaction's own work: it is taken last, after every file
+-- lock, so it cannot deadlock with them, and is held only while the commit
+-- is written. See docs/architecture.md.
+CREATE TABLE event_counters (
+    subject  text PRIMARY KEY,
+    n        bigint NOT NULL
+);
+
 CREATE TABLE events (
-    xid              xid8 NOT NULL DEFAULT pg_current_xact_id(),
-    seq              bigserial,
-    id               text NOT NULL DEFAULT agentfs_id('evt'),
+    id               text PRIMARY KEY DEFAULT agentfs_id('evt'),
     subject          text NOT NULL,
+    pos              bigint,
     type             text NOT NULL,
     file_id          text NOT NULL,
     path             text NOT NULL,
@@ -43,14 +54,26 @@ CREATE TABLE events (
     idempotency_key  text,
     request_id       text,
     batch_id         text,
-    at               timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (xid, seq)
+    at               timestamptz NOT NULL DEFAULT clock_timestamp()
 );
-CREATE INDEX events_by_subject ON events (subject, xid, seq);
-CREATE INDEX events_by_run ON events (subject, run_id, xid, seq) WHERE run_id IS NOT NULL;
-CREATE INDEX events_by_agent ON events (subject, agent_id, xid, seq) WHERE agent_id IS NOT NULL;
-CREATE INDEX events_by_file ON events (subject, file_id, xid, seq);
+CREATE UNIQUE INDEX events_by_subject ON events (subject, pos);
+CREATE INDEX events_by_run ON events (subject, run_id, pos) WHERE run_id IS NOT NULL;
+CREATE INDEX events_by_agent ON events (subject, agent_id, pos) WHERE agent_id IS NOT NULL;
+CREATE INDEX events_by_file ON events (subject, file_id, pos);
 CREATE INDEX events_at ON events (at);
+
+CREATE FUNCTION agentfs_event_pos() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    p bigint;
+BEGIN
+    INSERT INTO event_counters AS c (subject, n) VALUES (NEW.subject, 1)
+        ON CONFLICT (subject) DO UPDATE SET n = c.n + 1
+        RETURNING n INTO p;
+    UPDATE events SET pos = p WHERE id = NEW.id;
+    RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER events_pos AFTER INSERT ON events DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION agentfs_event_pos();
 
 -- Waiting readers of a subject's feed wake when its events commit.
 CREATE FUNCTION agentfs_notify_event() RETURNS trigger LANGUAGE plpgsql AS $$

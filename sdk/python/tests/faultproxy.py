@@ -29,6 +29,8 @@ class Seen:
     key: str
     digest: str
     at: float
+    #: The raw query string.
+    query: str = ""
     #: What the client got (0: the connection was dropped).
     status: int = 0
     #: What the server answered, if the request reached it.
@@ -190,7 +192,8 @@ class FaultProxy:
 
     def serve(self, h: Handler) -> None:
         rec = Seen(method=h.command, path=h.url_path, key=h.headers.get("Idempotency-Key", ""),
-                   digest=h.headers.get("Content-Digest", ""), at=time.monotonic())
+                   digest=h.headers.get("Content-Digest", ""), at=time.monotonic(),
+                   query=h.path.split("?", 1)[1] if "?" in h.path else "")
         with self._lock:
             self._seen.append(rec)
             fault = None

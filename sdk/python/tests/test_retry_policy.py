@@ -1,4 +1,4 @@
-"""The retry policy of DESIGN §10 as unit tests: the decisions, driven step by step, with no network or clock."""
+"""The client retry policy as unit tests: the decisions, driven step by step, with no network or clock."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import agentfs
 from agentfs import _retry as r
 from agentfs._base import digest_of, sha256_of_digest
 from agentfs._errors import problem_from_dict, problem_from_response
+from agentfs._events import FollowState
+from agentfs._models import EventPage, Link, Run, RunCounts, seconds_of
 from agentfs._request import StreamBody, make_body, route_request
 
 MAX = 30.0
@@ -39,6 +41,25 @@ ROUTES = [
     (r.Call(r.ROUTE_BATCH), True),
     # POST /v1/batch always carries a key; without one the server refuses it.
     (r.Call(r.ROUTE_CREATE_BATCH), False),
+    (r.Call(r.ROUTE_LIST_UPLOADS), True),
+    (r.Call(r.ROUTE_LIST_BATCHES), True),
+    # Cancelling a batch or revoking a link again changes nothing; a PATCH sets an absolute expires_at.
+    (r.Call(r.ROUTE_CANCEL_BATCH), True),
+    (r.Call(r.ROUTE_REVOKE_LINK), True),
+    (r.Call(r.ROUTE_PATCH_FILE), True),
+    (r.Call(r.ROUTE_LIST_VERSIONS), True),
+    (r.Call(r.ROUTE_VERSION), True),
+    (r.Call(r.ROUTE_VERSION_CONTENT), True),
+    # A revert, a move or a link repeated without a key could act twice; with one (the client makes one) it replays.
+    (r.Call(r.ROUTE_REVERT), False),
+    (r.Call(r.ROUTE_MOVE), False),
+    (r.Call(r.ROUTE_CREATE_LINK), False),
+    (r.Call(r.ROUTE_LINKS), True),
+    (r.Call(r.ROUTE_EVENTS), True),
+    (r.Call(r.ROUTE_RUN), True),
+    (r.Call(r.ROUTE_RUN_ARCHIVE), True),
+    # A run revert always carries a key, like a batch; without one the server refuses it.
+    (r.Call(r.ROUTE_REVERT_RUN), False),
 ]
 
 S, R, P = r.Verdict.STOP, r.Verdict.RETRY, r.Verdict.POLL
@@ -68,7 +89,8 @@ RESULTS = [
         (409, "UPLOAD_EXPIRED"), (411, "LENGTH_REQUIRED"), (412, "PRECONDITION_FAILED"),
         (413, "PAYLOAD_TOO_LARGE"), (415, "UNSUPPORTED_MEDIA_TYPE"), (416, "RANGE_NOT_SATISFIABLE"),
         (422, "SIZE_MISMATCH"), (422, "PARTS_MISSING"), (422, "CHECKSUM_MISMATCH"),
-        (422, "VALIDATION_FAILED"), (451, "CONTENT_BLOCKED")]],
+        (422, "VALIDATION_FAILED"), (451, "CONTENT_BLOCKED"), (409, "CHANGED_SINCE_RUN"),
+        (410, "CURSOR_EXPIRED")]],
     ("409WithRetryAfter", r.Result(409, "PATH_EXISTS", 1), S, S),
 ]
 
@@ -164,6 +186,10 @@ def test_problem_types() -> None:
     assert type(of(404, "NOT_FOUND")) is agentfs.NotFoundError
     assert type(of(503, "STORAGE_UNAVAILABLE")) is agentfs.ServerError
     assert type(of(418, "TEAPOT")) is agentfs.Problem
+    changed = of(409, "CHANGED_SINCE_RUN")
+    assert type(changed) is agentfs.ChangedSinceRunError and isinstance(changed, agentfs.ConflictError)
+    assert type(of(410, "CURSOR_EXPIRED")) is agentfs.CursorExpiredError
+    assert type(problem_from_response(410, {}, b"gone", retry_after=None)) is agentfs.CursorExpiredError
     import pickle
 
     again = pickle.loads(pickle.dumps(of(409, "PATH_EXISTS", existing_file_id="file_1")))
@@ -401,3 +427,97 @@ def test_early_responses_read_on_old_httpcore() -> None:
     old = _version(httpcore.__version__) < (0, 17, 1)
     assert read_early_responses() is old
     assert getattr(HTTP11Connection, "_agentfs_reads_early_responses", False) is old
+
+
+@pytest.mark.parametrize("value,want", [
+    (None, None), (60, 60), (60.2, 61), (0.5, 1), (timedelta(hours=2), 7200), (timedelta(milliseconds=1500), 2),
+])
+def test_seconds_of(value: Any, want: Optional[int]) -> None:
+    assert seconds_of("expires_in", value) == want
+
+
+@pytest.mark.parametrize("value,error", [
+    (0, ValueError), (-5, ValueError), (float("nan"), ValueError), (timedelta(0), ValueError),
+    ("60", TypeError), (True, TypeError),
+])
+def test_seconds_of_refuses(value: Any, error: type) -> None:
+    with pytest.raises(error):
+        seconds_of("expires_in", value)
+
+
+@pytest.mark.parametrize("doc", [
+    {}, {"data": None, "next_cursor": 5}, {"data": [1, "x", None]}, {"data": [{"version": "7", "at": "yesterday"}]},
+    {"data": [{"id": "evt_1", "type": "file.created", "version": True, "size_bytes": 3.5, "previous_path": 9}]},
+])
+def test_event_page_of_odd_json(doc: dict[str, Any]) -> None:
+    """An answer that is not what the server sends gives empty fields, never a crash."""
+    page = EventPage.from_dict(doc)
+    assert isinstance(page.next_cursor, str)
+    for e in page.data:
+        assert e.version is None and e.size_bytes is None and e.previous_path is None and e.at is None
+
+
+def test_run_and_link_of_odd_json() -> None:
+    run = Run.from_dict({"run_id": "r", "agent_ids": ["a", 3, None], "counts": [], "live_files": "2"})
+    assert (run.agent_ids, run.counts, run.live_files) == (["a"], RunCounts(), 0)
+    link = Link.from_dict({"id": "lnk_1", "version": False, "url": None, "expires_at": "2026-01-02T03:04:05.123456789Z"})
+    assert link.version is None and link.url is None and link.expires_at is not None
+    assert link.expires_at.microsecond == 123456
+
+
+def follow_state(max_attempts: int = 3) -> FollowState:
+    policy = agentfs.RetryPolicy(max_attempts=max_attempts, initial_delay=1, max_delay=8)
+    return FollowState(lambda cur: route_request(r.ROUTE_EVENTS, "/v1/events",
+                                                 query={"after": cur} if cur else {}), "now", policy,
+                       random.Random(7))
+
+
+def page(after: str, *ids: str) -> r.Reply:
+    body = {"data": [{"id": i, "type": "file.created", "path": i} for i in ids], "has_more": False,
+            "next_cursor": after}
+    return r.Reply(200, {}, body=json.dumps(body).encode())
+
+
+def test_follow_state_until_connected_counts_attempts() -> None:
+    st = follow_state(max_attempts=3)
+    req = st.request()
+    assert req.query == {"after": "now"}
+    first = st.judge(req, r.NoResponse(ConnectionResetError("reset")))
+    assert first is not None and 0 <= first <= 1
+    hinted = st.judge(req, problem_from_dict(503, {"status": 503, "code": "STORAGE_UNAVAILABLE"}, retry_after=5))
+    assert hinted == 5, "Retry-After is a floor"
+    with pytest.raises(agentfs.APIConnectionError):
+        st.judge(req, r.NoResponse(ConnectionResetError("reset")))
+    assert st.resume_cursor() == "now"
+
+
+def test_follow_state_after_connected_retries_without_limit() -> None:
+    st = follow_state(max_attempts=2)
+    req = st.request()
+    assert st.judge(req, page("c1", "evt_1", "evt_2")) is None
+    assert st.resume_cursor() == "now", "a page half handed out resumes from its start"
+    assert st.next_event().id == "evt_1"  # type: ignore[union-attr]
+    assert st.next_event().id == "evt_2"  # type: ignore[union-attr]
+    assert st.next_event() is None and st.resume_cursor() == "c1"
+    req = st.request()
+    assert req.query == {"after": "c1"}
+    waits = [st.judge(req, r.NoResponse(OSError("down"))) for _ in range(10)]
+    assert all(w is not None and 0 <= w <= 8 for w in waits), waits
+    assert st.judge(req, page("c2")) is None and st.resume_cursor() == "c2"
+
+
+@pytest.mark.parametrize("status,code,retry_after", [
+    (410, "CURSOR_EXPIRED", None), (401, "UNAUTHENTICATED", None), (422, "VALIDATION_FAILED", None),
+    (503, "STORAGE_UNAVAILABLE", 120),  # a hint above max_delay stops
+])
+def test_follow_state_stops(status: int, code: str, retry_after: Optional[float]) -> None:
+    st = follow_state()
+    with pytest.raises(agentfs.Problem) as ei:
+        st.judge(st.request(), problem_from_dict(status, {"status": status, "code": code}, retry_after=retry_after))
+    assert ei.value.code == code
+
+
+def test_follow_state_page_without_cursor() -> None:
+    st = follow_state()
+    with pytest.raises(agentfs.AgentFSError, match="no next_cursor"):
+        st.judge(st.request(), r.Reply(200, {}, body=b'{"data": []}'))

@@ -7,12 +7,22 @@
     for g in client.list_files(run_id="run-1"):
         print(g.path, g.size_bytes)
 
+    for e in client.follow_events(run_id="run-1", after=agentfs.EVENTS_NOW):
+        print(e.type, e.path)  # as they commit, each once, across dropped connections
+
 Every write carries one Idempotency-Key across its retries; errors the server
 answers are ``agentfs.Problem`` subclasses carrying the problem document.
 """
 
 from ._async_client import AsyncClient, AsyncContent
-from ._base import DEFAULT_PARALLEL, DEFAULT_SESSION_THRESHOLD, MAX_BATCH_WAIT, digest_of
+from ._base import (
+    DEFAULT_PARALLEL,
+    DEFAULT_SESSION_THRESHOLD,
+    EVENTS_NOW,
+    MAX_BATCH_WAIT,
+    MAX_EVENT_WAIT,
+    digest_of,
+)
 from ._client import Client, Content
 from ._errors import (
     AgentFSError,
@@ -20,8 +30,10 @@ from ._errors import (
     AuthenticationError,
     BadRequestError,
     BodyNotRewindableError,
+    ChangedSinceRunError,
     ConflictError,
     ContentBlockedError,
+    CursorExpiredError,
     FieldError,
     IdempotencyConflictError,
     NotFoundError,
@@ -35,17 +47,24 @@ from ._errors import (
     ServerError,
     UnprocessableEntityError,
 )
+from ._events import AsyncEventFollower, EventFollower
 from ._models import (
     AsyncPage,
     Batch,
     BatchCounts,
     BatchItem,
     BatchOp,
+    Event,
+    EventPage,
     File,
+    FileVersion,
+    Link,
     Operation,
     OperationResource,
     Page,
     Protocol,
+    Run,
+    RunCounts,
     Upload,
     UploadPart,
 )
@@ -66,7 +85,17 @@ __all__ = [
     "DEFAULT_PARALLEL",
     "DEFAULT_SESSION_THRESHOLD",
     "MAX_BATCH_WAIT",
+    "MAX_EVENT_WAIT",
+    "EVENTS_NOW",
     "File",
+    "FileVersion",
+    "Link",
+    "Event",
+    "EventPage",
+    "EventFollower",
+    "AsyncEventFollower",
+    "Run",
+    "RunCounts",
     "Upload",
     "UploadPart",
     "Batch",
@@ -91,6 +120,8 @@ __all__ = [
     "PathExistsError",
     "IdempotencyConflictError",
     "OperationInProgressError",
+    "ChangedSinceRunError",
+    "CursorExpiredError",
     "PreconditionFailedError",
     "PayloadTooLargeError",
     "UnprocessableEntityError",

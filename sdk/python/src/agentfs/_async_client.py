@@ -7,6 +7,7 @@ import hashlib
 import os
 import tempfile
 import time
+from datetime import datetime, timedelta
 from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, Mapping, Optional, Sequence, Union
 
 import httpx
@@ -15,13 +16,32 @@ from ._base import (
     DEFAULT_PARALLEL,
     DEFAULT_SESSION_THRESHOLD,
     DEFAULT_TIMEOUT,
+    MAX_EVENT_WAIT,
+    ArchiveProgress,
     BaseClient,
     ContentInfo,
+    archive_format,
+    archive_stopped,
     check_upload_options,
+    page_of,
 )
 from ._client import MAX_PROBLEM_BYTES, POLL_FIRST, POLL_MAX
 from ._errors import AgentFSError, PayloadTooLargeError, problem_from_response
-from ._models import AsyncPage, Batch, BatchOp, File, Operation, Protocol, Upload, UploadPart
+from ._events import AsyncEventFollower, FollowState
+from ._models import (
+    AsyncPage,
+    Batch,
+    BatchOp,
+    EventPage,
+    File,
+    FileVersion,
+    Link,
+    Operation,
+    Protocol,
+    Run,
+    Upload,
+    UploadPart,
+)
 from ._request import NOT_GIVEN, Request
 from ._retry import (
     NoResponse,
@@ -209,6 +229,7 @@ class AsyncClient(BaseClient):
         idempotency_key: Optional[str] = None,
         agent_id: Any = NOT_GIVEN,
         run_id: Any = NOT_GIVEN,
+        expires_in: Union[int, float, timedelta, None] = None,
     ) -> File:
         """Upload content as the file at path (POST /v1/files); see Client.put_file.
 
@@ -217,7 +238,7 @@ class AsyncClient(BaseClient):
         return File.from_dict(await self._json(self._r_put_file(
             path, content, if_exists=if_exists, if_match=if_match, if_none_match=if_none_match,
             content_type=content_type, sha256=sha256, size=size, idempotency_key=idempotency_key,
-            agent_id=agent_id, run_id=run_id)))
+            agent_id=agent_id, run_id=run_id, expires_in=expires_in)))
 
     async def get_file(self, file_id: str) -> File:
         """A file's metadata (GET /v1/files/{id})."""
@@ -318,11 +339,12 @@ class AsyncClient(BaseClient):
         idempotency_key: Optional[str] = None,
         agent_id: Any = NOT_GIVEN,
         run_id: Any = NOT_GIVEN,
+        expires_in: Union[int, float, timedelta, None] = None,
     ) -> Upload:
         """Start an upload session, or get back the live matching one with its parts."""
         return Upload.from_dict(await self._json(self._r_create_upload(
             path, size_bytes, content_type=content_type, if_exists=if_exists, sha256=sha256,
-            idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
+            idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id, expires_in=expires_in)))
 
     async def get_upload(self, upload_id: str) -> Upload:
         """A session with the parts received so far."""
@@ -403,6 +425,7 @@ class AsyncClient(BaseClient):
         idempotency_key: Optional[str] = None,
         agent_id: Any = NOT_GIVEN,
         run_id: Any = NOT_GIVEN,
+        expires_in: Union[int, float, timedelta, None] = None,
     ) -> File:
         """Upload a local file, through a resumable session with parallel parts when large.
 
@@ -418,14 +441,15 @@ class AsyncClient(BaseClient):
             try:
                 return await self._put_local(path, size, remote_path, if_exists=if_exists, if_match=if_match,
                                              content_type=content_type, sha256=sha, progress=progress,
-                                             idempotency_key=idempotency_key, **attribution)
+                                             idempotency_key=idempotency_key, expires_in=expires_in,
+                                             **attribution)
             except PayloadTooLargeError:
                 if size == 0:
                     raise
         if sha is None:
             sha = await asyncio.to_thread(sha256_of_file, path)
         u = await self.create_upload(remote_path, size, content_type=content_type, if_exists=if_exists,
-                                     sha256=sha, **attribution)
+                                     sha256=sha, expires_in=expires_in, **attribution)
         check_plan(u, size)
         if on_session is not None:
             on_session(u)
@@ -510,6 +534,188 @@ class AsyncClient(BaseClient):
                 raise TimeoutError(f"batch {batch_id} is still {b.status} after {timeout} s")
             await self._sleep(wait)
             wait = min(wait * 1.5, POLL_MAX)
+
+    async def list_batches(self, *, status: Optional[str] = None, limit: Optional[int] = None,
+                           cursor: Optional[str] = None) -> AsyncPage[Batch]:
+        """One page of batches, newest first, without their items; ``async for`` walks every page."""
+        d = await self._json(self._r_list_batches(status=status, limit=limit, cursor=cursor))
+        return page_of(d, Batch.from_dict,
+                       lambda c: self.list_batches(status=status, limit=limit, cursor=c), AsyncPage)
+
+    async def cancel_batch(self, batch_id: str, *, idempotency_key: Optional[str] = None,
+                           agent_id: Any = NOT_GIVEN, run_id: Any = NOT_GIVEN) -> Batch:
+        """Cancel a batch's pending items; see Client.cancel_batch."""
+        return Batch.from_dict(await self._json(self._r_cancel_batch(
+            batch_id, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
+
+    async def list_uploads(self, *, status: Optional[str] = None, path: Optional[str] = None,
+                           limit: Optional[int] = None, cursor: Optional[str] = None) -> AsyncPage[Upload]:
+        """One page of upload sessions, newest first; ``async for`` walks every page."""
+        d = await self._json(self._r_list_uploads(status=status, path=path, limit=limit, cursor=cursor))
+        return page_of(d, Upload.from_dict,
+                       lambda c: self.list_uploads(status=status, path=path, limit=limit, cursor=c), AsyncPage)
+
+    # File history and lifecycle.
+
+    async def list_versions(self, file_id: str, *, limit: Optional[int] = None,
+                            cursor: Optional[str] = None) -> AsyncPage[FileVersion]:
+        """One page of a file's versions, newest first; ``async for`` walks every page."""
+        d = await self._json(self._r_list_versions(file_id, limit=limit, cursor=cursor))
+        return page_of(d, FileVersion.from_dict,
+                       lambda c: self.list_versions(file_id, limit=limit, cursor=c), AsyncPage)
+
+    async def get_version(self, file_id: str, version: int) -> FileVersion:
+        """One version of a file."""
+        return FileVersion.from_dict(await self._json(self._r_get_version(file_id, version)))
+
+    async def version_content(self, file_id: str, version: int, *, range: Optional[str] = None,
+                              if_range: Optional[str] = None, if_none_match: Optional[str] = None) -> AsyncContent:
+        """Open the bytes of one version, as file_content does."""
+        reply = await self._run(self._r_version_content(file_id, version, range=range, if_range=if_range,
+                                                        if_none_match=if_none_match), stream=True)
+        return AsyncContent(reply.stream)
+
+    async def revert_file(self, file_id: str, version: int, *, if_match: Optional[str] = None,
+                          idempotency_key: Optional[str] = None, agent_id: Any = NOT_GIVEN,
+                          run_id: Any = NOT_GIVEN) -> File:
+        """Make one version's content current, as a new version; see Client.revert_file."""
+        return File.from_dict(await self._json(self._r_revert_file(
+            file_id, version, if_match=if_match, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
+
+    async def move_file(self, file_id: str, path: str, *, if_exists: Optional[str] = None,
+                        if_match: Optional[str] = None, idempotency_key: Optional[str] = None,
+                        agent_id: Any = NOT_GIVEN, run_id: Any = NOT_GIVEN) -> File:
+        """Give a file a new path; see Client.move_file."""
+        return File.from_dict(await self._json(self._r_move_file(
+            file_id, path, if_exists=if_exists, if_match=if_match, idempotency_key=idempotency_key,
+            agent_id=agent_id, run_id=run_id)))
+
+    async def set_expiry(self, file_id: str, expires_at: Optional[datetime], *, if_match: Optional[str] = None,
+                         idempotency_key: Optional[str] = None, agent_id: Any = NOT_GIVEN,
+                         run_id: Any = NOT_GIVEN) -> File:
+        """Make a live file expire at expires_at, or never with None; see Client.set_expiry."""
+        return File.from_dict(await self._json(self._r_set_expiry(
+            file_id, expires_at, if_match=if_match, idempotency_key=idempotency_key, agent_id=agent_id,
+            run_id=run_id)))
+
+    async def create_link(self, file_id: str, *, expires_in: Union[int, float, timedelta, None] = None,
+                          version: Optional[int] = None, idempotency_key: Optional[str] = None,
+                          agent_id: Any = NOT_GIVEN, run_id: Any = NOT_GIVEN) -> Link:
+        """A share link to a file; its url is shown only in this answer. See Client.create_link."""
+        return Link.from_dict(await self._json(self._r_create_link(
+            file_id, expires_in=expires_in, version=version, idempotency_key=idempotency_key, agent_id=agent_id,
+            run_id=run_id)))
+
+    async def links(self, file_id: str) -> list[Link]:
+        """A file's links, newest first, without their URLs."""
+        d = await self._json(self._r_links(file_id))
+        return [Link.from_dict(x) for x in (d.get("data") or []) if isinstance(x, dict)]
+
+    async def revoke_link(self, link_id: str, *, idempotency_key: Optional[str] = None,
+                          agent_id: Any = NOT_GIVEN, run_id: Any = NOT_GIVEN) -> Link:
+        """Revoke a share link; safe to repeat."""
+        return Link.from_dict(await self._json(self._r_revoke_link(
+            link_id, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
+
+    # The run ledger: events, runs.
+
+    async def events(
+        self,
+        *,
+        after: Optional[str] = None,
+        run_id: Optional[str] = None,
+        agent_id: Optional[str] = None,
+        file_id: Optional[str] = None,
+        prefix: Optional[str] = None,
+        types: Union[str, Sequence[str], None] = None,
+        limit: Optional[int] = None,
+        wait: Optional[float] = None,
+    ) -> EventPage:
+        """One page of your events, oldest first; see Client.events."""
+        return EventPage.from_dict(await self._json(self._r_events(
+            after=after, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types,
+            limit=limit, wait=wait)))
+
+    def follow_events(
+        self,
+        *,
+        after: Optional[str] = None,
+        run_id: Optional[str] = None,
+        agent_id: Optional[str] = None,
+        file_id: Optional[str] = None,
+        prefix: Optional[str] = None,
+        types: Union[str, Sequence[str], None] = None,
+        limit: Optional[int] = None,
+        wait: float = MAX_EVENT_WAIT,
+    ) -> AsyncEventFollower:
+        """Follow the events that match, from ``after`` on; ``async for`` yields them as they commit.
+
+        See Client.follow_events. Cancelling the iterating task or ``await
+        follower.aclose()`` stops it::
+
+            async with client.follow_events(run_id="run-1", after="now") as events:
+                async for e in events:
+                    print(e.type, e.path)
+        """
+        if not 1 <= wait <= MAX_EVENT_WAIT:
+            raise ValueError(f"follow_events: wait {wait!r} is outside 1 to {MAX_EVENT_WAIT} seconds")
+        self._r_events(after=after, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types,
+                       limit=limit, wait=wait)
+        state = FollowState(lambda cur: self._r_events(
+            after=cur, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types, limit=limit,
+            wait=wait), after, self.retry, self._rng)
+        return AsyncEventFollower(self, state)
+
+    async def run(self, run_id: str) -> Run:
+        """What one run did; see Client.run."""
+        return Run.from_dict(await self._json(self._r_run(run_id)))
+
+    async def run_archive(
+        self,
+        run_id: str,
+        destination: Union[str, os.PathLike[str], BinaryIO],
+        *,
+        format: Optional[str] = None,
+        progress: Optional[ArchiveProgress] = None,
+    ) -> int:
+        """Download a run's live files as one zip or tar; returns its size. See Client.run_archive."""
+        fmt = archive_format(format, destination)
+        reply = await self._run(self._r_run_archive(run_id, fmt), stream=True)
+        async with AsyncContent(reply.stream) as content:
+            if hasattr(destination, "write"):
+                return await _copy_counted(content, destination, progress)  # type: ignore[arg-type]
+            dest = os.fspath(destination)
+            fd, tmp = tempfile.mkstemp(prefix=".agentfs-", dir=os.path.dirname(os.path.abspath(dest)))
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    n = await _copy_counted(content, f, progress)
+                os.replace(tmp, dest)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+            return n
+
+    async def revert_run(self, run_id: str, *, force: bool = False, wait: bool = False,
+                         timeout: Optional[float] = None, idempotency_key: Optional[str] = None) -> Batch:
+        """Undo what a run did, as a batch; see Client.revert_run."""
+        b = Batch.from_dict(await self._json(self._r_revert_run(
+            run_id, force=force, idempotency_key=idempotency_key, agent_id=NOT_GIVEN, run_id_header=NOT_GIVEN)))
+        if wait and not b.terminal:
+            return await self.wait_batch(b.id, timeout=timeout)
+        return b
+
+
+async def _copy_counted(content: AsyncContent, out: BinaryIO, progress: Optional[ArchiveProgress]) -> int:
+    n = 0
+    try:
+        async for chunk in content.aiter_bytes():
+            await asyncio.to_thread(out.write, chunk)
+            n += len(chunk)
+            if progress is not None:
+                progress(n, None)
+    except httpx.TransportError as e:
+        raise archive_stopped(n, e) from e
+    return n
 
 
 async def _copy_verified(info: AsyncContent, out: BinaryIO, verify: bool) -> int:

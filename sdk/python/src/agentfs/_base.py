@@ -9,15 +9,16 @@ import email.message
 import json
 import os
 import re
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
-from typing import Any, Mapping, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar, Union
 from urllib.parse import urlsplit
 
 import httpx
 
 from ._compat import read_early_responses
-from ._models import BatchOp
+from ._errors import APIConnectionError
+from ._models import BatchOp, seconds_of
 from ._request import (
     NOT_GIVEN,
     BytesBody,
@@ -33,19 +34,35 @@ from ._retry import (
     DEFAULT_RETRY,
     ROUTE_ABORT_UPLOAD,
     ROUTE_BATCH,
+    ROUTE_CANCEL_BATCH,
     ROUTE_COMPLETE,
     ROUTE_CREATE_BATCH,
+    ROUTE_CREATE_LINK,
     ROUTE_CREATE_UPLOAD,
     ROUTE_DELETE_FILE,
+    ROUTE_EVENTS,
     ROUTE_FILE,
     ROUTE_FILE_CONTENT,
+    ROUTE_LINKS,
+    ROUTE_LIST_BATCHES,
     ROUTE_LIST_FILES,
+    ROUTE_LIST_UPLOADS,
+    ROUTE_LIST_VERSIONS,
+    ROUTE_MOVE,
     ROUTE_OPERATION,
+    ROUTE_PATCH_FILE,
     ROUTE_PROTOCOL,
     ROUTE_PUT_FILE,
     ROUTE_RESTORE_FILE,
+    ROUTE_REVERT,
+    ROUTE_REVERT_RUN,
+    ROUTE_REVOKE_LINK,
+    ROUTE_RUN,
+    ROUTE_RUN_ARCHIVE,
     ROUTE_UPLOAD,
     ROUTE_UPLOAD_PART,
+    ROUTE_VERSION,
+    ROUTE_VERSION_CONTENT,
     RandomSource,
     RetryPolicy,
     default_random,
@@ -60,6 +77,46 @@ DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 
 #: The longest wait= the server accepts for POST /v1/batch, in seconds.
 MAX_BATCH_WAIT = 30
+
+#: The longest wait= the server accepts for GET /v1/events, in seconds.
+MAX_EVENT_WAIT = 30
+
+#: The ``after`` that starts at the current end of the event feed: what commits from then on
+#: (and perhaps a few events that committed just before, never fewer).
+EVENTS_NOW = "now"
+
+#: Archive formats of run_archive.
+ARCHIVE_FORMATS = ("zip", "tar")
+
+#: Told the bytes of an archive received so far, and None for the total, which is not known up front.
+ArchiveProgress = Callable[[int, Optional[int]], Any]
+
+
+def archive_format(format: Optional[str], destination: Any) -> str:
+    """The format asked for, or the one a destination path's name implies (.tar), else zip."""
+    if format is not None:
+        if format not in ARCHIVE_FORMATS:
+            raise ValueError(f"run_archive: format {format!r}: want zip or tar")
+        return format
+    if not hasattr(destination, "write") and os.fspath(destination).lower().endswith(".tar"):
+        return "tar"
+    return "zip"
+
+
+def archive_stopped(received: int, err: BaseException) -> APIConnectionError:
+    """The error of an archive cut after ``received`` bytes: the server never ends one early in silence."""
+    return APIConnectionError(f"the run archive stopped after {received} bytes: {str(err) or type(err).__name__}")
+
+
+def page_of(d: Any, parse: Callable[[Mapping[str, Any]], Any], fetch: Callable[[str], Any], cls: Any) -> Any:
+    """A Page (or AsyncPage, as cls) of a keyset listing's JSON, whose next pages come from fetch(cursor)."""
+    data = d.get("data") if isinstance(d, Mapping) else None
+    return cls(
+        data=[parse(x) for x in data or [] if isinstance(x, Mapping)],
+        has_more=bool(d.get("has_more")) if isinstance(d, Mapping) else False,
+        next_cursor=d.get("next_cursor") if isinstance(d, Mapping) else None,
+        _fetch=fetch,
+    )
 
 #: How many parts upload_file sends at once.
 DEFAULT_PARALLEL = 4
@@ -235,12 +292,16 @@ class BaseClient:
         idempotency_key: Optional[str],
         agent_id: Any,
         run_id: Any,
+        expires_in: Union[int, float, timedelta, None] = None,
     ) -> Request:
+        expires = seconds_of("expires_in", expires_in)
         req = route_request(ROUTE_PUT_FILE, "/v1/files", key=self._key_for(idempotency_key),
                             agent_id=agent_id, run_id=run_id)
         req.query["path"] = path
         if if_exists is not None:
             req.query["if_exists"] = if_exists
+        if expires is not None:
+            req.query["expires_in"] = str(expires)
         req.replace = if_exists == "replace"
         req.body = make_body(content, size)
         h = req.headers
@@ -310,8 +371,12 @@ class BaseClient:
         idempotency_key: Optional[str],
         agent_id: Any,
         run_id: Any,
+        expires_in: Union[int, float, timedelta, None] = None,
     ) -> Request:
         body: dict[str, Any] = {"path": path, "size_bytes": size_bytes}
+        expires = seconds_of("expires_in", expires_in)
+        if expires is not None:
+            body["expires_in"] = expires
         if content_type is not None:
             body["content_type"] = content_type
         if if_exists is not None:
@@ -402,6 +467,166 @@ class BaseClient:
 
     def _r_get_batch(self, batch_id: str) -> Request:
         return route_request(ROUTE_BATCH, "/v1/batch/" + escape(batch_id))
+
+    def _r_list_batches(self, *, status: Optional[str], limit: Optional[int], cursor: Optional[str]) -> Request:
+        return _page(route_request(ROUTE_LIST_BATCHES, "/v1/batch"), limit, cursor, status=status)
+
+    def _r_cancel_batch(self, batch_id: str, *, idempotency_key: Optional[str], agent_id: Any,
+                        run_id: Any) -> Request:
+        return route_request(ROUTE_CANCEL_BATCH, "/v1/batch/" + escape(batch_id) + "/cancel",
+                             key=self._key_for(idempotency_key), agent_id=agent_id, run_id=run_id)
+
+    def _r_list_uploads(self, *, status: Optional[str], path: Optional[str], limit: Optional[int],
+                        cursor: Optional[str]) -> Request:
+        return _page(route_request(ROUTE_LIST_UPLOADS, "/v1/uploads"), limit, cursor, status=status, path=path)
+
+    # File history and lifecycle.
+
+    def _r_list_versions(self, file_id: str, *, limit: Optional[int], cursor: Optional[str]) -> Request:
+        return _page(route_request(ROUTE_LIST_VERSIONS, _file_path(file_id) + "/versions"), limit, cursor)
+
+    def _r_get_version(self, file_id: str, version: int) -> Request:
+        return route_request(ROUTE_VERSION, _version_path(file_id, version))
+
+    def _r_version_content(self, file_id: str, version: int, *, range: Optional[str], if_range: Optional[str],
+                           if_none_match: Optional[str]) -> Request:
+        req = route_request(ROUTE_VERSION_CONTENT, _version_path(file_id, version) + "/content")
+        _set(req.headers, "Range", range)
+        _set(req.headers, "If-Range", if_range)
+        _set(req.headers, "If-None-Match", if_none_match)
+        return req
+
+    def _r_revert_file(self, file_id: str, version: int, *, if_match: Optional[str],
+                       idempotency_key: Optional[str], agent_id: Any, run_id: Any) -> Request:
+        req = route_request(ROUTE_REVERT, _file_path(file_id) + "/revert", key=self._key_for(idempotency_key),
+                            agent_id=agent_id, run_id=run_id)
+        _set(req.headers, "If-Match", if_match)
+        return _json_body(req, {"version": _version_number(version)})
+
+    def _r_move_file(self, file_id: str, path: str, *, if_exists: Optional[str], if_match: Optional[str],
+                     idempotency_key: Optional[str], agent_id: Any, run_id: Any) -> Request:
+        req = route_request(ROUTE_MOVE, _file_path(file_id) + "/move", key=self._key_for(idempotency_key),
+                            agent_id=agent_id, run_id=run_id)
+        _set(req.headers, "If-Match", if_match)
+        return _json_body(req, {"path": path, "if_exists": if_exists or "error"})
+
+    def _r_set_expiry(self, file_id: str, expires_at: Optional[datetime], *, if_match: Optional[str],
+                      idempotency_key: Optional[str], agent_id: Any, run_id: Any) -> Request:
+        if expires_at is not None:
+            if not isinstance(expires_at, datetime) or expires_at.tzinfo is None:
+                raise ValueError(f"set_expiry: expires_at {expires_at!r} must be a timezone-aware datetime (or None)")
+            at: Optional[str] = expires_at.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+        else:
+            at = None
+        req = route_request(ROUTE_PATCH_FILE, _file_path(file_id), key=self._key_for(idempotency_key),
+                            agent_id=agent_id, run_id=run_id)
+        _set(req.headers, "If-Match", if_match)
+        return _json_body(req, {"expires_at": at})
+
+    def _r_create_link(self, file_id: str, *, expires_in: Union[int, float, timedelta, None],
+                       version: Optional[int], idempotency_key: Optional[str], agent_id: Any,
+                       run_id: Any) -> Request:
+        body: dict[str, Any] = {}
+        expires = seconds_of("expires_in", expires_in)
+        if expires is not None:
+            body["expires_in"] = expires
+        if version is not None:
+            body["version"] = _version_number(version)
+        req = route_request(ROUTE_CREATE_LINK, _file_path(file_id) + "/links", key=self._key_for(idempotency_key),
+                            agent_id=agent_id, run_id=run_id)
+        return _json_body(req, body)
+
+    def _r_links(self, file_id: str) -> Request:
+        return route_request(ROUTE_LINKS, _file_path(file_id) + "/links")
+
+    def _r_revoke_link(self, link_id: str, *, idempotency_key: Optional[str], agent_id: Any,
+                       run_id: Any) -> Request:
+        return route_request(ROUTE_REVOKE_LINK, "/v1/links/" + escape(link_id), key=self._key_for(idempotency_key),
+                             agent_id=agent_id, run_id=run_id)
+
+    # The run ledger.
+
+    def _r_events(
+        self,
+        *,
+        after: Optional[str],
+        run_id: Optional[str],
+        agent_id: Optional[str],
+        file_id: Optional[str],
+        prefix: Optional[str],
+        types: Union[str, Sequence[str], None],
+        limit: Optional[int],
+        wait: Optional[float],
+    ) -> Request:
+        req = route_request(ROUTE_EVENTS, "/v1/events")
+        if isinstance(types, str):
+            types = [types]
+        for name, v in (("after", after), ("run_id", run_id), ("agent_id", agent_id), ("file_id", file_id),
+                        ("prefix", prefix), ("type", ",".join(types) if types else None)):
+            if v is not None:
+                req.query[name] = v
+        if limit is not None:
+            req.query["limit"] = str(limit)
+        if wait is not None:
+            if not 0 <= wait <= MAX_EVENT_WAIT:
+                raise ValueError(f"events: wait {wait!r} is outside 0 to {MAX_EVENT_WAIT} seconds")
+            secs = int(-(-wait // 1))
+            if secs > 0:
+                req.query["wait"] = str(secs)
+                req.timeout = secs + 60.0
+        return req
+
+    def _r_run(self, run_id: str) -> Request:
+        return route_request(ROUTE_RUN, _run_path(run_id))
+
+    def _r_run_archive(self, run_id: str, format: str) -> Request:
+        if format not in ARCHIVE_FORMATS:
+            raise ValueError(f"run_archive: format {format!r}: want zip or tar")
+        req = route_request(ROUTE_RUN_ARCHIVE, _run_path(run_id) + "/archive")
+        req.query["format"] = format
+        return req
+
+    def _r_revert_run(self, run_id: str, *, force: bool, idempotency_key: Optional[str], agent_id: Any,
+                      run_id_header: Any) -> Request:
+        # The server requires a key: one is made even when generation is off.
+        key = check_key(idempotency_key) if idempotency_key is not None else new_idempotency_key()
+        req = route_request(ROUTE_REVERT_RUN, _run_path(run_id) + "/revert", key=key, agent_id=agent_id,
+                            run_id=run_id_header)
+        return _json_body(req, {"force": bool(force)})
+
+
+def _page(req: Request, limit: Optional[int], cursor: Optional[str], **filters: Optional[str]) -> Request:
+    """The query of a keyset page, with the filters given."""
+    for name, v in filters.items():
+        if v is not None:
+            req.query[name] = v
+    if limit is not None:
+        req.query["limit"] = str(limit)
+    if cursor is not None:
+        req.query["cursor"] = cursor
+    return req
+
+
+def _file_path(file_id: str) -> str:
+    return "/v1/files/" + escape(file_id)
+
+
+def _version_number(version: int) -> int:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ValueError(f"version {version!r}: versions are numbered from 1")
+    return version
+
+
+def _version_path(file_id: str, version: int) -> str:
+    return _file_path(file_id) + "/versions/" + str(_version_number(version))
+
+
+def _run_path(run_id: str) -> str:
+    """/v1/runs/{run_id}, the run id one escaped segment (a / in it is sent as %2F)."""
+    check_tag("run_id", run_id)
+    if run_id is None:
+        raise ValueError("run_id is required")
+    return "/v1/runs/" + escape(run_id)
 
 
 def check_upload_options(size: int, parallel: int, sha256: Optional[str]) -> Optional[str]:

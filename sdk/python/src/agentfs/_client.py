@@ -8,6 +8,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
 from typing import Any, BinaryIO, Callable, Iterator, Mapping, Optional, Sequence, Union
 
 import httpx
@@ -16,12 +17,31 @@ from ._base import (
     DEFAULT_PARALLEL,
     DEFAULT_SESSION_THRESHOLD,
     DEFAULT_TIMEOUT,
+    MAX_EVENT_WAIT,
+    ArchiveProgress,
     BaseClient,
     ContentInfo,
+    archive_format,
+    archive_stopped,
     check_upload_options,
+    page_of,
 )
 from ._errors import AgentFSError, PayloadTooLargeError, problem_from_response
-from ._models import Batch, BatchOp, File, Operation, Page, Protocol, Upload, UploadPart
+from ._events import EventFollower, FollowState
+from ._models import (
+    Batch,
+    BatchOp,
+    EventPage,
+    File,
+    FileVersion,
+    Link,
+    Operation,
+    Page,
+    Protocol,
+    Run,
+    Upload,
+    UploadPart,
+)
 from ._request import NOT_GIVEN, Request
 from ._retry import (
     NoResponse,
@@ -226,6 +246,7 @@ class Client(BaseClient):
         idempotency_key: Optional[str] = None,
         agent_id: Any = NOT_GIVEN,
         run_id: Any = NOT_GIVEN,
+        expires_in: Union[int, float, timedelta, None] = None,
     ) -> File:
         """Upload content as the file at path (POST /v1/files).
 
@@ -237,11 +258,14 @@ class Client(BaseClient):
         "replace" (the file keeps its id and url). ``if_match`` replaces only
         the file with that etag; ``if_none_match="*"`` creates only. ``sha256``
         (hex) is sent as Content-Digest and checked by the server.
+        ``expires_in`` (seconds or a timedelta, 60 s to 365 days) makes the
+        file expire that long after the write: from then on it counts as
+        deleted. A replace without it keeps the file's expiry.
         """
         return File.from_dict(self._json(self._r_put_file(
             path, content, if_exists=if_exists, if_match=if_match, if_none_match=if_none_match,
             content_type=content_type, sha256=sha256, size=size, idempotency_key=idempotency_key,
-            agent_id=agent_id, run_id=run_id)))
+            agent_id=agent_id, run_id=run_id, expires_in=expires_in)))
 
     def get_file(self, file_id: str) -> File:
         """A file's metadata (GET /v1/files/{id}), also of a deleted file not purged yet."""
@@ -355,12 +379,14 @@ class Client(BaseClient):
         idempotency_key: Optional[str] = None,
         agent_id: Any = NOT_GIVEN,
         run_id: Any = NOT_GIVEN,
+        expires_in: Union[int, float, timedelta, None] = None,
     ) -> Upload:
         """Start an upload session (POST /v1/uploads), or get back the live one with the same
-        path, size, content type and SHA-256, with the parts it holds: send only the missing ones."""
+        path, size, content type and SHA-256, with the parts it holds: send only the missing ones.
+        ``expires_in`` makes the completed file expire that long after its complete."""
         return Upload.from_dict(self._json(self._r_create_upload(
             path, size_bytes, content_type=content_type, if_exists=if_exists, sha256=sha256,
-            idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
+            idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id, expires_in=expires_in)))
 
     def get_upload(self, upload_id: str) -> Upload:
         """A session with the parts received so far (GET /v1/uploads/{id})."""
@@ -453,6 +479,7 @@ class Client(BaseClient):
         idempotency_key: Optional[str] = None,
         agent_id: Any = NOT_GIVEN,
         run_id: Any = NOT_GIVEN,
+        expires_in: Union[int, float, timedelta, None] = None,
     ) -> File:
         """Upload a local file to remote_path and return the file.
 
@@ -467,7 +494,7 @@ class Client(BaseClient):
         again, and ends at total. ``on_session`` sees the session created or
         resumed. On failure the session stays pending: call again to resume.
         ``idempotency_key`` names the single POST of a small file (a session
-        resumes without one).
+        resumes without one). ``expires_in`` as for put_file.
         """
         path = os.fspath(local_path)
         size = regular_file_size(path)
@@ -479,14 +506,14 @@ class Client(BaseClient):
             try:
                 return self._put_local(path, size, remote_path, if_exists=if_exists, if_match=if_match,
                                        content_type=content_type, sha256=sha, progress=progress,
-                                       idempotency_key=idempotency_key, **attribution)
+                                       idempotency_key=idempotency_key, expires_in=expires_in, **attribution)
             except PayloadTooLargeError:
                 if size == 0:
                     raise
         if sha is None:
             sha = sha256_of_file(path)
         u = self.create_upload(remote_path, size, content_type=content_type, if_exists=if_exists, sha256=sha,
-                               **attribution)
+                               expires_in=expires_in, **attribution)
         check_plan(u, size)
         if on_session is not None:
             on_session(u)
@@ -584,6 +611,256 @@ class Client(BaseClient):
                 raise TimeoutError(f"batch {batch_id} is still {b.status} after {timeout} s")
             self._sleep(wait)
             wait = min(wait * 1.5, POLL_MAX)
+
+    def list_batches(self, *, status: Optional[str] = None, limit: Optional[int] = None,
+                     cursor: Optional[str] = None) -> Page[Batch]:
+        """One page of batches, newest first, with their counts but not their items (GET /v1/batch).
+
+        Iterate it to walk every page; get_batch returns one with its items.
+        """
+        d = self._json(self._r_list_batches(status=status, limit=limit, cursor=cursor))
+        return page_of(d, Batch.from_dict,
+                       lambda c: self.list_batches(status=status, limit=limit, cursor=c), Page)
+
+    def cancel_batch(self, batch_id: str, *, idempotency_key: Optional[str] = None, agent_id: Any = NOT_GIVEN,
+                     run_id: Any = NOT_GIVEN) -> Batch:
+        """Cancel a batch (POST /v1/batch/{id}/cancel): its pending items become canceled.
+
+        An item already running finishes, and the batch ends "canceled" once
+        nothing runs (wait_batch waits for that). Cancelling a batch that has
+        ended returns it unchanged; repeating it is safe.
+        """
+        return Batch.from_dict(self._json(self._r_cancel_batch(
+            batch_id, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
+
+    def list_uploads(self, *, status: Optional[str] = None, path: Optional[str] = None,
+                     limit: Optional[int] = None, cursor: Optional[str] = None) -> Page[Upload]:
+        """One page of upload sessions, newest first (GET /v1/uploads); iterate it to walk every page.
+
+        ``status="pending"`` finds what interrupted uploads left to resume.
+        """
+        d = self._json(self._r_list_uploads(status=status, path=path, limit=limit, cursor=cursor))
+        return page_of(d, Upload.from_dict,
+                       lambda c: self.list_uploads(status=status, path=path, limit=limit, cursor=c), Page)
+
+    # File history and lifecycle.
+
+    def list_versions(self, file_id: str, *, limit: Optional[int] = None,
+                      cursor: Optional[str] = None) -> Page[FileVersion]:
+        """One page of a file's versions, newest first (GET /v1/files/{id}/versions), also of a deleted file."""
+        d = self._json(self._r_list_versions(file_id, limit=limit, cursor=cursor))
+        return page_of(d, FileVersion.from_dict, lambda c: self.list_versions(file_id, limit=limit, cursor=c), Page)
+
+    def get_version(self, file_id: str, version: int) -> FileVersion:
+        """Version ``version`` of a file (GET /v1/files/{id}/versions/{n}); one the retention dropped is NotFoundError."""
+        return FileVersion.from_dict(self._json(self._r_get_version(file_id, version)))
+
+    def version_content(self, file_id: str, version: int, *, range: Optional[str] = None,
+                        if_range: Optional[str] = None, if_none_match: Optional[str] = None) -> Content:
+        """Open the bytes of one version (GET /v1/files/{id}/versions/{n}/content), as file_content does."""
+        reply = self._run(self._r_version_content(file_id, version, range=range, if_range=if_range,
+                                                  if_none_match=if_none_match), stream=True)
+        return Content(reply.stream)
+
+    def revert_file(self, file_id: str, version: int, *, if_match: Optional[str] = None,
+                    idempotency_key: Optional[str] = None, agent_id: Any = NOT_GIVEN,
+                    run_id: Any = NOT_GIVEN) -> File:
+        """Make version ``version``'s content the file's current content, as a new version (POST /v1/files/{id}/revert).
+
+        Reverting to the content the file has changes nothing. ``if_match``
+        refuses (PreconditionFailedError) if the file was written meanwhile. A
+        deleted file is NotFoundError: restore it first.
+        """
+        return File.from_dict(self._json(self._r_revert_file(
+            file_id, version, if_match=if_match, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
+
+    def move_file(self, file_id: str, path: str, *, if_exists: Optional[str] = None, if_match: Optional[str] = None,
+                  idempotency_key: Optional[str] = None, agent_id: Any = NOT_GIVEN,
+                  run_id: Any = NOT_GIVEN) -> File:
+        """Give a file a new path (POST /v1/files/{id}/move); it keeps its id, url, version and history.
+
+        A live file at path is PathExistsError unless ``if_exists="replace"``,
+        which deletes it (restorably) in the same transaction.
+        """
+        return File.from_dict(self._json(self._r_move_file(
+            file_id, path, if_exists=if_exists, if_match=if_match, idempotency_key=idempotency_key,
+            agent_id=agent_id, run_id=run_id)))
+
+    def set_expiry(self, file_id: str, expires_at: Optional[datetime], *, if_match: Optional[str] = None,
+                   idempotency_key: Optional[str] = None, agent_id: Any = NOT_GIVEN,
+                   run_id: Any = NOT_GIVEN) -> File:
+        """Make a live file expire at ``expires_at`` (an aware datetime, 60 s to 365 days ahead), or never with None.
+
+        PATCH /v1/files/{id}. From then on the file counts as deleted. A
+        repeat sets the same value, so it is safe.
+        """
+        return File.from_dict(self._json(self._r_set_expiry(
+            file_id, expires_at, if_match=if_match, idempotency_key=idempotency_key, agent_id=agent_id,
+            run_id=run_id)))
+
+    def create_link(self, file_id: str, *, expires_in: Union[int, float, timedelta, None] = None,
+                    version: Optional[int] = None, idempotency_key: Optional[str] = None,
+                    agent_id: Any = NOT_GIVEN, run_id: Any = NOT_GIVEN) -> Link:
+        """A share link to a file (POST /v1/files/{id}/links), for someone without a token.
+
+        Its ``url`` is shown only in this answer: keep it. ``expires_in`` is 60 s
+        to 7 days (default 1 h); ``version`` pins one version, else the link
+        serves the current content whenever it is opened.
+        """
+        return Link.from_dict(self._json(self._r_create_link(
+            file_id, expires_in=expires_in, version=version, idempotency_key=idempotency_key, agent_id=agent_id,
+            run_id=run_id)))
+
+    def links(self, file_id: str) -> list[Link]:
+        """A file's links, newest first, revoked and expired ones included, without their URLs."""
+        d = self._json(self._r_links(file_id))
+        return [Link.from_dict(x) for x in (d.get("data") or []) if isinstance(x, dict)]
+
+    def revoke_link(self, link_id: str, *, idempotency_key: Optional[str] = None, agent_id: Any = NOT_GIVEN,
+                    run_id: Any = NOT_GIVEN) -> Link:
+        """Revoke a share link (DELETE /v1/links/{id}): its URL serves nothing from then on. Safe to repeat."""
+        return Link.from_dict(self._json(self._r_revoke_link(
+            link_id, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
+
+    # The run ledger: events, runs.
+
+    def events(
+        self,
+        *,
+        after: Optional[str] = None,
+        run_id: Optional[str] = None,
+        agent_id: Optional[str] = None,
+        file_id: Optional[str] = None,
+        prefix: Optional[str] = None,
+        types: Union[str, Sequence[str], None] = None,
+        limit: Optional[int] = None,
+        wait: Optional[float] = None,
+    ) -> EventPage:
+        """One page of your events, oldest first (GET /v1/events).
+
+        ``after`` is a previous page's ``next_cursor``, ``"now"`` (the end of
+        the feed) or None (the oldest event kept). Filters combine: the
+        X-Run-ID and X-Agent-ID of the request that caused an event, a file,
+        a path prefix, event ``types`` ("file.created", ...). ``wait`` (at
+        most 30 s) holds the request until a matching event commits.
+        Following ``next_cursor`` never skips an event and never repeats
+        one; follow_events does it for you. CursorExpiredError: the cursor is
+        older than the server's event retention.
+        """
+        return EventPage.from_dict(self._json(self._r_events(
+            after=after, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types,
+            limit=limit, wait=wait)))
+
+    def follow_events(
+        self,
+        *,
+        after: Optional[str] = None,
+        run_id: Optional[str] = None,
+        agent_id: Optional[str] = None,
+        file_id: Optional[str] = None,
+        prefix: Optional[str] = None,
+        types: Union[str, Sequence[str], None] = None,
+        limit: Optional[int] = None,
+        wait: float = MAX_EVENT_WAIT,
+    ) -> EventFollower:
+        """Follow the events that match, from ``after`` on, for as long as you iterate.
+
+        ``wait`` is how long each poll is held open by the server (1 to 30
+        s; a proxy that cuts idle requests sooner needs less). A dropped
+        connection, 408, 429 or 5xx is retried from the last cursor with the
+        retry policy's backoff; once the feed has answered, without limit.
+        ``follower.cursor`` says where to resume, in this process or another::
+
+            with client.follow_events(run_id="run-1", after="now") as events:
+                for e in events:
+                    print(e.type, e.path)
+        """
+        if not 1 <= wait <= MAX_EVENT_WAIT:
+            raise ValueError(f"follow_events: wait {wait!r} is outside 1 to {MAX_EVENT_WAIT} seconds")
+        self._r_events(after=after, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types,
+                       limit=limit, wait=wait)  # the filters are checked now, not at the first poll
+        state = FollowState(lambda cur: self._r_events(
+            after=cur, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types, limit=limit,
+            wait=wait), after, self.retry, self._rng)
+        return EventFollower(self, state)
+
+    def run(self, run_id: str) -> Run:
+        """What one run did (GET /v1/runs/{run_id}): its counts, the bytes it wrote, the files it left live.
+
+        A run with no event of yours is NotFoundError. A "/" in the run id is
+        sent escaped, as one path segment.
+        """
+        return Run.from_dict(self._json(self._r_run(run_id)))
+
+    def run_archive(
+        self,
+        run_id: str,
+        destination: Union[str, os.PathLike[str], BinaryIO],
+        *,
+        format: Optional[str] = None,
+        progress: Optional[ArchiveProgress] = None,
+    ) -> int:
+        """Download the files a run created or last wrote that are live now, as one archive; returns its size.
+
+        GET /v1/runs/{run_id}/archive: one zip (stored, not compressed) or
+        tar, entries named by path, each a whole version. ``destination`` is
+        a local path (written whole or not at all) or a binary file;
+        ``format`` is "zip" or "tar" (default: tar for a path ending in .tar,
+        else zip). ``progress(received, None)`` is told the bytes so far (the
+        total is not known up front). The request is retried until the
+        archive starts; one cut on the way raises APIConnectionError (a path
+        is then left untouched).
+        """
+        fmt = archive_format(format, destination)
+        reply = self._run(self._r_run_archive(run_id, fmt), stream=True)
+        content = Content(reply.stream)
+        with content:
+            if hasattr(destination, "write"):
+                return _copy_counted(content, destination, progress)  # type: ignore[arg-type]
+            dest = os.fspath(destination)
+            fd, tmp = tempfile.mkstemp(prefix=".agentfs-", dir=os.path.dirname(os.path.abspath(dest)))
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    n = _copy_counted(content, f, progress)
+                os.replace(tmp, dest)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+            return n
+
+    def revert_run(self, run_id: str, *, force: bool = False, wait: bool = False, timeout: Optional[float] = None,
+                   idempotency_key: Optional[str] = None) -> Batch:
+        """Undo what a run did (POST /v1/runs/{run_id}/revert), as a batch of one undo item per file.
+
+        A file the run created is deleted, one it replaced or reverted gets
+        back the version it had before the run, one it deleted is restored,
+        one it moved goes back; the most recently changed first. A file
+        another run changed since fails its item with ChangedSinceRunError
+        unless ``force``. The revert's own events carry this client's
+        run_id, so it can be reverted in turn. The request always carries an
+        Idempotency-Key (``idempotency_key``, or a new one): a retry after a
+        lost answer, or the same key again, returns the same batch in its
+        current state. With ``wait`` it returns once the batch has ended
+        (TimeoutError after ``timeout`` seconds).
+        """
+        b = Batch.from_dict(self._json(self._r_revert_run(
+            run_id, force=force, idempotency_key=idempotency_key, agent_id=NOT_GIVEN, run_id_header=NOT_GIVEN)))
+        if wait and not b.terminal:
+            return self.wait_batch(b.id, timeout=timeout)
+        return b
+
+
+def _copy_counted(content: Content, out: BinaryIO, progress: Optional[ArchiveProgress]) -> int:
+    n = 0
+    try:
+        for chunk in content.iter_bytes():
+            out.write(chunk)
+            n += len(chunk)
+            if progress is not None:
+                progress(n, None)
+    except httpx.TransportError as e:
+        raise archive_stopped(n, e) from e
+    return n
 
 
 def _copy_verified(info: ContentInfo, chunks: Iterator[bytes], out: BinaryIO, verify: bool) -> int:

@@ -20,6 +20,8 @@ __all__ = [
     "PathExistsError",
     "IdempotencyConflictError",
     "OperationInProgressError",
+    "ChangedSinceRunError",
+    "CursorExpiredError",
     "PreconditionFailedError",
     "PayloadTooLargeError",
     "UnprocessableEntityError",
@@ -39,7 +41,7 @@ class APIConnectionError(AgentFSError):
     """No answer came: the connection failed or broke before a response.
 
     The request may or may not have taken effect. The client already retried
-    it if that was safe (DESIGN §10); the underlying httpx error is
+    it if that was safe (the client retry policy); the underlying httpx error is
     ``__cause__``.
     """
 
@@ -172,6 +174,21 @@ class OperationInProgressError(ConflictError):
     """
 
 
+class ChangedSinceRunError(ConflictError):
+    """409 CHANGED_SINCE_RUN: another run changed the file after the run being reverted.
+
+    It fails that file's item of a run revert; ``revert_run(..., force=True)``
+    undoes the file anyway.
+    """
+
+
+class CursorExpiredError(Problem):
+    """410 CURSOR_EXPIRED: the events after this cursor are past the server's event retention.
+
+    Follow again with ``after="now"``, or without ``after`` for the oldest event kept.
+    """
+
+
 class PreconditionFailedError(Problem):
     """412 PRECONDITION_FAILED: If-Match or If-None-Match did not hold."""
 
@@ -200,6 +217,8 @@ _BY_CODE: dict[str, type[Problem]] = {
     "PATH_EXISTS": PathExistsError,
     "IDEMPOTENCY_CONFLICT": IdempotencyConflictError,
     "OPERATION_IN_PROGRESS": OperationInProgressError,
+    "CHANGED_SINCE_RUN": ChangedSinceRunError,
+    "CURSOR_EXPIRED": CursorExpiredError,
 }
 
 _BY_STATUS: dict[int, type[Problem]] = {
@@ -208,6 +227,7 @@ _BY_STATUS: dict[int, type[Problem]] = {
     403: PermissionDeniedError,
     404: NotFoundError,
     409: ConflictError,
+    410: CursorExpiredError,
     412: PreconditionFailedError,
     413: PayloadTooLargeError,
     422: UnprocessableEntityError,
@@ -225,7 +245,7 @@ def _problem_class(status: int, code: Optional[str]) -> type[Problem]:
 
 
 def retryable_status(status: int) -> bool:
-    """408, 429 and 5xx are worth repeating (DESIGN §9, §10)."""
+    """408, 429 and 5xx are worth repeating (the error contract and the client retry policy)."""
     return status in (408, 429) or 500 <= status <= 599
 
 
@@ -264,7 +284,7 @@ def problem_from_dict(
 
 _HTTP_REASONS = {
     400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-    405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict", 411: "Length Required",
+    405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict", 410: "Gone", 411: "Length Required",
     412: "Precondition Failed", 413: "Payload Too Large", 415: "Unsupported Media Type",
     416: "Range Not Satisfiable", 422: "Unprocessable Entity", 429: "Too Many Requests",
     451: "Unavailable For Legal Reasons", 500: "Internal Server Error", 502: "Bad Gateway",

@@ -1,4 +1,4 @@
-"""Typed results: the JSON objects of DESIGN §4 as dataclasses."""
+"""Typed results: the JSON objects of the API (openapi.yaml) as dataclasses."""
 
 from __future__ import annotations
 
@@ -23,6 +23,12 @@ __all__ = [
     "OperationResource",
     "Page",
     "Protocol",
+    "FileVersion",
+    "Link",
+    "Event",
+    "EventPage",
+    "Run",
+    "RunCounts",
 ]
 
 T = TypeVar("T")
@@ -51,6 +57,22 @@ def parse_time(v: Any) -> Optional[datetime]:
     except ValueError:
         return None
     return base.replace(microsecond=int(micro), tzinfo=tz)
+
+
+def seconds_of(what: str, v: Union[int, float, timedelta, None]) -> Optional[int]:
+    """A delay in whole seconds (a fraction rounded up), from seconds or a timedelta; None stays None."""
+    if v is None:
+        return None
+    if isinstance(v, timedelta):
+        secs = v.total_seconds()
+    elif isinstance(v, (int, float)) and not isinstance(v, bool):
+        secs = float(v)
+    else:
+        raise TypeError(f"{what} {v!r}: want seconds or a datetime.timedelta")
+    if secs <= 0 or secs != secs:
+        raise ValueError(f"{what} {v!r} must be positive")
+    whole = int(secs)
+    return whole if whole == secs else whole + 1
 
 
 def _s(d: Mapping[str, Any], k: str, default: str = "") -> str:
@@ -97,6 +119,8 @@ class File:
     deleted_at: Optional[datetime]
     purge_after: Optional[datetime]
     blocked: bool
+    #: When the file stops being served and counts as deleted; None: never.
+    expires_at: Optional[datetime] = None
     object: str = "file"
 
     @classmethod
@@ -120,6 +144,7 @@ class File:
             deleted_at=parse_time(d.get("deleted_at")),
             purge_after=parse_time(d.get("purge_after")),
             blocked=bool(d.get("blocked", False)),
+            expires_at=parse_time(d.get("expires_at")),
             object=_s(d, "object", "file"),
         )
 
@@ -210,11 +235,13 @@ class BatchCounts:
     succeeded: int = 0
     failed: int = 0
     pending: int = 0
+    #: Items cancel_batch stopped before they ran.
+    canceled: int = 0
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "BatchCounts":
         """Build BatchCounts from its JSON object."""
-        return cls(_i(d, "total"), _i(d, "succeeded"), _i(d, "failed"), _i(d, "pending"))
+        return cls(_i(d, "total"), _i(d, "succeeded"), _i(d, "failed"), _i(d, "pending"), _i(d, "canceled"))
 
 
 @dataclass
@@ -226,7 +253,7 @@ class BatchItem:
     op: str
     #: A put's or copy's target; None for delete and restore.
     path: Optional[str]
-    #: pending, succeeded or failed.
+    #: pending, succeeded, failed or canceled.
     status: str
     #: The put's idempotency_key already held this outcome.
     replayed: bool
@@ -250,7 +277,7 @@ class BatchItem:
         )
 
 
-BATCH_TERMINAL = ("succeeded", "partially_succeeded", "failed")
+BATCH_TERMINAL = ("succeeded", "partially_succeeded", "failed", "canceled")
 
 
 @dataclass
@@ -258,9 +285,10 @@ class Batch:
     """Many operations run in order in the background."""
 
     id: str
-    #: queued or running until terminal: succeeded, partially_succeeded or failed.
+    #: queued or running until terminal: succeeded, partially_succeeded, failed or canceled.
     status: str
     counts: BatchCounts
+    #: The operations and their outcomes; empty in a listing (list_batches), which counts them only.
     items: list[BatchItem]
     created_at: Optional[datetime]
     started_at: Optional[datetime]
@@ -269,7 +297,7 @@ class Batch:
 
     @property
     def terminal(self) -> bool:
-        """Whether every item has run."""
+        """Whether the batch has ended: every item has run, or it was canceled and nothing runs any more."""
         return self.status in BATCH_TERMINAL
 
     def failed_items(self) -> list[BatchItem]:
@@ -307,6 +335,8 @@ class BatchOp:
     content_type: Optional[str] = None
     if_exists: Optional[str] = None
     idempotency_key: Optional[str] = None
+    #: A put's file expires this many seconds after the item runs (60 to 31536000).
+    expires_in: Optional[int] = None
 
     @classmethod
     def put(
@@ -317,11 +347,14 @@ class BatchOp:
         content_type: Optional[str] = None,
         if_exists: Optional[str] = None,
         idempotency_key: Optional[str] = None,
+        expires_in: Union[int, float, timedelta, None] = None,
     ) -> "BatchOp":
         """Store content at path: text as utf8, bytes as text when valid UTF-8, else base64.
 
         ``idempotency_key`` is the item's own key, shared with standalone
         uploads: the same put under it gives back the stored file.
+        ``expires_in`` (seconds or a timedelta) makes the file expire that long
+        after the item runs.
         """
         if isinstance(content, str):
             text, enc = content, None
@@ -331,7 +364,8 @@ class BatchOp:
             except UnicodeDecodeError:
                 text, enc = base64.b64encode(bytes(content)).decode("ascii"), "base64"
         return cls(op="put", path=path, content=text, encoding=enc, content_type=content_type,
-                   if_exists=if_exists, idempotency_key=idempotency_key)
+                   if_exists=if_exists, idempotency_key=idempotency_key,
+                   expires_in=seconds_of("expires_in", expires_in))
 
     @classmethod
     def delete(cls, file_id: str) -> "BatchOp":
@@ -351,7 +385,8 @@ class BatchOp:
     def to_dict(self) -> dict[str, Any]:
         """The operation as JSON; a put always carries content, an empty one included."""
         out: dict[str, Any] = {"op": self.op}
-        for k in ("path", "file_id", "content", "encoding", "content_type", "if_exists", "idempotency_key"):
+        for k in ("path", "file_id", "content", "encoding", "content_type", "if_exists", "idempotency_key",
+                  "expires_in"):
             v = getattr(self, k)
             if v is not None:
                 out[k] = v
@@ -393,7 +428,7 @@ class Operation:
         return self.status == "completed"
 
     def outcome(self) -> Any:
-        """The recorded answer: a File, Upload, UploadPart or Batch (else the JSON).
+        """The recorded answer: a File, Upload, UploadPart, Batch or Link (else the JSON).
 
         A recorded error is raised as its Problem; an operation still in
         progress raises RuntimeError.
@@ -430,11 +465,203 @@ class Operation:
         return json.dumps(self.response).encode("utf-8")
 
 
+@dataclass
+class FileVersion:
+    """One version of a file's content: every write that changed the bytes or the content type made one."""
+
+    file_id: str
+    version: int
+    size_bytes: int
+    content_type: str
+    #: Lowercase hex SHA-256 of this version's content.
+    sha256: str
+    #: The quoted SHA-256.
+    etag: str
+    #: Serves this version's bytes (version_content), with a token.
+    url: str
+    #: Attribution of the write that made this version.
+    agent_id: Optional[str]
+    run_id: Optional[str]
+    created_at: Optional[datetime]
+    #: This version is the file's content now.
+    current: bool
+    object: str = "file_version"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "FileVersion":
+        """Build a FileVersion from its JSON object."""
+        return cls(
+            file_id=_s(d, "file_id"),
+            version=_i(d, "version"),
+            size_bytes=_i(d, "size_bytes"),
+            content_type=_s(d, "content_type"),
+            sha256=_s(d, "sha256"),
+            etag=_s(d, "etag"),
+            url=_s(d, "url"),
+            agent_id=_opt_s(d, "agent_id"),
+            run_id=_opt_s(d, "run_id"),
+            created_at=parse_time(d.get("created_at")),
+            current=bool(d.get("current", False)),
+            object=_s(d, "object", "file_version"),
+        )
+
+
+@dataclass
+class Link:
+    """A share link: a URL that serves one file's content without a token until it expires or is revoked."""
+
+    id: str
+    file_id: str
+    #: The version the link serves; None: always the file's current content.
+    version: Optional[int]
+    #: PUBLIC_URL/s/{secret}: shown once, in the answer to create_link (and a replay of it); None in listings.
+    url: Optional[str]
+    expires_at: Optional[datetime]
+    revoked_at: Optional[datetime]
+    created_at: Optional[datetime]
+    object: str = "link"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Link":
+        """Build a Link from its JSON object."""
+        v = d.get("version")
+        return cls(
+            id=_s(d, "id"),
+            file_id=_s(d, "file_id"),
+            version=v if isinstance(v, int) and not isinstance(v, bool) else None,
+            url=_opt_s(d, "url"),
+            expires_at=parse_time(d.get("expires_at")),
+            revoked_at=parse_time(d.get("revoked_at")),
+            created_at=parse_time(d.get("created_at")),
+            object=_s(d, "object", "link"),
+        )
+
+
+def _opt_i(d: Mapping[str, Any], k: str) -> Optional[int]:
+    v = d.get(k)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+@dataclass
+class Event:
+    """One effect on a file, committed in the same transaction as the effect: the feed shows what happened, once."""
+
+    id: str
+    #: file.created, file.replaced, file.deleted, file.restored, file.moved, file.reverted, file.expired or file.purged.
+    type: str
+    file_id: str
+    path: str
+    #: The path a move left; None for other events.
+    previous_path: Optional[str]
+    #: The content the event left; None for events that leave none (a delete, a purge).
+    version: Optional[int]
+    size_bytes: Optional[int]
+    sha256: Optional[str]
+    #: Attribution of the request that caused the event.
+    agent_id: Optional[str]
+    run_id: Optional[str]
+    idempotency_key: Optional[str]
+    request_id: Optional[str]
+    #: The batch whose item caused the event, if any.
+    batch_id: Optional[str]
+    at: Optional[datetime]
+    object: str = "event"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Event":
+        """Build an Event from its JSON object."""
+        return cls(
+            id=_s(d, "id"),
+            type=_s(d, "type"),
+            file_id=_s(d, "file_id"),
+            path=_s(d, "path"),
+            previous_path=_opt_s(d, "previous_path"),
+            version=_opt_i(d, "version"),
+            size_bytes=_opt_i(d, "size_bytes"),
+            sha256=_opt_s(d, "sha256"),
+            agent_id=_opt_s(d, "agent_id"),
+            run_id=_opt_s(d, "run_id"),
+            idempotency_key=_opt_s(d, "idempotency_key"),
+            request_id=_opt_s(d, "request_id"),
+            batch_id=_opt_s(d, "batch_id"),
+            at=parse_time(d.get("at")),
+            object=_s(d, "object", "event"),
+        )
+
+
+@dataclass
+class EventPage:
+    """One page of events, oldest first."""
+
+    data: list[Event]
+    has_more: bool
+    #: Always set: ``after`` for the next page, or for the next poll when data was empty.
+    next_cursor: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "EventPage":
+        """Build an EventPage from its JSON object."""
+        return cls(
+            data=[Event.from_dict(e) for e in d.get("data") or [] if isinstance(e, Mapping)],
+            has_more=bool(d.get("has_more")),
+            next_cursor=_s(d, "next_cursor"),
+        )
+
+
+@dataclass
+class RunCounts:
+    """A run's effects by kind."""
+
+    created: int = 0
+    replaced: int = 0
+    deleted: int = 0
+    restored: int = 0
+    moved: int = 0
+    reverted: int = 0
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RunCounts":
+        """Build RunCounts from its JSON object."""
+        return cls(*(_i(d, k) for k in ("created", "replaced", "deleted", "restored", "moved", "reverted")))
+
+
+@dataclass
+class Run:
+    """What one run (one X-Run-ID) did, from its events."""
+
+    run_id: str
+    #: The X-Agent-IDs its requests carried.
+    agent_ids: list[str]
+    first_at: Optional[datetime]
+    last_at: Optional[datetime]
+    counts: RunCounts
+    #: The sizes of the versions its creates and replaces made.
+    bytes_written: int
+    #: The files it created or last wrote that are live now.
+    live_files: int
+    object: str = "run"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Run":
+        """Build a Run from its JSON object."""
+        return cls(
+            run_id=_s(d, "run_id"),
+            agent_ids=[a for a in d.get("agent_ids") or [] if isinstance(a, str)],
+            first_at=parse_time(d.get("first_at")),
+            last_at=parse_time(d.get("last_at")),
+            counts=RunCounts.from_dict(_map(d.get("counts"))),
+            bytes_written=_i(d, "bytes_written"),
+            live_files=_i(d, "live_files"),
+            object=_s(d, "object", "run"),
+        )
+
+
 _PARSERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "file": File.from_dict,
     "upload": Upload.from_dict,
     "upload_part": UploadPart.from_dict,
     "batch": Batch.from_dict,
+    "link": Link.from_dict,
 }
 
 

@@ -45,7 +45,7 @@ _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 
 def check_tag(what: str, v: Optional[str]) -> Optional[str]:
-    """Check an X-Agent-ID or X-Run-ID value (DESIGN §3) before anything is sent."""
+    """Check an X-Agent-ID or X-Run-ID value (the X-Agent-ID/X-Run-ID syntax) before anything is sent."""
     if v is None:
         return None
     if not isinstance(v, str) or not _TAG.match(v):
@@ -56,7 +56,7 @@ def check_tag(what: str, v: Optional[str]) -> Optional[str]:
 
 
 def check_key(v: Optional[str]) -> Optional[str]:
-    """Check a caller's Idempotency-Key (DESIGN §6) before anything is sent."""
+    """Check a caller's Idempotency-Key (the idempotency rules) before anything is sent."""
     if v is None:
         return None
     if not isinstance(v, str) or not _KEY.match(v):

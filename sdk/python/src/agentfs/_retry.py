@@ -1,4 +1,4 @@
-"""The client retry policy of DESIGN §10, written once for both clients.
+"""The client retry policy, written once for both clients.
 
 ``retry_steps`` is a generator that decides; the sync and the async client
 only carry out what it yields (send the request, poll the key, sleep) and
@@ -30,7 +30,7 @@ from ._models import Operation
 
 __all__ = ["RetryPolicy", "DEFAULT_RETRY", "classify", "Verdict", "Call", "Delays", "parse_retry_after"]
 
-#: Largest cap the contract allows for the doubling delay (DESIGN §10).
+#: Largest cap the contract allows for the doubling delay (the client retry policy).
 MAX_MAX_DELAY = 60.0
 
 #: Absurd Retry-After hints are clamped to this; any hint that long stops retrying.
@@ -71,7 +71,7 @@ class RetryPolicy:
 
 DEFAULT_RETRY = RetryPolicy()
 
-# Routes the client sends, named as in DESIGN §4; they key the classification.
+# Routes the client sends, named as in the API (openapi.yaml); they key the classification.
 ROUTE_PROTOCOL = "GET /v1/protocol"
 ROUTE_PUT_FILE = "POST /v1/files"
 ROUTE_LIST_FILES = "GET /v1/files"
@@ -87,6 +87,22 @@ ROUTE_COMPLETE = "POST /v1/uploads/{id}/complete"
 ROUTE_ABORT_UPLOAD = "DELETE /v1/uploads/{id}"
 ROUTE_CREATE_BATCH = "POST /v1/batch"
 ROUTE_BATCH = "GET /v1/batch/{id}"
+ROUTE_LIST_UPLOADS = "GET /v1/uploads"
+ROUTE_LIST_BATCHES = "GET /v1/batch"
+ROUTE_CANCEL_BATCH = "POST /v1/batch/{id}/cancel"
+ROUTE_LIST_VERSIONS = "GET /v1/files/{id}/versions"
+ROUTE_VERSION = "GET /v1/files/{id}/versions/{n}"
+ROUTE_VERSION_CONTENT = "GET /v1/files/{id}/versions/{n}/content"
+ROUTE_REVERT = "POST /v1/files/{id}/revert"
+ROUTE_MOVE = "POST /v1/files/{id}/move"
+ROUTE_PATCH_FILE = "PATCH /v1/files/{id}"
+ROUTE_CREATE_LINK = "POST /v1/files/{id}/links"
+ROUTE_LINKS = "GET /v1/files/{id}/links"
+ROUTE_REVOKE_LINK = "DELETE /v1/links/{id}"
+ROUTE_EVENTS = "GET /v1/events"
+ROUTE_RUN = "GET /v1/runs/{run_id}"
+ROUTE_RUN_ARCHIVE = "GET /v1/runs/{run_id}/archive"
+ROUTE_REVERT_RUN = "POST /v1/runs/{run_id}/revert"
 
 _SAFE_WITHOUT_KEY = {
     ROUTE_DELETE_FILE,
@@ -95,6 +111,11 @@ _SAFE_WITHOUT_KEY = {
     ROUTE_UPLOAD_PART,
     ROUTE_COMPLETE,
     ROUTE_ABORT_UPLOAD,
+    # Revoking a link or cancelling a batch again changes nothing; a PATCH
+    # sets an absolute expires_at, so a repeat sets the same value.
+    ROUTE_REVOKE_LINK,
+    ROUTE_CANCEL_BATCH,
+    ROUTE_PATCH_FILE,
 }
 
 CODE_IN_PROGRESS = "OPERATION_IN_PROGRESS"
@@ -315,7 +336,7 @@ _NOT_REWINDABLE = "; the request body was sent and cannot be re-read, so it is n
 def retry_steps(
     req: RetryableRequest, policy: RetryPolicy, rng: RandomSource
 ) -> Generator[Step, Outcome, Reply]:
-    """Decide, one step at a time, how one logical request is sent (DESIGN §10).
+    """Decide, one step at a time, how one logical request is sent (the client retry policy).
 
     Yields Send, Poll and Sleep; receives what each Send or Poll ended with.
     Returns the successful Reply, or raises the Problem or connection error

@@ -1,0 +1,58 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Bounds of share_file's expires_in (lifecycle).
+const (
+	minLinkExpiresIn = 60
+	maxLinkExpiresIn = 7 * 24 * 3600
+)
+
+type shareFileIn struct {
+	Path      string `json:"path" jsonschema:"the live file to share, e.g. charts/loss.png"`
+	ExpiresIn int64  `json:"expires_in,omitempty" jsonschema:"seconds the link works, 60 to 604800 (7 days); default 3600"`
+	Version   int64  `json:"version,omitempty" jsonschema:"share this version only (file_history lists them); default: the file's current content whenever the link is opened"`
+}
+
+func shareFileTool() *toolSpec {
+	return define(&mcp.Tool{
+		Name: "share_file",
+		Description: "Make a share link: a secret URL that serves a file's bytes without a token, for people and tools outside AgentFS, valid 60 s to 7 days (default 1 hour). " +
+			"The URL is shown only in this answer; each call makes a new link. Also the way to get all of a file too large for read_text_file.",
+		Annotations: writes("Share file", false, false),
+	}, func(s *jsonschema.Schema) {
+		s.Properties["expires_in"].Minimum = ptr(float64(minLinkExpiresIn))
+		s.Properties["expires_in"].Maximum = ptr(float64(maxLinkExpiresIn))
+		s.Properties["version"].Minimum = ptr(1.0)
+		s.Properties["version"].Maximum = ptr(float64(maxVersion))
+	}, func(ctx context.Context, tb *toolbox, in *shareFileIn, cc *callContext) (*reply[Link], error) {
+		p, err := filePath("path", in.Path)
+		if err != nil {
+			return nil, err
+		}
+		cc.path = p
+		f, err := tb.fileAt(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		cc.version = in.Version
+		l, err := tb.b.Share(ctx, f.ID, ShareArgs{ExpiresIn: in.ExpiresIn, Version: in.Version})
+		if err != nil {
+			return nil, err
+		}
+		what := "its current content, whatever it is when the link is opened"
+		if l.Version != nil {
+			what = fmt.Sprintf("version %d", *l.Version)
+		}
+		text := fmt.Sprintf("Share link to %s (%s), valid until %s:\n%s\n"+
+			"Anyone with this URL can download it without a token until then. The URL is shown only now: keep it or hand it over. (link %s)",
+			p, what, l.ExpiresAt.Format(rfc3339), l.URL, l.ID)
+		return &reply[Link]{Text: text, Out: *l}, nil
+	})
+}

@@ -1,0 +1,147 @@
+package storage
+
+import (
+	"encoding/hex"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentfs/agentfs"
+)
+
+// Every request authenticates, and on a small upload the token lookup is one
+// of three Postgres round trips. So an instance remembers the tokens it has
+// looked up, for a short while, and forgets one as soon as it changes on any
+// instance:
+//
+//   - A trigger on tokens notifies ChannelToken with the token's hash
+//     whenever a row is updated or deleted (revoke, or an operator's own
+//     SQL), and with an empty payload on TRUNCATE; the notification is sent
+//     when that transaction commits.
+//   - The cache follows the channel on the store's listening connection. It
+//     keeps entries only while that connection listens: when the connection
+//     is lost, notifications may go by unheard, so it forgets everything and
+//     keeps nothing until it listens again.
+//   - A lookup that was under way when an invalidation arrived is not kept
+//     (a generation number says so): it may have read the row before the
+//     change committed.
+//   - Entries live at most a TTL, a backstop for a connection that died
+//     without a word (the listener's heartbeat finds those within seconds),
+//     and there are at most tokenCacheMax of them.
+//
+// Only tokens that authenticate are kept; an unknown or revoked token is
+// looked up every time.
+
+// tokenCacheMax bounds how many tokens an instance remembers.
+const tokenCacheMax = 10_000
+
+// DefaultTokenCacheTTL is how long a looked-up token is trusted at most when
+// Config.TokenCacheTTL is zero.
+const DefaultTokenCacheTTL = 10 * time.Second
+
+type tokenEntry struct {
+	p     agentfs.Principal
+	until time.Time
+}
+
+// tokenCache remembers principals by their token's SHA-256.
+type tokenCache struct {
+	ttl time.Duration
+	max int
+	now func() time.Time
+
+	mu        sync.Mutex
+	entries   map[[32]byte]tokenEntry
+	gen       uint64 // bumped by every invalidation
+	listening bool   // the notifications of ChannelToken reach this cache
+}
+
+func newTokenCache(ttl time.Duration, max int, now func() time.Time) *tokenCache {
+	return &tokenCache{ttl: ttl, max: max, now: now, entries: map[[32]byte]tokenEntry{}}
+}
+
+// get returns the principal of a token remembered and still fresh.
+func (c *tokenCache) get(sum [32]byte) (agentfs.Principal, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[sum]
+	if !ok || !c.listening {
+		return agentfs.Principal{}, false
+	}
+	if !c.now().Before(e.until) {
+		delete(c.entries, sum)
+		return agentfs.Principal{}, false
+	}
+	return e.p, true
+}
+
+// begin is called before a lookup: gen is to be handed to put, and ok says
+// whether the answer may be kept at all.
+func (c *tokenCache) begin() (gen uint64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen, c.listening
+}
+
+// put keeps a principal looked up since begin returned gen, unless an
+// invalidation or a lost connection came in between.
+func (c *tokenCache) put(sum [32]byte, p agentfs.Principal, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen || !c.listening {
+		return
+	}
+	if len(c.entries) >= c.max {
+		c.evictLocked()
+	}
+	p.Scopes = slices.Clone(p.Scopes)
+	c.entries[sum] = tokenEntry{p: p, until: c.now().Add(c.ttl)}
+}
+
+// evictLocked makes room: the stale entries go, and if that is not enough,
+// any (the map's order is random) until a tenth of the room is free.
+func (c *tokenCache) evictLocked() {
+	now := c.now()
+	for k, e := range c.entries {
+		if !now.Before(e.until) {
+			delete(c.entries, k)
+		}
+	}
+	for k := range c.entries {
+		if len(c.entries) < c.max-c.max/10 {
+			break
+		}
+		delete(c.entries, k)
+	}
+}
+
+// invalidate forgets the token whose hex SHA-256 is payload, or every token
+// when payload is not one.
+func (c *tokenCache) invalidate(payload string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	var sum [32]byte
+	if n, err := hex.Decode(sum[:], []byte(payload)); err != nil || n != len(sum) {
+		clear(c.entries)
+		return
+	}
+	delete(c.entries, sum)
+}
+
+// setListening records whether notifications reach the cache; every change
+// forgets everything, since some may have gone by unheard.
+func (c *tokenCache) setListening(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.listening = on
+	clear(c.entries)
+}
+
+// size is how many tokens are remembered.
+func (c *tokenCache) size() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}

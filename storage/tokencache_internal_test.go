@@ -1,0 +1,131 @@
+package storage
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/agentfs/agentfs"
+)
+
+// clock is a time the test moves by hand.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func sumOf(s string) [32]byte { return sha256.Sum256([]byte(s)) }
+
+func newListeningCache(ttl time.Duration, max int) (*tokenCache, *clock) {
+	clk := &clock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := newTokenCache(ttl, max, clk.now)
+	c.setListening(true)
+	return c, clk
+}
+
+func keep(c *tokenCache, tok, subject string) {
+	gen, ok := c.begin()
+	if ok {
+		c.put(sumOf(tok), agentfs.Principal{Subject: subject, Scopes: []string{"read"}}, gen)
+	}
+}
+
+func TestTokenCacheRules(t *testing.T) {
+	t.Run("KeepsALookupForItsTTL", func(t *testing.T) {
+		c, clk := newListeningCache(10*time.Second, 10)
+		keep(c, "a", "alice")
+		clk.t = clk.t.Add(9 * time.Second)
+		if p, ok := c.get(sumOf("a")); !ok || p.Subject != "alice" {
+			t.Fatalf("within the TTL: %+v %v", p, ok)
+		}
+		clk.t = clk.t.Add(time.Second)
+		if _, ok := c.get(sumOf("a")); ok {
+			t.Fatal("answered past the TTL")
+		}
+	})
+
+	t.Run("KeepsNothingWhileNotListening", func(t *testing.T) {
+		c, _ := newListeningCache(time.Minute, 10)
+		keep(c, "a", "alice")
+		c.setListening(false)
+		if _, ok := c.get(sumOf("a")); ok {
+			t.Fatal("answered after the connection was lost")
+		}
+		if _, ok := c.begin(); ok {
+			t.Fatal("a lookup may be kept while not listening")
+		}
+		keep(c, "b", "bob")
+		c.setListening(true)
+		if _, ok := c.get(sumOf("b")); ok {
+			t.Fatal("kept a lookup made while not listening")
+		}
+	})
+
+	// A lookup that read the row before a revocation committed, and came
+	// back after its notification, must not be kept.
+	t.Run("DropsALookupThatAnInvalidationOvertook", func(t *testing.T) {
+		c, _ := newListeningCache(time.Minute, 10)
+		gen, ok := c.begin()
+		if !ok {
+			t.Fatal("not listening")
+		}
+		c.invalidate(hex.EncodeToString(func() []byte { s := sumOf("other"); return s[:] }()))
+		c.put(sumOf("a"), agentfs.Principal{Subject: "alice"}, gen)
+		if _, ok := c.get(sumOf("a")); ok {
+			t.Fatal("kept a lookup an invalidation overtook")
+		}
+		// A lost connection in between drops it too.
+		gen, _ = c.begin()
+		c.setListening(false)
+		c.setListening(true)
+		c.put(sumOf("a"), agentfs.Principal{Subject: "alice"}, gen)
+		if _, ok := c.get(sumOf("a")); ok {
+			t.Fatal("kept a lookup a reconnection overtook")
+		}
+	})
+
+	t.Run("InvalidatesOneTokenOrAll", func(t *testing.T) {
+		c, _ := newListeningCache(time.Minute, 10)
+		keep(c, "a", "alice")
+		keep(c, "b", "bob")
+		sum := sumOf("a")
+		c.invalidate(hex.EncodeToString(sum[:]))
+		if _, ok := c.get(sumOf("a")); ok {
+			t.Fatal("the invalidated token is still answered")
+		}
+		if _, ok := c.get(sumOf("b")); !ok {
+			t.Fatal("another token was forgotten")
+		}
+		for _, payload := range []string{"", "zz", "abcd"} {
+			keep(c, "b", "bob")
+			c.invalidate(payload)
+			if c.size() != 0 {
+				t.Fatalf("payload %q left %d tokens; a payload that names no token must forget all", payload, c.size())
+			}
+		}
+	})
+
+	t.Run("HoldsAtMostItsSize", func(t *testing.T) {
+		c, _ := newListeningCache(time.Minute, 20)
+		for i := range 100 {
+			keep(c, string(rune('a'+i%26))+string(rune('0'+i/26)), "s")
+			if c.size() > 20 {
+				t.Fatalf("%d tokens held, at most 20", c.size())
+			}
+		}
+		if c.size() == 0 {
+			t.Fatal("nothing kept")
+		}
+	})
+
+	t.Run("AnswersACopyOfTheScopes", func(t *testing.T) {
+		c, _ := newListeningCache(time.Minute, 10)
+		scopes := []string{"read"}
+		gen, _ := c.begin()
+		c.put(sumOf("a"), agentfs.Principal{Subject: "alice", Scopes: scopes}, gen)
+		scopes[0] = "write"
+		if p, _ := c.get(sumOf("a")); !p.Can("read") || p.Can("write") {
+			t.Fatalf("the cached scopes changed with the caller's slice: %v", p.Scopes)
+		}
+	})
+}

@@ -1,0 +1,154 @@
+package storage_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/storage"
+	"github.com/agentfs/agentfs/storage/storagetest"
+)
+
+// authenticates reports whether store takes tok, failing the test on any
+// error but "unknown or revoked".
+func authenticates(t *testing.T, store *storage.Store, tok string) bool {
+	t.Helper()
+	_, err := store.Authenticate(context.Background(), tok)
+	if err != nil && !errors.Is(err, agentfs.ErrNotFound) {
+		t.Fatalf("authenticate: %v", err)
+	}
+	return err == nil
+}
+
+// cached waits until store answers tok from its cache: its listener
+// listens, and a lookup made since then was kept.
+func cached(t *testing.T, store *storage.Store, tok string) {
+	t.Helper()
+	storagetest.Eventually(t, 10*time.Second, "the token to be answered from the cache", func() bool {
+		before := store.Counters().TokenCacheHits
+		if !authenticates(t, store, tok) {
+			t.Fatal("the token is refused")
+		}
+		return store.Counters().TokenCacheHits > before
+	})
+}
+
+func TestTokenCache(t *testing.T) {
+	ctx := context.Background()
+
+	// Two instances on one schema: a token revoked through one is refused
+	// by the other's cache as soon as the revocation's notification
+	// arrives (a second at most, though it takes milliseconds).
+	t.Run("ARevocationOnOneInstanceReachesAnothersCache", func(t *testing.T) {
+		t.Parallel()
+		cfg := storagetest.Config(t)
+		cfg.TokenCacheTTL = time.Hour // only the notification can make it forget
+		a, b := storagetest.OpenConfig(t, cfg), storagetest.OpenConfig(t, cfg)
+		tok, id, err := a.CreateToken(ctx, "alice", []string{"read", "write"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cached(t, a, tok)
+		cached(t, b, tok)
+		lookups := b.Counters().TokenLookups
+		for range 5 {
+			if !authenticates(t, b, tok) {
+				t.Fatal("a cached token is refused")
+			}
+		}
+		if got := b.Counters().TokenLookups; got != lookups {
+			t.Fatalf("a cached token was looked up %d more times", got-lookups)
+		}
+		if err := a.RevokeToken(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if authenticates(t, a, tok) {
+			t.Fatal("the revoking instance still takes the token")
+		}
+		storagetest.Eventually(t, time.Second, "the other instance to refuse the revoked token", func() bool {
+			return !authenticates(t, b, tok)
+		})
+	})
+
+	// A revocation by hand, in SQL, is heard too: the trigger notifies
+	// whoever changes the row.
+	t.Run("ARevocationInSQLIsHeard", func(t *testing.T) {
+		t.Parallel()
+		cfg := storagetest.Config(t)
+		cfg.TokenCacheTTL = time.Hour
+		store := storagetest.OpenConfig(t, cfg)
+		tok, id, err := store.CreateToken(ctx, "bob", []string{"read"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cached(t, store, tok)
+		storagetest.Exec(t, cfg, `UPDATE tokens SET revoked_at = now() WHERE id = $1`, id)
+		storagetest.Eventually(t, time.Second, "the cache to forget a token revoked in SQL", func() bool {
+			return !authenticates(t, store, tok)
+		})
+		other, _, err := store.CreateToken(ctx, "bob", []string{"read"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cached(t, store, other)
+		storagetest.Exec(t, cfg, `DELETE FROM tokens`)
+		storagetest.Eventually(t, time.Second, "the cache to forget a deleted token", func() bool {
+			return !authenticates(t, store, other)
+		})
+	})
+
+	// While the listening connection is down, revocations go by unheard:
+	// the cache forgets everything when it loses the connection and keeps
+	// nothing until it listens again.
+	t.Run("ALostListenerForgetsEverything", func(t *testing.T) {
+		t.Parallel()
+		cfg := storagetest.Config(t)
+		cfg.TokenCacheTTL = time.Hour
+		a := storagetest.OpenConfig(t, cfg)
+		proxy := storagetest.NewProxy(t, storagetest.PostgresAddr(t))
+		viaProxy := cfg
+		u, err := url.Parse(cfg.DatabaseURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Host = proxy.Addr()
+		viaProxy.DatabaseURL = u.String()
+		b := storagetest.OpenConfig(t, viaProxy)
+		tok, id, err := a.CreateToken(ctx, "carol", []string{"read"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cached(t, b, tok)
+		proxy.Cut() // b's listener and pool lose Postgres
+		if err := a.RevokeToken(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		proxy.Restore()
+		storagetest.Eventually(t, 5*time.Second, "the instance that lost its listener to refuse the token", func() bool {
+			_, err := b.Authenticate(ctx, tok)
+			return errors.Is(err, agentfs.ErrNotFound)
+		})
+	})
+
+	t.Run("ANegativeTTLTurnsTheCacheOff", func(t *testing.T) {
+		t.Parallel()
+		cfg := storagetest.Config(t)
+		cfg.TokenCacheTTL = -1
+		store := storagetest.OpenConfig(t, cfg)
+		tok, _, err := store.CreateToken(ctx, "dave", []string{"read"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if !authenticates(t, store, tok) {
+				t.Fatal("the token is refused")
+			}
+		}
+		if c := store.Counters(); c.TokenLookups != 3 || c.TokenCacheHits != 0 {
+			t.Fatalf("counters %+v, want 3 lookups and no hit", c)
+		}
+	})
+}
