@@ -720,12 +720,11 @@ func prepareAll(t *testing.T, core *admission.Core, bt *agentfs.Batch) []*admiss
 }
 
 // eventXids maps each of these files to the transactions its events
-// committed in (read from the rows: the feed may hold back events while
-// another test's transaction runs).
+// committed in (the xmin of their rows).
 func (b *testBundle) eventXids(t *testing.T, ids ...string) map[string][]string {
 	t.Helper()
 	rows, err := b.store.Pool().Query(context.Background(),
-		`SELECT file_id, xid::text FROM events WHERE file_id = ANY($1) ORDER BY xid, seq`, ids)
+		`SELECT file_id, xmin::text FROM events WHERE file_id = ANY($1) ORDER BY pos`, ids)
 	if err != nil {
 		t.Fatal(err)
 	}

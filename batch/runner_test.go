@@ -467,7 +467,7 @@ func replaceItem(path, content string) agentfs.BatchItem {
 func (in *instance) events(t *testing.T, fileID string) []string {
 	t.Helper()
 	rows, err := in.store.Pool().Query(context.Background(),
-		`SELECT type, version FROM events WHERE file_id = $1 ORDER BY xid, seq`, fileID)
+		`SELECT type, version FROM events WHERE file_id = $1 ORDER BY pos`, fileID)
 	if err != nil {
 		t.Fatal(err)
 	}
