@@ -11,6 +11,7 @@ import (
 	"io"
 	"mime"
 	"net"
+	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -54,10 +55,28 @@ func clientCommand(c command, anonymous bool, setup func(fs *flag.FlagSet) verbF
 			if err != nil {
 				return err
 			}
-			return cli.report(runVerb(ctx, cli, args))
+			err = runVerb(ctx, cli, args)
+			if len(args) > 0 && strings.HasPrefix(c.usage, "agentfs "+c.name+" ID") {
+				err = notAnID(err, c.name, args[0])
+			}
+			return cli.report(err)
 		}
 	}
 	return &c
+}
+
+// notAnID adds, to the 404 of a verb whose first argument names a file by
+// id, how to find the id when that argument is not one (a path, say).
+func notAnID(err error, verb, arg string) error {
+	var p *client.Problem
+	if strings.HasPrefix(arg, "file_") || !errors.As(err, &p) || p.Status != http.StatusNotFound {
+		return err
+	}
+	next := fmt.Sprintf("%q is not a file id (ids start with file_): agentfs ls --path %s shows the id of the live file there", arg, arg)
+	if verb == "get" {
+		next += ", and agentfs get --path " + arg + " downloads it"
+	}
+	return withNext(err, next)
 }
 
 // clientCommands are the verbs that talk to a running server through

@@ -167,6 +167,28 @@ func TestCLIFiles(t *testing.T) {
 	})
 	t.Run("GetUnknownID", func(t *testing.T) {
 		env.expectFailure(t, "NOT_FOUND", "get", "file_nope", filepath.Join(t.TempDir(), "x"))
+		_, _, err := env.run("get", "file_nope")
+		if strings.Contains(err.Error(), "is not a file id") {
+			t.Fatalf("error %q: an id that names no file is no path", err)
+		}
+	})
+	t.Run("APathWhereAnIDGoes", func(t *testing.T) {
+		for _, args := range [][]string{
+			{"get", "reports/data.json"},
+			{"versions", "reports/data.json"},
+			{"mv", "reports/data.json", "reports/moved.json"},
+			{"rm", "reports/data.json"},
+		} {
+			env.expectFailure(t, "NOT_FOUND", args...)
+			_, _, err := env.run(args...)
+			msg := err.Error()
+			if !strings.Contains(msg, `"reports/data.json" is not a file id`) || !strings.Contains(msg, "agentfs ls --path reports/data.json") {
+				t.Fatalf("agentfs %s: error %q, want how to find the id", strings.Join(args, " "), msg)
+			}
+			if wantGet := args[0] == "get"; strings.Contains(msg, "agentfs get --path") != wantGet {
+				t.Fatalf("agentfs %s: error %q (get --path named: want %v)", strings.Join(args, " "), msg, wantGet)
+			}
+		}
 	})
 }
 
