@@ -316,7 +316,7 @@ WHERE v.file_id = $1 AND v.version = 1`, f.ID, seeded+1, upto)
 		}
 	}
 	type point struct{ first50, first90, half50, half90 time.Duration }
-	var work []string
+	var work, halfWork []string
 	measure := func() (p point, err error) {
 		var w string
 		if p.first50, p.first90, w, err = b.timedCalls(ctx, conn, "file_versions", page("limit=100")); err != nil {
@@ -324,8 +324,11 @@ WHERE v.file_id = $1 AND v.version = 1`, f.ID, seeded+1, upto)
 		}
 		work = append(work, w)
 		// The cursor of this listing is the version number the page starts below.
-		p.half50, p.half90, _, err = b.timedCalls(ctx, conn, "file_versions", page(fmt.Sprintf("limit=100&cursor=%d", seeded/2+1)))
-		return p, err
+		if p.half50, p.half90, w, err = b.timedCalls(ctx, conn, "file_versions", page(fmt.Sprintf("limit=100&cursor=%d", seeded/2+1))); err != nil {
+			return p, err
+		}
+		halfWork = append(halfWork, w)
+		return p, nil
 	}
 	if err := seed(small); err != nil {
 		return nil, err
@@ -343,8 +346,8 @@ WHERE v.file_id = $1 AND v.version = 1`, f.ID, seeded+1, upto)
 		return nil, err
 	}
 	logf("  %d versions: first page p50 %s (p90 %s), halfway p50 %s (p90 %s)", seeded, fmtMS(z.first50), fmtMS(z.first90), fmtMS(z.half50), fmtMS(z.half90))
-	b.notes = append(b.notes, fmt.Sprintf("versions: one file, %d then %d versions; first page p90 %s → %s; Postgres work per call on file_versions: %s, then %s.",
-		small, large, fmtMS(a.first90), fmtMS(z.first90), work[0], work[1]))
+	b.notes = append(b.notes, fmt.Sprintf("versions: one file, %d then %d versions; first page p90 %s → %s, from halfway %s → %s; Postgres work per call on file_versions: %s, then %s; from halfway %s, then %s.",
+		small, large, fmtMS(a.first90), fmtMS(z.first90), fmtMS(a.half90), fmtMS(z.half90), work[0], work[1], halfWork[0], halfWork[1]))
 	if err := b.api.deleteFile(ctx, f.ID); err != nil {
 		return nil, err
 	}
