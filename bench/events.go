@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -192,6 +193,15 @@ func (b *bench) delivery(ctx context.Context) ([]row, error) {
 	if len(commitToAnswer) > 0 {
 		note += fmt.Sprintf("; for scale, commit → the writer's own answer p50 %s, and writer's answer → follower's answer p50 %s",
 			fmtMS(percentile(commitToAnswer, 50)), fmtMS(percentile(fromAnswer, 50)))
+	}
+	var slow []string
+	for i, d := range lat {
+		if d > 100*time.Millisecond {
+			slow = append(slow, fmt.Sprintf("#%d (%s)", i+1, fmtMS(d)))
+		}
+	}
+	if len(slow) > 0 {
+		note += "; answered after more than 100 ms: " + strings.Join(slow, ", ")
 	}
 	b.notes = append(b.notes, note+".")
 	verdict := "meets"

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Channels the store notifies on (Postgres NOTIFY, delivered when the
@@ -41,6 +42,9 @@ type notifier struct {
 	listening map[string]chan struct{} // closed once the connection LISTENs on the channel
 	live      map[string]bool          // the connection listens on the channel now
 	listen    chan string              // channels to LISTEN on, for the loop
+	interrupt context.CancelFunc       // ends the loop's wait for a notification, to take a new LISTEN now
+	poll      time.Duration            // longest wait for a notification before the loop looks around (heartbeat)
+	readyWait time.Duration            // longest wait of a first subscriber for its channel's LISTEN
 	stop      context.CancelFunc
 	done      chan struct{}
 }
@@ -48,7 +52,8 @@ type notifier struct {
 func newNotifier(url string) *notifier {
 	return &notifier{url: url, waiters: map[string]map[chan string]struct{}{},
 		followers: map[string]map[*follower]struct{}{},
-		listening: map[string]chan struct{}{}, live: map[string]bool{}, listen: make(chan string, 16)}
+		listening: map[string]chan struct{}{}, live: map[string]bool{}, listen: make(chan string, 16),
+		poll: time.Second, readyWait: 2 * time.Second}
 }
 
 // follower is told every notification on its channel, in order, from the
@@ -103,6 +108,9 @@ func (n *notifier) channelLocked(channel string) {
 		n.waiters[channel] = map[chan string]struct{}{}
 	}
 	n.listen <- channel
+	if n.interrupt != nil {
+		n.interrupt() // its first waiter waits for this LISTEN: take it now, not after the wait
+	}
 }
 
 // subscribe returns a channel that receives the payload of each
@@ -121,7 +129,7 @@ func (n *notifier) subscribe(channel string) (<-chan string, func()) {
 	// (waiters look again now and then anyway).
 	select {
 	case <-ready:
-	case <-time.After(2 * time.Second):
+	case <-time.After(n.readyWait):
 	}
 	return ch, func() {
 		n.mu.Lock()
@@ -191,11 +199,25 @@ func (n *notifier) session(ctx context.Context) (ok bool) {
 			}
 			heard = time.Now()
 		}
-		waitCtx, cancel := context.WithTimeout(ctx, time.Second) // to take new LISTENs
-		msg, err := conn.WaitForNotification(waitCtx)
+		// The wait ends after poll (for the heartbeat), or at once when
+		// a new channel asks for its LISTEN (channelLocked).
+		waitCtx, cancel := context.WithTimeout(ctx, n.poll)
+		n.mu.Lock()
+		n.interrupt = cancel
+		pending := len(n.listen) > 0 // sent before the interrupt was set
+		n.mu.Unlock()
+		var msg *pgconn.Notification
+		var err error
+		if !pending {
+			msg, err = conn.WaitForNotification(waitCtx)
+		}
 		timedOut := waitCtx.Err() != nil // read before cancel, which sets it
+		n.mu.Lock()
+		n.interrupt = nil
+		n.mu.Unlock()
 		cancel()
 		switch {
+		case pending: // LISTEN first
 		case err == nil:
 			heard = time.Now()
 			n.deliver(msg.Channel, msg.Payload)
