@@ -45,6 +45,7 @@ type notifier struct {
 	interrupt context.CancelFunc       // ends the loop's wait for a notification, to take a new LISTEN now
 	poll      time.Duration            // longest wait for a notification before the loop looks around (heartbeat)
 	readyWait time.Duration            // longest wait of a first subscriber for its channel's LISTEN
+	onWait    func()                   // when set (tests), called each time the loop starts a wait for a notification
 	stop      context.CancelFunc
 	done      chan struct{}
 }
@@ -206,6 +207,9 @@ func (n *notifier) session(ctx context.Context) (ok bool) {
 		n.interrupt = cancel
 		pending := len(n.listen) > 0 // sent before the interrupt was set
 		n.mu.Unlock()
+		if n.onWait != nil && !pending {
+			n.onWait()
+		}
 		var msg *pgconn.Notification
 		var err error
 		if !pending {

@@ -22,6 +22,13 @@ func TestNotifierTakesANewListenAtOnce(t *testing.T) {
 	ctx := context.Background()
 	n := newNotifier(url)
 	n.poll, n.readyWait = time.Hour, time.Minute
+	waiting := make(chan struct{}, 1)
+	n.onWait = func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
 	defer n.close()
 	live := func(channel string) bool {
 		n.mu.Lock()
@@ -34,19 +41,9 @@ func TestNotifierTakesANewListenAtOnce(t *testing.T) {
 	if !live("agentfs_test_first") {
 		t.Fatal("the first channel is not listened on when its subscriber returns")
 	}
-	// Once the loop has set up its wait (n.interrupt), only an interrupt
-	// can end that wait before the hour is up.
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
-		n.mu.Lock()
-		waiting := n.interrupt != nil
-		n.mu.Unlock()
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the loop never waits for a notification")
-		}
-	}
+	// Once the loop has set up its wait, only an interrupt can end that
+	// wait before the hour is up.
+	<-waiting
 	woke, stopB := n.subscribe("agentfs_test_second")
 	defer stopB()
 	if !live("agentfs_test_second") {
