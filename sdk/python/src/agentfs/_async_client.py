@@ -17,6 +17,9 @@ from ._base import (
     DEFAULT_SESSION_THRESHOLD,
     DEFAULT_TIMEOUT,
     MAX_EVENT_WAIT,
+    MAX_PROBLEM_BYTES,
+    POLL_FIRST,
+    POLL_MAX,
     ArchiveProgress,
     BaseClient,
     ContentInfo,
@@ -25,7 +28,6 @@ from ._base import (
     check_upload_options,
     page_of,
 )
-from ._client import MAX_PROBLEM_BYTES, POLL_FIRST, POLL_MAX
 from ._errors import AgentFSError, PayloadTooLargeError, problem_from_response
 from ._events import AsyncEventFollower, FollowState
 from ._models import (

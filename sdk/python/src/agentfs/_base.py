@@ -81,8 +81,16 @@ MAX_BATCH_WAIT = 30
 #: The longest wait= the server accepts for GET /v1/events, in seconds.
 MAX_EVENT_WAIT = 30
 
-#: The ``after`` that starts at the current end of the event feed: what commits from then on
-#: (and perhaps a few events that committed just before, never fewer).
+#: The most of an error body that is read.
+MAX_PROBLEM_BYTES = 64 << 10
+
+#: Polls of something the server finishes in the background start this far apart...
+POLL_FIRST = 0.1
+#: ...and slow down to this.
+POLL_MAX = 2.0
+
+#: The ``after`` that starts at the current end of the event feed: exactly what commits from
+#: then on.
 EVENTS_NOW = "now"
 
 #: Archive formats of run_archive.

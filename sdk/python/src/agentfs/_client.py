@@ -18,6 +18,9 @@ from ._base import (
     DEFAULT_SESSION_THRESHOLD,
     DEFAULT_TIMEOUT,
     MAX_EVENT_WAIT,
+    MAX_PROBLEM_BYTES,
+    POLL_FIRST,
+    POLL_MAX,
     ArchiveProgress,
     BaseClient,
     ContentInfo,
@@ -66,14 +69,6 @@ from ._uploads import (
     regular_file_size,
     sha256_of_file,
 )
-
-#: The most of an error body that is read.
-MAX_PROBLEM_BYTES = 64 << 10
-
-#: Polls of something the server finishes in the background start this far apart...
-POLL_FIRST = 0.1
-#: ...and slow down to this.
-POLL_MAX = 2.0
 
 
 class Content(ContentInfo):
