@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"reflect"
 	"strings"
 	"sync"
@@ -910,6 +911,17 @@ func TestCommitItems(t *testing.T) {
 		}
 	})
 
+	// A keyed put that fails before its bytes are read (the path is taken)
+	// records its failure under the key with the hash of its content, as a
+	// standalone upload would: the same key and bytes sent standalone later
+	// replay that failure, other bytes conflict. Both ways an item is
+	// prepared: told the live file at its path (as the runner does), or not.
+	t.Run("AKeyedItemThatFailsRecordsItsWholeContent", func(t *testing.T) {
+		for _, known := range []bool{true, false} {
+			t.Run(fmt.Sprintf("LiveFileKnown=%v", known), func(t *testing.T) { keyedItemFails(t, known) })
+		}
+	})
+
 	t.Run("AnAbandonedItemStaysPendingAndLeavesNothing", func(t *testing.T) {
 		core, b := setup(t)
 		k := textItem("k.txt", "keyed")
@@ -931,4 +943,45 @@ func TestCommitItems(t *testing.T) {
 			t.Fatalf("the item run again: %+v %v", got, err)
 		}
 	})
+}
+
+// keyedItemFails is AKeyedItemThatFailsRecordsItsWholeContent, the item
+// prepared knowing the live file at its path or not.
+func keyedItemFails(t *testing.T, known bool) {
+	ctx := context.Background()
+	core, b := setup(t)
+	taken, err := putContent(ctx, core, unkeyed, "taken.txt", "theirs", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := textItem("taken.txt", "mine")
+	it.Key = "item-taken"
+	bt := startBatch(t, core, b, it)
+	hint := admission.ItemHint{}
+	if known {
+		live, err := b.store.File(ctx, "s", fileOf(t, taken).ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hint = admission.ItemHint{Known: true, Live: live}
+	}
+	p, err := core.PrepareItem(ctx, bt, bt.Items[0], hint)
+	if err != nil || p == nil {
+		t.Fatalf("prepare (known %v): %v", known, err)
+	}
+	if err := core.CommitItems(ctx, []*admission.PreparedItem{p})[0]; err != nil {
+		t.Fatalf("commit (known %v): %v", known, err)
+	}
+	got, err := b.store.Batch(ctx, "s", bt.ID)
+	if err != nil || got.Items[0].Status != agentfs.ItemFailed || problemOf(t, got.Items[0].Error).Code != problem.PathExists {
+		t.Fatalf("item (known %v): %+v %v, want PATH_EXISTS", known, got.Items[0], err)
+	}
+	res, err := putContent(ctx, core, keyed("item-taken"), "taken.txt", "mine", false)
+	if err != nil || !res.Replayed || res.Status != http.StatusConflict {
+		t.Fatalf("the same key and bytes standalone (known %v): %+v %v, want the recorded PATH_EXISTS replayed", known, res, err)
+	}
+	var conflict *agentfs.ConflictError
+	if _, err := putContent(ctx, core, keyed("item-taken"), "taken.txt", "", false); !errors.As(err, &conflict) {
+		t.Fatalf("the same key with no bytes (known %v): %v, want IDEMPOTENCY_CONFLICT", known, err)
+	}
 }

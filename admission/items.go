@@ -338,7 +338,13 @@ func (c *Core) itemWrite(ctx context.Context, who agentfs.Caller, o agentfs.Orig
 		prepare := w.prepare
 		w.prepare = func(ctx context.Context) error {
 			err := prepare(ctx)
-			body.Reset(nil) // the bytes are in the blob: a prepared item waiting to commit holds none
+			if err == nil {
+				body.Reset(nil) // the bytes are in the blob: a prepared item waiting to commit holds none
+			} else {
+				// A failure recorded under the item's key records the hash
+				// of the whole content, however much of it was read.
+				body.Reset(content)
+			}
 			return err
 		}
 		return w, nil
