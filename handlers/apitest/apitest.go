@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -67,7 +68,7 @@ type Server struct {
 	Core   *admission.Core
 	Config storage.Config
 	API    *handlers.API
-	Logs   *bytes.Buffer // everything the server logged
+	Logs   fmt.Stringer // everything the server logged so far
 
 	sweeps []sweeper.Task
 	log    *slog.Logger
@@ -157,8 +158,6 @@ func NewServer(t testing.TB, opts Options) *Server {
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() {
 		if t.Failed() {
-			logs.mu.Lock()
-			defer logs.mu.Unlock()
 			for _, line := range strings.Split(logs.String(), "\n") {
 				if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") {
 					t.Log("server: " + line)
@@ -166,7 +165,7 @@ func NewServer(t testing.TB, opts Options) *Server {
 			}
 		}
 	})
-	return &Server{URL: srv.URL, Store: store, Core: core, Config: cfg, API: api, Logs: &logs.Buffer,
+	return &Server{URL: srv.URL, Store: store, Core: core, Config: cfg, API: api, Logs: logs,
 		sweeps: sweeps, log: log}
 }
 
@@ -212,6 +211,14 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.Buffer.Write(p)
+}
+
+// String is what was written so far, read under the lock: the server (and
+// River's goroutines) may be logging meanwhile.
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Buffer.String()
 }
 
 // Token creates a token for subject with the scopes (read,write if none).
