@@ -922,6 +922,44 @@ func TestCommitItems(t *testing.T) {
 		}
 	})
 
+	// A group whose COMMIT fails (here a deferred trigger raises for one of
+	// its files) leaves every item pending, none recorded as failed: the
+	// commit's outcome is not known to the items, and the batch's retry
+	// runs each again.
+	t.Run("AGroupWhoseCommitFailsLeavesEveryItemPending", func(t *testing.T) {
+		core, b := setup(t)
+		for _, stmt := range []string{
+			`CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'boom at commit'; END $$`,
+			`CREATE CONSTRAINT TRIGGER boom AFTER INSERT ON files DEFERRABLE INITIALLY DEFERRED
+			 FOR EACH ROW WHEN (NEW.path = 'boom.txt') EXECUTE FUNCTION boom()`,
+		} {
+			if _, err := b.store.Pool().Exec(ctx, stmt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		k := textItem("a.txt", "a")
+		k.Key = "group-a"
+		bt := startBatch(t, core, b, k, textItem("boom.txt", "b"), textItem("c.txt", "c"))
+		errs := core.CommitItems(ctx, prepareAll(t, core, bt))
+		for i, err := range errs {
+			if !errors.Is(err, agentfs.ErrUnavailable) {
+				t.Fatalf("item %d: %v, want a failure the retry may pass", i, err)
+			}
+		}
+		got, err := b.store.Batch(ctx, "s", bt.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range got.Items {
+			if it.Status != agentfs.ItemPending {
+				t.Fatalf("item %d is %s after a commit that failed, want pending", it.Index, it.Status)
+			}
+		}
+		if _, err := b.store.Operation(ctx, "s", "group-a"); !errors.Is(err, agentfs.ErrNotFound) {
+			t.Fatalf("the key of item 0: %v, want released", err)
+		}
+	})
+
 	t.Run("AnAbandonedItemStaysPendingAndLeavesNothing", func(t *testing.T) {
 		core, b := setup(t)
 		k := textItem("k.txt", "keyed")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -142,7 +143,9 @@ func (c *Core) endBefore(p *PreparedItem, err error) (*PreparedItem, error) {
 func (c *Core) CommitItems(ctx context.Context, items []*PreparedItem) []error {
 	errs := c.commitItems(ctx, items)
 	for i, p := range items {
-		c.noteItem(p, errs[i])
+		if !errors.Is(errs[i], ErrNotCommitted) { // AbandonItem counted it
+			c.noteItem(p, errs[i])
+		}
 	}
 	return errs
 }
@@ -151,6 +154,12 @@ func (c *Core) commitItems(ctx context.Context, items []*PreparedItem) []error {
 	errs := make([]error, len(items))
 	if len(items) > 1 {
 		err := c.store.WithTx(ctx, func(tx pgx.Tx) error { return c.commitGroup(ctx, tx, items) })
+		if storage.CommitUncertain(err) && !transient(err) {
+			// Whatever the error, no item of the group may end as if the
+			// commit had failed: every one stays pending, and the retry
+			// finds each done or still pending.
+			err = fmt.Errorf("%w: %w", agentfs.ErrUnavailable, err)
+		}
 		if err == nil || storage.CommitUncertain(err) {
 			// Committed, or perhaps: an item is not tried again as if it
 			// had not (its blob must stay, for the rows may reference it);
@@ -201,6 +210,24 @@ func (c *Core) commitGroup(ctx context.Context, tx pgx.Tx, items []*PreparedItem
 	var puts []*storage.PendingPut
 	var origins []agentfs.Origin
 	var putItems []int
+	// flush applies the puts gathered so far in one statement. It runs
+	// before any other effect and at the end, so effects apply in index
+	// order even if the items turn out not to be independent after all (a
+	// file moved by another request since the batch was planned).
+	flush := func() error {
+		if len(puts) == 0 {
+			return nil
+		}
+		files, _, err := c.store.ApplyPutsTx(ctx, tx, puts, origins)
+		if err != nil {
+			return err
+		}
+		for k, i := range putItems {
+			outs[i].Resource = idempotency.Resource{Object: "file", ID: files[k].ID}
+		}
+		puts, origins, putItems = nil, nil, nil
+		return nil
+	}
 	for i, p := range items {
 		switch {
 		case p.w == nil:
@@ -208,6 +235,9 @@ func (c *Core) commitGroup(ctx context.Context, tx pgx.Tx, items []*PreparedItem
 			// A put without a key: only its file id is recorded, on the item.
 			puts, origins, putItems = append(puts, *p.w.pending), append(origins, p.w.origin), append(putItems, i)
 		default:
+			if err := flush(); err != nil {
+				return err
+			}
 			out, err := p.w.apply(ctx, tx)
 			if err == nil {
 				err = c.record(ctx, tx, p.w, p.claim, out)
@@ -218,12 +248,8 @@ func (c *Core) commitGroup(ctx context.Context, tx pgx.Tx, items []*PreparedItem
 			outs[i] = out
 		}
 	}
-	files, _, err := c.store.ApplyPutsTx(ctx, tx, puts, origins)
-	if err != nil {
+	if err := flush(); err != nil {
 		return err
-	}
-	for k, i := range putItems {
-		outs[i].Resource = idempotency.Resource{Object: "file", ID: files[k].ID}
 	}
 	marks := make([]storage.ItemMark, len(items))
 	for i, p := range items {
@@ -240,6 +266,7 @@ func (c *Core) commitGroup(ctx context.Context, tx pgx.Tx, items []*PreparedItem
 // its key released, and the item stays pending, to run again when the
 // batch is retried.
 func (c *Core) AbandonItem(ctx context.Context, p *PreparedItem) {
+	c.noteItem(p, ErrNotCommitted)
 	if p.w == nil {
 		return
 	}

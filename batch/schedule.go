@@ -139,9 +139,12 @@ type scheduler struct {
 	// and not over; committing is true while a group commits.
 	preparing, inflight, over int
 	committing                bool
-	events                    chan event
-	commits                   chan []*node
-	stop                      error // why nothing more starts
+	// behind is true once a node stays pending after head moved past it
+	// (its group did not commit): nothing after it may commit in this run.
+	behind  bool
+	events  chan event
+	commits chan []*node
+	stop    error // why nothing more starts
 }
 
 // runItems applies b's pending items: nil once every one has ended, else
@@ -333,7 +336,7 @@ func (s *scheduler) prepare(ctx context.Context, n *node, it agentfs.BatchItem, 
 // commitNext hands the committer the prepared nodes in a row from head,
 // unless it is busy.
 func (s *scheduler) commitNext() {
-	if s.committing {
+	if s.committing || s.behind {
 		return
 	}
 	end := s.head
@@ -369,6 +372,9 @@ func (s *scheduler) handle(ctx context.Context, ev event) {
 		for i, n := range ev.group {
 			n.p = nil
 			s.end(ctx, n, ev.errs[i])
+			if n.state == left {
+				s.behind = true // head is past it: the items after it wait for the retry
+			}
 		}
 		return
 	}

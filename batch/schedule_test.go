@@ -1,7 +1,10 @@
 package batch
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"testing"
 
@@ -73,5 +76,41 @@ func TestOrder(t *testing.T) {
 				t.Fatalf("waits %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestNothingCommitsAfterAnItemLeftPending: when an item of a committed
+// group stays pending (its commit failed in a way the retry may pass), the
+// items after it that were prepared meanwhile are not committed in this run,
+// so a batch's pending items are always its last ones.
+func TestNothingCommitsAfterAnItemLeftPending(t *testing.T) {
+	put := func(path string) agentfs.BatchItem { return agentfs.BatchItem{Op: agentfs.OpPut, Path: path} }
+	items := []agentfs.BatchItem{put("a"), put("b"), put("c")}
+	for i := range items {
+		items[i].Index, items[i].Status = i, agentfs.ItemPending
+	}
+	s := &scheduler{
+		r:       &Runner{cfg: Config{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}},
+		b:       &agentfs.Batch{ID: "batch_x"},
+		nodes:   order(items, nil),
+		commits: make(chan []*node, 1),
+	}
+	s.nodes[0].state, s.nodes[1].state = prepared, prepared
+	s.inflight = 3
+	s.commitNext()
+	group := <-s.commits
+	if len(group) != 2 || s.head != 2 {
+		t.Fatalf("first group %d nodes, head %d; want 2 and 2", len(group), s.head)
+	}
+	s.nodes[2].state = prepared // prepared while the group commits
+	s.handle(context.Background(), event{group: group, errs: []error{nil, agentfs.ErrUnavailable}})
+	if s.nodes[1].state != left {
+		t.Fatalf("item 1 is %v, want left pending", s.nodes[1].state)
+	}
+	s.commitNext()
+	select {
+	case g := <-s.commits:
+		t.Fatalf("item %d was handed to the committer after item 1 stayed pending", g[0].it.Index)
+	default:
 	}
 }
