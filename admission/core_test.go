@@ -960,6 +960,39 @@ func TestCommitItems(t *testing.T) {
 		}
 	})
 
+	// Items grouped as independent that are not (another request moved a
+	// file since the batch was planned) still take effect in index order:
+	// a put at x before the delete of the file now at x fails as it would
+	// have alone, and is not let through by the delete after it.
+	t.Run("AGroupAppliesItsItemsInIndexOrder", func(t *testing.T) {
+		core, b := setup(t)
+		res, err := putContent(ctx, core, unkeyed, "y.txt", "moved", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := fileOf(t, res)
+		bt := startBatch(t, core, b, textItem("x.txt", "new"), agentfs.BatchItem{Op: agentfs.OpDelete, FileID: f.ID})
+		prepared := prepareAll(t, core, bt)
+		if _, err := core.Move(ctx, unkeyed, agentfs.Move{FileID: f.ID, Path: "x.txt"}); err != nil {
+			t.Fatal(err)
+		}
+		for i, err := range core.CommitItems(ctx, prepared) {
+			if err != nil {
+				t.Fatalf("item %d: %v", i, err)
+			}
+		}
+		got, err := b.store.Batch(ctx, "s", bt.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if it := got.Items[0]; it.Status != agentfs.ItemFailed || problemOf(t, it.Error).Code != problem.PathExists {
+			t.Fatalf("item 0 (put x.txt): %s %s, want PATH_EXISTS: the moved file was there", it.Status, it.Error)
+		}
+		if it := got.Items[1]; it.Status != agentfs.ItemSucceeded {
+			t.Fatalf("item 1 (delete): %s %s", it.Status, it.Error)
+		}
+	})
+
 	t.Run("AnAbandonedItemStaysPendingAndLeavesNothing", func(t *testing.T) {
 		core, b := setup(t)
 		k := textItem("k.txt", "keyed")
