@@ -20,7 +20,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/agentfs/agentfs/client"
@@ -709,71 +708,16 @@ func lsFlags(fs *flag.FlagSet) verbFunc {
 		if len(args) != 0 || *limit < 0 {
 			return usagef("ls takes flags only")
 		}
-		opts.Limit = 1000
-		if *limit > 0 {
-			opts.Limit = min(*limit, 1000)
-		}
-		list := fileLister(cli)
-		n := 0
-		for f, err := range cli.client.AllFiles(ctx, opts) {
-			if err != nil {
-				return err
-			}
-			if err := list.add(f); err != nil {
-				return err
-			}
-			if n++; n == *limit {
-				break
-			}
-		}
-		return list.end()
-	}
-}
-
-// lister prints files as they come: a JSON array, or a table.
-type lister struct {
-	add func(*client.File) error
-	end func() error
-}
-
-func fileLister(cli *cliRun) lister {
-	if !cli.human {
-		n := 0
-		return lister{
-			add: func(f *client.File) error {
-				b, err := json.Marshal(f)
-				if err != nil {
-					return err
-				}
-				sep := ",\n"
-				if n++; n == 1 {
-					sep = "[\n"
-				}
-				_, err = fmt.Fprintf(cli.stdout, "%s%s", sep, b)
-				return err
-			},
-			end: func() error {
-				if n == 0 {
-					_, err := fmt.Fprintln(cli.stdout, "[]")
-					return err
-				}
-				_, err := fmt.Fprintln(cli.stdout, "\n]")
-				return err
-			},
-		}
-	}
-	tw := tabwriter.NewWriter(cli.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSIZE\tVERSION\tUPDATED\tPATH")
-	return lister{
-		add: func(f *client.File) error {
+		opts.Limit = pageSize(*limit)
+		out := cli.lister("ID\tSIZE\tVERSION\tUPDATED\tPATH", func(v any) string {
+			f := v.(*client.File)
 			p := f.Path
 			if f.DeletedAt != nil {
 				p += "  (deleted)"
 			}
-			_, err := fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", f.ID, f.SizeBytes, f.Version, f.UpdatedAt.Local().Format(time.DateTime), p)
-			return err
-		},
-		end: tw.Flush,
+			return fmt.Sprintf("%s\t%d\t%d\t%s\t%s", f.ID, f.SizeBytes, f.Version, f.UpdatedAt.Local().Format(time.DateTime), p)
+		})
+		return listAll(cli.client.AllFiles(ctx, opts), *limit, out)
 	}
 }
 

@@ -94,10 +94,7 @@ func versionsFlags(fs *flag.FlagSet) verbFunc {
 		if len(args) != 1 || *limit < 0 {
 			return usagef("versions needs one file ID")
 		}
-		opts := client.VersionListOptions{Limit: 1000}
-		if *limit > 0 {
-			opts.Limit = min(*limit, 1000)
-		}
+		opts := client.VersionListOptions{Limit: pageSize(*limit)}
 		out := cli.lister("VERSION\tSIZE\tCREATED\tSHA256\tRUN\t", func(v any) string {
 			fv := v.(*client.FileVersion)
 			current := ""
@@ -107,19 +104,7 @@ func versionsFlags(fs *flag.FlagSet) verbFunc {
 			return fmt.Sprintf("%d\t%d\t%s\t%s\t%s\t%s", fv.Version, fv.SizeBytes, fv.CreatedAt.Local().Format(time.DateTime),
 				shortHash(fv.SHA256), deref(fv.RunID), current)
 		})
-		n := 0
-		for v, err := range cli.client.AllVersions(ctx, args[0], opts) {
-			if err != nil {
-				return err
-			}
-			if err := out.add(v); err != nil {
-				return err
-			}
-			if n++; n == *limit {
-				break
-			}
-		}
-		return out.end()
+		return listAll(cli.client.AllVersions(ctx, args[0], opts), *limit, out)
 	}
 }
 
