@@ -92,10 +92,11 @@ func (s *Store) ListEvents(ctx context.Context, subject string, filter agentfs.E
 // events trigger's notification, and looking again every second in case a
 // notification was missed while the listener reconnected).
 func (s *Store) AwaitEvents(ctx context.Context, subject string, filter agentfs.EventFilter, wait time.Duration) ([]*agentfs.Event, agentfs.EventCursor, error) {
-	events, next, err := s.ListEvents(ctx, subject, filter)
-	if err != nil || len(events) > 0 || wait <= 0 {
-		return events, next, err
+	if wait <= 0 {
+		return s.ListEvents(ctx, subject, filter)
 	}
+	// Listening before the first look: what commits from then on wakes
+	// this loop.
 	woke, stop := s.notify.subscribe(ChannelEvents)
 	defer stop()
 	tag := md5.Sum([]byte(subject))
@@ -105,22 +106,24 @@ func (s *Store) AwaitEvents(ctx context.Context, subject string, filter agentfs.
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		// Listening now: what commits from here on wakes this loop.
-		if events, next, err = s.ListEvents(ctx, subject, filter); err != nil || len(events) > 0 {
+		events, next, err := s.ListEvents(ctx, subject, filter)
+		if err != nil || len(events) > 0 {
 			return events, next, err
 		}
-		select {
-		case <-ctx.Done():
-			return nil, next, ctx.Err()
-		case <-deadline.C:
-			return nil, next, nil
-		case <-s.draining:
-			return nil, next, nil
-		case who := <-woke:
-			if who != mine && who != "" {
-				continue
+		// Another subject's events wake nobody here.
+		for woken := false; !woken; {
+			select {
+			case <-ctx.Done():
+				return nil, next, ctx.Err()
+			case <-deadline.C:
+				return nil, next, nil
+			case <-s.draining:
+				return nil, next, nil
+			case who := <-woke:
+				woken = who == mine || who == ""
+			case <-tick.C:
+				woken = true
 			}
-		case <-tick.C:
 		}
 	}
 }
