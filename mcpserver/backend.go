@@ -162,6 +162,32 @@ const (
 	OpShare   = "create_link"
 )
 
+// routeOps names the operations of the routes the tools write through, by
+// the method and route a key records (and GET /v1/operations/{key}
+// reports).
+var routeOps = map[string]string{
+	"POST /v1/files":             OpPut,
+	"DELETE /v1/files/:id":       OpDelete,
+	"POST /v1/files/:id/restore": OpRestore,
+	"POST /v1/files/:id/move":    OpMove,
+	"POST /v1/files/:id/revert":  OpRevert,
+	"POST /v1/files/:id/links":   OpShare,
+}
+
+// opOf names the operation of a key's method and route: an Op constant,
+// or "METHOD route" for a route the tools do not write through.
+func opOf(method, route string) string {
+	if op, ok := routeOps[method+" "+route]; ok {
+		return op
+	}
+	return method + " " + route
+}
+
+// recordsFile says a completed op's recorded outcome is a File.
+func recordsFile(op string) bool {
+	return op == OpPut || op == OpDelete || op == OpRestore || op == OpMove || op == OpRevert
+}
+
 // Operation is what an idempotency key holds: the request that claimed it
 // and, once completed, its recorded outcome.
 type Operation struct {

@@ -139,17 +139,6 @@ func (cb *ClientBackend) Restore(ctx context.Context, fileID string, w WriteOpti
 	return f, nil
 }
 
-// clientOps names the operations of the routes the tools write through,
-// as GET /v1/operations/{key} reports them.
-var clientOps = map[string]string{
-	"POST /v1/files":             OpPut,
-	"DELETE /v1/files/:id":       OpDelete,
-	"POST /v1/files/:id/restore": OpRestore,
-	"POST /v1/files/:id/move":    OpMove,
-	"POST /v1/files/:id/revert":  OpRevert,
-	"POST /v1/files/:id/links":   OpShare,
-}
-
 // Operation asks what a key holds (GET /v1/operations/{key}).
 func (cb *ClientBackend) Operation(ctx context.Context, key string) (*Operation, error) {
 	op, err := cb.c.Operation(ctx, key)
@@ -160,10 +149,7 @@ func (cb *ClientBackend) Operation(ctx context.Context, key string) (*Operation,
 	if err != nil {
 		return nil, problemOf(err, "")
 	}
-	out := &Operation{Key: key, Status: op.Status, Op: clientOps[op.Method+" "+op.Route]}
-	if out.Op == "" {
-		out.Op = op.Method + " " + op.Route
-	}
+	out := &Operation{Key: key, Status: op.Status, Op: opOf(op.Method, op.Route)}
 	if op.Status != client.OperationCompleted {
 		return out, nil
 	}
@@ -174,7 +160,7 @@ func (cb *ClientBackend) Operation(ctx context.Context, key string) (*Operation,
 		out.Problem = problemOf(p, "")
 	case err != nil:
 		return nil, problemOf(err, "")
-	case out.Op == OpPut || out.Op == OpDelete || out.Op == OpRestore || out.Op == OpMove || out.Op == OpRevert:
+	case recordsFile(out.Op):
 		out.File = &f
 	}
 	return out, nil

@@ -363,17 +363,6 @@ func convert(from, to any) error {
 	return nil
 }
 
-// coreOps names the operations of the routes the tools write through, by
-// the route a key records.
-var coreOps = map[string]string{
-	"POST /v1/files":             OpPut,
-	"DELETE /v1/files/:id":       OpDelete,
-	"POST /v1/files/:id/restore": OpRestore,
-	"POST /v1/files/:id/move":    OpMove,
-	"POST /v1/files/:id/revert":  OpRevert,
-	"POST /v1/files/:id/links":   OpShare,
-}
-
 // Operation says what a key holds for the subject, or nil for nothing.
 func (b *CoreBackend) Operation(ctx context.Context, key string) (*Operation, error) {
 	who, err := b.who(ctx)
@@ -387,10 +376,7 @@ func (b *CoreBackend) Operation(ctx context.Context, key string) (*Operation, er
 	if err != nil {
 		return nil, problemOfCore(err)
 	}
-	out := &Operation{Key: key, Status: OperationInProgress, Op: coreOps[rec.Method+" "+rec.Route]}
-	if out.Op == "" {
-		out.Op = rec.Method + " " + rec.Route
-	}
+	out := &Operation{Key: key, Status: OperationInProgress, Op: opOf(rec.Method, rec.Route)}
 	if !rec.Completed {
 		return out, nil
 	}
@@ -402,7 +388,7 @@ func (b *CoreBackend) Operation(ctx context.Context, key string) (*Operation, er
 		out.Problem = p
 	case err != nil:
 		return nil, err
-	case out.Op == OpPut || out.Op == OpDelete || out.Op == OpRestore || out.Op == OpMove || out.Op == OpRevert:
+	case recordsFile(out.Op):
 		out.File = f
 	}
 	return out, nil
