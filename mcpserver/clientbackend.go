@@ -223,7 +223,7 @@ func (cb *ClientBackend) Share(ctx context.Context, fileID string, s ShareArgs) 
 // Run summarizes a run (GET /v1/runs/{run_id}).
 func (cb *ClientBackend) Run(ctx context.Context, runID string) (*Run, error) {
 	if !agentfs.ValidTagValue(runID) {
-		return nil, validation("run_id", "1-128 characters of A-Z a-z 0-9 . _ : / = + @ -, starting with a letter or digit")
+		return nil, validation("run_id", tagValueSyntax)
 	}
 	r, err := cb.c.Run(ctx, runID)
 	if err != nil {

@@ -338,7 +338,7 @@ func (b *CoreBackend) Run(ctx context.Context, runID string) (*Run, error) {
 		return nil, err
 	}
 	if !agentfs.ValidTagValue(runID) {
-		return nil, validation("run_id", "1-128 characters of A-Z a-z 0-9 . _ : / = + @ -, starting with a letter or digit")
+		return nil, validation("run_id", tagValueSyntax)
 	}
 	r, err := b.Store.RunSummary(ctx, who.Subject, runID)
 	if err != nil {
