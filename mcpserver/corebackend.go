@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -292,7 +291,7 @@ func (b *CoreBackend) Revert(ctx context.Context, fileID string, version int64, 
 	if err != nil {
 		return nil, err
 	}
-	if version < 1 || version > math.MaxInt32 {
+	if version < 1 || version > maxVersion {
 		return nil, validation("version", "must be a version number, 1 or more")
 	}
 	return fileResult(b.Core.Revert(ctx, who,
@@ -312,7 +311,7 @@ func (b *CoreBackend) Share(ctx context.Context, fileID string, s ShareArgs) (*L
 			return nil, validation("expires_in", "must be 60 to 604800 seconds")
 		}
 	}
-	if s.Version < 0 || s.Version > math.MaxInt32 {
+	if s.Version < 0 || s.Version > maxVersion {
 		return nil, validation("version", "must be a version number, 1 or more")
 	}
 	req.Version = int(s.Version)
