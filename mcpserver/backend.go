@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"context"
 	"time"
+
+	"github.com/agentfs/agentfs/client"
 )
 
 // Backend is what the tools need from AgentFS, in the domain's words: no
@@ -60,34 +62,10 @@ type Backend interface {
 }
 
 // File is a stored file's metadata, with the API's field names (schema File
-// of openapi.yaml): tools answer with it as their structured output.
-type File struct {
-	ID          string `json:"id"`
-	Object      string `json:"object"`
-	Path        string `json:"path"`
-	SizeBytes   int64  `json:"size_bytes"`
-	ContentType string `json:"content_type"`
-	// SHA256 is the lowercase hex SHA-256 of the whole content.
-	SHA256 string `json:"sha256"`
-	// ETag is the quoted SHA256; expected_etag takes it.
-	ETag    string `json:"etag"`
-	Version int64  `json:"version"`
-	URL     string `json:"url"`
-	// AgentID and RunID are those of the request that created the file;
-	// LastAgentID and LastRunID those of the latest write.
-	AgentID     *string    `json:"agent_id"`
-	RunID       *string    `json:"run_id"`
-	LastAgentID *string    `json:"last_agent_id"`
-	LastRunID   *string    `json:"last_run_id"`
-	CreatedAt   time.Time  `json:"created_at"`
-	UpdatedAt   time.Time  `json:"updated_at"`
-	DeletedAt   *time.Time `json:"deleted_at"`
-	PurgeAfter  *time.Time `json:"purge_after"`
-	// ExpiresAt is when the file stops being served and counts as
-	// deleted (write_file's expires_in); nil: never.
-	ExpiresAt *time.Time `json:"expires_at"`
-	Blocked   bool       `json:"blocked"`
-}
+// of openapi.yaml): tools answer with it as their structured output. It is
+// the Go client's type, which ClientBackend gets as it is and CoreBackend
+// fills from the API's own.
+type File = client.File
 
 // FileList is one page of files, newest first.
 type FileList struct {
@@ -184,6 +162,32 @@ const (
 	OpShare   = "create_link"
 )
 
+// routeOps names the operations of the routes the tools write through, by
+// the method and route a key records (and GET /v1/operations/{key}
+// reports).
+var routeOps = map[string]string{
+	"POST /v1/files":             OpPut,
+	"DELETE /v1/files/:id":       OpDelete,
+	"POST /v1/files/:id/restore": OpRestore,
+	"POST /v1/files/:id/move":    OpMove,
+	"POST /v1/files/:id/revert":  OpRevert,
+	"POST /v1/files/:id/links":   OpShare,
+}
+
+// opOf names the operation of a key's method and route: an Op constant,
+// or "METHOD route" for a route the tools do not write through.
+func opOf(method, route string) string {
+	if op, ok := routeOps[method+" "+route]; ok {
+		return op
+	}
+	return method + " " + route
+}
+
+// recordsFile says a completed op's recorded outcome is a File.
+func recordsFile(op string) bool {
+	return op == OpPut || op == OpDelete || op == OpRestore || op == OpMove || op == OpRevert
+}
+
 // Operation is what an idempotency key holds: the request that claimed it
 // and, once completed, its recorded outcome.
 type Operation struct {
@@ -207,26 +211,8 @@ type VersionPage struct {
 }
 
 // FileVersion is one version of a file's content, with the API's field
-// names (schema FileVersion of openapi.yaml).
-type FileVersion struct {
-	Object      string `json:"object"`
-	FileID      string `json:"file_id"`
-	Version     int64  `json:"version"`
-	SizeBytes   int64  `json:"size_bytes"`
-	ContentType string `json:"content_type"`
-	// SHA256 is the lowercase hex SHA-256 of this version's content; ETag
-	// the quoted SHA256.
-	SHA256 string `json:"sha256"`
-	ETag   string `json:"etag"`
-	// URL serves this version's bytes, with a token.
-	URL string `json:"url"`
-	// AgentID and RunID are those of the write that made this version.
-	AgentID   *string   `json:"agent_id"`
-	RunID     *string   `json:"run_id"`
-	CreatedAt time.Time `json:"created_at"`
-	// Current says this version is the file's content now.
-	Current bool `json:"current"`
-}
+// names (schema FileVersion of openapi.yaml): the Go client's type.
+type FileVersion = client.FileVersion
 
 // VersionList is one page of a file's versions, newest first.
 type VersionList struct {
@@ -252,7 +238,9 @@ type ShareArgs struct {
 }
 
 // Link is a share link, with the API's field names (schema Link of
-// openapi.yaml).
+// openapi.yaml). Unlike the client's Link, whose URL is nil where the API
+// leaves it out (listings), a Link here is always a new link's, with its
+// URL.
 type Link struct {
 	ID     string `json:"id"`
 	Object string `json:"object"`
@@ -268,29 +256,8 @@ type Link struct {
 }
 
 // Run is what one run did, from its events, with the API's field names
-// (schema Run of openapi.yaml).
-type Run struct {
-	Object string `json:"object"`
-	RunID  string `json:"run_id"`
-	// AgentIDs are the agent ids its requests carried.
-	AgentIDs []string  `json:"agent_ids"`
-	FirstAt  time.Time `json:"first_at"`
-	LastAt   time.Time `json:"last_at"`
-	Counts   RunCounts `json:"counts"`
-	// BytesWritten adds up the sizes of the versions its creates and
-	// replaces made.
-	BytesWritten int64 `json:"bytes_written"`
-	// LiveFiles counts the files it created or last wrote that are live
-	// now.
-	LiveFiles int `json:"live_files"`
-}
+// (schema Run of openapi.yaml): the Go client's type.
+type Run = client.Run
 
 // RunCounts are a run's effects on files, by kind.
-type RunCounts struct {
-	Created  int `json:"created"`
-	Replaced int `json:"replaced"`
-	Deleted  int `json:"deleted"`
-	Restored int `json:"restored"`
-	Moved    int `json:"moved"`
-	Reverted int `json:"reverted"`
-}
+type RunCounts = client.RunCounts

@@ -40,7 +40,7 @@ func (cb *ClientBackend) FileAt(ctx context.Context, path string) (*File, error)
 	if len(page.Data) == 0 {
 		return nil, notFound("no live file at " + path)
 	}
-	return fileOf(&page.Data[0]), nil
+	return &page.Data[0], nil
 }
 
 // Read reads a range of a live file (GET /v1/files/{id}/content with
@@ -98,10 +98,7 @@ func (cb *ClientBackend) List(ctx context.Context, f ListFilter) (*FileList, err
 	if err != nil {
 		return nil, problemOf(err, "")
 	}
-	out := &FileList{Files: make([]File, 0, len(page.Data)), HasMore: page.HasMore}
-	for i := range page.Data {
-		out.Files = append(out.Files, *fileOf(&page.Data[i]))
-	}
+	out := &FileList{Files: page.Data, HasMore: page.HasMore}
 	if page.NextCursor != nil {
 		out.NextCursor = *page.NextCursor
 	}
@@ -119,7 +116,7 @@ func (cb *ClientBackend) Put(ctx context.Context, p PutArgs) (*File, error) {
 	if err != nil {
 		return nil, problemOf(err, key)
 	}
-	return fileOf(f), nil
+	return f, nil
 }
 
 // Delete soft-deletes a file (DELETE /v1/files/{id}).
@@ -129,7 +126,7 @@ func (cb *ClientBackend) Delete(ctx context.Context, fileID string, w WriteOptio
 	if err != nil {
 		return nil, problemOf(err, key)
 	}
-	return fileOf(f), nil
+	return f, nil
 }
 
 // Restore undoes a delete (POST /v1/files/{id}/restore).
@@ -139,18 +136,7 @@ func (cb *ClientBackend) Restore(ctx context.Context, fileID string, w WriteOpti
 	if err != nil {
 		return nil, problemOf(err, key)
 	}
-	return fileOf(f), nil
-}
-
-// clientOps names the operations of the routes the tools write through,
-// as GET /v1/operations/{key} reports them.
-var clientOps = map[string]string{
-	"POST /v1/files":             OpPut,
-	"DELETE /v1/files/:id":       OpDelete,
-	"POST /v1/files/:id/restore": OpRestore,
-	"POST /v1/files/:id/move":    OpMove,
-	"POST /v1/files/:id/revert":  OpRevert,
-	"POST /v1/files/:id/links":   OpShare,
+	return f, nil
 }
 
 // Operation asks what a key holds (GET /v1/operations/{key}).
@@ -163,22 +149,19 @@ func (cb *ClientBackend) Operation(ctx context.Context, key string) (*Operation,
 	if err != nil {
 		return nil, problemOf(err, "")
 	}
-	out := &Operation{Key: key, Status: op.Status, Op: clientOps[op.Method+" "+op.Route]}
-	if out.Op == "" {
-		out.Op = op.Method + " " + op.Route
-	}
+	out := &Operation{Key: key, Status: op.Status, Op: opOf(op.Method, op.Route)}
 	if op.Status != client.OperationCompleted {
 		return out, nil
 	}
-	var f client.File
+	var f File
 	err = op.Outcome(&f)
 	switch {
 	case errors.As(err, &p):
 		out.Problem = problemOf(p, "")
 	case err != nil:
 		return nil, problemOf(err, "")
-	case out.Op == OpPut || out.Op == OpDelete || out.Op == OpRestore || out.Op == OpMove || out.Op == OpRevert:
-		out.File = fileOf(&f)
+	case recordsFile(out.Op):
+		out.File = &f
 	}
 	return out, nil
 }
@@ -191,7 +174,7 @@ func (cb *ClientBackend) Move(ctx context.Context, fileID, destination string, w
 	if err != nil {
 		return nil, problemOf(err, key)
 	}
-	return fileOf(f), nil
+	return f, nil
 }
 
 // Versions lists a file's versions (GET /v1/files/{id}/versions).
@@ -200,12 +183,7 @@ func (cb *ClientBackend) Versions(ctx context.Context, fileID string, page Versi
 	if err != nil {
 		return nil, problemOf(err, "")
 	}
-	out := &VersionList{Versions: make([]FileVersion, 0, len(l.Data)), HasMore: l.HasMore}
-	for _, v := range l.Data {
-		out.Versions = append(out.Versions, FileVersion{Object: v.Object, FileID: v.FileID, Version: v.Version,
-			SizeBytes: v.SizeBytes, ContentType: v.ContentType, SHA256: v.SHA256, ETag: v.ETag, URL: v.URL,
-			AgentID: v.AgentID, RunID: v.RunID, CreatedAt: v.CreatedAt, Current: v.Current})
-	}
+	out := &VersionList{Versions: l.Data, HasMore: l.HasMore}
 	if l.NextCursor != nil {
 		out.NextCursor = *l.NextCursor
 	}
@@ -219,7 +197,7 @@ func (cb *ClientBackend) Revert(ctx context.Context, fileID string, version int6
 	if err != nil {
 		return nil, problemOf(err, key)
 	}
-	return fileOf(f), nil
+	return f, nil
 }
 
 // Share makes a share link (POST /v1/files/{id}/links). The generated key
@@ -245,26 +223,16 @@ func (cb *ClientBackend) Share(ctx context.Context, fileID string, s ShareArgs) 
 // Run summarizes a run (GET /v1/runs/{run_id}).
 func (cb *ClientBackend) Run(ctx context.Context, runID string) (*Run, error) {
 	if !agentfs.ValidTagValue(runID) {
-		return nil, validation("run_id", "1-128 characters of A-Z a-z 0-9 . _ : / = + @ -, starting with a letter or digit")
+		return nil, validation("run_id", tagValueSyntax)
 	}
 	r, err := cb.c.Run(ctx, runID)
 	if err != nil {
 		return nil, problemOf(err, "")
 	}
-	agents := r.AgentIDs
-	if agents == nil {
-		agents = []string{}
+	if r.AgentIDs == nil {
+		r.AgentIDs = []string{}
 	}
-	return &Run{Object: r.Object, RunID: r.RunID, AgentIDs: agents, FirstAt: r.FirstAt, LastAt: r.LastAt,
-		Counts: RunCounts(r.Counts), BytesWritten: r.BytesWritten, LiveFiles: r.LiveFiles}, nil
-}
-
-// fileOf converts the client's File.
-func fileOf(f *client.File) *File {
-	return &File{ID: f.ID, Object: f.Object, Path: f.Path, SizeBytes: f.SizeBytes, ContentType: f.ContentType,
-		SHA256: f.SHA256, ETag: f.ETag, Version: f.Version, URL: f.URL, AgentID: f.AgentID, RunID: f.RunID,
-		LastAgentID: f.LastAgentID, LastRunID: f.LastRunID, CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt,
-		DeletedAt: f.DeletedAt, PurgeAfter: f.PurgeAfter, ExpiresAt: f.ExpiresAt, Blocked: f.Blocked}
+	return r, nil
 }
 
 // problemOf converts the client's errors: the server's problem as it is;

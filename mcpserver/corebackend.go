@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -292,7 +291,7 @@ func (b *CoreBackend) Revert(ctx context.Context, fileID string, version int64, 
 	if err != nil {
 		return nil, err
 	}
-	if version < 1 || version > math.MaxInt32 {
+	if version < 1 || version > maxVersion {
 		return nil, validation("version", "must be a version number, 1 or more")
 	}
 	return fileResult(b.Core.Revert(ctx, who,
@@ -312,7 +311,7 @@ func (b *CoreBackend) Share(ctx context.Context, fileID string, s ShareArgs) (*L
 			return nil, validation("expires_in", "must be 60 to 604800 seconds")
 		}
 	}
-	if s.Version < 0 || s.Version > math.MaxInt32 {
+	if s.Version < 0 || s.Version > maxVersion {
 		return nil, validation("version", "must be a version number, 1 or more")
 	}
 	req.Version = int(s.Version)
@@ -338,7 +337,7 @@ func (b *CoreBackend) Run(ctx context.Context, runID string) (*Run, error) {
 		return nil, err
 	}
 	if !agentfs.ValidTagValue(runID) {
-		return nil, validation("run_id", "1-128 characters of A-Z a-z 0-9 . _ : / = + @ -, starting with a letter or digit")
+		return nil, validation("run_id", tagValueSyntax)
 	}
 	r, err := b.Store.RunSummary(ctx, who.Subject, runID)
 	if err != nil {
@@ -363,17 +362,6 @@ func convert(from, to any) error {
 	return nil
 }
 
-// coreOps names the operations of the routes the tools write through, by
-// the route a key records.
-var coreOps = map[string]string{
-	"POST /v1/files":             OpPut,
-	"DELETE /v1/files/:id":       OpDelete,
-	"POST /v1/files/:id/restore": OpRestore,
-	"POST /v1/files/:id/move":    OpMove,
-	"POST /v1/files/:id/revert":  OpRevert,
-	"POST /v1/files/:id/links":   OpShare,
-}
-
 // Operation says what a key holds for the subject, or nil for nothing.
 func (b *CoreBackend) Operation(ctx context.Context, key string) (*Operation, error) {
 	who, err := b.who(ctx)
@@ -387,10 +375,7 @@ func (b *CoreBackend) Operation(ctx context.Context, key string) (*Operation, er
 	if err != nil {
 		return nil, problemOfCore(err)
 	}
-	out := &Operation{Key: key, Status: OperationInProgress, Op: coreOps[rec.Method+" "+rec.Route]}
-	if out.Op == "" {
-		out.Op = rec.Method + " " + rec.Route
-	}
+	out := &Operation{Key: key, Status: OperationInProgress, Op: opOf(rec.Method, rec.Route)}
 	if !rec.Completed {
 		return out, nil
 	}
@@ -402,7 +387,7 @@ func (b *CoreBackend) Operation(ctx context.Context, key string) (*Operation, er
 		out.Problem = p
 	case err != nil:
 		return nil, err
-	case out.Op == OpPut || out.Op == OpDelete || out.Op == OpRestore || out.Op == OpMove || out.Op == OpRevert:
+	case recordsFile(out.Op):
 		out.File = f
 	}
 	return out, nil

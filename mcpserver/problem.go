@@ -85,6 +85,10 @@ func validation(field, message string) *Problem {
 	return p
 }
 
+// tagValueSyntax is the message of a run or agent id outside the syntax of
+// X-Run-ID and X-Agent-ID (agentfs.ValidTagValue).
+const tagValueSyntax = "1-128 characters of A-Z a-z 0-9 . _ : / = + @ -, starting with a letter or digit"
+
 // invalidPath is the API's INVALID_PATH for one argument.
 func invalidPath(field, path string, err error) *Problem {
 	p := NewProblem(http.StatusUnprocessableEntity, CodeInvalidPath, fmt.Sprintf("%s %q: %v", field, path, err))

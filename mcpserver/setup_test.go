@@ -160,6 +160,13 @@ func session(t *testing.T, srv *apitest.Server, cfg config, token string, backen
 		t.Cleanup(func() { _ = cs.Close() })
 		return cs
 	}
+	return inMemory(t, backend, opts)
+}
+
+// inMemory connects the SDK's client in memory to a server on backend.
+func inMemory(t *testing.T, backend mcpserver.Backend, opts mcpserver.Options) *mcp.ClientSession {
+	t.Helper()
+	ctx := context.Background()
 	server, err := mcpserver.New(backend, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +176,7 @@ func session(t *testing.T, srv *apitest.Server, cfg config, token string, backen
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := client.Connect(ctx, ct, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, nil).Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

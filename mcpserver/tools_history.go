@@ -17,6 +17,13 @@ const historyPage = 100
 // maxVersion is the largest version number the API takes.
 const maxVersion = math.MaxInt32
 
+// versionProperty bounds the version property to the version numbers the
+// API takes.
+func versionProperty(s *jsonschema.Schema) {
+	s.Properties["version"].Minimum = ptr(1.0)
+	s.Properties["version"].Maximum = ptr(float64(maxVersion))
+}
+
 // rfc3339 formats the times the tools' text shows.
 const rfc3339 = time.RFC3339
 
@@ -145,8 +152,7 @@ func revertFileTool() *toolSpec {
 			"Reverting to the content the file already has changes nothing. A deleted file must be brought back with restore_file first.",
 		Annotations: writes("Revert file", true, true),
 	}, func(s *jsonschema.Schema) {
-		s.Properties["version"].Minimum = ptr(1.0)
-		s.Properties["version"].Maximum = ptr(float64(maxVersion))
+		versionProperty(s)
 		keyProperty(s)
 	}, func(ctx context.Context, tb *toolbox, in *revertFileIn, cc *callContext) (*reply[File], error) {
 		p, err := filePath("path", in.Path)

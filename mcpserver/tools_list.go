@@ -392,7 +392,7 @@ func listRunFilesTool() *toolSpec {
 		}
 		for _, v := range []struct{ field, value string }{{"run_id", run}, {"agent_id", agent}} {
 			if v.value != "" && !agentfs.ValidTagValue(v.value) {
-				return nil, validation(v.field, "1-128 characters of A-Z a-z 0-9 . _ : / = + @ -, starting with a letter or digit")
+				return nil, validation(v.field, tagValueSyntax)
 			}
 		}
 		page, err := tb.b.List(ctx, ListFilter{RunID: run, AgentID: agent, Cursor: in.Cursor, Limit: runFilesPage})
@@ -448,7 +448,7 @@ func runSummaryTool() *toolSpec {
 			return nil, validation("run_id", "give run_id: this session has no run id of its own")
 		}
 		if !agentfs.ValidTagValue(run) {
-			return nil, validation("run_id", "1-128 characters of A-Z a-z 0-9 . _ : / = + @ -, starting with a letter or digit")
+			return nil, validation("run_id", tagValueSyntax)
 		}
 		cc.runID = run
 		r, err := tb.b.Run(ctx, run)

@@ -4,14 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/agentfs/agentfs"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-)
-
-// Bounds of share_file's expires_in (lifecycle).
-const (
-	minLinkExpiresIn = 60
-	maxLinkExpiresIn = 7 * 24 * 3600
 )
 
 type shareFileIn struct {
@@ -27,10 +22,8 @@ func shareFileTool() *toolSpec {
 			"The URL is shown only in this answer; each call makes a new link. Also the way to get all of a file too large for read_text_file.",
 		Annotations: writes("Share file", false, false),
 	}, func(s *jsonschema.Schema) {
-		s.Properties["expires_in"].Minimum = ptr(float64(minLinkExpiresIn))
-		s.Properties["expires_in"].Maximum = ptr(float64(maxLinkExpiresIn))
-		s.Properties["version"].Minimum = ptr(1.0)
-		s.Properties["version"].Maximum = ptr(float64(maxVersion))
+		seconds(s, "expires_in", agentfs.MinLinkExpiresIn, agentfs.MaxLinkExpiresIn)
+		versionProperty(s)
 	}, func(ctx context.Context, tb *toolbox, in *shareFileIn, cc *callContext) (*reply[Link], error) {
 		p, err := filePath("path", in.Path)
 		if err != nil {

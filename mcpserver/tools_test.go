@@ -899,21 +899,7 @@ func TestCallCounter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	server, err := mcpserver.New(backend, mcpserver.Options{OnCall: mcpserver.CountCalls(vec)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := server.Connect(context.Background(), st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(), ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := inMemory(t, backend, mcpserver.Options{OnCall: mcpserver.CountCalls(vec)})
 	for _, args := range []map[string]any{{"path": "a.txt", "content": "x"}, {"path": "a.txt", "content": "x"}, {"path": 1}} {
 		_, _ = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "write_file", Arguments: args})
 	}
@@ -943,21 +929,7 @@ func TestUnreachableServerLeavesAKeyToRetryWith(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	server, err := mcpserver.New(backend, mcpserver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := server.Connect(context.Background(), st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(), ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := inMemory(t, backend, mcpserver.Options{})
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": "a.txt", "content": "x"}})
 	if err != nil || !res.IsError {
 		t.Fatalf("%v %v", err, res)

@@ -6,19 +6,15 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"time"
 
+	"github.com/agentfs/agentfs"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // keyPattern is the Idempotency-Key syntax (the idempotency rules).
 const keyPattern = `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`
-
-// Expiry bounds of expires_in (lifecycle).
-const (
-	minExpiresIn = 60
-	maxExpiresIn = 365 * 24 * 3600
-)
 
 type writeFileIn struct {
 	Path           string `json:"path" jsonschema:"where to write, e.g. reports/summary.md"`
@@ -37,8 +33,7 @@ func writeFileTool() *toolSpec {
 		Annotations: writes("Write file", true, true),
 	}, func(s *jsonschema.Schema) {
 		s.Properties["if_exists"].Enum = []any{IfExistsError, IfExistsReplace}
-		s.Properties["expires_in"].Minimum = ptr(float64(minExpiresIn))
-		s.Properties["expires_in"].Maximum = ptr(float64(maxExpiresIn))
+		seconds(s, "expires_in", agentfs.MinExpiresIn, agentfs.MaxExpiresIn)
 		keyProperty(s)
 	}, func(ctx context.Context, tb *toolbox, in *writeFileIn, cc *callContext) (*reply[File], error) {
 		p, err := filePath("path", in.Path)
@@ -68,6 +63,13 @@ func writeFileTool() *toolSpec {
 		}
 		return &reply[File]{Text: text, Out: *f}, nil
 	})
+}
+
+// seconds bounds property name, a number of seconds, to the API's bounds
+// (lifecycle).
+func seconds(s *jsonschema.Schema, name string, lo, hi time.Duration) {
+	s.Properties[name].Minimum = ptr(lo.Seconds())
+	s.Properties[name].Maximum = ptr(hi.Seconds())
 }
 
 // keyProperty gives the idempotency_key property its syntax.
