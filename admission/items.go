@@ -356,15 +356,14 @@ func (c *Core) itemWrite(ctx context.Context, who agentfs.Caller, o agentfs.Orig
 		put := agentfs.Put{Subject: b.Subject, Path: it.Path, ContentType: it.ContentType, Replace: it.Replace,
 			Size: int64(len(content)), ExpiresIn: it.ExpiresIn, By: b.By}
 		body := bytes.NewReader(content)
-		w := c.putWrite(put, body, o)
+		prepareBlob := func(ctx context.Context) (*storage.PendingPut, error) { return c.store.PreparePut(ctx, put, body) }
 		if hint.Known {
-			w = c.putWriteWith(put, body, o, func(ctx context.Context) (*storage.PendingPut, error) {
+			prepareBlob = func(ctx context.Context) (*storage.PendingPut, error) {
 				return c.store.PreparePutAgainst(ctx, put, body, hint.Live)
-			})
+			}
 		}
-		prepare := w.prepare
-		w.prepare = func(ctx context.Context) error {
-			err := prepare(ctx)
+		w := c.putWriteWith(put, body, o, func(ctx context.Context) (*storage.PendingPut, error) {
+			p, err := prepareBlob(ctx)
 			if err == nil {
 				body.Reset(nil) // the bytes are in the blob: a prepared item waiting to commit holds none
 			} else {
@@ -372,8 +371,8 @@ func (c *Core) itemWrite(ctx context.Context, who agentfs.Caller, o agentfs.Orig
 				// of the whole content, however much of it was read.
 				body.Reset(content)
 			}
-			return err
-		}
+			return p, err
+		})
 		return w, nil
 	case agentfs.OpDelete:
 		return c.deleteWrite(who, it.FileID, "", o), nil

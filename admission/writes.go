@@ -137,14 +137,13 @@ func (c *Core) restoreWrite(who agentfs.Caller, id string, o agentfs.Origin) *wr
 func (c *Core) CreateUpload(ctx context.Context, who agentfs.Caller, req agentfs.NewUpload) (idempotency.Result, error) {
 	// The request, defaults filled in, canonicalised: key order, whitespace
 	// and omitted defaults do not make another request.
-	normal, _ := json.Marshal(map[string]any{"path": req.Path, "size_bytes": req.SizeBytes,
+	content := jsonContent(map[string]any{"path": req.Path, "size_bytes": req.SizeBytes,
 		"content_type": req.ContentType, "replace": req.Replace, "sha256": req.SHA256,
 		"expires_in": int64(req.ExpiresIn.Seconds())})
-	content, _ := idempotency.JSONContentHash(normal)
 	return c.run(ctx, who, nil, &write{
 		method: http.MethodPost, route: "/v1/uploads",
 		request: idempotency.Request{Operation: "create_upload", Target: req.Path, MediaType: "application/json", By: req.By},
-		content: func() ([]byte, error) { return content, nil },
+		content: content,
 		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
 			u, created, err := c.store.CreateUploadTx(ctx, tx, req)
 			if err != nil {
@@ -210,14 +209,13 @@ func (c *Core) PutPart(ctx context.Context, who agentfs.Caller, id string, n int
 // /v1/uploads/{id}/complete): 201 created, 200 replaced, and 200 with the
 // same file when repeated.
 func (c *Core) CompleteUpload(ctx context.Context, who agentfs.Caller, id string, req agentfs.CompleteRequest) (idempotency.Result, error) {
-	normal, _ := json.Marshal(map[string]any{"replace": req.Replace, "sha256": req.SHA256})
-	content, _ := idempotency.JSONContentHash(normal)
+	content := jsonContent(map[string]any{"replace": req.Replace, "sha256": req.SHA256})
 	var pending *storage.PendingComplete
 	return c.run(ctx, who, nil, &write{
 		method: http.MethodPost, route: "/v1/uploads/:id/complete",
 		request: idempotency.Request{Operation: "complete_upload", Target: id,
 			Params: map[string]string{"if_match": req.IfMatch}, MediaType: "application/json", By: who.By},
-		content: func() ([]byte, error) { return content, nil },
+		content: content,
 		prepare: func(ctx context.Context) (err error) {
 			pending, err = c.store.PrepareComplete(ctx, who.Subject, id, req)
 			if err == nil && c.cfg.MidComplete != nil {

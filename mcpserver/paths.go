@@ -45,11 +45,3 @@ func dirPrefix(dir string) string {
 	}
 	return dir + "/"
 }
-
-// displayDir names a directory in text for the model.
-func displayDir(dir string) string {
-	if dir == "" {
-		return "/ (the root)"
-	}
-	return dir
-}

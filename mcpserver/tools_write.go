@@ -3,12 +3,12 @@ package mcpserver
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"path"
 	"strings"
 	"time"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/problem"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -216,12 +216,10 @@ func (tb *toolbox) editReplay(ctx context.Context, p, key string) (*reply[EditRe
 	case op == nil:
 		return nil, nil
 	case op.Status != OperationCompleted:
-		pr := NewProblem(http.StatusConflict, "OPERATION_IN_PROGRESS", fmt.Sprintf("a write with idempotency_key %q is still running", key))
-		pr.Retryable = true
-		return nil, pr
+		return nil, problemFromAPI(problem.New(problem.OperationInProgress, fmt.Sprintf("a write with idempotency_key %q is still running", key)))
 	case op.Op != OpPut || op.File != nil && op.File.Path != p:
-		return nil, NewProblem(http.StatusConflict, "IDEMPOTENCY_CONFLICT",
-			fmt.Sprintf("idempotency_key %q was already used for another operation", key))
+		return nil, problemFromAPI(problem.New(problem.IdempotencyConflict,
+			fmt.Sprintf("idempotency_key %q was already used for another operation", key)))
 	case op.Problem != nil:
 		return nil, op.Problem
 	case op.File == nil:

@@ -154,20 +154,7 @@ func (s *Store) BatchFiles(ctx context.Context, b *agentfs.Batch) (map[string]*a
 // Files returns the subject's files with these ids (for showing batch
 // results), in no particular order.
 func (s *Store) Files(ctx context.Context, subject string, ids []string) ([]*agentfs.File, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+fileColumns+` FROM files WHERE subject = $1 AND id = ANY($2)`, subject, ids)
-	if err != nil {
-		return nil, Translate(fmt.Errorf("get files: %w", err))
-	}
-	defer rows.Close()
-	var out []*agentfs.File
-	for rows.Next() {
-		f, err := s.scanFile(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, f)
-	}
-	return out, Translate(rows.Err())
+	return s.scanFiles(s.pool.Query(ctx, `SELECT `+fileColumns+` FROM files WHERE subject = $1 AND id = ANY($2)`, subject, ids))
 }
 
 // LockBatch takes the session advisory lock that lets one worker at a
@@ -237,15 +224,6 @@ func MarkItemTx(ctx context.Context, tx pgx.Tx, batchID string, idx int, out Ite
 		return ErrItemDone
 	}
 	return nil
-}
-
-// MarkItem records the outcome of an item that had no effect.
-func (s *Store) MarkItem(ctx context.Context, batchID string, idx int, out ItemOutcome) error {
-	err := s.WithTx(ctx, func(tx pgx.Tx) error { return MarkItemTx(ctx, tx, batchID, idx, out) })
-	if errors.Is(err, ErrItemDone) {
-		return nil
-	}
-	return err
 }
 
 // FinishBatch sets a batch's terminal state from its items once none is

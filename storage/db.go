@@ -256,8 +256,6 @@ func NewID(prefix string) string {
 	return prefix + "_" + idEncoding.EncodeToString(b[:])
 }
 
-func errorsIsNotFound(err error) bool { return errors.Is(err, agentfs.ErrNotFound) }
-
 // checkID is agentfs.ErrNotFound for an id no resource can have.
 func checkID(id string) error {
 	if !agentfs.WellFormedID("", id) {
