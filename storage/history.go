@@ -28,9 +28,6 @@ func scanVersion(row pgx.Row) (*agentfs.FileVersion, error) {
 // filter.Before (0: from the newest). An unknown file is agentfs.ErrNotFound;
 // a file whose versions were all swept but the current lists that one.
 func (s *Store) Versions(ctx context.Context, subject, fileID string, filter agentfs.VersionFilter) ([]*agentfs.FileVersion, error) {
-	if _, err := s.File(ctx, subject, fileID); err != nil {
-		return nil, err
-	}
 	before := filter.Before
 	if before <= 0 {
 		before = 1<<31 - 1
@@ -44,6 +41,12 @@ func (s *Store) Versions(ctx context.Context, subject, fileID string, filter age
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*agentfs.FileVersion, error) { return scanVersion(r) })
 	if err != nil {
 		return nil, Translate(fmt.Errorf("list versions: %w", err))
+	}
+	if len(out) == 0 {
+		// No versions below the cursor, or no such file.
+		if _, err := s.File(ctx, subject, fileID); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

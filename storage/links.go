@@ -65,17 +65,17 @@ func (s *Store) CreateLinkTx(ctx context.Context, tx pgx.Tx, req agentfs.NewLink
 }
 
 // Links lists the links of the subject's file, newest first (without
-// secrets).
+// secrets); an unknown file is agentfs.ErrNotFound.
 func (s *Store) Links(ctx context.Context, subject, fileID string) ([]*agentfs.Link, error) {
-	if _, err := s.File(ctx, subject, fileID); err != nil {
-		return nil, err
-	}
 	rows, err := s.pool.Query(ctx, `SELECT `+linkColumns+` FROM links WHERE file_id = $1 AND subject = $2
 		ORDER BY created_at DESC, id DESC LIMIT 1000`, fileID, subject)
 	if err != nil {
 		return nil, Translate(fmt.Errorf("list links: %w", err))
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*agentfs.Link, error) { return scanLink(r) })
+	if err == nil && len(out) == 0 {
+		_, err = s.File(ctx, subject, fileID) // no links, or no such file (404)
+	}
 	return out, Translate(err)
 }
 
