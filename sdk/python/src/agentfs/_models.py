@@ -22,6 +22,7 @@ __all__ = [
     "Operation",
     "OperationResource",
     "Page",
+    "AsyncPage",
     "Protocol",
     "FileVersion",
     "Link",
