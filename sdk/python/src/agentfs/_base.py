@@ -263,6 +263,10 @@ class BaseClient:
             return check_key(given)
         return new_idempotency_key() if self.idempotency_keys else None
 
+    def _write(self, route: str, path: str, idempotency_key: Optional[str], agent_id: Any, run_id: Any) -> Request:
+        """A write's request, with its Idempotency-Key (see _key_for) and its per-call attribution."""
+        return route_request(route, path, key=self._key_for(idempotency_key), agent_id=agent_id, run_id=run_id)
+
     def _url(self, req: Request) -> str:
         return self.base_url + req.path
 
@@ -303,8 +307,7 @@ class BaseClient:
         expires_in: Union[int, float, timedelta, None] = None,
     ) -> Request:
         expires = seconds_of("expires_in", expires_in)
-        req = route_request(ROUTE_PUT_FILE, "/v1/files", key=self._key_for(idempotency_key),
-                            agent_id=agent_id, run_id=run_id)
+        req = self._write(ROUTE_PUT_FILE, "/v1/files", idempotency_key, agent_id, run_id)
         req.query["path"] = path
         if if_exists is not None:
             req.query["if_exists"] = if_exists
@@ -323,7 +326,7 @@ class BaseClient:
         return req
 
     def _r_get_file(self, file_id: str) -> Request:
-        return route_request(ROUTE_FILE, "/v1/files/" + escape(file_id))
+        return route_request(ROUTE_FILE, _file_path(file_id))
 
     def _r_list_files(
         self,
@@ -336,37 +339,24 @@ class BaseClient:
         limit: Optional[int],
         cursor: Optional[str],
     ) -> Request:
-        req = route_request(ROUTE_LIST_FILES, "/v1/files")
-        for name, v in (("run_id", run_id), ("agent_id", agent_id), ("prefix", prefix), ("path", path),
-                        ("cursor", cursor)):
-            if v is not None:
-                req.query[name] = v
-        if include_deleted:
-            req.query["include_deleted"] = "true"
-        if limit is not None:
-            req.query["limit"] = str(limit)
-        return req
+        return _page(route_request(ROUTE_LIST_FILES, "/v1/files"), limit, cursor, run_id=run_id, agent_id=agent_id,
+                     prefix=prefix, path=path, include_deleted="true" if include_deleted else None)
 
     def _r_content(
         self, file_id: str, *, range: Optional[str], if_range: Optional[str], if_none_match: Optional[str]
     ) -> Request:
-        req = route_request(ROUTE_FILE_CONTENT, "/v1/files/" + escape(file_id) + "/content")
-        _set(req.headers, "Range", range)
-        _set(req.headers, "If-Range", if_range)
-        _set(req.headers, "If-None-Match", if_none_match)
-        return req
+        return _conditional(route_request(ROUTE_FILE_CONTENT, _file_path(file_id) + "/content"), range, if_range,
+                            if_none_match)
 
     def _r_delete_file(
         self, file_id: str, *, if_match: Optional[str], idempotency_key: Optional[str], agent_id: Any, run_id: Any
     ) -> Request:
-        req = route_request(ROUTE_DELETE_FILE, "/v1/files/" + escape(file_id), key=self._key_for(idempotency_key),
-                            agent_id=agent_id, run_id=run_id)
+        req = self._write(ROUTE_DELETE_FILE, _file_path(file_id), idempotency_key, agent_id, run_id)
         _set(req.headers, "If-Match", if_match)
         return req
 
     def _r_restore_file(self, file_id: str, *, idempotency_key: Optional[str], agent_id: Any, run_id: Any) -> Request:
-        return route_request(ROUTE_RESTORE_FILE, "/v1/files/" + escape(file_id) + "/restore",
-                             key=self._key_for(idempotency_key), agent_id=agent_id, run_id=run_id)
+        return self._write(ROUTE_RESTORE_FILE, _file_path(file_id) + "/restore", idempotency_key, agent_id, run_id)
 
     def _r_create_upload(
         self,
@@ -391,9 +381,7 @@ class BaseClient:
             body["if_exists"] = if_exists
         if sha256 is not None:
             body["sha256"] = sha256.lower()
-        req = route_request(ROUTE_CREATE_UPLOAD, "/v1/uploads", key=self._key_for(idempotency_key),
-                            agent_id=agent_id, run_id=run_id)
-        return _json_body(req, body)
+        return _json_body(self._write(ROUTE_CREATE_UPLOAD, "/v1/uploads", idempotency_key, agent_id, run_id), body)
 
     def _r_get_upload(self, upload_id: str) -> Request:
         return route_request(ROUTE_UPLOAD, "/v1/uploads/" + escape(upload_id))
@@ -412,8 +400,8 @@ class BaseClient:
     ) -> Request:
         if not isinstance(part_number, int) or part_number < 1:
             raise ValueError(f"part_number {part_number!r}: parts are numbered from 1")
-        req = route_request(ROUTE_UPLOAD_PART, f"/v1/uploads/{escape(upload_id)}/parts/{part_number}",
-                            key=self._key_for(idempotency_key), agent_id=agent_id, run_id=run_id)
+        req = self._write(ROUTE_UPLOAD_PART, f"/v1/uploads/{escape(upload_id)}/parts/{part_number}",
+                          idempotency_key, agent_id, run_id)
         req.body = make_body(content, size)
         if req.body.size is None:
             raise ValueError("upload_part: the part's size is unknown; pass size= (a part needs Content-Length)")
@@ -434,8 +422,8 @@ class BaseClient:
         agent_id: Any,
         run_id: Any,
     ) -> Request:
-        req = route_request(ROUTE_COMPLETE, "/v1/uploads/" + escape(upload_id) + "/complete",
-                            key=self._key_for(idempotency_key), agent_id=agent_id, run_id=run_id)
+        req = self._write(ROUTE_COMPLETE, "/v1/uploads/" + escape(upload_id) + "/complete", idempotency_key, agent_id,
+                          run_id)
         body: dict[str, Any] = {}
         if if_exists is not None:
             body["if_exists"] = if_exists
@@ -449,8 +437,7 @@ class BaseClient:
     def _r_abort_upload(
         self, upload_id: str, *, idempotency_key: Optional[str], agent_id: Any, run_id: Any
     ) -> Request:
-        return route_request(ROUTE_ABORT_UPLOAD, "/v1/uploads/" + escape(upload_id),
-                             key=self._key_for(idempotency_key), agent_id=agent_id, run_id=run_id)
+        return self._write(ROUTE_ABORT_UPLOAD, "/v1/uploads/" + escape(upload_id), idempotency_key, agent_id, run_id)
 
     def _r_create_batch(
         self,
@@ -461,17 +448,11 @@ class BaseClient:
         agent_id: Any,
         run_id: Any,
     ) -> Request:
-        if wait is not None and not 0 <= wait <= MAX_BATCH_WAIT:
-            raise ValueError(f"create_batch: wait {wait!r} is outside 0 to {MAX_BATCH_WAIT} seconds")
+        _check_wait("create_batch", wait, MAX_BATCH_WAIT)
         ops = [op.to_dict() if isinstance(op, BatchOp) else dict(op) for op in operations]
-        # The server requires a key: one is made even when generation is off.
-        key = check_key(idempotency_key) if idempotency_key is not None else new_idempotency_key()
-        req = route_request(ROUTE_CREATE_BATCH, "/v1/batch", key=key, agent_id=agent_id, run_id=run_id)
-        if wait:
-            secs = int(-(-wait // 1))
-            req.query["wait"] = str(secs)
-            req.timeout = secs + 60.0
-        return _json_body(req, {"operations": ops})
+        req = route_request(ROUTE_CREATE_BATCH, "/v1/batch", key=_required_key(idempotency_key), agent_id=agent_id,
+                            run_id=run_id)
+        return _json_body(_hold(req, wait), {"operations": ops})
 
     def _r_get_batch(self, batch_id: str) -> Request:
         return route_request(ROUTE_BATCH, "/v1/batch/" + escape(batch_id))
@@ -481,8 +462,8 @@ class BaseClient:
 
     def _r_cancel_batch(self, batch_id: str, *, idempotency_key: Optional[str], agent_id: Any,
                         run_id: Any) -> Request:
-        return route_request(ROUTE_CANCEL_BATCH, "/v1/batch/" + escape(batch_id) + "/cancel",
-                             key=self._key_for(idempotency_key), agent_id=agent_id, run_id=run_id)
+        return self._write(ROUTE_CANCEL_BATCH, "/v1/batch/" + escape(batch_id) + "/cancel", idempotency_key, agent_id,
+                           run_id)
 
     def _r_list_uploads(self, *, status: Optional[str], path: Optional[str], limit: Optional[int],
                         cursor: Optional[str]) -> Request:
@@ -498,23 +479,18 @@ class BaseClient:
 
     def _r_version_content(self, file_id: str, version: int, *, range: Optional[str], if_range: Optional[str],
                            if_none_match: Optional[str]) -> Request:
-        req = route_request(ROUTE_VERSION_CONTENT, _version_path(file_id, version) + "/content")
-        _set(req.headers, "Range", range)
-        _set(req.headers, "If-Range", if_range)
-        _set(req.headers, "If-None-Match", if_none_match)
-        return req
+        return _conditional(route_request(ROUTE_VERSION_CONTENT, _version_path(file_id, version) + "/content"), range,
+                            if_range, if_none_match)
 
     def _r_revert_file(self, file_id: str, version: int, *, if_match: Optional[str],
                        idempotency_key: Optional[str], agent_id: Any, run_id: Any) -> Request:
-        req = route_request(ROUTE_REVERT, _file_path(file_id) + "/revert", key=self._key_for(idempotency_key),
-                            agent_id=agent_id, run_id=run_id)
+        req = self._write(ROUTE_REVERT, _file_path(file_id) + "/revert", idempotency_key, agent_id, run_id)
         _set(req.headers, "If-Match", if_match)
         return _json_body(req, {"version": _version_number(version)})
 
     def _r_move_file(self, file_id: str, path: str, *, if_exists: Optional[str], if_match: Optional[str],
                      idempotency_key: Optional[str], agent_id: Any, run_id: Any) -> Request:
-        req = route_request(ROUTE_MOVE, _file_path(file_id) + "/move", key=self._key_for(idempotency_key),
-                            agent_id=agent_id, run_id=run_id)
+        req = self._write(ROUTE_MOVE, _file_path(file_id) + "/move", idempotency_key, agent_id, run_id)
         _set(req.headers, "If-Match", if_match)
         return _json_body(req, {"path": path, "if_exists": if_exists or "error"})
 
@@ -526,8 +502,7 @@ class BaseClient:
             at: Optional[str] = expires_at.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
         else:
             at = None
-        req = route_request(ROUTE_PATCH_FILE, _file_path(file_id), key=self._key_for(idempotency_key),
-                            agent_id=agent_id, run_id=run_id)
+        req = self._write(ROUTE_PATCH_FILE, _file_path(file_id), idempotency_key, agent_id, run_id)
         _set(req.headers, "If-Match", if_match)
         return _json_body(req, {"expires_at": at})
 
@@ -540,17 +515,15 @@ class BaseClient:
             body["expires_in"] = expires
         if version is not None:
             body["version"] = _version_number(version)
-        req = route_request(ROUTE_CREATE_LINK, _file_path(file_id) + "/links", key=self._key_for(idempotency_key),
-                            agent_id=agent_id, run_id=run_id)
-        return _json_body(req, body)
+        return _json_body(self._write(ROUTE_CREATE_LINK, _file_path(file_id) + "/links", idempotency_key, agent_id,
+                                      run_id), body)
 
     def _r_links(self, file_id: str) -> Request:
         return route_request(ROUTE_LINKS, _file_path(file_id) + "/links")
 
     def _r_revoke_link(self, link_id: str, *, idempotency_key: Optional[str], agent_id: Any,
                        run_id: Any) -> Request:
-        return route_request(ROUTE_REVOKE_LINK, "/v1/links/" + escape(link_id), key=self._key_for(idempotency_key),
-                             agent_id=agent_id, run_id=run_id)
+        return self._write(ROUTE_REVOKE_LINK, "/v1/links/" + escape(link_id), idempotency_key, agent_id, run_id)
 
     # The run ledger.
 
@@ -566,23 +539,12 @@ class BaseClient:
         limit: Optional[int],
         wait: Optional[float],
     ) -> Request:
-        req = route_request(ROUTE_EVENTS, "/v1/events")
         if isinstance(types, str):
             types = [types]
-        for name, v in (("after", after), ("run_id", run_id), ("agent_id", agent_id), ("file_id", file_id),
-                        ("prefix", prefix), ("type", ",".join(types) if types else None)):
-            if v is not None:
-                req.query[name] = v
-        if limit is not None:
-            req.query["limit"] = str(limit)
-        if wait is not None:
-            if not 0 <= wait <= MAX_EVENT_WAIT:
-                raise ValueError(f"events: wait {wait!r} is outside 0 to {MAX_EVENT_WAIT} seconds")
-            secs = int(-(-wait // 1))
-            if secs > 0:
-                req.query["wait"] = str(secs)
-                req.timeout = secs + 60.0
-        return req
+        req = _page(route_request(ROUTE_EVENTS, "/v1/events"), limit, None, after=after, run_id=run_id,
+                    agent_id=agent_id, file_id=file_id, prefix=prefix, type=",".join(types) if types else None)
+        _check_wait("events", wait, MAX_EVENT_WAIT)
+        return _hold(req, wait)
 
     def _r_run(self, run_id: str) -> Request:
         return route_request(ROUTE_RUN, _run_path(run_id))
@@ -596,15 +558,43 @@ class BaseClient:
 
     def _r_revert_run(self, run_id: str, *, force: bool, idempotency_key: Optional[str], agent_id: Any,
                       run_id_header: Any) -> Request:
-        # The server requires a key: one is made even when generation is off.
-        key = check_key(idempotency_key) if idempotency_key is not None else new_idempotency_key()
-        req = route_request(ROUTE_REVERT_RUN, _run_path(run_id) + "/revert", key=key, agent_id=agent_id,
-                            run_id=run_id_header)
+        req = route_request(ROUTE_REVERT_RUN, _run_path(run_id) + "/revert", key=_required_key(idempotency_key),
+                            agent_id=agent_id, run_id=run_id_header)
         return _json_body(req, {"force": bool(force)})
 
 
+def _required_key(given: Optional[str]) -> str:
+    """The Idempotency-Key of a route that requires one: the caller's, else a new one even when generation is off."""
+    if given is None:
+        return new_idempotency_key()
+    check_key(given)
+    return given
+
+
+def _conditional(req: Request, range: Optional[str], if_range: Optional[str], if_none_match: Optional[str]) -> Request:
+    """The Range and conditional headers of a content read."""
+    _set(req.headers, "Range", range)
+    _set(req.headers, "If-Range", if_range)
+    _set(req.headers, "If-None-Match", if_none_match)
+    return req
+
+
+def _check_wait(what: str, wait: Optional[float], most: int) -> None:
+    if wait is not None and not 0 <= wait <= most:
+        raise ValueError(f"{what}: wait {wait!r} is outside 0 to {most} seconds")
+
+
+def _hold(req: Request, wait: Optional[float]) -> Request:
+    """Ask the server to hold the request up to wait seconds (rounded up; none for 0), and allow for it."""
+    secs = int(-(-wait // 1)) if wait else 0
+    if secs > 0:
+        req.query["wait"] = str(secs)
+        req.timeout = secs + 60.0
+    return req
+
+
 def _page(req: Request, limit: Optional[int], cursor: Optional[str], **filters: Optional[str]) -> Request:
-    """The query of a keyset page, with the filters given."""
+    """The query of a keyset page, with the filters given (those not None)."""
     for name, v in filters.items():
         if v is not None:
             req.query[name] = v
