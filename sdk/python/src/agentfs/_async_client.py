@@ -27,8 +27,9 @@ from ._base import (
     archive_stopped,
     check_upload_options,
     page_of,
+    problem_of,
 )
-from ._errors import AgentFSError, PayloadTooLargeError, problem_from_response
+from ._errors import AgentFSError, PayloadTooLargeError
 from ._events import AsyncEventFollower, FollowState
 from ._models import (
     AsyncPage,
@@ -48,13 +49,10 @@ from ._request import NOT_GIVEN, Request
 from ._retry import (
     NoResponse,
     Outcome,
-    Poll,
     RandomSource,
     Reply,
     RetryPolicy,
-    Send,
     Sleep,
-    parse_retry_after,
     retry_steps,
 )
 from ._uploads import (
@@ -103,6 +101,8 @@ class AsyncClient(BaseClient):
     task interrupts a retry wait.
     """
 
+    _http: httpx.AsyncClient
+
     def __init__(
         self,
         base_url: Optional[str] = None,
@@ -123,17 +123,6 @@ class AsyncClient(BaseClient):
         self._http = http_client if http_client is not None else httpx.AsyncClient(timeout=timeout)
         self._sleep = sleep if sleep is not None else asyncio.sleep
 
-    def with_options(
-        self,
-        *,
-        agent_id: Any = NOT_GIVEN,
-        run_id: Any = NOT_GIVEN,
-        retry: Any = NOT_GIVEN,
-        idempotency_keys: Any = NOT_GIVEN,
-    ) -> "AsyncClient":
-        """A client sharing this one's connections with some settings changed (None clears an id)."""
-        return self._copy_with(agent_id=agent_id, run_id=run_id, retry=retry, idempotency_keys=idempotency_keys)
-
     async def aclose(self) -> None:
         """Close the connections (of a client that made its own httpx.AsyncClient)."""
         if self._owns_http:
@@ -151,16 +140,11 @@ class AsyncClient(BaseClient):
         steps = retry_steps(req, self.retry, self._rng)
         step = next(steps)
         while True:
-            out: Outcome
+            out: Outcome = None
             if isinstance(step, Sleep):
                 await self._sleep(step.seconds)
-                out = None
-            elif isinstance(step, Send):
-                out = await self._send_once(req, stream)
-            elif isinstance(step, Poll):
-                out = await self._send_once(self._operation_request(step.key), False)
-            else:  # pragma: no cover - retry_steps yields nothing else
-                raise TypeError(f"unknown step {step!r}")
+            else:
+                out = await self._send_once(*self._step_request(req, step, stream))
             try:
                 step = steps.send(out)
             except StopIteration as done:
@@ -168,17 +152,11 @@ class AsyncClient(BaseClient):
                 return reply
 
     async def _send_once(self, req: Request, stream: bool) -> Outcome:
-        kwargs: dict[str, Any] = {"params": req.query or None, "headers": self._headers(req)}
-        if req.body is not None:
-            kwargs["content"] = req.body.async_content()
-        if req.timeout is not None:
-            kwargs["timeout"] = req.timeout
-        request = self._http.build_request(req.method, self._url(req), **kwargs)
+        request = self._http_request(req, None if req.body is None else req.body.async_content())
         try:
             resp = await self._http.send(request, stream=True)
         except httpx.TransportError as e:
             return NoResponse(e)
-        retry_after = parse_retry_after(resp.headers.get("retry-after"))
         if resp.status_code >= 400:
             body = b""
             try:
@@ -190,8 +168,7 @@ class AsyncClient(BaseClient):
                 pass
             finally:
                 await resp.aclose()
-            return problem_from_response(resp.status_code, resp.headers, body[:MAX_PROBLEM_BYTES],
-                                         retry_after=retry_after)
+            return problem_of(resp, body)
         if stream:
             return Reply(resp.status_code, resp.headers, stream=resp)
         try:

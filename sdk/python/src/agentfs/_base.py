@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from ._compat import read_early_responses
-from ._errors import APIConnectionError
+from ._errors import APIConnectionError, Problem, problem_from_response
 from ._models import BatchOp, seconds_of
 from ._request import (
     NOT_GIVEN,
@@ -32,6 +32,9 @@ from ._request import (
 )
 from ._retry import (
     DEFAULT_RETRY,
+    Poll,
+    Send,
+    Step,
     ROUTE_ABORT_UPLOAD,
     ROUTE_BATCH,
     ROUTE_CANCEL_BATCH,
@@ -66,6 +69,7 @@ from ._retry import (
     RandomSource,
     RetryPolicy,
     default_random,
+    parse_retry_after,
 )
 from ._version import __version__
 
@@ -109,6 +113,12 @@ def archive_format(format: Optional[str], destination: Any) -> str:
     if not hasattr(destination, "write") and os.fspath(destination).lower().endswith(".tar"):
         return "tar"
     return "zip"
+
+
+def problem_of(response: httpx.Response, body: bytes) -> Problem:
+    """The Problem of an error response, from the first MAX_PROBLEM_BYTES of its body (all that is read)."""
+    return problem_from_response(response.status_code, response.headers, body[:MAX_PROBLEM_BYTES],
+                                 retry_after=parse_retry_after(response.headers.get("retry-after")))
 
 
 def archive_stopped(received: int, err: BaseException) -> APIConnectionError:
@@ -216,6 +226,7 @@ class BaseClient:
 
     #: Whether close() closes the httpx client (one this client made itself).
     _owns_http: bool = False
+    _http: Union[httpx.Client, httpx.AsyncClient]
 
     def __init__(
         self,
@@ -244,16 +255,24 @@ class BaseClient:
         self.idempotency_keys = idempotency_keys
         self._rng = random if random is not None else default_random()
 
-    def _copy_with(self: _C, **changes: Any) -> _C:
-        """A copy sharing the connection pool, with some settings changed."""
+    def with_options(
+        self: _C,
+        *,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+        retry: Any = NOT_GIVEN,
+        idempotency_keys: Any = NOT_GIVEN,
+    ) -> _C:
+        """A client sharing this one's connections with some settings changed (None clears an id)."""
         c = copy.copy(self)
-        for name in ("agent_id", "run_id"):
-            if changes.get(name, NOT_GIVEN) is not NOT_GIVEN:
-                setattr(c, name, check_tag(name, changes[name]))
-        if changes.get("retry", NOT_GIVEN) is not NOT_GIVEN:
-            c.retry = changes["retry"] or DEFAULT_RETRY
-        if changes.get("idempotency_keys", NOT_GIVEN) is not NOT_GIVEN:
-            c.idempotency_keys = bool(changes["idempotency_keys"])
+        if agent_id is not NOT_GIVEN:
+            c.agent_id = check_tag("agent_id", agent_id)
+        if run_id is not NOT_GIVEN:
+            c.run_id = check_tag("run_id", run_id)
+        if retry is not NOT_GIVEN:
+            c.retry = retry or DEFAULT_RETRY
+        if idempotency_keys is not NOT_GIVEN:
+            c.idempotency_keys = bool(idempotency_keys)
         c._owns_http = False
         return c
 
@@ -284,6 +303,23 @@ class BaseClient:
 
     def _operation_request(self, key: str) -> Request:
         return route_request(ROUTE_OPERATION, "/v1/operations/" + escape(key))
+
+    def _step_request(self, req: Request, step: Step, stream: bool) -> tuple[Request, bool]:
+        """What a Send or a Poll of retry_steps sends, and whether its answer is streamed."""
+        if isinstance(step, Send):
+            return req, stream
+        if isinstance(step, Poll):
+            return self._operation_request(step.key), False
+        raise TypeError(f"unknown step {step!r}")  # pragma: no cover - retry_steps yields nothing else
+
+    def _http_request(self, req: Request, content: Any) -> httpx.Request:
+        """One attempt of req for httpx; content is what its body sends this attempt (None without a body)."""
+        kwargs: dict[str, Any] = {"params": req.query or None, "headers": self._headers(req)}
+        if content is not None:
+            kwargs["content"] = content
+        if req.timeout is not None:
+            kwargs["timeout"] = req.timeout
+        return self._http.build_request(req.method, self._url(req), **kwargs)
 
     # The requests of every route.
 

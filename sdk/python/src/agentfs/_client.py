@@ -28,8 +28,9 @@ from ._base import (
     archive_stopped,
     check_upload_options,
     page_of,
+    problem_of,
 )
-from ._errors import AgentFSError, PayloadTooLargeError, problem_from_response
+from ._errors import AgentFSError, PayloadTooLargeError
 from ._events import EventFollower, FollowState
 from ._models import (
     Batch,
@@ -49,13 +50,10 @@ from ._request import NOT_GIVEN, Request
 from ._retry import (
     NoResponse,
     Outcome,
-    Poll,
     RandomSource,
     Reply,
     RetryPolicy,
-    Send,
     Sleep,
-    parse_retry_after,
     retry_steps,
 )
 from ._uploads import (
@@ -109,6 +107,8 @@ class Client(BaseClient):
     use; tests pass their own.
     """
 
+    _http: httpx.Client
+
     def __init__(
         self,
         base_url: Optional[str] = None,
@@ -129,17 +129,6 @@ class Client(BaseClient):
         self._http = http_client if http_client is not None else httpx.Client(timeout=timeout)
         self._sleep = sleep if sleep is not None else time.sleep
 
-    def with_options(
-        self,
-        *,
-        agent_id: Any = NOT_GIVEN,
-        run_id: Any = NOT_GIVEN,
-        retry: Any = NOT_GIVEN,
-        idempotency_keys: Any = NOT_GIVEN,
-    ) -> "Client":
-        """A client sharing this one's connections with some settings changed (None clears an id)."""
-        return self._copy_with(agent_id=agent_id, run_id=run_id, retry=retry, idempotency_keys=idempotency_keys)
-
     def close(self) -> None:
         """Close the connections (of a client that made its own httpx.Client)."""
         if self._owns_http:
@@ -157,16 +146,11 @@ class Client(BaseClient):
         steps = retry_steps(req, self.retry, self._rng)
         step = next(steps)
         while True:
-            out: Outcome
+            out: Outcome = None
             if isinstance(step, Sleep):
                 self._sleep(step.seconds)
-                out = None
-            elif isinstance(step, Send):
-                out = self._send_once(req, stream)
-            elif isinstance(step, Poll):
-                out = self._send_once(self._operation_request(step.key), False)
-            else:  # pragma: no cover - retry_steps yields nothing else
-                raise TypeError(f"unknown step {step!r}")
+            else:
+                out = self._send_once(*self._step_request(req, step, stream))
             try:
                 step = steps.send(out)
             except StopIteration as done:
@@ -174,17 +158,11 @@ class Client(BaseClient):
                 return reply
 
     def _send_once(self, req: Request, stream: bool) -> Outcome:
-        kwargs: dict[str, Any] = {"params": req.query or None, "headers": self._headers(req)}
-        if req.body is not None:
-            kwargs["content"] = req.body.sync_content()
-        if req.timeout is not None:
-            kwargs["timeout"] = req.timeout
-        request = self._http.build_request(req.method, self._url(req), **kwargs)
+        request = self._http_request(req, None if req.body is None else req.body.sync_content())
         try:
             resp = self._http.send(request, stream=True)
         except httpx.TransportError as e:
             return NoResponse(e)
-        retry_after = parse_retry_after(resp.headers.get("retry-after"))
         if resp.status_code >= 400:
             body = b""
             try:
@@ -196,8 +174,7 @@ class Client(BaseClient):
                 pass
             finally:
                 resp.close()
-            return problem_from_response(resp.status_code, resp.headers, body[:MAX_PROBLEM_BYTES],
-                                         retry_after=retry_after)
+            return problem_of(resp, body)
         if stream:
             return Reply(resp.status_code, resp.headers, stream=resp)
         try:
