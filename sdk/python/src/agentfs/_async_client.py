@@ -8,7 +8,7 @@ import os
 import tempfile
 import time
 from datetime import datetime, timedelta
-from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, Mapping, Optional, Sequence, TypeVar, Union
 
 import httpx
 
@@ -26,11 +26,12 @@ from ._base import (
     archive_format,
     archive_stopped,
     check_upload_options,
+    links_of,
     page_of,
     problem_of,
 )
 from ._errors import AgentFSError, PayloadTooLargeError
-from ._events import AsyncEventFollower, FollowState
+from ._events import AsyncEventFollower
 from ._models import (
     AsyncPage,
     Batch,
@@ -66,6 +67,8 @@ from ._uploads import (
     regular_file_size,
     sha256_of_file,
 )
+
+T = TypeVar("T")
 
 
 class AsyncContent(ContentInfo):
@@ -182,6 +185,11 @@ class AsyncClient(BaseClient):
     async def _json(self, req: Request) -> Any:
         return (await self._run(req)).json()
 
+    async def _page(self, req: Request, parse: Callable[[Mapping[str, Any]], T],
+                    fetch: Callable[[str], Awaitable[AsyncPage[T]]]) -> AsyncPage[T]:
+        """The first page of a listing; fetch(cursor) gets the next."""
+        return page_of(await self._json(req), parse, fetch, AsyncPage)
+
     # Protocol and operations.
 
     async def protocol(self) -> Protocol:
@@ -237,18 +245,9 @@ class AsyncClient(BaseClient):
         """One page of files, newest first; ``async for`` over it walks every page."""
         req = self._r_list_files(run_id=run_id, agent_id=agent_id, prefix=prefix, path=path,
                                  include_deleted=include_deleted, limit=limit, cursor=cursor)
-        d = await self._json(req)
-
-        async def fetch(next_cursor: str) -> AsyncPage[File]:
-            return await self.list_files(run_id=run_id, agent_id=agent_id, prefix=prefix, path=path,
-                                         include_deleted=include_deleted, limit=limit, cursor=next_cursor)
-
-        return AsyncPage(
-            data=[File.from_dict(f) for f in d.get("data") or []],
-            has_more=bool(d.get("has_more")),
-            next_cursor=d.get("next_cursor"),
-            _fetch=fetch,
-        )
+        return await self._page(req, File.from_dict, lambda c: self.list_files(
+            run_id=run_id, agent_id=agent_id, prefix=prefix, path=path, include_deleted=include_deleted, limit=limit,
+            cursor=c))
 
     async def file_content(
         self,
@@ -517,9 +516,8 @@ class AsyncClient(BaseClient):
     async def list_batches(self, *, status: Optional[str] = None, limit: Optional[int] = None,
                            cursor: Optional[str] = None) -> AsyncPage[Batch]:
         """One page of batches, newest first, without their items; ``async for`` walks every page."""
-        d = await self._json(self._r_list_batches(status=status, limit=limit, cursor=cursor))
-        return page_of(d, Batch.from_dict,
-                       lambda c: self.list_batches(status=status, limit=limit, cursor=c), AsyncPage)
+        return await self._page(self._r_list_batches(status=status, limit=limit, cursor=cursor), Batch.from_dict,
+                                lambda c: self.list_batches(status=status, limit=limit, cursor=c))
 
     async def cancel_batch(self, batch_id: str, *, idempotency_key: Optional[str] = None,
                            agent_id: Any = NOT_GIVEN, run_id: Any = NOT_GIVEN) -> Batch:
@@ -530,18 +528,17 @@ class AsyncClient(BaseClient):
     async def list_uploads(self, *, status: Optional[str] = None, path: Optional[str] = None,
                            limit: Optional[int] = None, cursor: Optional[str] = None) -> AsyncPage[Upload]:
         """One page of upload sessions, newest first; ``async for`` walks every page."""
-        d = await self._json(self._r_list_uploads(status=status, path=path, limit=limit, cursor=cursor))
-        return page_of(d, Upload.from_dict,
-                       lambda c: self.list_uploads(status=status, path=path, limit=limit, cursor=c), AsyncPage)
+        return await self._page(self._r_list_uploads(status=status, path=path, limit=limit, cursor=cursor),
+                                Upload.from_dict, lambda c: self.list_uploads(status=status, path=path, limit=limit,
+                                                                              cursor=c))
 
     # File history and lifecycle.
 
     async def list_versions(self, file_id: str, *, limit: Optional[int] = None,
                             cursor: Optional[str] = None) -> AsyncPage[FileVersion]:
         """One page of a file's versions, newest first; ``async for`` walks every page."""
-        d = await self._json(self._r_list_versions(file_id, limit=limit, cursor=cursor))
-        return page_of(d, FileVersion.from_dict,
-                       lambda c: self.list_versions(file_id, limit=limit, cursor=c), AsyncPage)
+        return await self._page(self._r_list_versions(file_id, limit=limit, cursor=cursor), FileVersion.from_dict,
+                                lambda c: self.list_versions(file_id, limit=limit, cursor=c))
 
     async def get_version(self, file_id: str, version: int) -> FileVersion:
         """One version of a file."""
@@ -587,8 +584,7 @@ class AsyncClient(BaseClient):
 
     async def links(self, file_id: str) -> list[Link]:
         """A file's links, newest first, without their URLs."""
-        d = await self._json(self._r_links(file_id))
-        return [Link.from_dict(x) for x in (d.get("data") or []) if isinstance(x, dict)]
+        return links_of(await self._json(self._r_links(file_id)))
 
     async def revoke_link(self, link_id: str, *, idempotency_key: Optional[str] = None,
                           agent_id: Any = NOT_GIVEN, run_id: Any = NOT_GIVEN) -> Link:
@@ -636,14 +632,9 @@ class AsyncClient(BaseClient):
                 async for e in events:
                     print(e.type, e.path)
         """
-        if not 1 <= wait <= MAX_EVENT_WAIT:
-            raise ValueError(f"follow_events: wait {wait!r} is outside 1 to {MAX_EVENT_WAIT} seconds")
-        self._r_events(after=after, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types,
-                       limit=limit, wait=wait)
-        state = FollowState(lambda cur: self._r_events(
-            after=cur, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types, limit=limit,
-            wait=wait), after, self.retry, self._rng)
-        return AsyncEventFollower(self, state)
+        return AsyncEventFollower(self, self._follow_state(
+            after=after, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types, limit=limit,
+            wait=wait))
 
     async def run(self, run_id: str) -> Run:
         """What one run did; see Client.run."""

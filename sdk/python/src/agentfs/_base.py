@@ -18,7 +18,8 @@ import httpx
 
 from ._compat import read_early_responses
 from ._errors import APIConnectionError, Problem, problem_from_response
-from ._models import BatchOp, seconds_of
+from ._events import FollowState
+from ._models import BatchOp, Link, seconds_of
 from ._request import (
     NOT_GIVEN,
     BytesBody,
@@ -100,6 +101,8 @@ EVENTS_NOW = "now"
 #: Archive formats of run_archive.
 ARCHIVE_FORMATS = ("zip", "tar")
 
+_P = TypeVar("_P")
+
 #: Told the bytes of an archive received so far, and None for the total, which is not known up front.
 ArchiveProgress = Callable[[int, Optional[int]], Any]
 
@@ -126,7 +129,8 @@ def archive_stopped(received: int, err: BaseException) -> APIConnectionError:
     return APIConnectionError(f"the run archive stopped after {received} bytes: {str(err) or type(err).__name__}")
 
 
-def page_of(d: Any, parse: Callable[[Mapping[str, Any]], Any], fetch: Callable[[str], Any], cls: Any) -> Any:
+def page_of(d: Any, parse: Callable[[Mapping[str, Any]], Any], fetch: Callable[[str], Any],
+            cls: Callable[..., _P]) -> _P:
     """A Page (or AsyncPage, as cls) of a keyset listing's JSON, whose next pages come from fetch(cursor)."""
     data = d.get("data") if isinstance(d, Mapping) else None
     return cls(
@@ -135,6 +139,12 @@ def page_of(d: Any, parse: Callable[[Mapping[str, Any]], Any], fetch: Callable[[
         next_cursor=d.get("next_cursor") if isinstance(d, Mapping) else None,
         _fetch=fetch,
     )
+
+
+def links_of(d: Any) -> list[Link]:
+    """The links of a file's link listing (GET /v1/files/{id}/links)."""
+    return [Link.from_dict(x) for x in (d.get("data") or []) if isinstance(x, dict)]
+
 
 #: How many parts upload_file sends at once.
 DEFAULT_PARALLEL = 4
@@ -581,6 +591,29 @@ class BaseClient:
                     agent_id=agent_id, file_id=file_id, prefix=prefix, type=",".join(types) if types else None)
         _check_wait("events", wait, MAX_EVENT_WAIT)
         return _hold(req, wait)
+
+    def _follow_state(
+        self,
+        *,
+        after: Optional[str],
+        run_id: Optional[str],
+        agent_id: Optional[str],
+        file_id: Optional[str],
+        prefix: Optional[str],
+        types: Union[str, Sequence[str], None],
+        limit: Optional[int],
+        wait: float,
+    ) -> FollowState:
+        """What follow_events follows: its polls of the event feed, checked now rather than at the first poll."""
+        if not 1 <= wait <= MAX_EVENT_WAIT:
+            raise ValueError(f"follow_events: wait {wait!r} is outside 1 to {MAX_EVENT_WAIT} seconds")
+
+        def poll(cursor: Optional[str]) -> Request:
+            return self._r_events(after=cursor, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix,
+                                  types=types, limit=limit, wait=wait)
+
+        poll(after)
+        return FollowState(poll, after, self.retry, self._rng)
 
     def _r_run(self, run_id: str) -> Request:
         return route_request(ROUTE_RUN, _run_path(run_id))

@@ -9,7 +9,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from typing import Any, BinaryIO, Callable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, BinaryIO, Callable, Iterator, Mapping, Optional, Sequence, TypeVar, Union
 
 import httpx
 
@@ -27,11 +27,12 @@ from ._base import (
     archive_format,
     archive_stopped,
     check_upload_options,
+    links_of,
     page_of,
     problem_of,
 )
 from ._errors import AgentFSError, PayloadTooLargeError
-from ._events import EventFollower, FollowState
+from ._events import EventFollower
 from ._models import (
     Batch,
     BatchOp,
@@ -67,6 +68,8 @@ from ._uploads import (
     regular_file_size,
     sha256_of_file,
 )
+
+T = TypeVar("T")
 
 
 class Content(ContentInfo):
@@ -188,6 +191,10 @@ class Client(BaseClient):
     def _json(self, req: Request) -> Any:
         return self._run(req).json()
 
+    def _page(self, req: Request, parse: Callable[[Mapping[str, Any]], T], fetch: Callable[[str], Page[T]]) -> Page[T]:
+        """The first page of a listing; fetch(cursor) gets the next."""
+        return page_of(self._json(req), parse, fetch, Page)
+
     # Protocol and operations.
 
     def protocol(self) -> Protocol:
@@ -262,18 +269,9 @@ class Client(BaseClient):
         """
         req = self._r_list_files(run_id=run_id, agent_id=agent_id, prefix=prefix, path=path,
                                  include_deleted=include_deleted, limit=limit, cursor=cursor)
-        d = self._json(req)
-
-        def fetch(next_cursor: str) -> Page[File]:
-            return self.list_files(run_id=run_id, agent_id=agent_id, prefix=prefix, path=path,
-                                   include_deleted=include_deleted, limit=limit, cursor=next_cursor)
-
-        return Page(
-            data=[File.from_dict(f) for f in d.get("data") or []],
-            has_more=bool(d.get("has_more")),
-            next_cursor=d.get("next_cursor"),
-            _fetch=fetch,
-        )
+        return self._page(req, File.from_dict, lambda c: self.list_files(
+            run_id=run_id, agent_id=agent_id, prefix=prefix, path=path, include_deleted=include_deleted, limit=limit,
+            cursor=c))
 
     def file_content(
         self,
@@ -590,9 +588,8 @@ class Client(BaseClient):
 
         Iterate it to walk every page; get_batch returns one with its items.
         """
-        d = self._json(self._r_list_batches(status=status, limit=limit, cursor=cursor))
-        return page_of(d, Batch.from_dict,
-                       lambda c: self.list_batches(status=status, limit=limit, cursor=c), Page)
+        return self._page(self._r_list_batches(status=status, limit=limit, cursor=cursor), Batch.from_dict,
+                          lambda c: self.list_batches(status=status, limit=limit, cursor=c))
 
     def cancel_batch(self, batch_id: str, *, idempotency_key: Optional[str] = None, agent_id: Any = NOT_GIVEN,
                      run_id: Any = NOT_GIVEN) -> Batch:
@@ -611,17 +608,16 @@ class Client(BaseClient):
 
         ``status="pending"`` finds what interrupted uploads left to resume.
         """
-        d = self._json(self._r_list_uploads(status=status, path=path, limit=limit, cursor=cursor))
-        return page_of(d, Upload.from_dict,
-                       lambda c: self.list_uploads(status=status, path=path, limit=limit, cursor=c), Page)
+        return self._page(self._r_list_uploads(status=status, path=path, limit=limit, cursor=cursor), Upload.from_dict,
+                          lambda c: self.list_uploads(status=status, path=path, limit=limit, cursor=c))
 
     # File history and lifecycle.
 
     def list_versions(self, file_id: str, *, limit: Optional[int] = None,
                       cursor: Optional[str] = None) -> Page[FileVersion]:
         """One page of a file's versions, newest first (GET /v1/files/{id}/versions), also of a deleted file."""
-        d = self._json(self._r_list_versions(file_id, limit=limit, cursor=cursor))
-        return page_of(d, FileVersion.from_dict, lambda c: self.list_versions(file_id, limit=limit, cursor=c), Page)
+        return self._page(self._r_list_versions(file_id, limit=limit, cursor=cursor), FileVersion.from_dict,
+                          lambda c: self.list_versions(file_id, limit=limit, cursor=c))
 
     def get_version(self, file_id: str, version: int) -> FileVersion:
         """Version ``version`` of a file (GET /v1/files/{id}/versions/{n}); one the retention dropped is NotFoundError."""
@@ -685,8 +681,7 @@ class Client(BaseClient):
 
     def links(self, file_id: str) -> list[Link]:
         """A file's links, newest first, revoked and expired ones included, without their URLs."""
-        d = self._json(self._r_links(file_id))
-        return [Link.from_dict(x) for x in (d.get("data") or []) if isinstance(x, dict)]
+        return links_of(self._json(self._r_links(file_id)))
 
     def revoke_link(self, link_id: str, *, idempotency_key: Optional[str] = None, agent_id: Any = NOT_GIVEN,
                     run_id: Any = NOT_GIVEN) -> Link:
@@ -747,14 +742,8 @@ class Client(BaseClient):
                 for e in events:
                     print(e.type, e.path)
         """
-        if not 1 <= wait <= MAX_EVENT_WAIT:
-            raise ValueError(f"follow_events: wait {wait!r} is outside 1 to {MAX_EVENT_WAIT} seconds")
-        self._r_events(after=after, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types,
-                       limit=limit, wait=wait)  # the filters are checked now, not at the first poll
-        state = FollowState(lambda cur: self._r_events(
-            after=cur, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types, limit=limit,
-            wait=wait), after, self.retry, self._rng)
-        return EventFollower(self, state)
+        return EventFollower(self, self._follow_state(after=after, run_id=run_id, agent_id=agent_id, file_id=file_id,
+                                                      prefix=prefix, types=types, limit=limit, wait=wait))
 
     def run(self, run_id: str) -> Run:
         """What one run did (GET /v1/runs/{run_id}): its counts, the bytes it wrote, the files it left live.
