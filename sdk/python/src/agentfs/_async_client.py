@@ -6,7 +6,6 @@ import asyncio
 import hashlib
 import os
 import tempfile
-import time
 from datetime import datetime, timedelta
 from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, Mapping, Optional, Sequence, TypeVar, Union
 
@@ -18,14 +17,14 @@ from ._base import (
     DEFAULT_TIMEOUT,
     MAX_EVENT_WAIT,
     MAX_PROBLEM_BYTES,
-    POLL_FIRST,
-    POLL_MAX,
     ArchiveProgress,
     BaseClient,
     ContentInfo,
+    PollPace,
     archive_format,
     archive_stopped,
     check_upload_options,
+    completed_file,
     links_of,
     page_of,
     problem_of,
@@ -64,7 +63,6 @@ from ._uploads import (
     check_stored,
     counted_section,
     part_jobs,
-    regular_file_size,
     sha256_of_file,
 )
 
@@ -363,16 +361,12 @@ class AsyncClient(BaseClient):
         if reply.status != 202:
             return File.from_dict(reply.json())
         u = Upload.from_dict(reply.json())
-        wait = POLL_FIRST
+        pace = PollPace()
         while True:
-            if u.status == "completed" and u.file is not None:
-                return u.file
-            if u.status == "failed" and u.error is not None:
-                raise u.error
-            if u.status not in ("completing", "completed"):
-                raise AgentFSError(f"upload {u.id} ended {u.status} while completing")
-            await self._sleep(wait)
-            wait = min(wait * 1.5, POLL_MAX)
+            f = completed_file(u)
+            if f is not None:
+                return f
+            await self._sleep(pace.next())
             u = await self.get_upload(u.id)
 
     async def abort_upload(
@@ -409,11 +403,7 @@ class AsyncClient(BaseClient):
 
         See Client.upload_file; the parts go as ``parallel`` asyncio tasks.
         """
-        path = os.fspath(local_path)
-        size = regular_file_size(path)
-        sha = check_upload_options(size, parallel, sha256)
-        if threshold < 0:
-            raise ValueError(f"upload_file: threshold {threshold} is negative")
+        path, size, sha = check_upload_options(local_path, parallel, sha256, threshold)
         attribution = {"agent_id": agent_id, "run_id": run_id}
         if size == 0 or size < threshold:
             try:
@@ -502,16 +492,14 @@ class AsyncClient(BaseClient):
 
     async def wait_batch(self, batch_id: str, *, timeout: Optional[float] = None) -> Batch:
         """Poll a batch until it is terminal; TimeoutError after ``timeout`` seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        wait = POLL_FIRST
+        pace = PollPace(timeout)
         while True:
             b = await self.get_batch(batch_id)
             if b.terminal:
                 return b
-            if deadline is not None and time.monotonic() + wait > deadline:
+            if pace.expired():
                 raise TimeoutError(f"batch {batch_id} is still {b.status} after {timeout} s")
-            await self._sleep(wait)
-            wait = min(wait * 1.5, POLL_MAX)
+            await self._sleep(pace.next())
 
     async def list_batches(self, *, status: Optional[str] = None, limit: Optional[int] = None,
                            cursor: Optional[str] = None) -> AsyncPage[Batch]:

@@ -9,6 +9,7 @@ import email.message
 import json
 import os
 import re
+import time
 from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar, Union
@@ -17,9 +18,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from ._compat import read_early_responses
-from ._errors import APIConnectionError, Problem, problem_from_response
+from ._errors import AgentFSError, APIConnectionError, Problem, problem_from_response
 from ._events import FollowState
-from ._models import BatchOp, Link, seconds_of
+from ._models import BatchOp, File, Link, Upload, seconds_of
 from ._request import (
     NOT_GIVEN,
     BytesBody,
@@ -72,6 +73,7 @@ from ._retry import (
     default_random,
     parse_retry_after,
 )
+from ._uploads import regular_file_size
 from ._version import __version__
 
 # Old httpcore releases drop the answer a server sends before reading the whole body.
@@ -696,14 +698,60 @@ def _run_path(run_id: str) -> str:
     return "/v1/runs/" + escape(run_id)
 
 
-def check_upload_options(size: int, parallel: int, sha256: Optional[str]) -> Optional[str]:
-    """Validate upload_file's options before anything is sent; returns the SHA-256 in lowercase."""
+def check_upload_options(
+    local_path: Union[str, os.PathLike[str]], parallel: int, sha256: Optional[str], threshold: int
+) -> tuple[str, int, Optional[str]]:
+    """Validate upload_file's arguments before anything is sent.
+
+    Returns the local path, the size of the regular file there, and the SHA-256 in lowercase (or None).
+    """
+    path = os.fspath(local_path)
+    size = regular_file_size(path)
     if size < 0:
         raise ValueError(f"upload: negative size {size}")
     if not isinstance(parallel, int) or parallel < 1:
         raise ValueError(f"upload: parallel {parallel!r} must be at least 1")
-    if sha256 is None:
-        return None
-    if not _SHA256.match(sha256):
-        raise ValueError(f"upload: sha256 {sha256!r} is not 64 hex digits")
-    return sha256.lower()
+    sha = None
+    if sha256 is not None:
+        if not _SHA256.match(sha256):
+            raise ValueError(f"upload: sha256 {sha256!r} is not 64 hex digits")
+        sha = sha256.lower()
+    if threshold < 0:
+        raise ValueError(f"upload_file: threshold {threshold} is negative")
+    return path, size, sha
+
+
+class PollPace:
+    """The waits between polls of something the server finishes in the background, and their deadline.
+
+    They start POLL_FIRST apart and slow down to POLL_MAX; with a timeout,
+    ``expired`` says when the next wait would end past it.
+    """
+
+    def __init__(self, timeout: Optional[float] = None) -> None:
+        self._wait = POLL_FIRST
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+
+    def expired(self) -> bool:
+        """Whether the next wait would end after the deadline."""
+        return self._deadline is not None and time.monotonic() + self._wait > self._deadline
+
+    def next(self) -> float:
+        """The next wait, in seconds."""
+        wait = self._wait
+        self._wait = min(wait * 1.5, POLL_MAX)
+        return wait
+
+
+def completed_file(u: Upload) -> Optional[File]:
+    """The file of a session the server completes in the background, or None while it is still completing.
+
+    Raises the problem that failed the session, and AgentFSError if it ended any other way.
+    """
+    if u.status == "completed" and u.file is not None:
+        return u.file
+    if u.status == "failed" and u.error is not None:
+        raise u.error
+    if u.status not in ("completing", "completed"):
+        raise AgentFSError(f"upload {u.id} ended {u.status} while completing")
+    return None

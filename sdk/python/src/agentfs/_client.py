@@ -19,14 +19,14 @@ from ._base import (
     DEFAULT_TIMEOUT,
     MAX_EVENT_WAIT,
     MAX_PROBLEM_BYTES,
-    POLL_FIRST,
-    POLL_MAX,
     ArchiveProgress,
     BaseClient,
     ContentInfo,
+    PollPace,
     archive_format,
     archive_stopped,
     check_upload_options,
+    completed_file,
     links_of,
     page_of,
     problem_of,
@@ -65,7 +65,6 @@ from ._uploads import (
     check_stored,
     counted_section,
     part_jobs,
-    regular_file_size,
     sha256_of_file,
 )
 
@@ -409,16 +408,12 @@ class Client(BaseClient):
         return self._await_completion(Upload.from_dict(reply.json()))
 
     def _await_completion(self, u: Upload) -> File:
-        wait = POLL_FIRST
+        pace = PollPace()
         while True:
-            if u.status == "completed" and u.file is not None:
-                return u.file
-            if u.status == "failed" and u.error is not None:
-                raise u.error
-            if u.status not in ("completing", "completed"):
-                raise AgentFSError(f"upload {u.id} ended {u.status} while completing")
-            self._sleep(wait)
-            wait = min(wait * 1.5, POLL_MAX)
+            f = completed_file(u)
+            if f is not None:
+                return f
+            self._sleep(pace.next())
             u = self.get_upload(u.id)
 
     def abort_upload(
@@ -466,11 +461,7 @@ class Client(BaseClient):
         ``idempotency_key`` names the single POST of a small file (a session
         resumes without one). ``expires_in`` as for put_file.
         """
-        path = os.fspath(local_path)
-        size = regular_file_size(path)
-        sha = check_upload_options(size, parallel, sha256)
-        if threshold < 0:
-            raise ValueError(f"upload_file: threshold {threshold} is negative")
+        path, size, sha = check_upload_options(local_path, parallel, sha256, threshold)
         attribution = {"agent_id": agent_id, "run_id": run_id}
         if size == 0 or size < threshold:
             try:
@@ -571,16 +562,14 @@ class Client(BaseClient):
 
     def wait_batch(self, batch_id: str, *, timeout: Optional[float] = None) -> Batch:
         """Poll a batch until it is terminal and return it; TimeoutError after ``timeout`` seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        wait = POLL_FIRST
+        pace = PollPace(timeout)
         while True:
             b = self.get_batch(batch_id)
             if b.terminal:
                 return b
-            if deadline is not None and time.monotonic() + wait > deadline:
+            if pace.expired():
                 raise TimeoutError(f"batch {batch_id} is still {b.status} after {timeout} s")
-            self._sleep(wait)
-            wait = min(wait * 1.5, POLL_MAX)
+            self._sleep(pace.next())
 
     def list_batches(self, *, status: Optional[str] = None, limit: Optional[int] = None,
                      cursor: Optional[str] = None) -> Page[Batch]:
