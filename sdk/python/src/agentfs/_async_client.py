@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
-import tempfile
 from datetime import datetime, timedelta
 from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, Mapping, Optional, Sequence, TypeVar, Union
 
@@ -20,16 +18,18 @@ from ._base import (
     ArchiveProgress,
     BaseClient,
     ContentInfo,
+    Received,
     PollPace,
     archive_format,
     archive_stopped,
     check_upload_options,
     completed_file,
+    destination_file,
     links_of,
     page_of,
     problem_of,
 )
-from ._errors import AgentFSError, PayloadTooLargeError
+from ._errors import PayloadTooLargeError
 from ._events import AsyncEventFollower
 from ._models import (
     AsyncPage,
@@ -264,18 +264,8 @@ class AsyncClient(BaseClient):
                             verify: bool = True) -> int:
         """Stream a live file's bytes to a local path (written whole or not at all) or a binary file."""
         async with await self.file_content(file_id) as content:
-            if hasattr(destination, "write"):
-                return await _copy_verified(content, destination, verify)  # type: ignore[arg-type]
-            dest = os.fspath(destination)
-            fd, tmp = tempfile.mkstemp(prefix=".agentfs-", dir=os.path.dirname(os.path.abspath(dest)))
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    n = await _copy_verified(content, f, verify)
-                os.replace(tmp, dest)
-            except BaseException:
-                os.unlink(tmp)
-                raise
-            return n
+            with destination_file(destination) as out:
+                return await _copy(content.aiter_bytes(), out, Received(content, verify=verify))
 
     async def delete_file(
         self,
@@ -639,19 +629,13 @@ class AsyncClient(BaseClient):
         """Download a run's live files as one zip or tar; returns its size. See Client.run_archive."""
         fmt = archive_format(format, destination)
         reply = await self._run(self._r_run_archive(run_id, fmt), stream=True)
+        received = Received(progress=progress)
         async with AsyncContent(reply.stream) as content:
-            if hasattr(destination, "write"):
-                return await _copy_counted(content, destination, progress)  # type: ignore[arg-type]
-            dest = os.fspath(destination)
-            fd, tmp = tempfile.mkstemp(prefix=".agentfs-", dir=os.path.dirname(os.path.abspath(dest)))
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    n = await _copy_counted(content, f, progress)
-                os.replace(tmp, dest)
-            except BaseException:
-                os.unlink(tmp)
-                raise
-            return n
+            with destination_file(destination) as out:
+                try:
+                    return await _copy(content.aiter_bytes(), out, received)
+                except httpx.TransportError as e:
+                    raise archive_stopped(received.n, e) from e
 
     async def revert_run(self, run_id: str, *, force: bool = False, wait: bool = False,
                          timeout: Optional[float] = None, idempotency_key: Optional[str] = None) -> Batch:
@@ -663,27 +647,8 @@ class AsyncClient(BaseClient):
         return b
 
 
-async def _copy_counted(content: AsyncContent, out: BinaryIO, progress: Optional[ArchiveProgress]) -> int:
-    n = 0
-    try:
-        async for chunk in content.aiter_bytes():
-            await asyncio.to_thread(out.write, chunk)
-            n += len(chunk)
-            if progress is not None:
-                progress(n, None)
-    except httpx.TransportError as e:
-        raise archive_stopped(n, e) from e
-    return n
-
-
-async def _copy_verified(info: AsyncContent, out: BinaryIO, verify: bool) -> int:
-    h = hashlib.sha256() if verify and info.sha256 and info.status == 200 else None
-    n = 0
-    async for chunk in info.aiter_bytes():
+async def _copy(chunks: AsyncIterator[bytes], out: BinaryIO, received: Received) -> int:
+    async for chunk in chunks:
         await asyncio.to_thread(out.write, chunk)
-        n += len(chunk)
-        if h is not None:
-            h.update(chunk)
-    if h is not None and h.hexdigest() != info.sha256:
-        raise AgentFSError(f"downloaded bytes have SHA-256 {h.hexdigest()}, the server declared {info.sha256}")
-    return n
+        received.add(chunk)
+    return received.done()

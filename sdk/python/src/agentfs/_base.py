@@ -6,13 +6,16 @@ import base64
 import binascii
 import copy
 import email.message
+import hashlib
 import json
 import os
 import re
+import tempfile
 import time
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
-from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar, Union
+from typing import Any, BinaryIO, Callable, Iterator, Mapping, Optional, Sequence, TypeVar, Union, cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -210,6 +213,58 @@ class ContentInfo:
         #: The last segment of the file's path.
         self.filename: Optional[str] = _filename(h.get("content-disposition"))
         self.last_modified: Optional[datetime] = _http_date(h.get("last-modified"))
+
+
+@contextmanager
+def destination_file(destination: Union[str, "os.PathLike[str]", BinaryIO]) -> Iterator[BinaryIO]:
+    """Where a download goes: a binary file as given, or for a path a temporary file beside it.
+
+    The temporary file replaces the path when the block ends without an
+    error and is removed when it raises, so a path is written whole or
+    not at all.
+    """
+    if hasattr(destination, "write"):
+        yield cast(BinaryIO, destination)
+        return
+    dest = os.fspath(destination)
+    fd, tmp = tempfile.mkstemp(prefix=".agentfs-", dir=os.path.dirname(os.path.abspath(dest)))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        os.replace(tmp, dest)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+class Received:
+    """Counts the bytes of a response as they are written out, and tells ``progress``.
+
+    With ``verify``, the bytes of a whole content (200) are checked against
+    the SHA-256 that ``info`` declared (Repr-Digest) when ``done``.
+    """
+
+    def __init__(self, info: Optional[ContentInfo] = None, *, verify: bool = False,
+                 progress: Optional[ArchiveProgress] = None) -> None:
+        self.n = 0
+        self._want = info.sha256 if info is not None else None
+        self._hash = hashlib.sha256() if verify and info is not None and info.sha256 and info.status == 200 else None
+        self._progress = progress
+
+    def add(self, chunk: bytes) -> None:
+        """Count a chunk just written."""
+        self.n += len(chunk)
+        if self._hash is not None:
+            self._hash.update(chunk)
+        if self._progress is not None:
+            self._progress(self.n, None)
+
+    def done(self) -> int:
+        """The bytes received; AgentFSError if they are not the ones the server declared."""
+        if self._hash is not None and self._hash.hexdigest() != self._want:
+            raise AgentFSError(
+                f"downloaded bytes have SHA-256 {self._hash.hexdigest()}, the server declared {self._want}")
+        return self.n
 
 
 def _filename(v: Optional[str]) -> Optional[str]:

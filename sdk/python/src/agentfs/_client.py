@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -22,16 +20,18 @@ from ._base import (
     ArchiveProgress,
     BaseClient,
     ContentInfo,
+    Received,
     PollPace,
     archive_format,
     archive_stopped,
     check_upload_options,
     completed_file,
+    destination_file,
     links_of,
     page_of,
     problem_of,
 )
-from ._errors import AgentFSError, PayloadTooLargeError
+from ._errors import PayloadTooLargeError
 from ._events import EventFollower
 from ._models import (
     Batch,
@@ -296,19 +296,8 @@ class Client(BaseClient):
         Returns the number of bytes. With ``verify``, the bytes are checked
         against the SHA-256 the server declared (Repr-Digest).
         """
-        with self.file_content(file_id) as content:
-            if hasattr(destination, "write"):
-                return _copy_verified(content, content.iter_bytes(), destination, verify)  # type: ignore[arg-type]
-            dest = os.fspath(destination)
-            fd, tmp = tempfile.mkstemp(prefix=".agentfs-", dir=os.path.dirname(os.path.abspath(dest)))
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    n = _copy_verified(content, content.iter_bytes(), f, verify)
-                os.replace(tmp, dest)
-            except BaseException:
-                os.unlink(tmp)
-                raise
-            return n
+        with self.file_content(file_id) as content, destination_file(destination) as out:
+            return _copy(content.iter_bytes(), out, Received(content, verify=verify))
 
     def delete_file(
         self,
@@ -763,20 +752,12 @@ class Client(BaseClient):
         """
         fmt = archive_format(format, destination)
         reply = self._run(self._r_run_archive(run_id, fmt), stream=True)
-        content = Content(reply.stream)
-        with content:
-            if hasattr(destination, "write"):
-                return _copy_counted(content, destination, progress)  # type: ignore[arg-type]
-            dest = os.fspath(destination)
-            fd, tmp = tempfile.mkstemp(prefix=".agentfs-", dir=os.path.dirname(os.path.abspath(dest)))
+        received = Received(progress=progress)
+        with Content(reply.stream) as content, destination_file(destination) as out:
             try:
-                with os.fdopen(fd, "wb") as f:
-                    n = _copy_counted(content, f, progress)
-                os.replace(tmp, dest)
-            except BaseException:
-                os.unlink(tmp)
-                raise
-            return n
+                return _copy(content.iter_bytes(), out, received)
+            except httpx.TransportError as e:
+                raise archive_stopped(received.n, e) from e
 
     def revert_run(self, run_id: str, *, force: bool = False, wait: bool = False, timeout: Optional[float] = None,
                    idempotency_key: Optional[str] = None) -> Batch:
@@ -800,27 +781,8 @@ class Client(BaseClient):
         return b
 
 
-def _copy_counted(content: Content, out: BinaryIO, progress: Optional[ArchiveProgress]) -> int:
-    n = 0
-    try:
-        for chunk in content.iter_bytes():
-            out.write(chunk)
-            n += len(chunk)
-            if progress is not None:
-                progress(n, None)
-    except httpx.TransportError as e:
-        raise archive_stopped(n, e) from e
-    return n
-
-
-def _copy_verified(info: ContentInfo, chunks: Iterator[bytes], out: BinaryIO, verify: bool) -> int:
-    h = hashlib.sha256() if verify and info.sha256 and info.status == 200 else None
-    n = 0
+def _copy(chunks: Iterator[bytes], out: BinaryIO, received: Received) -> int:
     for chunk in chunks:
         out.write(chunk)
-        n += len(chunk)
-        if h is not None:
-            h.update(chunk)
-    if h is not None and h.hexdigest() != info.sha256:
-        raise AgentFSError(f"downloaded bytes have SHA-256 {h.hexdigest()}, the server declared {info.sha256}")
-    return n
+        received.add(chunk)
+    return received.done()
