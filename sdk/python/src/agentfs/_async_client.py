@@ -420,12 +420,8 @@ class AsyncClient(BaseClient):
     async def _put_local(self, path: str, size: int, remote_path: str, *,
                          progress: Optional[ProgressCallback], **kw: Any) -> File:
         prog = Progress(progress, size)
-        body, counter = counted_section(path, 0, size, prog)
-        try:
+        with counted_section(path, 0, size, prog) as (body, _):
             f = await self.put_file(remote_path, body, **kw)
-        except BaseException:
-            counter.settle(0)
-            raise
         prog.finish()
         return f
 
@@ -452,12 +448,8 @@ class AsyncClient(BaseClient):
         if sha == job.stored:
             prog.add(job.size)
             return
-        body, counter = counted_section(path, job.offset, job.size, prog)
-        try:
+        with counted_section(path, job.offset, job.size, prog) as (body, counter):
             part = await self.upload_part(upload_id, job.number, body, sha256=sha, **attribution)
-        except BaseException:
-            counter.settle(0)
-            raise
         counter.settle(job.size)
         check_stored(upload_id, job.number, part.sha256, sha)
 
