@@ -1,4 +1,7 @@
-"""What the sync and the async client share: configuration and the requests of every route."""
+"""What the sync and the async client share: configuration, the requests of every route, and reading their answers.
+
+The clients themselves only send, read, sleep and stream.
+"""
 
 from __future__ import annotations
 
@@ -106,8 +109,6 @@ EVENTS_NOW = "now"
 #: Archive formats of run_archive.
 ARCHIVE_FORMATS = ("zip", "tar")
 
-_P = TypeVar("_P")
-
 #: Told the bytes of an archive received so far, and None for the total, which is not known up front.
 ArchiveProgress = Callable[[int, Optional[int]], Any]
 
@@ -132,6 +133,9 @@ def problem_of(response: httpx.Response, body: bytes) -> Problem:
 def archive_stopped(received: int, err: BaseException) -> APIConnectionError:
     """The error of an archive cut after ``received`` bytes: the server never ends one early in silence."""
     return APIConnectionError(f"the run archive stopped after {received} bytes: {str(err) or type(err).__name__}")
+
+
+_P = TypeVar("_P")
 
 
 def page_of(d: Any, parse: Callable[[Mapping[str, Any]], Any], fetch: Callable[[str], Any],
