@@ -14,6 +14,7 @@ Every write carries one Idempotency-Key across its retries; errors the server
 answers are ``agentfs.Problem`` subclasses carrying the problem document.
 """
 
+from . import _errors, _models
 from ._async_client import AsyncClient, AsyncContent
 from ._base import (
     DEFAULT_PARALLEL,
@@ -24,50 +25,9 @@ from ._base import (
     digest_of,
 )
 from ._client import Client, Content
-from ._errors import (
-    AgentFSError,
-    APIConnectionError,
-    AuthenticationError,
-    BadRequestError,
-    BodyNotRewindableError,
-    ChangedSinceRunError,
-    ConflictError,
-    ContentBlockedError,
-    CursorExpiredError,
-    FieldError,
-    IdempotencyConflictError,
-    NotFoundError,
-    OperationInProgressError,
-    PathExistsError,
-    PayloadTooLargeError,
-    PermissionDeniedError,
-    PreconditionFailedError,
-    Problem,
-    RateLimitError,
-    ServerError,
-    UnprocessableEntityError,
-)
+from ._errors import *  # noqa: F401,F403  (their __all__ is part of this one)
 from ._events import AsyncEventFollower, EventFollower
-from ._models import (
-    AsyncPage,
-    Batch,
-    BatchCounts,
-    BatchItem,
-    BatchOp,
-    Event,
-    EventPage,
-    File,
-    FileVersion,
-    Link,
-    Operation,
-    OperationResource,
-    Page,
-    Protocol,
-    Run,
-    RunCounts,
-    Upload,
-    UploadPart,
-)
+from ._models import *  # noqa: F401,F403
 from ._request import NOT_GIVEN, new_idempotency_key
 from ._retry import RetryPolicy
 from ._version import __version__
@@ -87,45 +47,8 @@ __all__ = [
     "MAX_BATCH_WAIT",
     "MAX_EVENT_WAIT",
     "EVENTS_NOW",
-    "File",
-    "FileVersion",
-    "Link",
-    "Event",
-    "EventPage",
     "EventFollower",
     "AsyncEventFollower",
-    "Run",
-    "RunCounts",
-    "Upload",
-    "UploadPart",
-    "Batch",
-    "BatchCounts",
-    "BatchItem",
-    "BatchOp",
-    "Operation",
-    "OperationResource",
-    "Page",
-    "AsyncPage",
-    "Protocol",
-    "AgentFSError",
-    "APIConnectionError",
-    "BodyNotRewindableError",
-    "FieldError",
-    "Problem",
-    "BadRequestError",
-    "AuthenticationError",
-    "PermissionDeniedError",
-    "NotFoundError",
-    "ConflictError",
-    "PathExistsError",
-    "IdempotencyConflictError",
-    "OperationInProgressError",
-    "ChangedSinceRunError",
-    "CursorExpiredError",
-    "PreconditionFailedError",
-    "PayloadTooLargeError",
-    "UnprocessableEntityError",
-    "RateLimitError",
-    "ContentBlockedError",
-    "ServerError",
+    *_models.__all__,
+    *_errors.__all__,
 ]

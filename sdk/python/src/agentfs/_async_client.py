@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
-import tempfile
-import time
 from datetime import datetime, timedelta
-from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, Mapping, Optional, Sequence, TypeVar, Union
 
 import httpx
 
@@ -18,18 +15,22 @@ from ._base import (
     DEFAULT_TIMEOUT,
     MAX_EVENT_WAIT,
     MAX_PROBLEM_BYTES,
-    POLL_FIRST,
-    POLL_MAX,
     ArchiveProgress,
     BaseClient,
     ContentInfo,
+    PollPace,
+    Received,
     archive_format,
     archive_stopped,
     check_upload_options,
+    completed_file,
+    destination_file,
+    links_of,
     page_of,
+    problem_of,
 )
-from ._errors import AgentFSError, PayloadTooLargeError, problem_from_response
-from ._events import AsyncEventFollower, FollowState
+from ._errors import PayloadTooLargeError
+from ._events import AsyncEventFollower
 from ._models import (
     AsyncPage,
     Batch,
@@ -48,13 +49,10 @@ from ._request import NOT_GIVEN, Request
 from ._retry import (
     NoResponse,
     Outcome,
-    Poll,
     RandomSource,
     Reply,
     RetryPolicy,
-    Send,
     Sleep,
-    parse_retry_after,
     retry_steps,
 )
 from ._uploads import (
@@ -65,9 +63,10 @@ from ._uploads import (
     check_stored,
     counted_section,
     part_jobs,
-    regular_file_size,
     sha256_of_file,
 )
+
+T = TypeVar("T")
 
 
 class AsyncContent(ContentInfo):
@@ -103,6 +102,8 @@ class AsyncClient(BaseClient):
     task interrupts a retry wait.
     """
 
+    _http: httpx.AsyncClient
+
     def __init__(
         self,
         base_url: Optional[str] = None,
@@ -123,17 +124,6 @@ class AsyncClient(BaseClient):
         self._http = http_client if http_client is not None else httpx.AsyncClient(timeout=timeout)
         self._sleep = sleep if sleep is not None else asyncio.sleep
 
-    def with_options(
-        self,
-        *,
-        agent_id: Any = NOT_GIVEN,
-        run_id: Any = NOT_GIVEN,
-        retry: Any = NOT_GIVEN,
-        idempotency_keys: Any = NOT_GIVEN,
-    ) -> "AsyncClient":
-        """A client sharing this one's connections with some settings changed (None clears an id)."""
-        return self._copy_with(agent_id=agent_id, run_id=run_id, retry=retry, idempotency_keys=idempotency_keys)
-
     async def aclose(self) -> None:
         """Close the connections (of a client that made its own httpx.AsyncClient)."""
         if self._owns_http:
@@ -151,16 +141,11 @@ class AsyncClient(BaseClient):
         steps = retry_steps(req, self.retry, self._rng)
         step = next(steps)
         while True:
-            out: Outcome
+            out: Outcome = None
             if isinstance(step, Sleep):
                 await self._sleep(step.seconds)
-                out = None
-            elif isinstance(step, Send):
-                out = await self._send_once(req, stream)
-            elif isinstance(step, Poll):
-                out = await self._send_once(self._operation_request(step.key), False)
-            else:  # pragma: no cover - retry_steps yields nothing else
-                raise TypeError(f"unknown step {step!r}")
+            else:
+                out = await self._send_once(*self._step_request(req, step, stream))
             try:
                 step = steps.send(out)
             except StopIteration as done:
@@ -168,17 +153,11 @@ class AsyncClient(BaseClient):
                 return reply
 
     async def _send_once(self, req: Request, stream: bool) -> Outcome:
-        kwargs: dict[str, Any] = {"params": req.query or None, "headers": self._headers(req)}
-        if req.body is not None:
-            kwargs["content"] = req.body.async_content()
-        if req.timeout is not None:
-            kwargs["timeout"] = req.timeout
-        request = self._http.build_request(req.method, self._url(req), **kwargs)
+        request = self._http_request(req, None if req.body is None else req.body.async_content())
         try:
             resp = await self._http.send(request, stream=True)
         except httpx.TransportError as e:
             return NoResponse(e)
-        retry_after = parse_retry_after(resp.headers.get("retry-after"))
         if resp.status_code >= 400:
             body = b""
             try:
@@ -190,8 +169,7 @@ class AsyncClient(BaseClient):
                 pass
             finally:
                 await resp.aclose()
-            return problem_from_response(resp.status_code, resp.headers, body[:MAX_PROBLEM_BYTES],
-                                         retry_after=retry_after)
+            return problem_of(resp, body)
         if stream:
             return Reply(resp.status_code, resp.headers, stream=resp)
         try:
@@ -204,6 +182,11 @@ class AsyncClient(BaseClient):
 
     async def _json(self, req: Request) -> Any:
         return (await self._run(req)).json()
+
+    async def _page(self, req: Request, parse: Callable[[Mapping[str, Any]], T],
+                    fetch: Callable[[str], Awaitable[AsyncPage[T]]]) -> AsyncPage[T]:
+        """The first page of a listing; fetch(cursor) gets the next."""
+        return page_of(await self._json(req), parse, fetch, AsyncPage)
 
     # Protocol and operations.
 
@@ -260,18 +243,9 @@ class AsyncClient(BaseClient):
         """One page of files, newest first; ``async for`` over it walks every page."""
         req = self._r_list_files(run_id=run_id, agent_id=agent_id, prefix=prefix, path=path,
                                  include_deleted=include_deleted, limit=limit, cursor=cursor)
-        d = await self._json(req)
-
-        async def fetch(next_cursor: str) -> AsyncPage[File]:
-            return await self.list_files(run_id=run_id, agent_id=agent_id, prefix=prefix, path=path,
-                                         include_deleted=include_deleted, limit=limit, cursor=next_cursor)
-
-        return AsyncPage(
-            data=[File.from_dict(f) for f in d.get("data") or []],
-            has_more=bool(d.get("has_more")),
-            next_cursor=d.get("next_cursor"),
-            _fetch=fetch,
-        )
+        return await self._page(req, File.from_dict, lambda c: self.list_files(
+            run_id=run_id, agent_id=agent_id, prefix=prefix, path=path, include_deleted=include_deleted, limit=limit,
+            cursor=c))
 
     async def file_content(
         self,
@@ -290,18 +264,8 @@ class AsyncClient(BaseClient):
                             verify: bool = True) -> int:
         """Stream a live file's bytes to a local path (written whole or not at all) or a binary file."""
         async with await self.file_content(file_id) as content:
-            if hasattr(destination, "write"):
-                return await _copy_verified(content, destination, verify)  # type: ignore[arg-type]
-            dest = os.fspath(destination)
-            fd, tmp = tempfile.mkstemp(prefix=".agentfs-", dir=os.path.dirname(os.path.abspath(dest)))
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    n = await _copy_verified(content, f, verify)
-                os.replace(tmp, dest)
-            except BaseException:
-                os.unlink(tmp)
-                raise
-            return n
+            with destination_file(destination) as out:
+                return await _copy(content.aiter_bytes(), out, Received(content, verify=verify))
 
     async def delete_file(
         self,
@@ -387,16 +351,12 @@ class AsyncClient(BaseClient):
         if reply.status != 202:
             return File.from_dict(reply.json())
         u = Upload.from_dict(reply.json())
-        wait = POLL_FIRST
+        pace = PollPace()
         while True:
-            if u.status == "completed" and u.file is not None:
-                return u.file
-            if u.status == "failed" and u.error is not None:
-                raise u.error
-            if u.status not in ("completing", "completed"):
-                raise AgentFSError(f"upload {u.id} ended {u.status} while completing")
-            await self._sleep(wait)
-            wait = min(wait * 1.5, POLL_MAX)
+            f = completed_file(u)
+            if f is not None:
+                return f
+            await self._sleep(pace.next())
             u = await self.get_upload(u.id)
 
     async def abort_upload(
@@ -433,11 +393,7 @@ class AsyncClient(BaseClient):
 
         See Client.upload_file; the parts go as ``parallel`` asyncio tasks.
         """
-        path = os.fspath(local_path)
-        size = regular_file_size(path)
-        sha = check_upload_options(size, parallel, sha256)
-        if threshold < 0:
-            raise ValueError(f"upload_file: threshold {threshold} is negative")
+        path, size, sha = check_upload_options(local_path, parallel, sha256, threshold)
         attribution = {"agent_id": agent_id, "run_id": run_id}
         if size == 0 or size < threshold:
             try:
@@ -464,12 +420,8 @@ class AsyncClient(BaseClient):
     async def _put_local(self, path: str, size: int, remote_path: str, *,
                          progress: Optional[ProgressCallback], **kw: Any) -> File:
         prog = Progress(progress, size)
-        body, counter = counted_section(path, 0, size, prog)
-        try:
+        with counted_section(path, 0, size, prog) as (body, _):
             f = await self.put_file(remote_path, body, **kw)
-        except BaseException:
-            counter.settle(0)
-            raise
         prog.finish()
         return f
 
@@ -496,12 +448,8 @@ class AsyncClient(BaseClient):
         if sha == job.stored:
             prog.add(job.size)
             return
-        body, counter = counted_section(path, job.offset, job.size, prog)
-        try:
+        with counted_section(path, job.offset, job.size, prog) as (body, counter):
             part = await self.upload_part(upload_id, job.number, body, sha256=sha, **attribution)
-        except BaseException:
-            counter.settle(0)
-            raise
         counter.settle(job.size)
         check_stored(upload_id, job.number, part.sha256, sha)
 
@@ -526,23 +474,20 @@ class AsyncClient(BaseClient):
 
     async def wait_batch(self, batch_id: str, *, timeout: Optional[float] = None) -> Batch:
         """Poll a batch until it is terminal; TimeoutError after ``timeout`` seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        wait = POLL_FIRST
+        pace = PollPace(timeout)
         while True:
             b = await self.get_batch(batch_id)
             if b.terminal:
                 return b
-            if deadline is not None and time.monotonic() + wait > deadline:
+            if pace.expired():
                 raise TimeoutError(f"batch {batch_id} is still {b.status} after {timeout} s")
-            await self._sleep(wait)
-            wait = min(wait * 1.5, POLL_MAX)
+            await self._sleep(pace.next())
 
     async def list_batches(self, *, status: Optional[str] = None, limit: Optional[int] = None,
                            cursor: Optional[str] = None) -> AsyncPage[Batch]:
         """One page of batches, newest first, without their items; ``async for`` walks every page."""
-        d = await self._json(self._r_list_batches(status=status, limit=limit, cursor=cursor))
-        return page_of(d, Batch.from_dict,
-                       lambda c: self.list_batches(status=status, limit=limit, cursor=c), AsyncPage)
+        return await self._page(self._r_list_batches(status=status, limit=limit, cursor=cursor), Batch.from_dict,
+                                lambda c: self.list_batches(status=status, limit=limit, cursor=c))
 
     async def cancel_batch(self, batch_id: str, *, idempotency_key: Optional[str] = None,
                            agent_id: Any = NOT_GIVEN, run_id: Any = NOT_GIVEN) -> Batch:
@@ -553,18 +498,17 @@ class AsyncClient(BaseClient):
     async def list_uploads(self, *, status: Optional[str] = None, path: Optional[str] = None,
                            limit: Optional[int] = None, cursor: Optional[str] = None) -> AsyncPage[Upload]:
         """One page of upload sessions, newest first; ``async for`` walks every page."""
-        d = await self._json(self._r_list_uploads(status=status, path=path, limit=limit, cursor=cursor))
-        return page_of(d, Upload.from_dict,
-                       lambda c: self.list_uploads(status=status, path=path, limit=limit, cursor=c), AsyncPage)
+        return await self._page(self._r_list_uploads(status=status, path=path, limit=limit, cursor=cursor),
+                                Upload.from_dict, lambda c: self.list_uploads(status=status, path=path, limit=limit,
+                                                                              cursor=c))
 
     # File history and lifecycle.
 
     async def list_versions(self, file_id: str, *, limit: Optional[int] = None,
                             cursor: Optional[str] = None) -> AsyncPage[FileVersion]:
         """One page of a file's versions, newest first; ``async for`` walks every page."""
-        d = await self._json(self._r_list_versions(file_id, limit=limit, cursor=cursor))
-        return page_of(d, FileVersion.from_dict,
-                       lambda c: self.list_versions(file_id, limit=limit, cursor=c), AsyncPage)
+        return await self._page(self._r_list_versions(file_id, limit=limit, cursor=cursor), FileVersion.from_dict,
+                                lambda c: self.list_versions(file_id, limit=limit, cursor=c))
 
     async def get_version(self, file_id: str, version: int) -> FileVersion:
         """One version of a file."""
@@ -610,8 +554,7 @@ class AsyncClient(BaseClient):
 
     async def links(self, file_id: str) -> list[Link]:
         """A file's links, newest first, without their URLs."""
-        d = await self._json(self._r_links(file_id))
-        return [Link.from_dict(x) for x in (d.get("data") or []) if isinstance(x, dict)]
+        return links_of(await self._json(self._r_links(file_id)))
 
     async def revoke_link(self, link_id: str, *, idempotency_key: Optional[str] = None,
                           agent_id: Any = NOT_GIVEN, run_id: Any = NOT_GIVEN) -> Link:
@@ -659,14 +602,9 @@ class AsyncClient(BaseClient):
                 async for e in events:
                     print(e.type, e.path)
         """
-        if not 1 <= wait <= MAX_EVENT_WAIT:
-            raise ValueError(f"follow_events: wait {wait!r} is outside 1 to {MAX_EVENT_WAIT} seconds")
-        self._r_events(after=after, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types,
-                       limit=limit, wait=wait)
-        state = FollowState(lambda cur: self._r_events(
-            after=cur, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types, limit=limit,
-            wait=wait), after, self.retry, self._rng)
-        return AsyncEventFollower(self, state)
+        return AsyncEventFollower(self, self._follow_state(
+            after=after, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types, limit=limit,
+            wait=wait))
 
     async def run(self, run_id: str) -> Run:
         """What one run did; see Client.run."""
@@ -683,19 +621,13 @@ class AsyncClient(BaseClient):
         """Download a run's live files as one zip or tar; returns its size. See Client.run_archive."""
         fmt = archive_format(format, destination)
         reply = await self._run(self._r_run_archive(run_id, fmt), stream=True)
+        received = Received(progress=progress)
         async with AsyncContent(reply.stream) as content:
-            if hasattr(destination, "write"):
-                return await _copy_counted(content, destination, progress)  # type: ignore[arg-type]
-            dest = os.fspath(destination)
-            fd, tmp = tempfile.mkstemp(prefix=".agentfs-", dir=os.path.dirname(os.path.abspath(dest)))
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    n = await _copy_counted(content, f, progress)
-                os.replace(tmp, dest)
-            except BaseException:
-                os.unlink(tmp)
-                raise
-            return n
+            with destination_file(destination) as out:
+                try:
+                    return await _copy(content.aiter_bytes(), out, received)
+                except httpx.TransportError as e:
+                    raise archive_stopped(received.n, e) from e
 
     async def revert_run(self, run_id: str, *, force: bool = False, wait: bool = False,
                          timeout: Optional[float] = None, idempotency_key: Optional[str] = None) -> Batch:
@@ -707,27 +639,8 @@ class AsyncClient(BaseClient):
         return b
 
 
-async def _copy_counted(content: AsyncContent, out: BinaryIO, progress: Optional[ArchiveProgress]) -> int:
-    n = 0
-    try:
-        async for chunk in content.aiter_bytes():
-            await asyncio.to_thread(out.write, chunk)
-            n += len(chunk)
-            if progress is not None:
-                progress(n, None)
-    except httpx.TransportError as e:
-        raise archive_stopped(n, e) from e
-    return n
-
-
-async def _copy_verified(info: AsyncContent, out: BinaryIO, verify: bool) -> int:
-    h = hashlib.sha256() if verify and info.sha256 and info.status == 200 else None
-    n = 0
-    async for chunk in info.aiter_bytes():
+async def _copy(chunks: AsyncIterator[bytes], out: BinaryIO, received: Received) -> int:
+    async for chunk in chunks:
         await asyncio.to_thread(out.write, chunk)
-        n += len(chunk)
-        if h is not None:
-            h.update(chunk)
-    if h is not None and h.hexdigest() != info.sha256:
-        raise AgentFSError(f"downloaded bytes have SHA-256 {h.hexdigest()}, the server declared {info.sha256}")
-    return n
+        received.add(chunk)
+    return received.done()

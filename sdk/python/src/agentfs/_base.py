@@ -1,4 +1,7 @@
-"""What the sync and the async client share: configuration and the requests of every route."""
+"""What the sync and the async client share: configuration, the requests of every route, and reading their answers.
+
+The clients themselves only send, read, sleep and stream.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +9,24 @@ import base64
 import binascii
 import copy
 import email.message
+import hashlib
 import json
 import os
 import re
+import tempfile
+import time
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
-from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar, Union
+from typing import Any, BinaryIO, Callable, Iterator, Mapping, Optional, Sequence, TypeVar, Union, cast
 from urllib.parse import urlsplit
 
 import httpx
 
 from ._compat import read_early_responses
-from ._errors import APIConnectionError
-from ._models import BatchOp, seconds_of
+from ._errors import AgentFSError, APIConnectionError, Problem, problem_from_response
+from ._events import FollowState
+from ._models import BatchOp, File, Link, Upload, seconds_of
 from ._request import (
     NOT_GIVEN,
     BytesBody,
@@ -32,6 +40,9 @@ from ._request import (
 )
 from ._retry import (
     DEFAULT_RETRY,
+    Poll,
+    Send,
+    Step,
     ROUTE_ABORT_UPLOAD,
     ROUTE_BATCH,
     ROUTE_CANCEL_BATCH,
@@ -66,7 +77,9 @@ from ._retry import (
     RandomSource,
     RetryPolicy,
     default_random,
+    parse_retry_after,
 )
+from ._uploads import regular_file_size
 from ._version import __version__
 
 # Old httpcore releases drop the answer a server sends before reading the whole body.
@@ -111,12 +124,22 @@ def archive_format(format: Optional[str], destination: Any) -> str:
     return "zip"
 
 
+def problem_of(response: httpx.Response, body: bytes) -> Problem:
+    """The Problem of an error response, from the first MAX_PROBLEM_BYTES of its body (all that is read)."""
+    return problem_from_response(response.status_code, response.headers, body[:MAX_PROBLEM_BYTES],
+                                 retry_after=parse_retry_after(response.headers.get("retry-after")))
+
+
 def archive_stopped(received: int, err: BaseException) -> APIConnectionError:
     """The error of an archive cut after ``received`` bytes: the server never ends one early in silence."""
     return APIConnectionError(f"the run archive stopped after {received} bytes: {str(err) or type(err).__name__}")
 
 
-def page_of(d: Any, parse: Callable[[Mapping[str, Any]], Any], fetch: Callable[[str], Any], cls: Any) -> Any:
+_P = TypeVar("_P")
+
+
+def page_of(d: Any, parse: Callable[[Mapping[str, Any]], Any], fetch: Callable[[str], Any],
+            cls: Callable[..., _P]) -> _P:
     """A Page (or AsyncPage, as cls) of a keyset listing's JSON, whose next pages come from fetch(cursor)."""
     data = d.get("data") if isinstance(d, Mapping) else None
     return cls(
@@ -125,6 +148,12 @@ def page_of(d: Any, parse: Callable[[Mapping[str, Any]], Any], fetch: Callable[[
         next_cursor=d.get("next_cursor") if isinstance(d, Mapping) else None,
         _fetch=fetch,
     )
+
+
+def links_of(d: Any) -> list[Link]:
+    """The links of a file's link listing (GET /v1/files/{id}/links)."""
+    return [Link.from_dict(x) for x in (d.get("data") or []) if isinstance(x, dict)]
+
 
 #: How many parts upload_file sends at once.
 DEFAULT_PARALLEL = 4
@@ -190,6 +219,58 @@ class ContentInfo:
         self.last_modified: Optional[datetime] = _http_date(h.get("last-modified"))
 
 
+@contextmanager
+def destination_file(destination: Union[str, "os.PathLike[str]", BinaryIO]) -> Iterator[BinaryIO]:
+    """Where a download goes: a binary file as given, or for a path a temporary file beside it.
+
+    The temporary file replaces the path when the block ends without an
+    error and is removed when it raises, so a path is written whole or
+    not at all.
+    """
+    if hasattr(destination, "write"):
+        yield cast(BinaryIO, destination)
+        return
+    dest = os.fspath(destination)
+    fd, tmp = tempfile.mkstemp(prefix=".agentfs-", dir=os.path.dirname(os.path.abspath(dest)))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        os.replace(tmp, dest)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+class Received:
+    """Counts the bytes of a response as they are written out, and tells ``progress``.
+
+    With ``verify``, the bytes of a whole content (200) are checked against
+    the SHA-256 that ``info`` declared (Repr-Digest) when ``done``.
+    """
+
+    def __init__(self, info: Optional[ContentInfo] = None, *, verify: bool = False,
+                 progress: Optional[ArchiveProgress] = None) -> None:
+        self.n = 0
+        self._want = info.sha256 if info is not None else None
+        self._hash = hashlib.sha256() if verify and info is not None and info.sha256 and info.status == 200 else None
+        self._progress = progress
+
+    def add(self, chunk: bytes) -> None:
+        """Count a chunk just written."""
+        self.n += len(chunk)
+        if self._hash is not None:
+            self._hash.update(chunk)
+        if self._progress is not None:
+            self._progress(self.n, None)
+
+    def done(self) -> int:
+        """The bytes received; AgentFSError if they are not the ones the server declared."""
+        if self._hash is not None and self._hash.hexdigest() != self._want:
+            raise AgentFSError(
+                f"downloaded bytes have SHA-256 {self._hash.hexdigest()}, the server declared {self._want}")
+        return self.n
+
+
 def _filename(v: Optional[str]) -> Optional[str]:
     if not v:
         return None
@@ -216,6 +297,7 @@ class BaseClient:
 
     #: Whether close() closes the httpx client (one this client made itself).
     _owns_http: bool = False
+    _http: Union[httpx.Client, httpx.AsyncClient]
 
     def __init__(
         self,
@@ -244,16 +326,24 @@ class BaseClient:
         self.idempotency_keys = idempotency_keys
         self._rng = random if random is not None else default_random()
 
-    def _copy_with(self: _C, **changes: Any) -> _C:
-        """A copy sharing the connection pool, with some settings changed."""
+    def with_options(
+        self: _C,
+        *,
+        agent_id: Any = NOT_GIVEN,
+        run_id: Any = NOT_GIVEN,
+        retry: Any = NOT_GIVEN,
+        idempotency_keys: Any = NOT_GIVEN,
+    ) -> _C:
+        """A client sharing this one's connections with some settings changed (None clears an id)."""
         c = copy.copy(self)
-        for name in ("agent_id", "run_id"):
-            if changes.get(name, NOT_GIVEN) is not NOT_GIVEN:
-                setattr(c, name, check_tag(name, changes[name]))
-        if changes.get("retry", NOT_GIVEN) is not NOT_GIVEN:
-            c.retry = changes["retry"] or DEFAULT_RETRY
-        if changes.get("idempotency_keys", NOT_GIVEN) is not NOT_GIVEN:
-            c.idempotency_keys = bool(changes["idempotency_keys"])
+        if agent_id is not NOT_GIVEN:
+            c.agent_id = check_tag("agent_id", agent_id)
+        if run_id is not NOT_GIVEN:
+            c.run_id = check_tag("run_id", run_id)
+        if retry is not NOT_GIVEN:
+            c.retry = retry or DEFAULT_RETRY
+        if idempotency_keys is not NOT_GIVEN:
+            c.idempotency_keys = bool(idempotency_keys)
         c._owns_http = False
         return c
 
@@ -262,6 +352,10 @@ class BaseClient:
         if given is not None:
             return check_key(given)
         return new_idempotency_key() if self.idempotency_keys else None
+
+    def _write(self, route: str, path: str, idempotency_key: Optional[str], agent_id: Any, run_id: Any) -> Request:
+        """A write's request, with its Idempotency-Key (see _key_for) and its per-call attribution."""
+        return route_request(route, path, key=self._key_for(idempotency_key), agent_id=agent_id, run_id=run_id)
 
     def _url(self, req: Request) -> str:
         return self.base_url + req.path
@@ -280,6 +374,23 @@ class BaseClient:
 
     def _operation_request(self, key: str) -> Request:
         return route_request(ROUTE_OPERATION, "/v1/operations/" + escape(key))
+
+    def _step_request(self, req: Request, step: Step, stream: bool) -> tuple[Request, bool]:
+        """What a Send or a Poll of retry_steps sends, and whether its answer is streamed."""
+        if isinstance(step, Send):
+            return req, stream
+        if isinstance(step, Poll):
+            return self._operation_request(step.key), False
+        raise TypeError(f"unknown step {step!r}")  # pragma: no cover - retry_steps yields nothing else
+
+    def _http_request(self, req: Request, content: Any) -> httpx.Request:
+        """One attempt of req for httpx; content is what its body sends this attempt (None without a body)."""
+        kwargs: dict[str, Any] = {"params": req.query or None, "headers": self._headers(req)}
+        if content is not None:
+            kwargs["content"] = content
+        if req.timeout is not None:
+            kwargs["timeout"] = req.timeout
+        return self._http.build_request(req.method, self._url(req), **kwargs)
 
     # The requests of every route.
 
@@ -303,8 +414,7 @@ class BaseClient:
         expires_in: Union[int, float, timedelta, None] = None,
     ) -> Request:
         expires = seconds_of("expires_in", expires_in)
-        req = route_request(ROUTE_PUT_FILE, "/v1/files", key=self._key_for(idempotency_key),
-                            agent_id=agent_id, run_id=run_id)
+        req = self._write(ROUTE_PUT_FILE, "/v1/files", idempotency_key, agent_id, run_id)
         req.query["path"] = path
         if if_exists is not None:
             req.query["if_exists"] = if_exists
@@ -323,7 +433,7 @@ class BaseClient:
         return req
 
     def _r_get_file(self, file_id: str) -> Request:
-        return route_request(ROUTE_FILE, "/v1/files/" + escape(file_id))
+        return route_request(ROUTE_FILE, _file_path(file_id))
 
     def _r_list_files(
         self,
@@ -336,37 +446,24 @@ class BaseClient:
         limit: Optional[int],
         cursor: Optional[str],
     ) -> Request:
-        req = route_request(ROUTE_LIST_FILES, "/v1/files")
-        for name, v in (("run_id", run_id), ("agent_id", agent_id), ("prefix", prefix), ("path", path),
-                        ("cursor", cursor)):
-            if v is not None:
-                req.query[name] = v
-        if include_deleted:
-            req.query["include_deleted"] = "true"
-        if limit is not None:
-            req.query["limit"] = str(limit)
-        return req
+        return _page(route_request(ROUTE_LIST_FILES, "/v1/files"), limit, cursor, run_id=run_id, agent_id=agent_id,
+                     prefix=prefix, path=path, include_deleted="true" if include_deleted else None)
 
     def _r_content(
         self, file_id: str, *, range: Optional[str], if_range: Optional[str], if_none_match: Optional[str]
     ) -> Request:
-        req = route_request(ROUTE_FILE_CONTENT, "/v1/files/" + escape(file_id) + "/content")
-        _set(req.headers, "Range", range)
-        _set(req.headers, "If-Range", if_range)
-        _set(req.headers, "If-None-Match", if_none_match)
-        return req
+        return _conditional(route_request(ROUTE_FILE_CONTENT, _file_path(file_id) + "/content"), range, if_range,
+                            if_none_match)
 
     def _r_delete_file(
         self, file_id: str, *, if_match: Optional[str], idempotency_key: Optional[str], agent_id: Any, run_id: Any
     ) -> Request:
-        req = route_request(ROUTE_DELETE_FILE, "/v1/files/" + escape(file_id), key=self._key_for(idempotency_key),
-                            agent_id=agent_id, run_id=run_id)
+        req = self._write(ROUTE_DELETE_FILE, _file_path(file_id), idempotency_key, agent_id, run_id)
         _set(req.headers, "If-Match", if_match)
         return req
 
     def _r_restore_file(self, file_id: str, *, idempotency_key: Optional[str], agent_id: Any, run_id: Any) -> Request:
-        return route_request(ROUTE_RESTORE_FILE, "/v1/files/" + escape(file_id) + "/restore",
-                             key=self._key_for(idempotency_key), agent_id=agent_id, run_id=run_id)
+        return self._write(ROUTE_RESTORE_FILE, _file_path(file_id) + "/restore", idempotency_key, agent_id, run_id)
 
     def _r_create_upload(
         self,
@@ -391,9 +488,7 @@ class BaseClient:
             body["if_exists"] = if_exists
         if sha256 is not None:
             body["sha256"] = sha256.lower()
-        req = route_request(ROUTE_CREATE_UPLOAD, "/v1/uploads", key=self._key_for(idempotency_key),
-                            agent_id=agent_id, run_id=run_id)
-        return _json_body(req, body)
+        return _json_body(self._write(ROUTE_CREATE_UPLOAD, "/v1/uploads", idempotency_key, agent_id, run_id), body)
 
     def _r_get_upload(self, upload_id: str) -> Request:
         return route_request(ROUTE_UPLOAD, "/v1/uploads/" + escape(upload_id))
@@ -412,8 +507,8 @@ class BaseClient:
     ) -> Request:
         if not isinstance(part_number, int) or part_number < 1:
             raise ValueError(f"part_number {part_number!r}: parts are numbered from 1")
-        req = route_request(ROUTE_UPLOAD_PART, f"/v1/uploads/{escape(upload_id)}/parts/{part_number}",
-                            key=self._key_for(idempotency_key), agent_id=agent_id, run_id=run_id)
+        req = self._write(ROUTE_UPLOAD_PART, f"/v1/uploads/{escape(upload_id)}/parts/{part_number}",
+                          idempotency_key, agent_id, run_id)
         req.body = make_body(content, size)
         if req.body.size is None:
             raise ValueError("upload_part: the part's size is unknown; pass size= (a part needs Content-Length)")
@@ -434,8 +529,8 @@ class BaseClient:
         agent_id: Any,
         run_id: Any,
     ) -> Request:
-        req = route_request(ROUTE_COMPLETE, "/v1/uploads/" + escape(upload_id) + "/complete",
-                            key=self._key_for(idempotency_key), agent_id=agent_id, run_id=run_id)
+        req = self._write(ROUTE_COMPLETE, "/v1/uploads/" + escape(upload_id) + "/complete", idempotency_key, agent_id,
+                          run_id)
         body: dict[str, Any] = {}
         if if_exists is not None:
             body["if_exists"] = if_exists
@@ -449,8 +544,7 @@ class BaseClient:
     def _r_abort_upload(
         self, upload_id: str, *, idempotency_key: Optional[str], agent_id: Any, run_id: Any
     ) -> Request:
-        return route_request(ROUTE_ABORT_UPLOAD, "/v1/uploads/" + escape(upload_id),
-                             key=self._key_for(idempotency_key), agent_id=agent_id, run_id=run_id)
+        return self._write(ROUTE_ABORT_UPLOAD, "/v1/uploads/" + escape(upload_id), idempotency_key, agent_id, run_id)
 
     def _r_create_batch(
         self,
@@ -461,17 +555,11 @@ class BaseClient:
         agent_id: Any,
         run_id: Any,
     ) -> Request:
-        if wait is not None and not 0 <= wait <= MAX_BATCH_WAIT:
-            raise ValueError(f"create_batch: wait {wait!r} is outside 0 to {MAX_BATCH_WAIT} seconds")
+        _check_wait("create_batch", wait, MAX_BATCH_WAIT)
         ops = [op.to_dict() if isinstance(op, BatchOp) else dict(op) for op in operations]
-        # The server requires a key: one is made even when generation is off.
-        key = check_key(idempotency_key) if idempotency_key is not None else new_idempotency_key()
-        req = route_request(ROUTE_CREATE_BATCH, "/v1/batch", key=key, agent_id=agent_id, run_id=run_id)
-        if wait:
-            secs = int(-(-wait // 1))
-            req.query["wait"] = str(secs)
-            req.timeout = secs + 60.0
-        return _json_body(req, {"operations": ops})
+        req = route_request(ROUTE_CREATE_BATCH, "/v1/batch", key=_required_key(idempotency_key), agent_id=agent_id,
+                            run_id=run_id)
+        return _json_body(_hold(req, wait), {"operations": ops})
 
     def _r_get_batch(self, batch_id: str) -> Request:
         return route_request(ROUTE_BATCH, "/v1/batch/" + escape(batch_id))
@@ -481,8 +569,8 @@ class BaseClient:
 
     def _r_cancel_batch(self, batch_id: str, *, idempotency_key: Optional[str], agent_id: Any,
                         run_id: Any) -> Request:
-        return route_request(ROUTE_CANCEL_BATCH, "/v1/batch/" + escape(batch_id) + "/cancel",
-                             key=self._key_for(idempotency_key), agent_id=agent_id, run_id=run_id)
+        return self._write(ROUTE_CANCEL_BATCH, "/v1/batch/" + escape(batch_id) + "/cancel", idempotency_key, agent_id,
+                           run_id)
 
     def _r_list_uploads(self, *, status: Optional[str], path: Optional[str], limit: Optional[int],
                         cursor: Optional[str]) -> Request:
@@ -498,23 +586,18 @@ class BaseClient:
 
     def _r_version_content(self, file_id: str, version: int, *, range: Optional[str], if_range: Optional[str],
                            if_none_match: Optional[str]) -> Request:
-        req = route_request(ROUTE_VERSION_CONTENT, _version_path(file_id, version) + "/content")
-        _set(req.headers, "Range", range)
-        _set(req.headers, "If-Range", if_range)
-        _set(req.headers, "If-None-Match", if_none_match)
-        return req
+        return _conditional(route_request(ROUTE_VERSION_CONTENT, _version_path(file_id, version) + "/content"), range,
+                            if_range, if_none_match)
 
     def _r_revert_file(self, file_id: str, version: int, *, if_match: Optional[str],
                        idempotency_key: Optional[str], agent_id: Any, run_id: Any) -> Request:
-        req = route_request(ROUTE_REVERT, _file_path(file_id) + "/revert", key=self._key_for(idempotency_key),
-                            agent_id=agent_id, run_id=run_id)
+        req = self._write(ROUTE_REVERT, _file_path(file_id) + "/revert", idempotency_key, agent_id, run_id)
         _set(req.headers, "If-Match", if_match)
         return _json_body(req, {"version": _version_number(version)})
 
     def _r_move_file(self, file_id: str, path: str, *, if_exists: Optional[str], if_match: Optional[str],
                      idempotency_key: Optional[str], agent_id: Any, run_id: Any) -> Request:
-        req = route_request(ROUTE_MOVE, _file_path(file_id) + "/move", key=self._key_for(idempotency_key),
-                            agent_id=agent_id, run_id=run_id)
+        req = self._write(ROUTE_MOVE, _file_path(file_id) + "/move", idempotency_key, agent_id, run_id)
         _set(req.headers, "If-Match", if_match)
         return _json_body(req, {"path": path, "if_exists": if_exists or "error"})
 
@@ -526,8 +609,7 @@ class BaseClient:
             at: Optional[str] = expires_at.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
         else:
             at = None
-        req = route_request(ROUTE_PATCH_FILE, _file_path(file_id), key=self._key_for(idempotency_key),
-                            agent_id=agent_id, run_id=run_id)
+        req = self._write(ROUTE_PATCH_FILE, _file_path(file_id), idempotency_key, agent_id, run_id)
         _set(req.headers, "If-Match", if_match)
         return _json_body(req, {"expires_at": at})
 
@@ -540,17 +622,15 @@ class BaseClient:
             body["expires_in"] = expires
         if version is not None:
             body["version"] = _version_number(version)
-        req = route_request(ROUTE_CREATE_LINK, _file_path(file_id) + "/links", key=self._key_for(idempotency_key),
-                            agent_id=agent_id, run_id=run_id)
-        return _json_body(req, body)
+        return _json_body(self._write(ROUTE_CREATE_LINK, _file_path(file_id) + "/links", idempotency_key, agent_id,
+                                      run_id), body)
 
     def _r_links(self, file_id: str) -> Request:
         return route_request(ROUTE_LINKS, _file_path(file_id) + "/links")
 
     def _r_revoke_link(self, link_id: str, *, idempotency_key: Optional[str], agent_id: Any,
                        run_id: Any) -> Request:
-        return route_request(ROUTE_REVOKE_LINK, "/v1/links/" + escape(link_id), key=self._key_for(idempotency_key),
-                             agent_id=agent_id, run_id=run_id)
+        return self._write(ROUTE_REVOKE_LINK, "/v1/links/" + escape(link_id), idempotency_key, agent_id, run_id)
 
     # The run ledger.
 
@@ -566,23 +646,35 @@ class BaseClient:
         limit: Optional[int],
         wait: Optional[float],
     ) -> Request:
-        req = route_request(ROUTE_EVENTS, "/v1/events")
         if isinstance(types, str):
             types = [types]
-        for name, v in (("after", after), ("run_id", run_id), ("agent_id", agent_id), ("file_id", file_id),
-                        ("prefix", prefix), ("type", ",".join(types) if types else None)):
-            if v is not None:
-                req.query[name] = v
-        if limit is not None:
-            req.query["limit"] = str(limit)
-        if wait is not None:
-            if not 0 <= wait <= MAX_EVENT_WAIT:
-                raise ValueError(f"events: wait {wait!r} is outside 0 to {MAX_EVENT_WAIT} seconds")
-            secs = int(-(-wait // 1))
-            if secs > 0:
-                req.query["wait"] = str(secs)
-                req.timeout = secs + 60.0
-        return req
+        req = _page(route_request(ROUTE_EVENTS, "/v1/events"), limit, None, after=after, run_id=run_id,
+                    agent_id=agent_id, file_id=file_id, prefix=prefix, type=",".join(types) if types else None)
+        _check_wait("events", wait, MAX_EVENT_WAIT)
+        return _hold(req, wait)
+
+    def _follow_state(
+        self,
+        *,
+        after: Optional[str],
+        run_id: Optional[str],
+        agent_id: Optional[str],
+        file_id: Optional[str],
+        prefix: Optional[str],
+        types: Union[str, Sequence[str], None],
+        limit: Optional[int],
+        wait: float,
+    ) -> FollowState:
+        """What follow_events follows: its polls of the event feed, checked now rather than at the first poll."""
+        if not 1 <= wait <= MAX_EVENT_WAIT:
+            raise ValueError(f"follow_events: wait {wait!r} is outside 1 to {MAX_EVENT_WAIT} seconds")
+
+        def poll(cursor: Optional[str]) -> Request:
+            return self._r_events(after=cursor, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix,
+                                  types=types, limit=limit, wait=wait)
+
+        poll(after)
+        return FollowState(poll, after, self.retry, self._rng)
 
     def _r_run(self, run_id: str) -> Request:
         return route_request(ROUTE_RUN, _run_path(run_id))
@@ -596,15 +688,43 @@ class BaseClient:
 
     def _r_revert_run(self, run_id: str, *, force: bool, idempotency_key: Optional[str], agent_id: Any,
                       run_id_header: Any) -> Request:
-        # The server requires a key: one is made even when generation is off.
-        key = check_key(idempotency_key) if idempotency_key is not None else new_idempotency_key()
-        req = route_request(ROUTE_REVERT_RUN, _run_path(run_id) + "/revert", key=key, agent_id=agent_id,
-                            run_id=run_id_header)
+        req = route_request(ROUTE_REVERT_RUN, _run_path(run_id) + "/revert", key=_required_key(idempotency_key),
+                            agent_id=agent_id, run_id=run_id_header)
         return _json_body(req, {"force": bool(force)})
 
 
+def _required_key(given: Optional[str]) -> str:
+    """The Idempotency-Key of a route that requires one: the caller's, else a new one even when generation is off."""
+    if given is None:
+        return new_idempotency_key()
+    check_key(given)
+    return given
+
+
+def _conditional(req: Request, range: Optional[str], if_range: Optional[str], if_none_match: Optional[str]) -> Request:
+    """The Range and conditional headers of a content read."""
+    _set(req.headers, "Range", range)
+    _set(req.headers, "If-Range", if_range)
+    _set(req.headers, "If-None-Match", if_none_match)
+    return req
+
+
+def _check_wait(what: str, wait: Optional[float], most: int) -> None:
+    if wait is not None and not 0 <= wait <= most:
+        raise ValueError(f"{what}: wait {wait!r} is outside 0 to {most} seconds")
+
+
+def _hold(req: Request, wait: Optional[float]) -> Request:
+    """Ask the server to hold the request up to wait seconds (rounded up; none for 0), and allow for it."""
+    secs = int(-(-wait // 1)) if wait else 0
+    if secs > 0:
+        req.query["wait"] = str(secs)
+        req.timeout = secs + 60.0
+    return req
+
+
 def _page(req: Request, limit: Optional[int], cursor: Optional[str], **filters: Optional[str]) -> Request:
-    """The query of a keyset page, with the filters given."""
+    """The query of a keyset page, with the filters given (those not None)."""
     for name, v in filters.items():
         if v is not None:
             req.query[name] = v
@@ -637,14 +757,60 @@ def _run_path(run_id: str) -> str:
     return "/v1/runs/" + escape(run_id)
 
 
-def check_upload_options(size: int, parallel: int, sha256: Optional[str]) -> Optional[str]:
-    """Validate upload_file's options before anything is sent; returns the SHA-256 in lowercase."""
+def check_upload_options(
+    local_path: Union[str, os.PathLike[str]], parallel: int, sha256: Optional[str], threshold: int
+) -> tuple[str, int, Optional[str]]:
+    """Validate upload_file's arguments before anything is sent.
+
+    Returns the local path, the size of the regular file there, and the SHA-256 in lowercase (or None).
+    """
+    path = os.fspath(local_path)
+    size = regular_file_size(path)
     if size < 0:
         raise ValueError(f"upload: negative size {size}")
     if not isinstance(parallel, int) or parallel < 1:
         raise ValueError(f"upload: parallel {parallel!r} must be at least 1")
-    if sha256 is None:
-        return None
-    if not _SHA256.match(sha256):
-        raise ValueError(f"upload: sha256 {sha256!r} is not 64 hex digits")
-    return sha256.lower()
+    sha = None
+    if sha256 is not None:
+        if not _SHA256.match(sha256):
+            raise ValueError(f"upload: sha256 {sha256!r} is not 64 hex digits")
+        sha = sha256.lower()
+    if threshold < 0:
+        raise ValueError(f"upload_file: threshold {threshold} is negative")
+    return path, size, sha
+
+
+class PollPace:
+    """The waits between polls of something the server finishes in the background, and their deadline.
+
+    They start POLL_FIRST apart and slow down to POLL_MAX; with a timeout,
+    ``expired`` says when the next wait would end past it.
+    """
+
+    def __init__(self, timeout: Optional[float] = None) -> None:
+        self._wait = POLL_FIRST
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+
+    def expired(self) -> bool:
+        """Whether the next wait would end after the deadline."""
+        return self._deadline is not None and time.monotonic() + self._wait > self._deadline
+
+    def next(self) -> float:
+        """The next wait, in seconds."""
+        wait = self._wait
+        self._wait = min(wait * 1.5, POLL_MAX)
+        return wait
+
+
+def completed_file(u: Upload) -> Optional[File]:
+    """The file of a session the server completes in the background, or None while it is still completing.
+
+    Raises the problem that failed the session, and AgentFSError if it ended any other way.
+    """
+    if u.status == "completed" and u.file is not None:
+        return u.file
+    if u.status == "failed" and u.error is not None:
+        raise u.error
+    if u.status not in ("completing", "completed"):
+        raise AgentFSError(f"upload {u.id} ended {u.status} while completing")
+    return None

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from typing import Any, BinaryIO, Callable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, BinaryIO, Callable, Iterator, Mapping, Optional, Sequence, TypeVar, Union
 
 import httpx
 
@@ -19,18 +17,22 @@ from ._base import (
     DEFAULT_TIMEOUT,
     MAX_EVENT_WAIT,
     MAX_PROBLEM_BYTES,
-    POLL_FIRST,
-    POLL_MAX,
     ArchiveProgress,
     BaseClient,
     ContentInfo,
+    PollPace,
+    Received,
     archive_format,
     archive_stopped,
     check_upload_options,
+    completed_file,
+    destination_file,
+    links_of,
     page_of,
+    problem_of,
 )
-from ._errors import AgentFSError, PayloadTooLargeError, problem_from_response
-from ._events import EventFollower, FollowState
+from ._errors import PayloadTooLargeError
+from ._events import EventFollower
 from ._models import (
     Batch,
     BatchOp,
@@ -49,13 +51,10 @@ from ._request import NOT_GIVEN, Request
 from ._retry import (
     NoResponse,
     Outcome,
-    Poll,
     RandomSource,
     Reply,
     RetryPolicy,
-    Send,
     Sleep,
-    parse_retry_after,
     retry_steps,
 )
 from ._uploads import (
@@ -66,9 +65,10 @@ from ._uploads import (
     check_stored,
     counted_section,
     part_jobs,
-    regular_file_size,
     sha256_of_file,
 )
+
+T = TypeVar("T")
 
 
 class Content(ContentInfo):
@@ -109,6 +109,8 @@ class Client(BaseClient):
     use; tests pass their own.
     """
 
+    _http: httpx.Client
+
     def __init__(
         self,
         base_url: Optional[str] = None,
@@ -129,17 +131,6 @@ class Client(BaseClient):
         self._http = http_client if http_client is not None else httpx.Client(timeout=timeout)
         self._sleep = sleep if sleep is not None else time.sleep
 
-    def with_options(
-        self,
-        *,
-        agent_id: Any = NOT_GIVEN,
-        run_id: Any = NOT_GIVEN,
-        retry: Any = NOT_GIVEN,
-        idempotency_keys: Any = NOT_GIVEN,
-    ) -> "Client":
-        """A client sharing this one's connections with some settings changed (None clears an id)."""
-        return self._copy_with(agent_id=agent_id, run_id=run_id, retry=retry, idempotency_keys=idempotency_keys)
-
     def close(self) -> None:
         """Close the connections (of a client that made its own httpx.Client)."""
         if self._owns_http:
@@ -157,16 +148,11 @@ class Client(BaseClient):
         steps = retry_steps(req, self.retry, self._rng)
         step = next(steps)
         while True:
-            out: Outcome
+            out: Outcome = None
             if isinstance(step, Sleep):
                 self._sleep(step.seconds)
-                out = None
-            elif isinstance(step, Send):
-                out = self._send_once(req, stream)
-            elif isinstance(step, Poll):
-                out = self._send_once(self._operation_request(step.key), False)
-            else:  # pragma: no cover - retry_steps yields nothing else
-                raise TypeError(f"unknown step {step!r}")
+            else:
+                out = self._send_once(*self._step_request(req, step, stream))
             try:
                 step = steps.send(out)
             except StopIteration as done:
@@ -174,17 +160,11 @@ class Client(BaseClient):
                 return reply
 
     def _send_once(self, req: Request, stream: bool) -> Outcome:
-        kwargs: dict[str, Any] = {"params": req.query or None, "headers": self._headers(req)}
-        if req.body is not None:
-            kwargs["content"] = req.body.sync_content()
-        if req.timeout is not None:
-            kwargs["timeout"] = req.timeout
-        request = self._http.build_request(req.method, self._url(req), **kwargs)
+        request = self._http_request(req, None if req.body is None else req.body.sync_content())
         try:
             resp = self._http.send(request, stream=True)
         except httpx.TransportError as e:
             return NoResponse(e)
-        retry_after = parse_retry_after(resp.headers.get("retry-after"))
         if resp.status_code >= 400:
             body = b""
             try:
@@ -196,8 +176,7 @@ class Client(BaseClient):
                 pass
             finally:
                 resp.close()
-            return problem_from_response(resp.status_code, resp.headers, body[:MAX_PROBLEM_BYTES],
-                                         retry_after=retry_after)
+            return problem_of(resp, body)
         if stream:
             return Reply(resp.status_code, resp.headers, stream=resp)
         try:
@@ -210,6 +189,10 @@ class Client(BaseClient):
 
     def _json(self, req: Request) -> Any:
         return self._run(req).json()
+
+    def _page(self, req: Request, parse: Callable[[Mapping[str, Any]], T], fetch: Callable[[str], Page[T]]) -> Page[T]:
+        """The first page of a listing; fetch(cursor) gets the next."""
+        return page_of(self._json(req), parse, fetch, Page)
 
     # Protocol and operations.
 
@@ -285,18 +268,9 @@ class Client(BaseClient):
         """
         req = self._r_list_files(run_id=run_id, agent_id=agent_id, prefix=prefix, path=path,
                                  include_deleted=include_deleted, limit=limit, cursor=cursor)
-        d = self._json(req)
-
-        def fetch(next_cursor: str) -> Page[File]:
-            return self.list_files(run_id=run_id, agent_id=agent_id, prefix=prefix, path=path,
-                                   include_deleted=include_deleted, limit=limit, cursor=next_cursor)
-
-        return Page(
-            data=[File.from_dict(f) for f in d.get("data") or []],
-            has_more=bool(d.get("has_more")),
-            next_cursor=d.get("next_cursor"),
-            _fetch=fetch,
-        )
+        return self._page(req, File.from_dict, lambda c: self.list_files(
+            run_id=run_id, agent_id=agent_id, prefix=prefix, path=path, include_deleted=include_deleted, limit=limit,
+            cursor=c))
 
     def file_content(
         self,
@@ -322,19 +296,8 @@ class Client(BaseClient):
         Returns the number of bytes. With ``verify``, the bytes are checked
         against the SHA-256 the server declared (Repr-Digest).
         """
-        with self.file_content(file_id) as content:
-            if hasattr(destination, "write"):
-                return _copy_verified(content, content.iter_bytes(), destination, verify)  # type: ignore[arg-type]
-            dest = os.fspath(destination)
-            fd, tmp = tempfile.mkstemp(prefix=".agentfs-", dir=os.path.dirname(os.path.abspath(dest)))
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    n = _copy_verified(content, content.iter_bytes(), f, verify)
-                os.replace(tmp, dest)
-            except BaseException:
-                os.unlink(tmp)
-                raise
-            return n
+        with self.file_content(file_id) as content, destination_file(destination) as out:
+            return _copy(content.iter_bytes(), out, Received(content, verify=verify))
 
     def delete_file(
         self,
@@ -434,16 +397,12 @@ class Client(BaseClient):
         return self._await_completion(Upload.from_dict(reply.json()))
 
     def _await_completion(self, u: Upload) -> File:
-        wait = POLL_FIRST
+        pace = PollPace()
         while True:
-            if u.status == "completed" and u.file is not None:
-                return u.file
-            if u.status == "failed" and u.error is not None:
-                raise u.error
-            if u.status not in ("completing", "completed"):
-                raise AgentFSError(f"upload {u.id} ended {u.status} while completing")
-            self._sleep(wait)
-            wait = min(wait * 1.5, POLL_MAX)
+            f = completed_file(u)
+            if f is not None:
+                return f
+            self._sleep(pace.next())
             u = self.get_upload(u.id)
 
     def abort_upload(
@@ -491,11 +450,7 @@ class Client(BaseClient):
         ``idempotency_key`` names the single POST of a small file (a session
         resumes without one). ``expires_in`` as for put_file.
         """
-        path = os.fspath(local_path)
-        size = regular_file_size(path)
-        sha = check_upload_options(size, parallel, sha256)
-        if threshold < 0:
-            raise ValueError(f"upload_file: threshold {threshold} is negative")
+        path, size, sha = check_upload_options(local_path, parallel, sha256, threshold)
         attribution = {"agent_id": agent_id, "run_id": run_id}
         if size == 0 or size < threshold:
             try:
@@ -522,12 +477,8 @@ class Client(BaseClient):
     def _put_local(self, path: str, size: int, remote_path: str, *, progress: Optional[ProgressCallback],
                    **kw: Any) -> File:
         prog = Progress(progress, size)
-        body, counter = counted_section(path, 0, size, prog)
-        try:
+        with counted_section(path, 0, size, prog) as (body, _):
             f = self.put_file(remote_path, body, **kw)
-        except BaseException:
-            counter.settle(0)
-            raise
         prog.finish()
         return f
 
@@ -559,12 +510,8 @@ class Client(BaseClient):
         if sha == job.stored:
             prog.add(job.size)
             return
-        body, counter = counted_section(path, job.offset, job.size, prog)
-        try:
+        with counted_section(path, job.offset, job.size, prog) as (body, counter):
             part = self.upload_part(upload_id, job.number, body, sha256=sha, **attribution)
-        except BaseException:
-            counter.settle(0)
-            raise
         counter.settle(job.size)
         check_stored(upload_id, job.number, part.sha256, sha)
 
@@ -596,16 +543,14 @@ class Client(BaseClient):
 
     def wait_batch(self, batch_id: str, *, timeout: Optional[float] = None) -> Batch:
         """Poll a batch until it is terminal and return it; TimeoutError after ``timeout`` seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        wait = POLL_FIRST
+        pace = PollPace(timeout)
         while True:
             b = self.get_batch(batch_id)
             if b.terminal:
                 return b
-            if deadline is not None and time.monotonic() + wait > deadline:
+            if pace.expired():
                 raise TimeoutError(f"batch {batch_id} is still {b.status} after {timeout} s")
-            self._sleep(wait)
-            wait = min(wait * 1.5, POLL_MAX)
+            self._sleep(pace.next())
 
     def list_batches(self, *, status: Optional[str] = None, limit: Optional[int] = None,
                      cursor: Optional[str] = None) -> Page[Batch]:
@@ -613,9 +558,8 @@ class Client(BaseClient):
 
         Iterate it to walk every page; get_batch returns one with its items.
         """
-        d = self._json(self._r_list_batches(status=status, limit=limit, cursor=cursor))
-        return page_of(d, Batch.from_dict,
-                       lambda c: self.list_batches(status=status, limit=limit, cursor=c), Page)
+        return self._page(self._r_list_batches(status=status, limit=limit, cursor=cursor), Batch.from_dict,
+                          lambda c: self.list_batches(status=status, limit=limit, cursor=c))
 
     def cancel_batch(self, batch_id: str, *, idempotency_key: Optional[str] = None, agent_id: Any = NOT_GIVEN,
                      run_id: Any = NOT_GIVEN) -> Batch:
@@ -634,17 +578,16 @@ class Client(BaseClient):
 
         ``status="pending"`` finds what interrupted uploads left to resume.
         """
-        d = self._json(self._r_list_uploads(status=status, path=path, limit=limit, cursor=cursor))
-        return page_of(d, Upload.from_dict,
-                       lambda c: self.list_uploads(status=status, path=path, limit=limit, cursor=c), Page)
+        return self._page(self._r_list_uploads(status=status, path=path, limit=limit, cursor=cursor), Upload.from_dict,
+                          lambda c: self.list_uploads(status=status, path=path, limit=limit, cursor=c))
 
     # File history and lifecycle.
 
     def list_versions(self, file_id: str, *, limit: Optional[int] = None,
                       cursor: Optional[str] = None) -> Page[FileVersion]:
         """One page of a file's versions, newest first (GET /v1/files/{id}/versions), also of a deleted file."""
-        d = self._json(self._r_list_versions(file_id, limit=limit, cursor=cursor))
-        return page_of(d, FileVersion.from_dict, lambda c: self.list_versions(file_id, limit=limit, cursor=c), Page)
+        return self._page(self._r_list_versions(file_id, limit=limit, cursor=cursor), FileVersion.from_dict,
+                          lambda c: self.list_versions(file_id, limit=limit, cursor=c))
 
     def get_version(self, file_id: str, version: int) -> FileVersion:
         """Version ``version`` of a file (GET /v1/files/{id}/versions/{n}); one the retention dropped is NotFoundError."""
@@ -708,8 +651,7 @@ class Client(BaseClient):
 
     def links(self, file_id: str) -> list[Link]:
         """A file's links, newest first, revoked and expired ones included, without their URLs."""
-        d = self._json(self._r_links(file_id))
-        return [Link.from_dict(x) for x in (d.get("data") or []) if isinstance(x, dict)]
+        return links_of(self._json(self._r_links(file_id)))
 
     def revoke_link(self, link_id: str, *, idempotency_key: Optional[str] = None, agent_id: Any = NOT_GIVEN,
                     run_id: Any = NOT_GIVEN) -> Link:
@@ -770,14 +712,8 @@ class Client(BaseClient):
                 for e in events:
                     print(e.type, e.path)
         """
-        if not 1 <= wait <= MAX_EVENT_WAIT:
-            raise ValueError(f"follow_events: wait {wait!r} is outside 1 to {MAX_EVENT_WAIT} seconds")
-        self._r_events(after=after, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types,
-                       limit=limit, wait=wait)  # the filters are checked now, not at the first poll
-        state = FollowState(lambda cur: self._r_events(
-            after=cur, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types, limit=limit,
-            wait=wait), after, self.retry, self._rng)
-        return EventFollower(self, state)
+        return EventFollower(self, self._follow_state(after=after, run_id=run_id, agent_id=agent_id, file_id=file_id,
+                                                      prefix=prefix, types=types, limit=limit, wait=wait))
 
     def run(self, run_id: str) -> Run:
         """What one run did (GET /v1/runs/{run_id}): its counts, the bytes it wrote, the files it left live.
@@ -808,20 +744,12 @@ class Client(BaseClient):
         """
         fmt = archive_format(format, destination)
         reply = self._run(self._r_run_archive(run_id, fmt), stream=True)
-        content = Content(reply.stream)
-        with content:
-            if hasattr(destination, "write"):
-                return _copy_counted(content, destination, progress)  # type: ignore[arg-type]
-            dest = os.fspath(destination)
-            fd, tmp = tempfile.mkstemp(prefix=".agentfs-", dir=os.path.dirname(os.path.abspath(dest)))
+        received = Received(progress=progress)
+        with Content(reply.stream) as content, destination_file(destination) as out:
             try:
-                with os.fdopen(fd, "wb") as f:
-                    n = _copy_counted(content, f, progress)
-                os.replace(tmp, dest)
-            except BaseException:
-                os.unlink(tmp)
-                raise
-            return n
+                return _copy(content.iter_bytes(), out, received)
+            except httpx.TransportError as e:
+                raise archive_stopped(received.n, e) from e
 
     def revert_run(self, run_id: str, *, force: bool = False, wait: bool = False, timeout: Optional[float] = None,
                    idempotency_key: Optional[str] = None) -> Batch:
@@ -845,27 +773,8 @@ class Client(BaseClient):
         return b
 
 
-def _copy_counted(content: Content, out: BinaryIO, progress: Optional[ArchiveProgress]) -> int:
-    n = 0
-    try:
-        for chunk in content.iter_bytes():
-            out.write(chunk)
-            n += len(chunk)
-            if progress is not None:
-                progress(n, None)
-    except httpx.TransportError as e:
-        raise archive_stopped(n, e) from e
-    return n
-
-
-def _copy_verified(info: ContentInfo, chunks: Iterator[bytes], out: BinaryIO, verify: bool) -> int:
-    h = hashlib.sha256() if verify and info.sha256 and info.status == 200 else None
-    n = 0
+def _copy(chunks: Iterator[bytes], out: BinaryIO, received: Received) -> int:
     for chunk in chunks:
         out.write(chunk)
-        n += len(chunk)
-        if h is not None:
-            h.update(chunk)
-    if h is not None and h.hexdigest() != info.sha256:
-        raise AgentFSError(f"downloaded bytes have SHA-256 {h.hexdigest()}, the server declared {info.sha256}")
-    return n
+        received.add(chunk)
+    return received.done()

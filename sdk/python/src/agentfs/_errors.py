@@ -28,8 +28,6 @@ __all__ = [
     "RateLimitError",
     "ContentBlockedError",
     "ServerError",
-    "problem_from_response",
-    "problem_from_dict",
 ]
 
 

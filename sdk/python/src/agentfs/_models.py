@@ -5,9 +5,9 @@ from __future__ import annotations
 import base64
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Generic, Iterator, Mapping, Optional, TypeVar, Union
+from typing import Any, Callable, Generic, Iterator, Mapping, Optional, TypeVar, Union, cast
 
 from ._errors import Problem, problem_from_dict
 
@@ -22,6 +22,7 @@ __all__ = [
     "Operation",
     "OperationResource",
     "Page",
+    "AsyncPage",
     "Protocol",
     "FileVersion",
     "Link",
@@ -90,8 +91,42 @@ def _i(d: Mapping[str, Any], k: str, default: int = 0) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else default
 
 
+def _opt_i(d: Mapping[str, Any], k: str) -> Optional[int]:
+    v = d.get(k)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
 def _map(v: Any) -> Mapping[str, Any]:
     return v if isinstance(v, Mapping) else {}
+
+
+#: How a field of each declared type is read from the JSON member of its name (given the field's default).
+_READERS: dict[str, Callable[[Mapping[str, Any], str, Any], Any]] = {
+    "str": lambda d, k, default: _s(d, k, "" if default is MISSING else default),
+    "Optional[str]": lambda d, k, default: _opt_s(d, k),
+    "int": lambda d, k, default: _i(d, k, 0 if default is MISSING else default),
+    "Optional[int]": lambda d, k, default: _opt_i(d, k),
+    "bool": lambda d, k, default: bool(d.get(k, False)),
+    "Optional[datetime]": lambda d, k, default: parse_time(d.get(k)),
+}
+
+M = TypeVar("M")
+
+
+def _read(cls: type[M], d: Mapping[str, Any], **given: Any) -> M:
+    """Build the dataclass cls from its JSON object d.
+
+    Each field is read from the member of its name, as its declared type
+    says: a str or int that is missing or of another type gets the field's
+    default (else "" or 0), an Optional one None, a bool False. ``given``
+    supplies the fields that take more (nested objects, lists, another
+    default).
+    """
+    kw = dict(given)
+    for f in fields(cast(Any, cls)):
+        if f.name not in kw:
+            kw[f.name] = _READERS[str(f.type)](d, f.name, f.default)
+    return cls(**kw)
 
 
 @dataclass
@@ -126,27 +161,7 @@ class File:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "File":
         """Build a File from its JSON object."""
-        return cls(
-            id=_s(d, "id"),
-            path=_s(d, "path"),
-            size_bytes=_i(d, "size_bytes"),
-            content_type=_s(d, "content_type"),
-            sha256=_s(d, "sha256"),
-            etag=_s(d, "etag"),
-            version=_i(d, "version"),
-            url=_s(d, "url"),
-            agent_id=_opt_s(d, "agent_id"),
-            run_id=_opt_s(d, "run_id"),
-            last_agent_id=_opt_s(d, "last_agent_id"),
-            last_run_id=_opt_s(d, "last_run_id"),
-            created_at=parse_time(d.get("created_at")),
-            updated_at=parse_time(d.get("updated_at")),
-            deleted_at=parse_time(d.get("deleted_at")),
-            purge_after=parse_time(d.get("purge_after")),
-            blocked=bool(d.get("blocked", False)),
-            expires_at=parse_time(d.get("expires_at")),
-            object=_s(d, "object", "file"),
-        )
+        return _read(cls, d)
 
 
 @dataclass
@@ -163,13 +178,7 @@ class UploadPart:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "UploadPart":
         """Build an UploadPart from its JSON object."""
-        return cls(
-            part_number=_i(d, "part_number"),
-            size_bytes=_i(d, "size_bytes"),
-            sha256=_s(d, "sha256"),
-            upload_id=_opt_s(d, "upload_id"),
-            object=_s(d, "object", "upload_part"),
-        )
+        return _read(cls, d)
 
 
 @dataclass
@@ -206,24 +215,13 @@ class Upload:
         """Build an Upload from its JSON object."""
         f = d.get("file")
         e = d.get("error")
-        return cls(
-            id=_s(d, "id"),
-            path=_s(d, "path"),
-            size_bytes=_i(d, "size_bytes"),
-            content_type=_s(d, "content_type"),
+        return _read(
+            cls,
+            d,
             if_exists=_s(d, "if_exists", "error"),
-            sha256=_opt_s(d, "sha256"),
-            part_size=_i(d, "part_size"),
-            part_count=_i(d, "part_count"),
-            status=_s(d, "status"),
             parts=[UploadPart.from_dict(p) for p in d.get("parts") or [] if isinstance(p, Mapping)],
-            expires_at=parse_time(d.get("expires_at")),
             file=File.from_dict(f) if isinstance(f, Mapping) else None,
             error=problem_from_dict(None, e) if isinstance(e, Mapping) else None,
-            agent_id=_opt_s(d, "agent_id"),
-            run_id=_opt_s(d, "run_id"),
-            created_at=parse_time(d.get("created_at")),
-            object=_s(d, "object", "upload"),
         )
 
 
@@ -241,7 +239,7 @@ class BatchCounts:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "BatchCounts":
         """Build BatchCounts from its JSON object."""
-        return cls(_i(d, "total"), _i(d, "succeeded"), _i(d, "failed"), _i(d, "pending"), _i(d, "canceled"))
+        return _read(cls, d)
 
 
 @dataclass
@@ -266,12 +264,9 @@ class BatchItem:
     def from_dict(cls, d: Mapping[str, Any]) -> "BatchItem":
         """Build a BatchItem from its JSON object."""
         f, e = d.get("file"), d.get("error")
-        return cls(
-            index=_i(d, "index"),
-            op=_s(d, "op"),
-            path=_opt_s(d, "path"),
-            status=_s(d, "status"),
-            replayed=bool(d.get("replayed", False)),
+        return _read(
+            cls,
+            d,
             file=File.from_dict(f) if isinstance(f, Mapping) else None,
             error=problem_from_dict(None, e) if isinstance(e, Mapping) else None,
         )
@@ -311,15 +306,11 @@ class Batch:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Batch":
         """Build a Batch from its JSON object."""
-        return cls(
-            id=_s(d, "id"),
-            status=_s(d, "status"),
+        return _read(
+            cls,
+            d,
             counts=BatchCounts.from_dict(_map(d.get("counts"))),
             items=[BatchItem.from_dict(it) for it in d.get("items") or [] if isinstance(it, Mapping)],
-            created_at=parse_time(d.get("created_at")),
-            started_at=parse_time(d.get("started_at")),
-            completed_at=parse_time(d.get("completed_at")),
-            object=_s(d, "object", "batch"),
         )
 
 
@@ -445,19 +436,11 @@ class Operation:
     def from_dict(cls, d: Mapping[str, Any]) -> "Operation":
         """Build an Operation from its JSON object."""
         r = d.get("resource")
-        status = d.get("response_status")
-        return cls(
-            idempotency_key=_s(d, "idempotency_key"),
-            status=_s(d, "status"),
-            method=_s(d, "method"),
-            route=_s(d, "route"),
-            response_status=status if isinstance(status, int) and not isinstance(status, bool) else None,
+        return _read(
+            cls,
+            d,
             response=d.get("response"),
             resource=OperationResource(_s(r, "object"), _s(r, "id")) if isinstance(r, Mapping) else None,
-            created_at=parse_time(d.get("created_at")),
-            completed_at=parse_time(d.get("completed_at")),
-            expires_at=parse_time(d.get("expires_at")),
-            object=_s(d, "object", "operation"),
         )
 
     def recorded_body(self) -> bytes:
@@ -490,20 +473,7 @@ class FileVersion:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "FileVersion":
         """Build a FileVersion from its JSON object."""
-        return cls(
-            file_id=_s(d, "file_id"),
-            version=_i(d, "version"),
-            size_bytes=_i(d, "size_bytes"),
-            content_type=_s(d, "content_type"),
-            sha256=_s(d, "sha256"),
-            etag=_s(d, "etag"),
-            url=_s(d, "url"),
-            agent_id=_opt_s(d, "agent_id"),
-            run_id=_opt_s(d, "run_id"),
-            created_at=parse_time(d.get("created_at")),
-            current=bool(d.get("current", False)),
-            object=_s(d, "object", "file_version"),
-        )
+        return _read(cls, d)
 
 
 @dataclass
@@ -524,22 +494,7 @@ class Link:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Link":
         """Build a Link from its JSON object."""
-        v = d.get("version")
-        return cls(
-            id=_s(d, "id"),
-            file_id=_s(d, "file_id"),
-            version=v if isinstance(v, int) and not isinstance(v, bool) else None,
-            url=_opt_s(d, "url"),
-            expires_at=parse_time(d.get("expires_at")),
-            revoked_at=parse_time(d.get("revoked_at")),
-            created_at=parse_time(d.get("created_at")),
-            object=_s(d, "object", "link"),
-        )
-
-
-def _opt_i(d: Mapping[str, Any], k: str) -> Optional[int]:
-    v = d.get(k)
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+        return _read(cls, d)
 
 
 @dataclass
@@ -570,23 +525,7 @@ class Event:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Event":
         """Build an Event from its JSON object."""
-        return cls(
-            id=_s(d, "id"),
-            type=_s(d, "type"),
-            file_id=_s(d, "file_id"),
-            path=_s(d, "path"),
-            previous_path=_opt_s(d, "previous_path"),
-            version=_opt_i(d, "version"),
-            size_bytes=_opt_i(d, "size_bytes"),
-            sha256=_opt_s(d, "sha256"),
-            agent_id=_opt_s(d, "agent_id"),
-            run_id=_opt_s(d, "run_id"),
-            idempotency_key=_opt_s(d, "idempotency_key"),
-            request_id=_opt_s(d, "request_id"),
-            batch_id=_opt_s(d, "batch_id"),
-            at=parse_time(d.get("at")),
-            object=_s(d, "object", "event"),
-        )
+        return _read(cls, d)
 
 
 @dataclass
@@ -601,11 +540,7 @@ class EventPage:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "EventPage":
         """Build an EventPage from its JSON object."""
-        return cls(
-            data=[Event.from_dict(e) for e in d.get("data") or [] if isinstance(e, Mapping)],
-            has_more=bool(d.get("has_more")),
-            next_cursor=_s(d, "next_cursor"),
-        )
+        return _read(cls, d, data=[Event.from_dict(e) for e in d.get("data") or [] if isinstance(e, Mapping)])
 
 
 @dataclass
@@ -622,7 +557,7 @@ class RunCounts:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "RunCounts":
         """Build RunCounts from its JSON object."""
-        return cls(*(_i(d, k) for k in ("created", "replaced", "deleted", "restored", "moved", "reverted")))
+        return _read(cls, d)
 
 
 @dataclass
@@ -644,15 +579,11 @@ class Run:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Run":
         """Build a Run from its JSON object."""
-        return cls(
-            run_id=_s(d, "run_id"),
+        return _read(
+            cls,
+            d,
             agent_ids=[a for a in d.get("agent_ids") or [] if isinstance(a, str)],
-            first_at=parse_time(d.get("first_at")),
-            last_at=parse_time(d.get("last_at")),
             counts=RunCounts.from_dict(_map(d.get("counts"))),
-            bytes_written=_i(d, "bytes_written"),
-            live_files=_i(d, "live_files"),
-            object=_s(d, "object", "run"),
         )
 
 

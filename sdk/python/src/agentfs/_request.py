@@ -118,22 +118,13 @@ class Body:
         """The content of one attempt, for httpx.Client."""
         if self.size == 0:
             return b""
-        obs = self.observer
-        if obs:
-            obs.restart()
+        attempt = _Attempt(self)
 
         def gen() -> Iterator[bytes]:
-            sent = 0
             for chunk in self._sync_chunks():
-                if not chunk:
-                    continue
-                self.used = True
-                sent += len(chunk)
-                self._check_size(sent, final=False)
-                if obs:
-                    obs.add(len(chunk))
-                yield bytes(chunk)
-            self._check_size(sent, final=True)
+                if chunk:
+                    yield attempt.take(chunk)
+            attempt.end()
 
         return gen()
 
@@ -141,30 +132,46 @@ class Body:
         """The content of one attempt, for httpx.AsyncClient."""
         if self.size == 0:
             return b""
-        obs = self.observer
-        if obs:
-            obs.restart()
+        attempt = _Attempt(self)
 
         async def gen() -> AsyncIterator[bytes]:
-            sent = 0
             async for chunk in self._async_chunks():
-                if not chunk:
-                    continue
-                self.used = True
-                sent += len(chunk)
-                self._check_size(sent, final=False)
-                if obs:
-                    obs.add(len(chunk))
-                yield bytes(chunk)
-            self._check_size(sent, final=True)
+                if chunk:
+                    yield attempt.take(chunk)
+            attempt.end()
 
         return gen()
 
-    def _check_size(self, sent: int, *, final: bool) -> None:
-        if self.size is None:
+
+class _Attempt:
+    """What one attempt of a body has sent: marks the body used, holds it to its size, tells the observer."""
+
+    def __init__(self, body: Body) -> None:
+        self.body = body
+        self.sent = 0
+        self.observer = body.observer
+        if self.observer:
+            self.observer.restart()
+
+    def take(self, chunk: Any) -> bytes:
+        """Account for one non-empty chunk about to be sent; returns it as bytes."""
+        self.body.used = True
+        self.sent += len(chunk)
+        self._check_size(final=False)
+        if self.observer:
+            self.observer.add(len(chunk))
+        return bytes(chunk)
+
+    def end(self) -> None:
+        """The body ended: it must have held exactly its size."""
+        self._check_size(final=True)
+
+    def _check_size(self, *, final: bool) -> None:
+        size, sent = self.body.size, self.sent
+        if size is None:
             return
-        if sent > self.size or (final and sent != self.size):
-            raise AgentFSError(f"the request body held {'more than ' if not final else ''}{sent} bytes, not {self.size}")
+        if sent > size or (final and sent != size):
+            raise AgentFSError(f"the request body held {'more than ' if not final else ''}{sent} bytes, not {size}")
 
 
 class BytesBody(Body):
@@ -201,26 +208,15 @@ class PathBody(Body):
         self.size = os.stat(path).st_size - offset if size is None else size
 
     def _sync_chunks(self) -> Iterator[bytes]:
-        left = self.size or 0
         with open(self.path, "rb") as f:
             f.seek(self.offset)
-            while left > 0:
-                chunk = f.read(min(CHUNK, left))
-                if not chunk:
-                    break
-                left -= len(chunk)
-                yield chunk
+            yield from _read_section(f, self.size or 0)
 
     async def _async_chunks(self) -> AsyncIterator[bytes]:
-        left = self.size or 0
         f = await asyncio.to_thread(_open_binary, self.path)
         try:
             await asyncio.to_thread(f.seek, self.offset)
-            while left > 0:
-                chunk = await asyncio.to_thread(f.read, min(CHUNK, left))
-                if not chunk:
-                    break
-                left -= len(chunk)
+            async for chunk in _aread_section(f, self.size or 0):
                 yield chunk
         finally:
             f.close()
@@ -235,22 +231,11 @@ class SeekableFileBody(Body):
 
     def _sync_chunks(self) -> Iterator[bytes]:
         self.f.seek(self.start)
-        left = self.size or 0
-        while left > 0:
-            chunk = self.f.read(min(CHUNK, left))
-            if not chunk:
-                break
-            left -= len(chunk)
-            yield chunk
+        yield from _read_section(self.f, self.size or 0)
 
     async def _async_chunks(self) -> AsyncIterator[bytes]:
         await asyncio.to_thread(self.f.seek, self.start)
-        left = self.size or 0
-        while left > 0:
-            chunk = await asyncio.to_thread(self.f.read, min(CHUNK, left))
-            if not chunk:
-                break
-            left -= len(chunk)
+        async for chunk in _aread_section(self.f, self.size or 0):
             yield chunk
 
 
@@ -305,6 +290,26 @@ class FactoryBody(Body):
 
 def _open_binary(path: str) -> BinaryIO:
     return open(path, "rb")
+
+
+def _read_section(f: Any, left: int) -> Iterator[bytes]:
+    """Up to left bytes of a binary file from where it stands, CHUNK at a time (fewer if it ends first)."""
+    while left > 0:
+        chunk = f.read(min(CHUNK, left))
+        if not chunk:
+            return
+        left -= len(chunk)
+        yield chunk
+
+
+async def _aread_section(f: Any, left: int) -> AsyncIterator[bytes]:
+    """_read_section with every read on a worker thread."""
+    while left > 0:
+        chunk = await asyncio.to_thread(f.read, min(CHUNK, left))
+        if not chunk:
+            return
+        left -= len(chunk)
+        yield chunk
 
 
 def _iter_source(src: Any) -> Iterator[bytes]:

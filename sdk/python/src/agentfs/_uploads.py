@@ -6,8 +6,9 @@ import hashlib
 import os
 import stat
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from ._errors import AgentFSError
 from ._models import Upload
@@ -124,12 +125,17 @@ class PartCounter(Observer):
         self.progress.add(d)
 
 
-def counted_section(path: str, offset: int, size: int, progress: Progress) -> tuple[PathBody, PartCounter]:
-    """A part's body read from the local file, its bytes counted as progress."""
+@contextmanager
+def counted_section(path: str, offset: int, size: int, progress: Progress) -> Iterator[tuple[PathBody, PartCounter]]:
+    """A part's body read from the local file, its bytes counted as progress; taken back if the block raises."""
     body = PathBody(path, offset, size)
     counter = PartCounter(progress)
     body.observer = counter
-    return body, counter
+    try:
+        yield body, counter
+    except BaseException:
+        counter.settle(0)
+        raise
 
 
 def check_stored(upload_id: str, number: int, got: str, want: str) -> None:
