@@ -62,8 +62,10 @@ func (a *API) revokeLink(c echo.Context) error {
 
 // getShared is GET and HEAD /s/{secret}: what a share link shares, without
 // a token. Every way a link can fail to serve (unknown, malformed, expired,
-// revoked, its file deleted, its version swept) is the same 404 after the
-// same work, so a guess learns nothing; a blocked file is 451. The secret
+// revoked, its file deleted, its version swept) is the same 404. A guessed
+// secret is looked up by its hash like any other, so it learns nothing; a
+// link's own holder could tell from the time taken whether its file or
+// version is gone (one or two more queries). A blocked file is 451. The secret
 // is never logged (the route is logged as its template) nor shown in a
 // problem (whose instance is the template too).
 func (a *API) getShared(c echo.Context) error {
