@@ -231,7 +231,8 @@ func attributionOf(c echo.Context) agentfs.Attribution {
 // caller is who asks for the request's write, under which key.
 func caller(c echo.Context) agentfs.Caller {
 	key, _ := c.Get(keyKey).(string)
-	return agentfs.Caller{Subject: principal(c).Subject, Key: key, By: attributionOf(c),
+	p := principal(c)
+	return agentfs.Caller{Subject: p.Subject, Key: key, By: attributionOf(c), TokenID: p.TokenID,
 		RequestID: c.Response().Header().Get(problem.RequestIDHeader)}
 }
 

@@ -102,8 +102,8 @@ func (s *Store) Authenticate(ctx context.Context, token string) (agentfs.Princip
 func (s *Store) lookupToken(ctx context.Context, sum [32]byte) (agentfs.Principal, error) {
 	s.counters.tokenLookups.Add(1)
 	var p agentfs.Principal
-	err := s.pool.QueryRow(ctx, `SELECT subject, scopes FROM tokens WHERE token_hash = $1 AND revoked_at IS NULL`,
-		sum[:]).Scan(&p.Subject, &p.Scopes)
+	err := s.pool.QueryRow(ctx, `SELECT id, subject, scopes FROM tokens WHERE token_hash = $1 AND revoked_at IS NULL`,
+		sum[:]).Scan(&p.TokenID, &p.Subject, &p.Scopes)
 	if err != nil {
 		return agentfs.Principal{}, Translate(fmt.Errorf("authenticate: %w", err))
 	}

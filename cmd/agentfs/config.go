@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentfs/agentfs/handlers"
+	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/storage"
 )
 
@@ -158,6 +160,26 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return c, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
 	}
 	return c, nil
+}
+
+// recordKeys reads AGENTFS_RECORD_KEY, which agentfs serve requires: the
+// key (or keys, the first sealing, during a rotation) that seals the
+// secrets of recorded answers. It is the one secret that must not live
+// in the database it protects, and every instance must hold the same one,
+// so nothing generates it: a server without it refuses to start rather
+// than keep secrets it could not replay, or keep them in the clear.
+func recordKeys(getenv func(string) string) (*idempotency.RecordKeys, error) {
+	v := strings.TrimSpace(getenv("AGENTFS_RECORD_KEY"))
+	if v == "" {
+		return nil, errors.New("configuration: AGENTFS_RECORD_KEY is required: 32 random bytes in base64, " +
+			"the same on every instance (make one with: head -c 32 /dev/urandom | base64); it seals the secrets " +
+			"kept in idempotency records, such as a share link's url (docs/operating.md)")
+	}
+	keys, err := idempotency.ParseRecordKeys(v)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: AGENTFS_RECORD_KEY: %w", err)
+	}
+	return keys, nil
 }
 
 func parseBool(v, name string, dst *bool) error {
