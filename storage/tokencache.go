@@ -61,7 +61,7 @@ type tokenCache struct {
 	entries   map[[32]byte]tokenEntry
 	refused   map[[32]byte]time.Time // tokens that did not authenticate, until when
 	gen       uint64                 // bumped by every invalidation
-	listening bool   // the notifications of ChannelToken reach this cache
+	listening bool                   // the notifications of ChannelToken reach this cache
 }
 
 func newTokenCache(ttl time.Duration, max int, now func() time.Time) *tokenCache {
