@@ -110,6 +110,15 @@ func (s *Store) Authenticate(ctx context.Context, token string) (agentfs.Princip
 	return p, err
 }
 
+// Trusted returns the principal of a token this instance's cache holds as
+// good, without asking Postgres; ok is false for any other token.
+func (s *Store) Trusted(token string) (agentfs.Principal, bool) {
+	if s.tokens == nil || !strings.HasPrefix(token, tokenPrefix) || len(token) > 128 {
+		return agentfs.Principal{}, false
+	}
+	return s.tokens.get(sha256.Sum256([]byte(token)))
+}
+
 func (s *Store) lookupToken(ctx context.Context, sum [32]byte) (agentfs.Principal, error) {
 	s.counters.tokenLookups.Add(1)
 	var p agentfs.Principal

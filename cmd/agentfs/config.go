@@ -108,6 +108,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseFloat(env("AGENTFS_RATE_LIMIT", "200"), "AGENTFS_RATE_LIMIT", &c.Limits.RatePerSecond))
 	check(parseCount(env("AGENTFS_RATE_BURST", "400"), "AGENTFS_RATE_BURST", &burst))
 	c.Limits.RateBurst = int(burst)
+	var failBurst int64
+	check(parseFloat(env("AGENTFS_AUTH_FAILURE_LIMIT", "10"), "AGENTFS_AUTH_FAILURE_LIMIT", &c.Limits.AuthFailuresPerSecond))
+	check(parseCount(env("AGENTFS_AUTH_FAILURE_BURST", "100"), "AGENTFS_AUTH_FAILURE_BURST", &failBurst))
+	c.Limits.AuthFailureBurst = int(min(failBurst, 1<<20))
 	if v := env("AGENTFS_QUOTA_BYTES", "0"); v != "0" {
 		check(parseBytes(v, "AGENTFS_QUOTA_BYTES", &c.Limits.QuotaBytes))
 	}

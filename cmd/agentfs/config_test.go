@@ -21,6 +21,8 @@ func TestConfigErrorsNameWhatIsExpected(t *testing.T) {
 		{"AGENTFS_BATCH_MAX_ITEMS", "0", "AGENTFS_BATCH_MAX_ITEMS must be a positive whole number"},
 		{"AGENTFS_DB_MAX_CONNS", "-3", "AGENTFS_DB_MAX_CONNS must be a positive whole number"},
 		{"AGENTFS_RATE_BURST", "1.5", "AGENTFS_RATE_BURST must be a positive whole number"},
+		{"AGENTFS_AUTH_FAILURE_LIMIT", "-1", "AGENTFS_AUTH_FAILURE_LIMIT must be a number ≥ 0"},
+		{"AGENTFS_AUTH_FAILURE_BURST", "0", "AGENTFS_AUTH_FAILURE_BURST must be a positive whole number"},
 		{"AGENTFS_MAX_UPLOAD_BYTES", "lots", "AGENTFS_MAX_UPLOAD_BYTES must be a positive number of bytes"},
 		{"AGENTFS_UPLOAD_TTL", "tomorrow", "AGENTFS_UPLOAD_TTL must be a positive duration"},
 		{"AGENTFS_UPLOAD_COMPLETE_LEASE", "soon", "AGENTFS_UPLOAD_COMPLETE_LEASE must be a positive duration"},
