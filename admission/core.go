@@ -54,6 +54,11 @@ type Config struct {
 	// Observer, when set, hears what became of each keyed request and each
 	// batch item (the metrics of cmd/agentfs).
 	Observer Observer
+	// RecordKeys seal the secrets of recorded answers (a share link's url),
+	// so that a replay to the token that made the request shows them
+	// again. Nil keeps none: a replay shows them null, as to any other
+	// token.
+	RecordKeys *idempotency.RecordKeys
 }
 
 // Observer hears the core's decisions, so they can be counted without the
@@ -155,7 +160,7 @@ type item struct {
 // the recorded outcome, or refuses.
 func (c *Core) run(ctx context.Context, who agentfs.Caller, it *item, w *write) (idempotency.Result, error) {
 	if who.Key == "" {
-		out, err := c.commit(ctx, it, w, nil)
+		out, err := c.commit(ctx, who, it, w, nil)
 		if err != nil {
 			return idempotency.Result{}, err
 		}
@@ -177,7 +182,7 @@ func (c *Core) run(ctx context.Context, who agentfs.Caller, it *item, w *write) 
 	}
 	defer claim.Close()
 	c.noteKey(KeyExecuted)
-	out, err := c.commit(ctx, it, w, claim)
+	out, err := c.commit(ctx, who, it, w, claim)
 	if err != nil {
 		return idempotency.Result{}, c.settle(ctx, who, w, claim, err)
 	}
@@ -190,18 +195,18 @@ func (c *Core) run(ctx context.Context, who agentfs.Caller, it *item, w *write) 
 // commit runs the write and commits its effect in one transaction with
 // everything that must commit with it: the key's record and the batch
 // item's status.
-func (c *Core) commit(ctx context.Context, it *item, w *write, claim *storage.Claim) (out idempotency.Outcome, err error) {
+func (c *Core) commit(ctx context.Context, who agentfs.Caller, it *item, w *write, claim *storage.Claim) (out idempotency.Outcome, err error) {
 	if w.prepare != nil {
 		if err := w.prepare(ctx); err != nil {
 			return out, err
 		}
 	}
-	return c.commitPrepared(ctx, it, w, claim)
+	return c.commitPrepared(ctx, who, it, w, claim)
 }
 
 // commitPrepared is commit once w is prepared: its transaction, then its
 // finish.
-func (c *Core) commitPrepared(ctx context.Context, it *item, w *write, claim *storage.Claim) (out idempotency.Outcome, err error) {
+func (c *Core) commitPrepared(ctx context.Context, who agentfs.Caller, it *item, w *write, claim *storage.Claim) (out idempotency.Outcome, err error) {
 	if w.finish != nil {
 		defer func() { w.finish(ctx, err) }()
 	}
@@ -213,7 +218,7 @@ func (c *Core) commitPrepared(ctx context.Context, it *item, w *write, claim *st
 	}
 	err = c.store.WithTxRetry(ctx, func(tx pgx.Tx) error {
 		var err error
-		out, err = c.applyTx(ctx, tx, it, w, claim)
+		out, err = c.applyTx(ctx, tx, who, it, w, claim)
 		return err
 	})
 	return out, err
@@ -221,10 +226,10 @@ func (c *Core) commitPrepared(ctx context.Context, it *item, w *write, claim *st
 
 // applyTx writes w's effect in tx with what must commit with it: the key's
 // record, and the batch item's status, set only while the item is pending.
-func (c *Core) applyTx(ctx context.Context, tx pgx.Tx, it *item, w *write, claim *storage.Claim) (idempotency.Outcome, error) {
+func (c *Core) applyTx(ctx context.Context, tx pgx.Tx, who agentfs.Caller, it *item, w *write, claim *storage.Claim) (idempotency.Outcome, error) {
 	out, err := w.apply(ctx, tx)
 	if err == nil {
-		err = c.record(ctx, tx, w, claim, out)
+		err = c.record(ctx, tx, who, w, claim, out)
 	}
 	if err != nil || it == nil {
 		return out, err
@@ -233,8 +238,8 @@ func (c *Core) applyTx(ctx context.Context, tx pgx.Tx, it *item, w *write, claim
 }
 
 // record records the outcome of w's effect on the key's claim in tx, if
-// it has one.
-func (c *Core) record(ctx context.Context, tx pgx.Tx, w *write, claim *storage.Claim, out idempotency.Outcome) error {
+// it has one, its secrets sealed for who.
+func (c *Core) record(ctx context.Context, tx pgx.Tx, who agentfs.Caller, w *write, claim *storage.Claim, out idempotency.Outcome) error {
 	if claim == nil {
 		return nil
 	}
@@ -242,7 +247,54 @@ func (c *Core) record(ctx context.Context, tx pgx.Tx, w *write, claim *storage.C
 	if err != nil {
 		return err
 	}
-	return claim.Complete(ctx, tx, content, out)
+	recorded, sealed, err := c.seal(who, out)
+	if err != nil {
+		return err
+	}
+	return claim.Complete(ctx, tx, content, recorded, sealed)
+}
+
+// seal is what a record keeps of an outcome with secret members: its body
+// with them null, and their values sealed for the token that made the
+// request (none without record keys or a token to show them to).
+func (c *Core) seal(who agentfs.Caller, out idempotency.Outcome) (idempotency.Outcome, idempotency.Sealed, error) {
+	if len(out.Secrets) == 0 {
+		return out, idempotency.Sealed{}, nil
+	}
+	redacted, withheld, err := idempotency.Withhold(out.Body, out.Secrets)
+	if err != nil {
+		return out, idempotency.Sealed{}, err
+	}
+	out.Body = redacted
+	if c.cfg.RecordKeys == nil || who.TokenID == "" {
+		return out, idempotency.Sealed{}, nil
+	}
+	data, err := c.cfg.RecordKeys.Seal(withheld, idempotency.SealedFor(who.Subject, who.Key, who.TokenID))
+	return out, idempotency.Sealed{Data: data, For: who.TokenID}, err
+}
+
+// reveal is a replay of rec for who: the recorded answer, its secrets put
+// back for the token that made it; any other token (or one whose secrets
+// this server can no longer open) gets them null, named in Redacted.
+func (c *Core) reveal(ctx context.Context, who agentfs.Caller, rec *idempotency.Record) idempotency.Result {
+	res := idempotency.Result{Outcome: rec.Outcome, Replayed: true}
+	if len(rec.Outcome.Secrets) == 0 {
+		return res
+	}
+	if who.TokenID != "" && who.TokenID == rec.Sealed.For {
+		withheld, err := c.cfg.RecordKeys.Open(rec.Sealed.Data, idempotency.SealedFor(who.Subject, who.Key, rec.Sealed.For))
+		if err == nil {
+			var body []byte
+			if body, err = idempotency.Reveal(rec.Outcome.Body, withheld); err == nil {
+				res.Body = body
+				return res
+			}
+		}
+		c.cfg.Log.WarnContext(ctx, "a recorded secret cannot be opened (AGENTFS_RECORD_KEY changed?): the replay shows it redacted",
+			"route", rec.Route, "err", err)
+	}
+	res.Redacted = rec.Outcome.Secrets
+	return res
 }
 
 func (c *Core) after(ctx context.Context, w *write, res idempotency.Result) (idempotency.Result, error) {
@@ -275,7 +327,7 @@ func (c *Core) settle(ctx context.Context, who agentfs.Caller, w *write, claim *
 	recorded := *p
 	recorded.RequestID = who.RequestID
 	out := idempotency.Outcome{Status: p.Status, Body: problem.Encode(&recorded)}
-	rerr := c.store.WithTx(ctx, func(tx pgx.Tx) error { return claim.Complete(ctx, tx, content, out) })
+	rerr := c.store.WithTx(ctx, func(tx pgx.Tx) error { return claim.Complete(ctx, tx, content, out, idempotency.Sealed{}) })
 	switch {
 	case errors.Is(rerr, storage.ErrClaimLost):
 		c.noteKey(KeyClaimLost)
@@ -325,13 +377,14 @@ func (c *Core) replay(ctx context.Context, who agentfs.Caller, w *write, rec *id
 	if !bytes.Equal(sum, rec.ContentHash) {
 		return idempotency.Result{}, &agentfs.ConflictError{Key: who.Key}
 	}
-	out := rec.Outcome
-	if w.current != nil && out.Status < 300 {
-		if out, err = w.current(ctx, rec); err != nil {
+	if w.current != nil && rec.Outcome.Status < 300 {
+		out, err := w.current(ctx, rec)
+		if err != nil {
 			return idempotency.Result{}, err
 		}
+		return idempotency.Result{Outcome: out, Replayed: true}, nil
 	}
-	return idempotency.Result{Outcome: out, Replayed: true}, nil
+	return c.reveal(ctx, who, rec), nil
 }
 
 // hashBody reads a body to its end only to learn its SHA-256 (a repeat

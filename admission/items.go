@@ -192,7 +192,7 @@ func (c *Core) commitItems(ctx context.Context, items []*PreparedItem) []error {
 			})
 			continue
 		}
-		_, err := c.commitPrepared(ctx, &p.it, p.w, p.claim)
+		_, err := c.commitPrepared(ctx, p.who, &p.it, p.w, p.claim)
 		errs[i] = c.itemEnded(ctx, p, err)
 	}
 	return errs
@@ -240,7 +240,7 @@ func (c *Core) commitGroup(ctx context.Context, tx pgx.Tx, items []*PreparedItem
 			}
 			out, err := p.w.apply(ctx, tx)
 			if err == nil {
-				err = c.record(ctx, tx, p.w, p.claim, out)
+				err = c.record(ctx, tx, p.who, p.w, p.claim, out)
 			}
 			if err != nil {
 				return err
