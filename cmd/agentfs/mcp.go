@@ -111,20 +111,25 @@ func isClosed(err error) bool {
 // mcpOptions reads the tools' limits and attribution from the environment.
 func mcpOptions(getenv func(string) string) (mcpserver.Options, error) {
 	opts := mcpserver.Options{AgentID: getenv("AGENTFS_AGENT_ID"), RunID: getenv("AGENTFS_RUN_ID")}
+	var calls int64
 	for _, v := range []struct {
-		name string
-		dst  *int64
+		name  string
+		dst   *int64
+		parse func(v, name string, dst *int64) error
 	}{
-		{"AGENTFS_MCP_MAX_READ_BYTES", &opts.MaxReadBytes},
-		{"AGENTFS_MCP_MAX_MEDIA_BYTES", &opts.MaxMediaBytes},
-		{"AGENTFS_MCP_MAX_WRITE_BYTES", &opts.MaxWriteBytes},
+		{"AGENTFS_MCP_MAX_READ_BYTES", &opts.MaxReadBytes, parseBytes},
+		{"AGENTFS_MCP_MAX_MEDIA_BYTES", &opts.MaxMediaBytes, parseBytes},
+		{"AGENTFS_MCP_MAX_WRITE_BYTES", &opts.MaxWriteBytes, parseBytes},
+		{"AGENTFS_MCP_MAX_ANSWER_BYTES", &opts.MaxAnswerBytes, parseBytes},
+		{"AGENTFS_MCP_MAX_BATCH_CALLS", &calls, parseCount},
 	} {
 		if s := strings.TrimSpace(getenv(v.name)); s != "" {
-			if err := parseBytes(s, v.name, v.dst); err != nil {
+			if err := v.parse(s, v.name, v.dst); err != nil {
 				return opts, err
 			}
 		}
 	}
+	opts.MaxBatchCalls = int(min(calls, 1<<20))
 	if opts.MaxReadBytes != 0 && opts.MaxReadBytes < 1024 || opts.MaxMediaBytes != 0 && opts.MaxMediaBytes < 1024 {
 		return opts, fmt.Errorf("AGENTFS_MCP_MAX_READ_BYTES and AGENTFS_MCP_MAX_MEDIA_BYTES must be at least 1024")
 	}
