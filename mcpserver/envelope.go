@@ -43,20 +43,21 @@ func inspect(body []byte) (envelope, error) {
 		return envelope{}, errNotJSONRPC
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	var env envelope
 	if trimmed[0] != '[' {
 		var m messageHead
 		if err := dec.Decode(&m); err != nil {
 			return envelope{}, errNotJSONRPC
 		}
 		if m.isCall() {
-			return envelope{calls: 1}, nil
+			env.calls = 1
 		}
-		return envelope{}, nil
+		return atEnd(env, dec, trimmed)
 	}
 	if _, err := dec.Token(); err != nil {
 		return envelope{}, errNotJSONRPC
 	}
-	env := envelope{batch: true}
+	env.batch = true
 	for dec.More() {
 		var m messageHead
 		if err := dec.Decode(&m); err != nil {
@@ -67,6 +68,14 @@ func inspect(body []byte) (envelope, error) {
 		}
 	}
 	if _, err := dec.Token(); err != nil {
+		return envelope{}, errNotJSONRPC
+	}
+	return atEnd(env, dec, trimmed)
+}
+
+// atEnd is env when dec read all of body but white space.
+func atEnd(env envelope, dec *json.Decoder, body []byte) (envelope, error) {
+	if len(bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n")) > 0 {
 		return envelope{}, errNotJSONRPC
 	}
 	return env, nil
@@ -141,6 +150,7 @@ func scanCall(r io.Reader, limit int64) (callHead, error) {
 			h.Method = v
 			return err
 		case "params":
+			h.Tool = ""
 			return s.params(&h)
 		}
 		return s.skip(0)
