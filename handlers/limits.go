@@ -59,9 +59,6 @@ func (r *RateLimits) Take(subject string, n int) (wait time.Duration, ok bool) {
 	return r.reserve(subject, n), true
 }
 
-// PerSecond is the rate each subject may send requests at (0: no limit).
-func (r *RateLimits) PerSecond() float64 { return r.perSec }
-
 // reserve takes n requests from the subject's bucket and returns how long
 // it would have to wait (0: go ahead); a caller that does not wait gets
 // its tokens back.

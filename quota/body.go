@@ -85,6 +85,8 @@ func (b *Body) exceeded(used int64) error {
 		RetryAfter: time.Until(b.start.Add(b.limit.Window))}
 }
 
+// Read reads bytes already reserved, reserving the next step first when a
+// body of unknown length needs it.
 func (b *Body) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
