@@ -223,12 +223,28 @@ func (a *API) addRoutes() {
 	getAndHead(e, "/problems/:code", a.problemKind)
 	getAndHead(e, "/v1/protocol", a.protocol)
 
-	// Middleware is attached per route, not with Group.Use, which would
-	// turn a wrong method on a known route into a 404 instead of a 405.
-	// Each route names the operation it runs: its token must carry the
-	// scopes the operation table gives it (checked again, per operation,
-	// where the write or read runs).
-	v1 := e.Group("/v1")
+	a.addV1(e.Group("/v1"))
+
+	// Share links carry their own authority: no token, only the link's
+	// secret.
+	getAndHead(e, "/s/:secret", a.getShared)
+
+	// The MCP tools: the same tokens, rate limit and attribution as the
+	// REST routes. Scopes are checked per operation where each tool's reads
+	// and writes run (a read-only token reads, and its writes answer
+	// FORBIDDEN), and the byte quota is charged for what a tool stores, not
+	// for the request's body.
+	if a.deps.MCP != nil {
+		e.POST("/mcp", a.mcp, singleHeaders, a.authenticate, a.limitRate, attribution, a.bodyIdle)
+	}
+}
+
+// addV1 adds the /v1 routes. Middleware is attached per route, not with
+// Group.Use, which would turn a wrong method on a known route into a 404
+// instead of a 405. Each route names the operation it runs: its token must
+// carry the scopes the operation table gives it (checked again, per
+// operation, where the write or read runs).
+func (a *API) addV1(v1 *echo.Group) {
 	add := func(method, path, op string, h echo.HandlerFunc) {
 		mw := []echo.MiddlewareFunc{singleHeaders, a.authenticate, a.limitRate, requireScope(op), attribution, idempotencyKey, a.limitBytes, a.bodyIdle}
 		methods := []string{method}
@@ -271,19 +287,6 @@ func (a *API) addRoutes() {
 	add(get, "/runs/:run_id", agentfs.OpGetRun, a.getRun)
 	add(get, "/runs/:run_id/archive", agentfs.OpRunArchive, a.runArchive)
 	add(post, "/runs/:run_id/revert", agentfs.OpRevertRun, a.revertRun)
-
-	// Share links carry their own authority: no token, only the link's
-	// secret.
-	getAndHead(e, "/s/:secret", a.getShared)
-
-	// The MCP tools: the same tokens, rate limit and attribution as the
-	// REST routes. Scopes are checked per operation where each tool's reads
-	// and writes run (a read-only token reads, and its writes answer
-	// FORBIDDEN), and the byte quota is charged for what a tool stores, not
-	// for the request's body.
-	if a.deps.MCP != nil {
-		e.POST("/mcp", a.mcp, singleHeaders, a.authenticate, a.limitRate, attribution, a.bodyIdle)
-	}
 }
 
 // router is where routes are added: the Echo instance or a group of it.
