@@ -159,6 +159,9 @@ type item struct {
 // claims the key, then commits the effect with the key's record, or replays
 // the recorded outcome, or refuses.
 func (c *Core) run(ctx context.Context, who agentfs.Caller, it *item, w *write) (idempotency.Result, error) {
+	if err := admit(who, w); err != nil {
+		return idempotency.Result{}, err
+	}
 	if who.Key == "" {
 		out, err := c.commit(ctx, who, it, w, nil)
 		if err != nil {
@@ -190,6 +193,16 @@ func (c *Core) run(ctx context.Context, who agentfs.Caller, it *item, w *write) 
 		c.cfg.AfterCommit()
 	}
 	return c.after(ctx, w, idempotency.Result{Outcome: out})
+}
+
+// admit refuses a write whose caller may not run it, before anything is
+// claimed or read (403 FORBIDDEN, nothing claimed): checked before the key
+// is looked at, a replay is answered only to a caller who may make the
+// request. Every write of every door, standalone or a batch item, passes
+// here; a grant's path prefixes are checked here too, against the
+// write's targets.
+func admit(who agentfs.Caller, w *write) error {
+	return who.Allow(w.request.Operation)
 }
 
 // commit runs the write and commits its effect in one transaction with

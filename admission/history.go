@@ -44,7 +44,7 @@ func (c *Core) fileWrite(method, route, op, target string, params map[string]str
 // identical to the current one changes nothing (200, same version).
 func (c *Core) Revert(ctx context.Context, who agentfs.Caller, r agentfs.Revert) (idempotency.Result, error) {
 	r.Subject, r.By = who.Subject, who.By
-	return c.run(ctx, who, nil, c.fileWrite(http.MethodPost, "/v1/files/:id/revert", "revert", r.FileID,
+	return c.run(ctx, who, nil, c.fileWrite(http.MethodPost, "/v1/files/:id/revert", agentfs.OpRevert, r.FileID,
 		map[string]string{"if_match": r.IfMatch}, who, jsonContent(map[string]any{"version": r.Version}),
 		func(ctx context.Context, tx pgx.Tx) (*agentfs.File, error) {
 			f, _, err := c.store.RevertFileTx(ctx, tx, r, agentfs.OriginOf(who))
@@ -56,7 +56,7 @@ func (c *Core) Revert(ctx context.Context, who agentfs.Caller, r agentfs.Revert)
 // id, url, version and history.
 func (c *Core) Move(ctx context.Context, who agentfs.Caller, m agentfs.Move) (idempotency.Result, error) {
 	m.Subject = who.Subject
-	return c.run(ctx, who, nil, c.fileWrite(http.MethodPost, "/v1/files/:id/move", "move", m.FileID,
+	return c.run(ctx, who, nil, c.fileWrite(http.MethodPost, "/v1/files/:id/move", agentfs.OpMove, m.FileID,
 		map[string]string{"if_match": m.IfMatch}, who, jsonContent(map[string]any{"path": m.Path, "replace": m.Replace}),
 		func(ctx context.Context, tx pgx.Tx) (*agentfs.File, error) {
 			f, _, err := c.store.MoveFileTx(ctx, tx, m, agentfs.OriginOf(who))
@@ -71,7 +71,7 @@ func (c *Core) SetExpiry(ctx context.Context, who agentfs.Caller, e agentfs.Expi
 	if e.At != nil {
 		at = e.At.UTC().Format(time.RFC3339Nano)
 	}
-	return c.run(ctx, who, nil, c.fileWrite(http.MethodPatch, "/v1/files/:id", "set_expiry", e.FileID,
+	return c.run(ctx, who, nil, c.fileWrite(http.MethodPatch, "/v1/files/:id", agentfs.OpSetExpiry, e.FileID,
 		map[string]string{"if_match": e.IfMatch}, who, jsonContent(map[string]any{"expires_at": at}),
 		func(ctx context.Context, tx pgx.Tx) (*agentfs.File, error) {
 			f, _, err := c.store.SetExpiryTx(ctx, tx, e)
@@ -88,7 +88,7 @@ func (c *Core) CreateLink(ctx context.Context, who agentfs.Caller, req agentfs.N
 	req.Subject, req.By = who.Subject, who.By
 	return c.run(ctx, who, nil, &write{
 		method: http.MethodPost, route: "/v1/files/:id/links",
-		request: idempotency.Request{Operation: "create_link", Target: req.FileID, MediaType: "application/json", By: who.By},
+		request: idempotency.Request{Operation: agentfs.OpCreateLink, Target: req.FileID, MediaType: "application/json", By: who.By},
 		content: jsonContent(map[string]any{"version": req.Version, "expires_in": int64(req.ExpiresIn.Seconds())}),
 		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
 			l, err := c.store.CreateLinkTx(ctx, tx, req)
@@ -108,7 +108,7 @@ func (c *Core) CreateLink(ctx context.Context, who agentfs.Caller, req agentfs.N
 func (c *Core) RevokeLink(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error) {
 	return c.run(ctx, who, nil, &write{
 		method: http.MethodDelete, route: "/v1/links/:id",
-		request: idempotency.Request{Operation: "revoke_link", Target: id, By: who.By},
+		request: idempotency.Request{Operation: agentfs.OpRevokeLink, Target: id, By: who.By},
 		content: noContent,
 		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
 			l, _, err := c.store.RevokeLinkTx(ctx, tx, who.Subject, id)
@@ -126,7 +126,7 @@ func (c *Core) RevokeLink(ctx context.Context, who agentfs.Caller, id string) (i
 func (c *Core) CancelBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error) {
 	return c.run(ctx, who, nil, &write{
 		method: http.MethodPost, route: "/v1/batch/:id/cancel",
-		request: idempotency.Request{Operation: "cancel_batch", Target: id, By: who.By},
+		request: idempotency.Request{Operation: agentfs.OpCancelBatch, Target: id, By: who.By},
 		content: noContent,
 		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
 			b, err := c.store.CancelBatchTx(ctx, tx, who.Subject, id)
@@ -136,10 +136,10 @@ func (c *Core) CancelBatch(ctx context.Context, who agentfs.Caller, id string) (
 			return c.batchOutcome(b, nil, http.StatusOK), nil
 		},
 		after: func(ctx context.Context, out idempotency.Outcome) (idempotency.Outcome, error) {
-			return c.CurrentBatch(ctx, who, id) // with the files its items left
+			return c.currentBatch(ctx, who, id) // with the files its items left
 		},
 		current: func(ctx context.Context, _ *idempotency.Record) (idempotency.Outcome, error) {
-			return c.CurrentBatch(ctx, who, id)
+			return c.currentBatch(ctx, who, id)
 		},
 	})
 }

@@ -74,11 +74,14 @@ type PreparedItem struct {
 // they commit. The error, with no item, is a failure that may pass when the
 // batch is retried; the item stays pending.
 func (c *Core) PrepareItem(ctx context.Context, b *agentfs.Batch, it agentfs.BatchItem, hint ItemHint) (*PreparedItem, error) {
-	who := agentfs.Caller{Subject: b.Subject, Key: it.Key, By: b.By, RequestID: b.RequestID}
+	who := batchCaller(b, it.Key)
 	o := agentfs.OriginOf(who)
 	o.BatchID = b.ID
 	p := &PreparedItem{it: item{batch: b, index: it.Index}, op: it.Op, who: who}
 	w, err := c.itemWrite(ctx, who, o, b, it, hint)
+	if err == nil {
+		err = admit(who, w)
+	}
 	if err != nil {
 		return c.endBefore(p, err)
 	}
@@ -111,6 +114,18 @@ func (c *Core) PrepareItem(ctx context.Context, b *agentfs.Batch, it agentfs.Bat
 	}
 	p.w = w
 	return p, nil
+}
+
+// batchScopes are what a batch's items may do: the scope its creation
+// needed (POST /v1/batch, a run revert), the authority it was admitted
+// with. A token's grant (prefixes) is to be recorded with the batch, so
+// that each item is held to it as a standalone write would be.
+var batchScopes = []string{agentfs.ScopeWrite}
+
+// batchCaller is who runs b's item under key: the batch's subject and
+// attribution, with the batch's authority.
+func batchCaller(b *agentfs.Batch, key string) agentfs.Caller {
+	return agentfs.Caller{Subject: b.Subject, Scopes: batchScopes, Key: key, By: b.By, RequestID: b.RequestID}
 }
 
 // endBefore ends an item whose write failed before its transaction: a

@@ -21,7 +21,7 @@ import (
 func (c *Core) RevertRun(ctx context.Context, who agentfs.Caller, runID string, force bool) (idempotency.Result, error) {
 	return c.run(ctx, who, nil, &write{
 		method: http.MethodPost, route: "/v1/runs/:run_id/revert",
-		request: idempotency.Request{Operation: "revert_run", Target: runID, MediaType: "application/json", By: who.By},
+		request: idempotency.Request{Operation: agentfs.OpRevertRun, Target: runID, MediaType: "application/json", By: who.By},
 		content: jsonContent(map[string]any{"force": force}),
 		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
 			items, err := c.store.RunUndoPlan(ctx, tx, who.Subject, runID, force)
@@ -39,7 +39,7 @@ func (c *Core) RevertRun(ctx context.Context, who agentfs.Caller, runID string, 
 			return c.batchOutcome(b, nil, http.StatusAccepted), nil
 		},
 		current: func(ctx context.Context, rec *idempotency.Record) (idempotency.Outcome, error) {
-			return c.CurrentBatch(ctx, who, rec.Outcome.Resource.ID)
+			return c.currentBatch(ctx, who, rec.Outcome.Resource.ID)
 		},
 	})
 }
@@ -48,7 +48,7 @@ func (c *Core) RevertRun(ctx context.Context, who agentfs.Caller, runID string, 
 func (c *Core) undoWrite(who agentfs.Caller, fileID string, u agentfs.Undo, o agentfs.Origin) *write {
 	return &write{
 		method: http.MethodPost, route: "/v1/runs/:run_id/revert",
-		request: idempotency.Request{Operation: "undo", Target: fileID, Params: map[string]string{
+		request: idempotency.Request{Operation: agentfs.OpUndo, Target: fileID, Params: map[string]string{
 			"run_id": u.RunID, "force": strconv.FormatBool(u.Force)}, By: who.By},
 		content: noContent,
 		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {

@@ -57,7 +57,7 @@ func (c *Core) copyWrite(srcID string, put agentfs.Put, o agentfs.Origin) *write
 		pending, err = c.store.PrepareCopy(ctx, srcID, put)
 		return err
 	}, noContent)
-	w.request = idempotency.Request{Operation: "copy", Target: put.Path, Params: map[string]string{"source": srcID}, By: put.By}
+	w.request = idempotency.Request{Operation: agentfs.OpCopy, Target: put.Path, Params: map[string]string{"source": srcID}, By: put.By}
 	return w
 }
 
@@ -97,7 +97,7 @@ func (c *Core) Delete(ctx context.Context, who agentfs.Caller, id, ifMatch strin
 func (c *Core) deleteWrite(who agentfs.Caller, id, ifMatch string, o agentfs.Origin) *write {
 	return &write{
 		method: http.MethodDelete, route: "/v1/files/:id",
-		request: idempotency.Request{Operation: "delete", Target: id,
+		request: idempotency.Request{Operation: agentfs.OpDelete, Target: id,
 			Params: map[string]string{"if_match": ifMatch}, By: who.By},
 		content: noContent,
 		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
@@ -119,7 +119,7 @@ func (c *Core) Restore(ctx context.Context, who agentfs.Caller, id string) (idem
 func (c *Core) restoreWrite(who agentfs.Caller, id string, o agentfs.Origin) *write {
 	return &write{
 		method: http.MethodPost, route: "/v1/files/:id/restore",
-		request: idempotency.Request{Operation: "restore", Target: id, By: who.By},
+		request: idempotency.Request{Operation: agentfs.OpRestore, Target: id, By: who.By},
 		content: noContent,
 		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
 			f, _, err := c.store.RestoreFileTx(ctx, tx, who.Subject, id, o)
@@ -142,7 +142,7 @@ func (c *Core) CreateUpload(ctx context.Context, who agentfs.Caller, req agentfs
 		"expires_in": int64(req.ExpiresIn.Seconds())})
 	return c.run(ctx, who, nil, &write{
 		method: http.MethodPost, route: "/v1/uploads",
-		request: idempotency.Request{Operation: "create_upload", Target: req.Path, MediaType: "application/json", By: req.By},
+		request: idempotency.Request{Operation: agentfs.OpCreateUpload, Target: req.Path, MediaType: "application/json", By: req.By},
 		content: content,
 		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
 			u, created, err := c.store.CreateUploadTx(ctx, tx, req)
@@ -152,14 +152,14 @@ func (c *Core) CreateUpload(ctx context.Context, who agentfs.Caller, req agentfs
 			return c.uploadOutcome(u, nil, created, who.RequestID), nil
 		},
 		current: func(ctx context.Context, rec *idempotency.Record) (idempotency.Outcome, error) {
-			return c.CurrentUpload(ctx, who, rec.Outcome.Resource.ID)
+			return c.currentUpload(ctx, who, rec.Outcome.Resource.ID)
 		},
 	})
 }
 
-// CurrentUpload shows the subject's session as it is now (200), with its
+// currentUpload shows the subject's session as it is now (200), with its
 // file once completed.
-func (c *Core) CurrentUpload(ctx context.Context, who agentfs.Caller, id string) (idempotency.Outcome, error) {
+func (c *Core) currentUpload(ctx context.Context, who agentfs.Caller, id string) (idempotency.Outcome, error) {
 	u, err := c.store.Upload(ctx, who.Subject, id)
 	if err != nil {
 		return idempotency.Outcome{}, err
@@ -181,7 +181,7 @@ func (c *Core) PutPart(ctx context.Context, who agentfs.Caller, id string, n int
 	var pending *storage.PendingPart
 	return c.run(ctx, who, nil, &write{
 		method: http.MethodPut, route: "/v1/uploads/:id/parts/:n",
-		request: idempotency.Request{Operation: "put_part", Target: id + "/" + strconv.Itoa(n), By: who.By},
+		request: idempotency.Request{Operation: agentfs.OpPutPart, Target: id + "/" + strconv.Itoa(n), By: who.By},
 		content: func() ([]byte, error) {
 			switch {
 			case digest != nil:
@@ -213,7 +213,7 @@ func (c *Core) CompleteUpload(ctx context.Context, who agentfs.Caller, id string
 	var pending *storage.PendingComplete
 	return c.run(ctx, who, nil, &write{
 		method: http.MethodPost, route: "/v1/uploads/:id/complete",
-		request: idempotency.Request{Operation: "complete_upload", Target: id,
+		request: idempotency.Request{Operation: agentfs.OpCompleteUpload, Target: id,
 			Params: map[string]string{"if_match": req.IfMatch}, MediaType: "application/json", By: who.By},
 		content: content,
 		prepare: func(ctx context.Context) (err error) {
@@ -240,7 +240,7 @@ func (c *Core) AbortUpload(ctx context.Context, who agentfs.Caller, id string) (
 	var aborted *agentfs.Upload
 	return c.run(ctx, who, nil, &write{
 		method: http.MethodDelete, route: "/v1/uploads/:id",
-		request: idempotency.Request{Operation: "abort_upload", Target: id, By: who.By},
+		request: idempotency.Request{Operation: agentfs.OpAbortUpload, Target: id, By: who.By},
 		content: noContent,
 		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
 			u, changed, err := c.store.AbortUploadTx(ctx, tx, who.Subject, id)
@@ -273,7 +273,7 @@ func (c *Core) CreateBatch(ctx context.Context, who agentfs.Caller, b *agentfs.B
 	b.Subject, b.By, b.RequestID = who.Subject, who.By, who.RequestID
 	return c.run(ctx, who, nil, &write{
 		method: http.MethodPost, route: "/v1/batch",
-		request: idempotency.Request{Operation: "batch", MediaType: "application/json", By: who.By},
+		request: idempotency.Request{Operation: agentfs.OpBatch, MediaType: "application/json", By: who.By},
 		content: func() ([]byte, error) { return content, nil },
 		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
 			created, err := c.store.CreateBatchTx(ctx, tx, b)
@@ -297,9 +297,9 @@ func (c *Core) CreateBatch(ctx context.Context, who agentfs.Caller, b *agentfs.B
 	})
 }
 
-// CurrentBatch shows the subject's batch as it is now (200), with every
+// currentBatch shows the subject's batch as it is now (200), with every
 // item's outcome.
-func (c *Core) CurrentBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Outcome, error) {
+func (c *Core) currentBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Outcome, error) {
 	return c.awaitBatch(ctx, who.Subject, id, 0, http.StatusOK)
 }
 

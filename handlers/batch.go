@@ -207,8 +207,11 @@ func putItemFields(op batchOp, maxContent int64, bad func(f, m string)) (content
 
 // getBatch is GET /v1/batch/{id}.
 func (a *API) getBatch(c echo.Context) error {
-	out, err := a.deps.Writes.CurrentBatch(c.Request().Context(), caller(c), c.Param("id"))
-	return writeResult(c, idempotency.Result{Outcome: out}, err)
+	b, files, err := a.deps.Sessions.Batch(c.Request().Context(), caller(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, api.NewBatch(a.deps.PublicURL, b, files))
 }
 
 // listBatches is GET /v1/batch: the subject's batches, newest first,
@@ -229,7 +232,7 @@ func (a *API) listBatches(c echo.Context) error {
 	if f.After, err = parseCursor(q.Get("cursor"), "batch"); err != nil {
 		return err
 	}
-	batches, err := a.deps.Sessions.ListBatches(c.Request().Context(), principal(c).Subject, f)
+	batches, err := a.deps.Sessions.ListBatches(c.Request().Context(), caller(c), f)
 	if err != nil {
 		return err
 	}

@@ -47,15 +47,9 @@ func versionContent(f *agentfs.File, v *agentfs.FileVersion) content {
 // getContent is GET and HEAD /v1/files/{id}/content: the bytes of a live
 // file, whole or one range, with conditional GET.
 func (a *API) getContent(c echo.Context) error {
-	f, err := a.deps.Files.File(c.Request().Context(), principal(c).Subject, c.Param("id"))
+	f, err := a.deps.Files.Content(c.Request().Context(), caller(c), c.Param("id"))
 	if err != nil {
 		return err
-	}
-	if !f.Live() {
-		return agentfs.ErrNotFound
-	}
-	if f.Blocked {
-		return &agentfs.BlockedError{FileID: f.ID, Reason: f.BlockReason}
 	}
 	return a.serveContent(c, contentOf(f))
 }

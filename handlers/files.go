@@ -162,7 +162,7 @@ func (a *API) listFiles(c echo.Context) error {
 	}
 	limit := filter.Limit
 	filter.Limit++ // one more tells whether there is a next page
-	files, err := a.deps.Files.ListFiles(c.Request().Context(), principal(c).Subject, filter)
+	files, err := a.deps.Files.ListFiles(c.Request().Context(), caller(c), filter)
 	if err != nil {
 		return err
 	}
@@ -247,7 +247,7 @@ func normalizePrefix(prefix string) (string, error) {
 
 // getFile is GET and HEAD /v1/files/{id}: metadata, also of a deleted file.
 func (a *API) getFile(c echo.Context) error {
-	f, err := a.deps.Files.File(c.Request().Context(), principal(c).Subject, c.Param("id"))
+	f, err := a.deps.Files.File(c.Request().Context(), caller(c), c.Param("id"))
 	if err != nil {
 		return err
 	}

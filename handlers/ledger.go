@@ -33,8 +33,7 @@ func (a *API) listEvents(c echo.Context) error {
 	}
 	limit := filter.Limit
 	filter.Limit++
-	ctx, subject := c.Request().Context(), principal(c).Subject
-	events, next, err := a.deps.Ledger.AwaitEvents(ctx, subject, filter, wait)
+	events, next, err := a.deps.Ledger.AwaitEvents(c.Request().Context(), caller(c), filter, wait)
 	if errors.Is(err, agentfs.ErrCursorExpired) {
 		return problem.New(problem.CursorExpired, "the events after this cursor may have been removed by the retention; start again without after")
 	}
@@ -64,7 +63,7 @@ func (a *API) bindEventFilter(c echo.Context) (agentfs.EventFilter, time.Duratio
 	switch after := q.Get("after"); after {
 	case "":
 	case "now":
-		cur, err := a.deps.Ledger.EventsStart(c.Request().Context(), subject)
+		cur, err := a.deps.Ledger.EventsStart(c.Request().Context(), caller(c))
 		if err != nil {
 			return f, 0, err
 		}
@@ -141,7 +140,7 @@ func (a *API) getRun(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := a.deps.Ledger.RunSummary(c.Request().Context(), principal(c).Subject, id)
+	r, err := a.deps.Ledger.RunSummary(c.Request().Context(), caller(c), id)
 	if err != nil {
 		return err
 	}
@@ -190,8 +189,7 @@ func (a *API) runArchive(c echo.Context) error {
 	if format != "zip" && format != "tar" {
 		return problem.Validation("format", "must be zip or tar")
 	}
-	ctx, subject := c.Request().Context(), principal(c).Subject
-	if _, err := a.deps.Ledger.RunSummary(ctx, subject, id); err != nil {
+	if _, err := a.deps.Ledger.RunArchive(c.Request().Context(), caller(c), id); err != nil {
 		return err // 404 for a run no event names
 	}
 	h := c.Response().Header()
@@ -206,7 +204,7 @@ func (a *API) runArchive(c echo.Context) error {
 	if err := a.writeArchive(c, format, id); err != nil {
 		// The status is sent: cut the connection so the client sees a
 		// short archive, never a silently truncated one.
-		a.deps.Log.WarnContext(ctx, "run archive failed", "run_id", id, "err", err)
+		a.deps.Log.WarnContext(c.Request().Context(), "run archive failed", "run_id", id, "err", err)
 		panic(http.ErrAbortHandler)
 	}
 	return nil
@@ -234,7 +232,7 @@ func (t tarArchive) entry(f *agentfs.File) (io.Writer, error) {
 }
 
 func (a *API) writeArchive(c echo.Context, format, runID string) error {
-	ctx, subject := c.Request().Context(), principal(c).Subject
+	ctx, who := c.Request().Context(), caller(c)
 	var w archiveWriter = tarArchive{tar.NewWriter(c.Response())}
 	if format == "zip" {
 		w = zipArchive{zip.NewWriter(c.Response())}
@@ -242,7 +240,7 @@ func (a *API) writeArchive(c echo.Context, format, runID string) error {
 	buf := make([]byte, copyBufferSize)
 	filter := agentfs.FileFilter{WrittenByRun: runID, Limit: archivePage}
 	for {
-		files, err := a.deps.Files.ListFiles(ctx, subject, filter)
+		files, err := a.deps.Files.ListFiles(ctx, who, filter)
 		if err != nil {
 			return err
 		}

@@ -43,7 +43,7 @@ func (a *API) createLink(c echo.Context) error {
 
 // listLinks is GET /v1/files/{id}/links: the file's links, without secrets.
 func (a *API) listLinks(c echo.Context) error {
-	links, err := a.deps.Files.Links(c.Request().Context(), principal(c).Subject, c.Param("id"))
+	links, err := a.deps.Files.Links(c.Request().Context(), caller(c), c.Param("id"))
 	if err != nil {
 		return err
 	}

@@ -174,18 +174,18 @@ func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// requireScope lets reads through with the read scope and everything else
-// with the write scope.
-func requireScope(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		need := agentfs.ScopeWrite
-		if m := c.Request().Method; m == http.MethodGet || m == http.MethodHead {
-			need = agentfs.ScopeRead
+// requireScope refuses a request whose token lacks a scope the route's
+// operation needs (403 FORBIDDEN naming it), before its headers and body
+// are looked at: the operation table decides, as it does again where the
+// operation runs (the admission core, the read gate).
+func requireScope(op string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if err := caller(c).Allow(op); err != nil {
+				return err
+			}
+			return next(c)
 		}
-		if !principal(c).Can(need) {
-			return problem.New(problem.Forbidden, "the token lacks the "+need+" scope")
-		}
-		return next(c)
 	}
 }
 
@@ -246,7 +246,7 @@ func attributionOf(c echo.Context) agentfs.Attribution {
 func caller(c echo.Context) agentfs.Caller {
 	key, _ := c.Get(keyKey).(string)
 	p := principal(c)
-	return agentfs.Caller{Subject: p.Subject, Key: key, By: attributionOf(c), TokenID: p.TokenID,
+	return agentfs.Caller{Subject: p.Subject, Scopes: p.Scopes, Key: key, By: attributionOf(c), TokenID: p.TokenID,
 		RequestID: c.Response().Header().Get(problem.RequestIDHeader)}
 }
 

@@ -18,7 +18,6 @@ import (
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/api"
-	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
 )
 
@@ -203,8 +202,11 @@ func withArticle(kind string) string {
 
 // getUpload is GET /v1/uploads/{id}: the session and its parts so far.
 func (a *API) getUpload(c echo.Context) error {
-	out, err := a.deps.Writes.CurrentUpload(c.Request().Context(), caller(c), c.Param("id"))
-	return writeResult(c, idempotency.Result{Outcome: out}, err)
+	u, f, err := a.deps.Sessions.Upload(c.Request().Context(), caller(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, api.NewUpload(a.deps.PublicURL, u, f, c.Response().Header().Get(problem.RequestIDHeader), time.Now()))
 }
 
 // putPart is PUT /v1/uploads/{id}/parts/{n}: one part, streamed to S3.
@@ -284,7 +286,7 @@ func (a *API) listUploads(c echo.Context) error {
 	if f.After, err = parseCursor(q.Get("cursor"), "upl"); err != nil {
 		return err
 	}
-	uploads, err := a.deps.Sessions.ListUploads(c.Request().Context(), principal(c).Subject, f)
+	uploads, err := a.deps.Sessions.ListUploads(c.Request().Context(), caller(c), f)
 	if err != nil {
 		return err
 	}

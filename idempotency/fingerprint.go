@@ -69,7 +69,7 @@ func PutRequest(p agentfs.Put) Request {
 		params["expires_in"] = strconv.FormatInt(int64(p.ExpiresIn.Seconds()), 10)
 	}
 	return Request{
-		Operation: "put",
+		Operation: agentfs.OpPut,
 		Target:    p.Path,
 		Params:    params,
 		MediaType: p.ContentType,
