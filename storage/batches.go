@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/minio/minio-go/v7"
 
 	"github.com/agentfs/agentfs"
 )
@@ -314,8 +313,10 @@ func (s *Store) CancelBatchTx(ctx context.Context, tx pgx.Tx, subject, id string
 }
 
 // PrepareCopy prepares a put at put.Path with the content of the subject's
-// live file srcID, copied inside S3 into a new blob; commit it like any
-// pending put.
+// live file srcID; commit it like any pending put. The copy shares the
+// source's blob (no bytes are copied in S3, as a revert does): its
+// transaction locks the source's version, so the blob stays while either
+// references it.
 func (s *Store) PrepareCopy(ctx context.Context, srcID string, put agentfs.Put) (*PendingPut, error) {
 	src, err := s.File(ctx, put.Subject, srcID)
 	if err != nil {
@@ -335,13 +336,7 @@ func (s *Store) PrepareCopy(ctx context.Context, srcID string, put agentfs.Put) 
 	if err := put.CheckAgainst(live); err != nil {
 		return nil, err
 	}
-	b := &writtenBlob{key: "blobs/" + NewID("blob")[len("blob_"):], size: src.SizeBytes, sha256: src.SHA256,
-		tags: blobTags(fileIDFor(live), put.By)}
-	_, err = s.s3Long.CopyObject(ctx,
-		minio.CopyDestOptions{Bucket: s.bucket, Object: b.key, UserTags: b.tags, ReplaceTags: true},
-		minio.CopySrcOptions{Bucket: s.bucket, Object: src.BlobKey})
-	if err != nil {
-		return nil, translateS3(fmt.Errorf("copy blob: %w", err))
-	}
-	return &PendingPut{store: s, put: put, seen: live, fileID: b.tags["file-id"], blob: b}, nil
+	b := &writtenBlob{key: src.BlobKey, size: src.SizeBytes, sha256: src.SHA256,
+		from: &versionRef{fileID: src.ID, version: src.Version}}
+	return &PendingPut{store: s, put: put, seen: live, fileID: fileIDFor(live), blob: b}, nil
 }

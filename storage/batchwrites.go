@@ -123,7 +123,7 @@ func (s *Store) ApplyPutsTx(ctx context.Context, tx pgx.Tx, puts []*PendingPut, 
 	}
 	var fresh []int
 	for i, p := range puts {
-		if p.seen == nil && !taken[p.put.Path] && p.blob.tags["file-id"] == p.fileID {
+		if p.seen == nil && !taken[p.put.Path] && p.blob.from == nil && p.blob.tags["file-id"] == p.fileID {
 			if err := p.put.CheckAgainst(nil); err != nil {
 				return nil, nil, err
 			}
