@@ -151,7 +151,10 @@ type PendingPart struct {
 	same     bool // the part as the session assembled it: nothing to record
 	hold     *partHold
 	ended    bool // the transaction that ended hold committed
-	Part     *agentfs.Part
+	// lost says the part's lease was taken over while its bytes were on
+	// their way: what S3 holds of the part is unknown.
+	lost bool
+	Part *agentfs.Part
 }
 
 // SendPart streams part n of a session straight into its S3 multipart
@@ -293,9 +296,15 @@ func (p *PendingPart) Apply(ctx context.Context, tx pgx.Tx) error {
 }
 
 // Finish ends the part once its transaction is over (err is how): its lease
-// goes with it, whether or not the part was recorded.
+// goes with it, whether or not the part was recorded. A part whose lease
+// was taken over forgets what the session recorded of the part: S3 may
+// hold these bytes or the other writer's, and the session must not list a
+// part S3 does not hold; the part is sent again.
 func (p *PendingPart) Finish(ctx context.Context, err error) {
 	p.hold.release(ctx, err == nil && p.ended)
+	if p.lost {
+		_ = p.store.forgetParts(ctx, p.uploadID, []int{p.Part.Number})
+	}
 }
 
 // sendPart streams part n into S3; every byte S3 reads goes through sink
@@ -343,12 +352,17 @@ func (s *Store) recordPart(ctx context.Context, tx pgx.Tx, p *PendingPart) error
 	if err := s.takesParts(ctx, tx, u); err != nil {
 		return err // this part's lease lapsed and a complete took the session
 	}
-	if err := p.hold.endTx(ctx, tx); err != nil {
+	held, err := p.hold.endTx(ctx, tx)
+	if err != nil {
 		return err
 	}
 	switch {
 	case p.same:
 		return nil
+	case !held:
+		p.lost = true
+		return &agentfs.UploadBusyError{Reason: fmt.Sprintf("part %d was sent again by another request while this one was on its way", p.Part.Number),
+			RetryAfter: time.Second}
 	case u.Assembled:
 		// Assembled after this part's lease lapsed: what S3 took of it is
 		// unknown. Sent again, it is compared with the part assembled.
