@@ -55,7 +55,7 @@ func (a *API) createUpload(c echo.Context) error {
 
 func (a *API) newUpload(c echo.Context, b createUploadBody) (agentfs.NewUpload, error) {
 	req := agentfs.NewUpload{Subject: principal(c).Subject, By: attributionOf(c),
-		PartSize: a.deps.Limits.UploadPartSize, TTL: a.deps.Limits.UploadTTL}
+		PartSize: a.deps.Limits.UploadPartSize, TTL: a.deps.Limits.UploadTTL, MaxOpen: a.deps.Limits.MaxPendingUploads}
 	if b.Path == nil {
 		return req, problem.Validation("path", "is required")
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -41,7 +42,8 @@ func (s *Store) core() minio.Core { return minio.Core{Client: s.s3} }
 // CreateUploadTx opens a session in tx, or returns the live session that
 // matches the request (subject, path, size, content type and declared
 // sha256), so a caller that lost the answer resumes where it was. created
-// says which.
+// says which. A new session past the subject's bound of open sessions
+// (req.MaxOpen) is an *agentfs.TooManyUploadsError; resuming one never is.
 func (s *Store) CreateUploadTx(ctx context.Context, tx pgx.Tx, req agentfs.NewUpload) (*agentfs.Upload, bool, error) {
 	// One creator at a time per path, so two racing creates share a session.
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('agentfs.upload.' || $1 || '/' || $2))`,
@@ -54,6 +56,9 @@ func (s *Store) CreateUploadTx(ctx context.Context, tx pgx.Tx, req agentfs.NewUp
 		ORDER BY created_at DESC LIMIT 1`, req.Subject, req.Path, req.SizeBytes, req.ContentType, req.SHA256))
 	switch {
 	case errors.Is(err, agentfs.ErrNotFound):
+		if err := s.checkOpenUploads(ctx, tx, req); err != nil {
+			return nil, false, fmt.Errorf("create upload: %w", err)
+		}
 		u, err = s.insertUpload(ctx, tx, req)
 		if err != nil {
 			return nil, false, fmt.Errorf("create upload: %w", err)
@@ -66,6 +71,34 @@ func (s *Store) CreateUploadTx(ctx context.Context, tx pgx.Tx, req agentfs.NewUp
 		return nil, false, fmt.Errorf("create upload: %w", err)
 	}
 	return u, false, nil
+}
+
+// checkOpenUploads refuses a new session, as an
+// *agentfs.TooManyUploadsError, when the subject already has req.MaxOpen
+// open. Creates of one subject take turns here (after the lock of their
+// path), so racing creates never open more than that.
+func (s *Store) checkOpenUploads(ctx context.Context, tx pgx.Tx, req agentfs.NewUpload) error {
+	if req.MaxOpen <= 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('agentfs.uploads.' || $1, 0))`, req.Subject); err != nil {
+		return Translate(err)
+	}
+	var open int
+	var first *float64
+	if err := tx.QueryRow(ctx, `SELECT count(*), min(extract(epoch FROM expires_at - clock_timestamp()))::float8
+		FROM uploads WHERE subject = $1 AND status IN ('pending', 'completing') AND expires_at > clock_timestamp()`,
+		req.Subject).Scan(&open, &first); err != nil {
+		return Translate(err)
+	}
+	if open < req.MaxOpen {
+		return nil
+	}
+	wait := time.Second
+	if first != nil {
+		wait = max(wait, time.Duration(math.Ceil(*first))*time.Second)
+	}
+	return &agentfs.TooManyUploadsError{Limit: req.MaxOpen, RetryAfter: wait}
 }
 
 func (s *Store) insertUpload(ctx context.Context, tx pgx.Tx, req agentfs.NewUpload) (*agentfs.Upload, error) {
