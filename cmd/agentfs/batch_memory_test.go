@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +27,9 @@ import (
 // content takes in JSON: plain text, text with escapes, and base64.
 func TestBatchMemoryIsBoundedByTheBody(t *testing.T) {
 	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("the server's RSS is read from /proc, which only Linux has")
+	}
 	bin, cfg := buildBinary(t), storagetest.Config(t)
 	p := startServe(t, bin, cfg, "AGENTFS_BATCH_MAX_BYTES=100663296", "AGENTFS_RATE_LIMIT=100000", "AGENTFS_RATE_BURST=100000")
 	p.waitReady(t)
