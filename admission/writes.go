@@ -263,7 +263,8 @@ func (c *Core) AbortUpload(ctx context.Context, who agentfs.Caller, id string) (
 
 // CreateBatch stores and queues a batch (POST /v1/batch; the key is
 // required): 202 with the batch. raw is the request body, whose canonical
-// form is the batch's content. With wait, it answers once the batch ended
+// form is the batch's content (hashed as it is walked, with no copy of the
+// body). With wait, it answers once the batch ended
 // or wait passed. A replay answers the batch's current state (200).
 func (c *Core) CreateBatch(ctx context.Context, who agentfs.Caller, b *agentfs.Batch, raw []byte, wait time.Duration) (idempotency.Result, error) {
 	content, err := idempotency.JSONContentHash(raw)
@@ -286,6 +287,11 @@ func (c *Core) CreateBatch(ctx context.Context, who agentfs.Caller, b *agentfs.B
 			return c.batchOutcome(created, nil, http.StatusAccepted), nil
 		},
 		after: func(ctx context.Context, out idempotency.Outcome) (idempotency.Outcome, error) {
+			for i := range b.Items {
+				// Stored: the request's body they are slices of can go
+				// while the answer waits.
+				b.Items[i].Text, b.Items[i].Content = nil, nil
+			}
 			if wait <= 0 {
 				return out, nil
 			}

@@ -77,6 +77,7 @@ func (a *API) protocol(c echo.Context) error {
 			"upload_part_size":                l.UploadPartSize,
 			"upload_max_parts":                agentfs.MaxParts,
 			"upload_ttl_seconds":              int64(l.UploadTTL.Seconds()),
+			"max_pending_uploads":             l.MaxPendingUploads,
 			"batch_max_items":                 l.BatchMaxItems,
 			"batch_max_bytes":                 l.BatchMaxBytes,
 			"batch_max_item_bytes":            l.BatchMaxItemBytes,

@@ -97,11 +97,13 @@ type Pinger interface {
 // Limits are the configurable bounds the API enforces and advertises.
 type Limits struct {
 	MaxUploadBytes int64
-	// Upload sessions: the largest file, the preferred part size, and how
-	// long a session lives.
+	// Upload sessions: the largest file, the preferred part size, how
+	// long a session lives, and how many a subject may have open at once
+	// (0: no bound).
 	MaxUploadSessionBytes int64
 	UploadPartSize        int64
 	UploadTTL             time.Duration
+	MaxPendingUploads     int
 	// Batches: most items, largest body, largest decoded item content.
 	BatchMaxItems        int
 	BatchMaxBytes        int64

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,7 +54,7 @@ func (a *API) createUpload(c echo.Context) error {
 
 func (a *API) newUpload(c echo.Context, b createUploadBody) (agentfs.NewUpload, error) {
 	req := agentfs.NewUpload{Subject: principal(c).Subject, By: attributionOf(c),
-		PartSize: a.deps.Limits.UploadPartSize, TTL: a.deps.Limits.UploadTTL}
+		PartSize: a.deps.Limits.UploadPartSize, TTL: a.deps.Limits.UploadTTL, MaxOpen: a.deps.Limits.MaxPendingUploads}
 	if b.Path == nil {
 		return req, problem.Validation("path", "is required")
 	}
@@ -99,8 +100,30 @@ func (a *API) newUpload(c echo.Context, b createUploadBody) (agentfs.NewUpload, 
 // naming the field. An empty body is allowed only when optional. It
 // returns the raw body.
 func readJSON(c echo.Context, limit int64, dst any, optional bool) ([]byte, error) {
+	raw, err := readJSONBody(c, limit, optional)
+	if err != nil || len(bytes.TrimSpace(raw)) == 0 {
+		return raw, err
+	}
+	if je := decodeStrict(raw, dst); je != nil {
+		return nil, je.problem()
+	}
+	return raw, nil
+}
+
+// readJSONBody reads a body of at most limit bytes (413 above) that must be
+// JSON (415 for another media type, 400 for text that is not UTF-8),
+// without decoding it. An empty body is allowed only when optional. A body
+// of declared length is read into one buffer of that length, and nothing
+// else.
+func readJSONBody(c echo.Context, limit int64, optional bool) ([]byte, error) {
+	return readJSONInto(c, limit, optional, func(n int) []byte { return make([]byte, n) })
+}
+
+// readJSONInto is readJSONBody reading a body of declared length into
+// alloc's buffer of that length.
+func readJSONInto(c echo.Context, limit int64, optional bool, alloc func(n int) []byte) ([]byte, error) {
 	req := c.Request()
-	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, limit))
+	raw, err := readBody(http.MaxBytesReader(c.Response(), req.Body, limit), req.ContentLength, limit, alloc)
 	if err != nil {
 		return nil, agentfs.BodyError(err)
 	}
@@ -116,8 +139,26 @@ func readJSON(c echo.Context, limit int64, dst any, optional bool) ([]byte, erro
 	if !utf8.Valid(raw) {
 		return nil, problem.Invalid("body", "JSON must be valid UTF-8")
 	}
-	if je := decodeStrict(raw, dst); je != nil {
-		return nil, je.problem()
+	return raw, nil
+}
+
+// readBody reads body whole: into alloc's buffer of exactly length bytes
+// when the length is declared and within limit, else as it comes (body is
+// bounded by limit, and fails past it).
+func readBody(body io.Reader, length, limit int64, alloc func(n int) []byte) ([]byte, error) {
+	switch {
+	case length > limit:
+		_, err := io.Copy(io.Discard, body) // fails past limit, with nothing kept
+		return nil, cmp.Or(err, error(&http.MaxBytesError{Limit: limit}))
+	case length < 0:
+		return io.ReadAll(body)
+	}
+	raw := alloc(int(length))
+	if _, err := io.ReadFull(body, raw); err != nil {
+		return nil, err
+	}
+	if n, err := body.Read(make([]byte, 1)); n > 0 || err != nil && err != io.EOF {
+		return nil, cmp.Or(err, io.ErrUnexpectedEOF) // more than declared: the server never lets it through
 	}
 	return raw, nil
 }
@@ -128,6 +169,17 @@ func decodeStrict(raw []byte, dst any) *jsonError {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(dst)
+	if je := jsonErrorOf(err); je != nil {
+		return je
+	}
+	if dec.More() {
+		return &jsonError{message: "the body holds more than one JSON value", malformed: true}
+	}
+	return nil
+}
+
+// jsonErrorOf says in the API's words what encoding/json refused.
+func jsonErrorOf(err error) *jsonError {
 	var typeErr *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &typeErr):
@@ -140,9 +192,6 @@ func decodeStrict(raw []byte, dst any) *jsonError {
 		return &jsonError{field: field, message: "is not a known field"}
 	case err != nil:
 		return &jsonError{message: "malformed JSON", malformed: true}
-	}
-	if dec.More() {
-		return &jsonError{message: "the body holds more than one JSON value", malformed: true}
 	}
 	return nil
 }

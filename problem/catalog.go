@@ -95,7 +95,7 @@ func init() {
 		{ChecksumMismatch, 422, "Checksum mismatch", false, "The bytes received do not match the digest sent with them. Nothing was stored; resend the content."},
 		{PartsMissing, 422, "Parts missing", false, "The upload cannot complete before every part has arrived; missing_parts lists them."},
 		{RateLimited, 429, "Rate limited", true, "Too many requests for this subject. Wait as Retry-After says."},
-		{QuotaExceeded, 429, "Quota exceeded", true, "This subject wrote more bytes than its quota allows in the current window. Wait as Retry-After says."},
+		{QuotaExceeded, 429, "Quota exceeded", true, "This subject wrote more bytes than its quota allows in the current window, or holds as many upload sessions open as it may. Wait as Retry-After says, or end a session."},
 		{ContentBlocked, 451, "Content blocked", false, "An operator blocked this file; its content cannot be read or replaced. detail carries the reason."},
 		{Internal, 500, "Internal error", true, "The server failed unexpectedly. Retry with backoff; quote request_id when reporting it."},
 		{StorageUnavailable, 503, "Storage unavailable", true, "Postgres or the object store is unreachable or too slow. Nothing half-written is visible; retry after Retry-After seconds."},

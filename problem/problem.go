@@ -116,6 +116,7 @@ func From(err error) (p *Problem, unexpected bool) {
 		held    *agentfs.UploadBusyError
 		settled *agentfs.PartAssembledError
 		quota   *agentfs.QuotaExceededError
+		uploads *agentfs.TooManyUploadsError
 		changed *agentfs.ChangedSinceRunError
 		denied  *agentfs.ForbiddenError
 	)
@@ -168,6 +169,11 @@ func From(err error) (p *Problem, unexpected bool) {
 		return Validation("If-Match", "asks for a conditional replace; send if_exists=replace with it"), false
 	case errors.As(err, &quota):
 		return quotaExceeded(quota), false
+	case errors.As(err, &uploads):
+		p := New(QuotaExceeded, fmt.Sprintf("this subject has %d upload sessions open, the most it may; complete or abort one "+
+			"(GET /v1/uploads lists them), or wait for one to expire; no session was made", uploads.Limit))
+		p.RetryAfter = max(1, int(math.Ceil(uploads.RetryAfter.Seconds())))
+		return p, false
 	case errors.Is(err, agentfs.ErrBadBody):
 		return New(InvalidRequest, "the request body could not be read"), false
 	case errors.Is(err, agentfs.ErrBodyStalled):

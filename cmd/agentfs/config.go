@@ -85,6 +85,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseBytes(env("AGENTFS_MAX_UPLOAD_SESSION_BYTES", "5497558138880"), "AGENTFS_MAX_UPLOAD_SESSION_BYTES", &c.Limits.MaxUploadSessionBytes))
 	check(parseBytes(env("AGENTFS_UPLOAD_PART_SIZE", "8388608"), "AGENTFS_UPLOAD_PART_SIZE", &c.Limits.UploadPartSize))
 	check(parseDuration(env("AGENTFS_UPLOAD_TTL", "24h"), "AGENTFS_UPLOAD_TTL", &c.Limits.UploadTTL))
+	if v := env("AGENTFS_MAX_PENDING_UPLOADS", "100"); v != "0" {
+		var pending int64
+		if parseCount(v, "AGENTFS_MAX_PENDING_UPLOADS", &pending) != nil {
+			errs = append(errs, "AGENTFS_MAX_PENDING_UPLOADS must be a positive whole number (or 0: no bound)")
+		}
+		c.Limits.MaxPendingUploads = int(min(pending, 1<<30))
+	}
 	var batchItems, batchWorkers, batchItemConcurrency int64
 	check(parseCount(env("AGENTFS_BATCH_MAX_ITEMS", "1000"), "AGENTFS_BATCH_MAX_ITEMS", &batchItems))
 	check(parseBytes(env("AGENTFS_BATCH_MAX_BYTES", "33554432"), "AGENTFS_BATCH_MAX_BYTES", &c.Limits.BatchMaxBytes))
