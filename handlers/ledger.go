@@ -38,6 +38,12 @@ func (a *API) listEvents(c echo.Context) error {
 	if errors.Is(err, agentfs.ErrCursorExpired) {
 		return problem.New(problem.CursorExpired, "the events after this cursor may have been removed by the retention; start again without after")
 	}
+	if errors.Is(err, agentfs.ErrTooManyWaiters) {
+		p := problem.New(problem.RateLimited, "this subject has as many requests waiting for events on this server as it may; "+
+			"wait for one of them to answer, or ask again after Retry-After seconds")
+		p.RetryAfter = 1
+		return p
+	}
 	if err != nil {
 		return err
 	}

@@ -122,6 +122,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseCount(env("AGENTFS_MAX_VERSIONS", "100"), "AGENTFS_MAX_VERSIONS", &maxVersions))
 	c.Limits.MaxVersions = int(min(maxVersions, 1<<20))
 	check(parseDuration(env("AGENTFS_EVENT_RETENTION", "720h"), "AGENTFS_EVENT_RETENTION", &c.Storage.EventRetention))
+	c.Storage.MaxWaitersPerSubject = -1 // "0": no bound
+	if v := env("AGENTFS_MAX_WAITERS_PER_SUBJECT", "100"); v != "0" {
+		var waiters int64
+		check(parseCount(v, "AGENTFS_MAX_WAITERS_PER_SUBJECT", &waiters))
+		c.Storage.MaxWaitersPerSubject = int(min(waiters, 1<<20))
+	}
 	c.Limits.EventRetention = c.Storage.EventRetention
 	check(parseDuration(env("AGENTFS_SWEEP_INTERVAL", "5m"), "AGENTFS_SWEEP_INTERVAL", &c.SweepInterval))
 	c.Storage.PartSize = uint64(partSize)
