@@ -208,12 +208,19 @@ func (a *API) runArchive(c echo.Context) error {
 		c.Response().WriteHeader(http.StatusOK)
 		return nil
 	}
+	out := newClientWriter(c.Response(), a.deps.Limits.WriteIdleTimeout)
+	defer out.done()
 	c.Response().WriteHeader(http.StatusOK)
-	if err := a.writeArchive(c, format, id); err != nil {
-		// The status is sent: cut the connection so the client sees a
+	if err := a.writeArchive(c, out, format, id); err != nil {
+		// The status is sent: the connection is cut, so the client sees a
 		// short archive, never a silently truncated one.
-		a.deps.Log.WarnContext(ctx, "run archive failed", "run_id", id, "err", err)
-		panic(http.ErrAbortHandler)
+		cut := &cutResponse{err: err, clientGone: out.clientGone(ctx, err)}
+		if cut.clientGone {
+			a.deps.Log.DebugContext(ctx, "client gone", "run_id", id, "err", err)
+		} else {
+			a.deps.Log.WarnContext(ctx, "run archive failed", "run_id", id, "err", err)
+		}
+		return cut
 	}
 	return nil
 }
@@ -239,11 +246,11 @@ func (t tarArchive) entry(f *agentfs.File) (io.Writer, error) {
 	return t.Writer, err
 }
 
-func (a *API) writeArchive(c echo.Context, format, runID string) error {
+func (a *API) writeArchive(c echo.Context, out io.Writer, format, runID string) error {
 	ctx, subject := c.Request().Context(), principal(c).Subject
-	var w archiveWriter = tarArchive{tar.NewWriter(c.Response())}
+	var w archiveWriter = tarArchive{tar.NewWriter(out)}
 	if format == "zip" {
-		w = zipArchive{zip.NewWriter(c.Response())}
+		w = zipArchive{zip.NewWriter(out)}
 	}
 	buf := make([]byte, copyBufferSize)
 	filter := agentfs.FileFilter{WrittenByRun: runID, Limit: archivePage}

@@ -71,7 +71,9 @@ func recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // observe logs each request and counts it in the metrics. Errors are
-// answered here, so the status is known.
+// answered here, so the status is known. A response cut short after its
+// status (cutResponse) is counted, as a client gone when the client went
+// away or stalled, and then its connection is aborted.
 func (a *API) observe(m *metrics) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -82,12 +84,19 @@ func (a *API) observe(m *metrics) echo.MiddlewareFunc {
 				body = &countedBody{rc: req.Body}
 				replaceBody(c, body)
 			}
+			var cut *cutResponse
 			if err := next(c); err != nil {
-				if gone(c, err) {
+				switch {
+				case errors.As(err, &cut):
+					// Cut after the status was sent: its handler logged why.
+					if cut.clientGone {
+						status = statusClientGone
+					}
+				case gone(c, err):
 					// Nobody is left to answer: not an outage, not a 5xx.
 					a.deps.Log.DebugContext(c.Request().Context(), "client gone", "err", err)
 					status = statusClientGone
-				} else {
+				default:
 					c.Error(err)
 				}
 			}
@@ -107,6 +116,9 @@ func (a *API) observe(m *metrics) echo.MiddlewareFunc {
 				"method", c.Request().Method, "route", route, "status", status,
 				"bytes_out", c.Response().Size, "duration_ms", time.Since(start).Milliseconds(),
 				"request_id", c.Response().Header().Get(problem.RequestIDHeader))
+			if cut != nil {
+				panic(http.ErrAbortHandler) // the client must see a short body
+			}
 			return nil
 		}
 	}

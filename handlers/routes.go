@@ -99,6 +99,12 @@ type Limits struct {
 	// BodyIdleTimeout fails a request whose body stalls longer (408); 0
 	// disables it.
 	BodyIdleTimeout time.Duration
+	// WriteIdleTimeout cuts a download (content, a share link, a run's
+	// archive) whose client takes nothing of one write (or one spliced
+	// chunk, at most 4 MiB) for longer, closing its S3 body; 0 disables
+	// it. Keep it above the store's S3 timeout, so that S3 stalling in the
+	// middle of a spliced chunk is told apart from the client stalling.
+	WriteIdleTimeout time.Duration
 	// RatePerSecond and RateBurst bound each subject's requests per
 	// instance (429 RATE_LIMITED); 0 disables it.
 	RatePerSecond float64

@@ -115,6 +115,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseCount(env("AGENTFS_DB_MAX_CONNS", "32"), "AGENTFS_DB_MAX_CONNS", &maxConns))
 	check(parseDuration(env("AGENTFS_DB_TIMEOUT", "10s"), "AGENTFS_DB_TIMEOUT", &c.Storage.DBTimeout))
 	check(parseDuration(env("AGENTFS_S3_TIMEOUT", "30s"), "AGENTFS_S3_TIMEOUT", &c.Storage.S3Timeout))
+	if v := env("AGENTFS_WRITE_IDLE_TIMEOUT", "60s"); v != "0" {
+		check(parseDuration(v, "AGENTFS_WRITE_IDLE_TIMEOUT", &c.Limits.WriteIdleTimeout))
+	}
 	c.Storage.MaxConns = int32(min(maxConns, 10000))
 	check(parseDuration(env("AGENTFS_BLOB_GRACE", "6h"), "AGENTFS_BLOB_GRACE", &c.BlobGrace))
 	var maxVersions int64
@@ -153,6 +156,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if c.Storage.UploadCompleteLease < 3*time.Second {
 		errs = append(errs, "AGENTFS_UPLOAD_COMPLETE_LEASE must be at least 3s")
+	}
+	if c.Limits.WriteIdleTimeout > 0 && c.Limits.WriteIdleTimeout <= c.Storage.S3Timeout {
+		// A spliced chunk waits for S3 and for the client in one call; the
+		// longer bound tells which of the two stalled.
+		errs = append(errs, "AGENTFS_WRITE_IDLE_TIMEOUT must be longer than AGENTFS_S3_TIMEOUT (or 0)")
 	}
 	if c.FaultAfterCommit != "" && c.FaultAfterCommit != "exit" {
 		errs = append(errs, "AGENTFS_FAULT_AFTER_COMMIT must be empty or exit")

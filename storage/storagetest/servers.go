@@ -138,6 +138,19 @@ type Proxy struct {
 	exchanges int
 }
 
+// Open is how many connections through the proxy are open now.
+func (p *Proxy) Open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, toTarget := range p.conns {
+		if toTarget {
+			n++
+		}
+	}
+	return n
+}
+
 // TargetPorts are the local ports of the proxy's open connections to its
 // target: for Postgres, the client_port of their backends in
 // pg_stat_activity, so a test can pick out the connections of an instance
