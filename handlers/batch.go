@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -174,10 +173,7 @@ func putItemFields(op batchOp, maxContent int64, bad func(f, m string)) (content
 	if op.Content == nil {
 		bad("content", "is required for put")
 	} else if op.Encoding == nil || *op.Encoding == "utf8" {
-		if !utf8.ValidString(*op.Content) {
-			bad("content", "is not valid UTF-8")
-		}
-		content = []byte(*op.Content)
+		content = []byte(*op.Content) // text: decodeStrict refused strings that are not
 	} else if *op.Encoding == "base64" {
 		var err error
 		if content, err = base64.StdEncoding.DecodeString(*op.Content); err != nil {

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/jsonutf8"
 )
 
 // fuzzTimeout bounds one exchange. Every answer takes far less; only a hang
@@ -727,6 +728,11 @@ func FuzzJSONBodies(f *testing.F) {
 		{routeLink, `{"expires_in":604801}`, "application/json", false, ""},
 		{routeLink, `{"version":9}`, "application/json", false, ""},
 		{routeLink, `{"expires_in":-1,"version":-1}`, "application/json", false, ""},
+		{routeMove, `{"path":"bad/\udc80.txt"}`, "application/json", false, ""},
+		{routeMove, `{"path":"\ud83d\ude00.txt"}`, "application/json", false, ""},
+		{routeUploads, `{"path":"u\ud800","size_bytes":1}`, "application/json", false, ""},
+		{routeBatch, `{"operations":[{"op":"put","path":"s.txt","content":"\udfff"}]}`, "application/json", true, ""},
+		{routeBatch, "{\"operations\":[{\"op\":\"put\",\"pa\xffth\":\"x\",\"content\":\"x\"}]}", "application/json", true, ""},
 	} {
 		f.Add(seed.route, []byte(seed.body), seed.ct, seed.keyed, seed.ifMatch)
 	}
@@ -760,7 +766,11 @@ func FuzzJSONBodies(f *testing.F) {
 		}
 		r.set("Content-Type", ct).set("If-Match", ifMatch)
 		r.body = body
-		s.do(t, r, bearer(s.readWrite))
+		res := s.do(t, r, bearer(s.readWrite))
+		// A string that is not text is never stored as something else.
+		if res != nil && res.Status < 300 && jsonutf8.Check(body) != nil {
+			t.Fatalf("%s %s with a string that is not text (%v) answered %d", r.method, r.target, jsonutf8.Check(body), res.Status)
+		}
 	})
 }
 
