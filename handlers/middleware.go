@@ -136,19 +136,39 @@ func gone(c echo.Context, err error) bool {
 	return c.Request().Context().Err() != nil && !c.Response().Committed && !errors.Is(err, agentfs.ErrBodyStalled)
 }
 
-// singleHeaders refuses a request that sends Authorization or
-// Idempotency-Key more than once (400 INVALID_HEADER), before anything
-// reads either: which of two tokens or two keys was meant cannot be told,
-// and taking the first would silently ignore the other.
+// singleLineHeaders are the request headers whose value changes what a
+// request means, so a request may send each in one line only: which of two
+// tokens, keys, digests, media types, preconditions, ranges or attributions
+// was meant cannot be told, and taking the first would silently ignore
+// the other. A list (If-None-Match: "a", "b") goes in one line. The MCP
+// door's headers are here too: the SDK reads the first line.
+var singleLineHeaders = []string{
+	echo.HeaderAuthorization, idempotency.Header, echo.HeaderContentType, "Content-Digest",
+	"If-Match", "If-None-Match", "If-Range", "Range", "X-Agent-ID", "X-Run-ID",
+	"MCP-Protocol-Version", "Mcp-Session-Id",
+}
+
+// singleHeaders refuses a request that sends one of singleLineHeaders in
+// more than one line (400 INVALID_HEADER), before anything reads them.
 func singleHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		for _, name := range []string{echo.HeaderAuthorization, idempotency.Header} {
+		for _, name := range singleLineHeaders {
 			if len(c.Request().Header.Values(name)) > 1 {
-				p := problem.New(problem.InvalidHeader, name+" is sent more than once; send it once")
+				p := problem.New(problem.InvalidHeader, name+" is sent more than once; send it in one line")
 				p.Errors = []problem.FieldError{{Field: name, Message: "is sent more than once"}}
 				return p
 			}
 		}
+		return next(c)
+	}
+}
+
+// linkInstance makes every problem of a share link route show the route's
+// template as its instance, never the path, which holds the link's secret:
+// from the first middleware on, not only once its handler runs.
+func linkInstance(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		problem.SetInstance(c, "/s/{secret}")
 		return next(c)
 	}
 }

@@ -241,7 +241,7 @@ func (a *API) addRoutes() {
 
 	// Share links carry their own authority: no token, only the link's
 	// secret.
-	getAndHead(e, "/s/:secret", a.getShared)
+	getAndHead(e, "/s/:secret", a.getShared, linkInstance, singleHeaders)
 
 	// The MCP tools: the same tokens, attribution and byte quota as the
 	// REST routes; scopes are checked per tool (a read-only token reads,

@@ -68,7 +68,7 @@ type entry struct {
 func init() {
 	for _, k := range []entry{
 		{InvalidRequest, 400, "Invalid request", false, "The request could not be parsed: malformed JSON or multipart, a non-numeric number, an unreadable cursor. Fix the request; repeating it unchanged fails the same way."},
-		{InvalidHeader, 400, "Invalid header", false, "A header has a value outside its syntax, e.g. X-Agent-ID or X-Run-ID outside 1-128 characters of A-Z a-z 0-9 . _ : / = + @ - starting with a letter or digit, a malformed Content-Digest or Range, or Authorization or Idempotency-Key sent twice."},
+		{InvalidHeader, 400, "Invalid header", false, "A header has a value outside its syntax, e.g. X-Agent-ID or X-Run-ID outside 1-128 characters of A-Z a-z 0-9 . _ : / = + @ - starting with a letter or digit, a malformed Content-Digest or Range, or a header that changes what the request means (Authorization, Idempotency-Key, Content-Type, Content-Digest, If-Match, If-None-Match, If-Range, Range, X-Agent-ID, X-Run-ID, MCP-Protocol-Version, Mcp-Session-Id) sent in more than one line."},
 		{InvalidIdempotencyKey, 400, "Invalid Idempotency-Key", false, "Idempotency-Key must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$ (a quoted structured-field string is accepted)."},
 		{IdempotencyKeyRequired, 400, "Idempotency-Key required", false, "This route only runs with an Idempotency-Key header, so that retrying it can never duplicate its effect."},
 		{Unauthenticated, 401, "Unauthenticated", false, "Send a valid, unrevoked token as Authorization: Bearer TOKEN."},
