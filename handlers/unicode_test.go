@@ -156,3 +156,22 @@ func TestJSONStringsMustBeText(t *testing.T) {
 		t.Fatalf("moved to %q by escapes", got.Path)
 	}
 }
+
+// TestPathsReadAsTheyAre: a path holding a right-to-left override or an
+// invisible character is 422 INVALID_PATH at every door that takes one (a
+// listing's prefix, a filter, is 422 VALIDATION_FAILED); a joiner that
+// spelling needs is kept.
+func TestPathsReadAsTheyAre(t *testing.T) {
+	c, _ := setup(t)
+	f := upload(t, c, "plain.txt", "x").Expect(t, http.StatusCreated).File(t)
+	for _, bad := range []string{"invoice\u202etxt.exe", "a\u200bb.txt", "\ufeffbom.txt", "a\u200db.txt"} {
+		upload(t, c, bad, "x").ExpectProblem(t, http.StatusUnprocessableEntity, "INVALID_PATH")
+		move(c, f.ID, bad, "").ExpectProblem(t, http.StatusUnprocessableEntity, "INVALID_PATH")
+		c.Do("GET", "/v1/files?path="+url.QueryEscape(bad), nil).ExpectProblem(t, http.StatusUnprocessableEntity, "INVALID_PATH")
+		c.Do("GET", "/v1/files?prefix="+url.QueryEscape(bad), nil).ExpectProblem(t, http.StatusUnprocessableEntity, "VALIDATION_FAILED")
+	}
+	persian := "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645.txt"
+	if got := upload(t, c, persian, "x").Expect(t, http.StatusCreated).File(t); got.Path != persian {
+		t.Fatalf("stored %q, want %q", got.Path, persian)
+	}
+}

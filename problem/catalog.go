@@ -90,7 +90,7 @@ func init() {
 		{UnsupportedMediaType, 415, "Unsupported media type", false, "The Content-Type is not one this route accepts."},
 		{RangeNotSatisfiable, 416, "Range not satisfiable", false, "The requested byte range lies outside the content; Content-Range carries its size."},
 		{ValidationFailed, 422, "Validation failed", false, "A well-formed value is not allowed; errors names each field and why."},
-		{InvalidPath, 422, "Invalid path", false, "Paths are normalized to Unicode NFC, then 1-1024 bytes of UTF-8, segments separated by /, with no leading /, no empty, . or .. segment, no control characters and no backslash."},
+		{InvalidPath, 422, "Invalid path", false, "Paths are normalized to Unicode NFC, then 1-1024 bytes of UTF-8, segments separated by /, with no leading /, no empty, . or .. segment, no control characters, no backslash, no bidirectional controls, no invisible format characters (Unicode Cf; a zero-width joiner or non-joiner only where spelling needs it) and no line or paragraph separators."},
 		{SizeMismatch, 422, "Size mismatch", false, "The body's size differs from the size that was declared or required."},
 		{ChecksumMismatch, 422, "Checksum mismatch", false, "The bytes received do not match the digest sent with them. Nothing was stored; resend the content."},
 		{PartsMissing, 422, "Parts missing", false, "The upload cannot complete before every part has arrived; missing_parts lists them."},
