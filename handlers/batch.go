@@ -305,14 +305,16 @@ func (a *API) batchItem(op batchOp, maxContent int64) (agentfs.BatchItem, []prob
 
 // putItemFields checks a put's content (its size once decoded, that base64
 // is base64) without decoding it into memory, and returns it as the
-// request's JSON string with its encoding. The body is valid UTF-8 and a
-// JSON escape decodes to UTF-8, so utf8 content always is.
+// request's JSON string with its encoding. The body's strings are Unicode
+// text (readJSONInto refused any other), so utf8 content always is.
 func putItemFields(op batchOp, maxContent int64, bad func(f, m string)) (text []byte, encoding, ct, key string) {
 	var size int64
 	switch {
 	case op.content == nil:
 		bad("content", "is required for put")
 	case op.Encoding == nil || *op.Encoding == agentfs.ContentUTF8:
+		// Text: the whole body was checked for strings that are not
+		// Unicode text (jsonutf8) when it was read.
 		text, encoding, size = op.content, agentfs.ContentUTF8, int64(jsonscan.StringLen(op.content))
 	case *op.Encoding == agentfs.ContentBase64:
 		var err error

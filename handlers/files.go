@@ -240,7 +240,7 @@ func normalizeFilter(f *agentfs.FileFilter) error {
 func normalizePrefix(prefix string) (string, error) {
 	p, err := agentfs.NormalizePrefix(prefix)
 	if err != nil {
-		return "", problem.Validation("prefix", "must be at most 1024 bytes of UTF-8 without control characters")
+		return "", problem.Validation("prefix", strings.TrimPrefix(err.Error(), "prefix ")) // "is longer than…", "contains…"
 	}
 	return p, nil
 }

@@ -72,7 +72,7 @@ func (a *API) getShared(c echo.Context) error {
 	problem.SetInstance(c, "/s/{secret}")
 	counted := false
 	defer func() {
-		if !counted { // the stream was cut after the status was sent
+		if !counted { // it panicked (a stream cut short returns a cutResponse)
 			a.metrics.linkDownload(errDownloadCut)
 		}
 	}()

@@ -82,6 +82,7 @@ func (a *API) protocol(c echo.Context) error {
 			"batch_max_bytes":                 l.BatchMaxBytes,
 			"batch_max_item_bytes":            l.BatchMaxItemBytes,
 			"body_idle_timeout_seconds":       int64(l.BodyIdleTimeout.Seconds()),
+			"write_idle_timeout_seconds":      int64(l.WriteIdleTimeout.Seconds()),
 			"rate_limit_per_second":           l.RatePerSecond,
 			"rate_limit_burst":                l.RateBurst,
 			"rate_limit_scope":                "subject, per instance",

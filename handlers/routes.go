@@ -113,6 +113,12 @@ type Limits struct {
 	// BodyIdleTimeout fails a request whose body stalls longer (408); 0
 	// disables it.
 	BodyIdleTimeout time.Duration
+	// WriteIdleTimeout cuts a download (content, a share link, a run's
+	// archive) whose client takes nothing of one write (or one spliced
+	// chunk, at most 4 MiB) for longer, closing its S3 body; 0 disables
+	// it. Keep it above the store's S3 timeout, so that S3 stalling in the
+	// middle of a spliced chunk is told apart from the client stalling.
+	WriteIdleTimeout time.Duration
 	// RatePerSecond and RateBurst bound each subject's requests per
 	// instance (429 RATE_LIMITED); 0 disables it.
 	RatePerSecond float64
@@ -242,7 +248,7 @@ func (a *API) addRoutes() {
 
 	// Share links carry their own authority: no token, only the link's
 	// secret.
-	getAndHead(e, "/s/:secret", a.getShared)
+	getAndHead(e, "/s/:secret", a.getShared, linkInstance, singleHeaders)
 
 	// The MCP tools: the same tokens, rate limit and attribution as the
 	// REST routes. Scopes are checked per operation where each tool's reads

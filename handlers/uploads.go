@@ -13,12 +13,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/api"
+	"github.com/agentfs/agentfs/jsonutf8"
 	"github.com/agentfs/agentfs/problem"
 )
 
@@ -136,8 +136,8 @@ func readJSONInto(c echo.Context, limit int64, optional bool, alloc func(n int) 
 	if ct := req.Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
 		return nil, problem.New(problem.UnsupportedMediaType, "send the body as application/json")
 	}
-	if !utf8.Valid(raw) {
-		return nil, problem.Invalid("body", "JSON must be valid UTF-8")
+	if f := jsonutf8.Check(raw); f != nil {
+		return nil, textError(f).problem()
 	}
 	return raw, nil
 }
@@ -163,9 +163,13 @@ func readBody(body io.Reader, length, limit int64, alloc func(n int) []byte) ([]
 	return raw, nil
 }
 
-// decodeStrict decodes one JSON value into dst, rejecting unknown fields.
-// What it refuses it says in the API's words.
+// decodeStrict decodes one JSON value into dst, rejecting unknown fields
+// and strings that are not Unicode text (which encoding/json would turn
+// into U+FFFD). What it refuses it says in the API's words.
 func decodeStrict(raw []byte, dst any) *jsonError {
+	if f := jsonutf8.Check(raw); f != nil {
+		return textError(f)
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(dst)
@@ -197,10 +201,20 @@ func jsonErrorOf(err error) *jsonError {
 }
 
 // jsonError is what decodeStrict refused: a field ("" for the value as a
-// whole) and why, or JSON that does not parse at all.
+// whole) and why, or JSON that does not parse at all. path says the field
+// names a path (INVALID_PATH rather than VALIDATION_FAILED).
 type jsonError struct {
 	field, message string
 	malformed      bool
+	path           bool
+}
+
+// pathMembers are the members of the API's JSON bodies that name a path.
+var pathMembers = map[string]bool{"path": true}
+
+// textError is decodeStrict's error for a string that is not text.
+func textError(f *jsonutf8.Fault) *jsonError {
+	return &jsonError{field: f.Field, message: f.Reason, path: !f.Key && pathMembers[f.Name]}
 }
 
 func (e *jsonError) Error() string { return e.field + ": " + e.message }
@@ -212,8 +226,13 @@ func (e *jsonError) problem() *problem.Problem {
 	if field == "" {
 		field = "body"
 	}
-	if e.malformed {
+	switch {
+	case e.malformed:
 		return problem.Invalid(field, e.message)
+	case e.path:
+		p := problem.New(problem.InvalidPath, field+": "+e.message)
+		p.Errors = []problem.FieldError{{Field: field, Message: e.message}}
+		return p
 	}
 	return problem.Validation(field, e.message)
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/jsonutf8"
 )
 
 // Options adjust the tools. Zero fields take their defaults.
@@ -264,9 +265,13 @@ func define[In, Out any](t *mcp.Tool, adjust func(*jsonschema.Schema), run runFu
 }
 
 // decodeArgs decodes a call's arguments: a JSON object (absent or null
-// counts as {}) that matches the input schema. Anything else is a protocol
-// error, invalid params.
-func decodeArgs[In any](raw json.RawMessage, schema *jsonschema.Resolved) (*In, *jsonrpc.Error) {
+// counts as {}) that matches the input schema. A string in it that is not
+// Unicode text is a tool error (textArgument); anything else is a
+// protocol error, invalid params.
+func decodeArgs[In any](raw json.RawMessage, schema *jsonschema.Resolved) (*In, error) {
+	if f := jsonutf8.Check(raw); f != nil {
+		return nil, textArgument(f)
+	}
 	var v any
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &v); err != nil {

@@ -68,7 +68,7 @@ type entry struct {
 func init() {
 	for _, k := range []entry{
 		{InvalidRequest, 400, "Invalid request", false, "The request could not be parsed: malformed JSON or multipart, a non-numeric number, an unreadable cursor. Fix the request; repeating it unchanged fails the same way."},
-		{InvalidHeader, 400, "Invalid header", false, "A header has a value outside its syntax, e.g. X-Agent-ID or X-Run-ID outside 1-128 characters of A-Z a-z 0-9 . _ : / = + @ - starting with a letter or digit, a malformed Content-Digest or Range, or Authorization or Idempotency-Key sent twice."},
+		{InvalidHeader, 400, "Invalid header", false, "A header has a value outside its syntax, e.g. X-Agent-ID or X-Run-ID outside 1-128 characters of A-Z a-z 0-9 . _ : / = + @ - starting with a letter or digit, a malformed Content-Digest or Range, or a header that changes what the request means (Authorization, Idempotency-Key, Content-Type, Content-Digest, If-Match, If-None-Match, If-Range, Range, X-Agent-ID, X-Run-ID, MCP-Protocol-Version, Mcp-Session-Id) sent in more than one line."},
 		{InvalidIdempotencyKey, 400, "Invalid Idempotency-Key", false, "Idempotency-Key must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$ (a quoted structured-field string is accepted)."},
 		{IdempotencyKeyRequired, 400, "Idempotency-Key required", false, "This route only runs with an Idempotency-Key header, so that retrying it can never duplicate its effect."},
 		{Unauthenticated, 401, "Unauthenticated", false, "Send a valid, unrevoked token as Authorization: Bearer TOKEN."},
@@ -90,7 +90,7 @@ func init() {
 		{UnsupportedMediaType, 415, "Unsupported media type", false, "The Content-Type is not one this route accepts."},
 		{RangeNotSatisfiable, 416, "Range not satisfiable", false, "The requested byte range lies outside the content; Content-Range carries its size."},
 		{ValidationFailed, 422, "Validation failed", false, "A well-formed value is not allowed; errors names each field and why."},
-		{InvalidPath, 422, "Invalid path", false, "Paths are normalized to Unicode NFC, then 1-1024 bytes of UTF-8, segments separated by /, with no leading /, no empty, . or .. segment, no control characters and no backslash."},
+		{InvalidPath, 422, "Invalid path", false, "Paths are normalized to Unicode NFC, then 1-1024 bytes of UTF-8, segments separated by /, with no leading /, no empty, . or .. segment, no control characters, no backslash, no bidirectional controls, no invisible format characters (Unicode Cf; a zero-width joiner or non-joiner only where spelling needs it) and no line or paragraph separators."},
 		{SizeMismatch, 422, "Size mismatch", false, "The body's size differs from the size that was declared or required."},
 		{ChecksumMismatch, 422, "Checksum mismatch", false, "The bytes received do not match the digest sent with them. Nothing was stored; resend the content."},
 		{PartsMissing, 422, "Parts missing", false, "The upload cannot complete before every part has arrived; missing_parts lists them."},

@@ -31,6 +31,9 @@ func TestConfigErrorsNameWhatIsExpected(t *testing.T) {
 		{"AGENTFS_TOKEN_CACHE_TTL", "-1s", "AGENTFS_TOKEN_CACHE_TTL must be a positive duration"},
 		{"AGENTFS_UPLOAD_HASH_WINDOW", "big", "AGENTFS_UPLOAD_HASH_WINDOW must be a positive number of bytes"},
 		{"AGENTFS_FAULT_MID_COMPLETE", "crash", "AGENTFS_FAULT_MID_COMPLETE must be empty or exit"},
+		{"AGENTFS_WRITE_IDLE_TIMEOUT", "never", "AGENTFS_WRITE_IDLE_TIMEOUT must be a positive duration"},
+		{"AGENTFS_WRITE_IDLE_TIMEOUT", "30s", "AGENTFS_WRITE_IDLE_TIMEOUT must be longer than AGENTFS_S3_TIMEOUT"},
+		{"AGENTFS_MAX_WAITERS_PER_SUBJECT", "-1", "AGENTFS_MAX_WAITERS_PER_SUBJECT must be a positive whole number"},
 	} {
 		env := map[string]string{tc.name: tc.value}
 		for k, v := range base {

@@ -232,6 +232,9 @@ func withDefaults(l handlers.Limits) handlers.Limits {
 	if l.BodyIdleTimeout == 0 {
 		l.BodyIdleTimeout = 30 * time.Second
 	}
+	if l.WriteIdleTimeout == 0 {
+		l.WriteIdleTimeout = time.Minute
+	}
 	if l.BatchMaxItems == 0 {
 		l.BatchMaxItems = 1000
 	}
