@@ -493,7 +493,7 @@ ensure_hydra() {
 		mv "$HYDRA_BIN.tmp" "$HYDRA_BIN"
 		printf '%s\n' "$want" >"$stamp"
 	fi
-	"$HYDRA_BIN" version 2>/dev/null | grep -Eq "^Version:[[:space:]]+$HYDRA_VERSION\$" ||
+	grep -Eq "^Version:[[:space:]]+$HYDRA_VERSION\$" <<<"$("$HYDRA_BIN" version 2>&1)" ||
 		die "$HYDRA_BIN version does not say $HYDRA_VERSION"
 	export HYDRA_BIN
 }
@@ -829,4 +829,159 @@ s3_stop() {
 		stop_pid "$pid" "$S3_SERVER" 15
 	fi
 	rm -f "$_s3_pidfile" "$_s3_portfile"
+}
+
+# pg_create_database URL NAME: create database NAME on the Postgres server
+# that URL (postgres://user@host:port/db?params) reaches, unless it exists,
+# and print URL with NAME as its database. NAME: lower case letters, digits
+# and underscores. For servers that want a database of their own on the
+# test cluster, such as Hydra:
+#
+#   dsn=$(pg_create_database "$AGENTFS_TEST_DATABASE_URL" hydra_test)
+pg_create_database() {
+	local url=$1 name=$2 base query="" dsn
+	(($# == 2)) || die "usage: pg_create_database URL NAME"
+	[[ "$name" =~ ^[a-z_][a-z0-9_]*$ ]] || die "pg_create_database: bad database name $name"
+	base=${url%%\?*}
+	[[ "$url" == *\?* ]] && query="?${url#*\?}"
+	[[ "$base" == postgres://*/* || "$base" == postgresql://*/* ]] ||
+		die "pg_create_database: not a postgres:// URL with a database: $url"
+	dsn="${base%/*}/$name$query"
+	if ! psql -X -q "$url" -tAc "select 1 from pg_database where datname = '$name'" | grep -q 1; then
+		# Another process may create it at the same moment: then it exists.
+		psql -X -q "$url" -c "create database $name" >/dev/null 2>&1 ||
+			psql -X -q "$url" -tAc "select 1 from pg_database where datname = '$name'" | grep -q 1 ||
+			die "could not create database $name on the server of $url"
+	fi
+	printf '%s\n' "$dsn"
+}
+
+# Hydra, the OAuth 2.1 authorization server of the tests (ensure_hydra
+# builds bin/hydra). hydra_start DIR PUBLIC_PORT ADMIN_PORT DSN migrates the
+# database DSN (a database of Hydra's own: pg_create_database above) and
+# starts `hydra serve all --dev` on 127.0.0.1: the public port serves OAuth
+# (the issuer is http://127.0.0.1:PUBLIC_PORT/, with its trailing slash,
+# as Hydra writes it into `iss`), the admin port clients and the login and
+# consent challenges. Access tokens are JWTs (RS256) with a space-separated
+# `scope` claim. It returns once both ports answer /health/ready. The system
+# secret (which seals Hydra's signing keys in the database) is made once per
+# DIR and kept in DIR/secrets-system, so a restart on the same DIR and
+# database keeps its keys. Hydra reads any other setting from the caller's
+# environment, e.g. URLS_LOGIN, URLS_CONSENT, TTL_ACCESS_TOKEN. Log, pid and
+# port files: hydra.log, hydra.pid, hydra.ports in $LOG_DIR or DIR's parent.
+#
+# A test script, with the test Postgres:
+#
+#   ensure_deps hydra
+#   dsn=$(pg_create_database "$AGENTFS_TEST_DATABASE_URL" hydra_test)
+#   pub=$(free_port); adm=$(free_port "$pub")
+#   hydra_start "$TEST_TMP/hydra" "$pub" "$adm" "$dsn"
+#   "$HYDRA_BIN" create oauth2-client --endpoint "http://127.0.0.1:$adm" \
+#       --grant-type client_credentials --scope read,write \
+#       --audience http://127.0.0.1:8080 --format json    # client_id, client_secret
+#   curl -u "$id:$secret" -d grant_type=client_credentials -d scope=read \
+#       -d audience=http://127.0.0.1:8080 "http://127.0.0.1:$pub/oauth2/token"
+#   hydra_stop "$TEST_TMP/hydra"          # (in the cleanup trap)
+hydra_start() {
+	local dir public admin dsn secret pid
+	(($# == 4)) || die "usage: hydra_start DIR PUBLIC_PORT ADMIN_PORT DSN"
+	dir=$(_abspath "$1")
+	public=$2
+	admin=$3
+	dsn=$4
+	[[ -x "$HYDRA_BIN" ]] || die "$HYDRA_BIN not found (run ensure_deps hydra)"
+	mkdir -p "$dir"
+	_hydra_files "$dir"
+	if pid=$(_hydra_running_pid); then
+		if [[ "$(cat "$_hydra_portfile" 2>/dev/null)" == "$public $admin" ]]; then
+			log "reusing Hydra (pid $pid) of $dir on ports $public and $admin"
+			return 0
+		fi
+		hydra_stop "$dir"
+	fi
+	rm -f "$_hydra_pidfile" "$_hydra_portfile"
+	if port_in_use "$public" || port_in_use "$admin"; then
+		log "error: port $public or $admin on 127.0.0.1 is already in use; cannot start Hydra there"
+		return 1
+	fi
+	if [[ ! -s "$dir/secrets-system" ]]; then
+		(umask 077 && od -An -tx1 -N24 /dev/urandom | tr -d ' \n' >"$dir/secrets-system")
+	fi
+	secret=$(cat "$dir/secrets-system")
+	# SQA_OPT_OUT and --sqa-opt-out: Hydra reports usage to Ory otherwise.
+	if ! DSN=$dsn SQA_OPT_OUT=true "$HYDRA_BIN" migrate sql up -e --yes >>"$_hydra_logfile" 2>&1; then
+		log "error: hydra migrate sql up failed for $dir"
+		_tail_log "$_hydra_logfile"
+		return 1
+	fi
+	local -a launcher=()
+	command -v setsid >/dev/null 2>&1 && launcher=(setsid)
+	# shellcheck disable=SC2016 # $$ and $@ are for the inner shell
+	DSN=$dsn SECRETS_SYSTEM=$secret SQA_OPT_OUT=true \
+		URLS_SELF_ISSUER="http://127.0.0.1:$public/" \
+		SERVE_PUBLIC_HOST=127.0.0.1 SERVE_PUBLIC_PORT=$public \
+		SERVE_ADMIN_HOST=127.0.0.1 SERVE_ADMIN_PORT=$admin \
+		STRATEGIES_ACCESS_TOKEN=jwt STRATEGIES_JWT_SCOPE_CLAIM=string \
+		"${launcher[@]}" bash -c 'echo $$ >"$1"; shift; exec "$@"' hydra-launch \
+		"$_hydra_pidfile" "$HYDRA_BIN" serve all --dev --sqa-opt-out \
+		</dev/null >>"$_hydra_logfile" 2>&1 &
+	printf '%s %s\n' "$public" "$admin" >"$_hydra_portfile"
+	_hydra_wait_ready "$dir" "$public" "$admin"
+}
+
+# _hydra_files DIR: sets _hydra_pidfile, _hydra_portfile, _hydra_logfile.
+_hydra_files() {
+	local state
+	state=$(_state_dir "$1")
+	mkdir -p "$state"
+	_hydra_pidfile=$state/hydra.pid
+	_hydra_portfile=$state/hydra.ports
+	_hydra_logfile=$state/hydra.log
+}
+
+_hydra_running_pid() {
+	local pid
+	pid=$(cat "$_hydra_pidfile" 2>/dev/null || true)
+	_pid_alive "$pid" hydra || return 1
+	printf '%s\n' "$pid"
+}
+
+# _hydra_wait_ready DIR PUBLIC ADMIN: both ports answer /health/ready with
+# 200 while the process lives, within SERVER_START_TIMEOUT.
+_hydra_wait_ready() {
+	local dir=$1 public=$2 admin=$3 i pid
+	for ((i = 0; i < SERVER_START_TIMEOUT * 4; i++)); do
+		if curl -sf -o /dev/null -m 2 "http://127.0.0.1:$admin/health/ready" &&
+			curl -sf -o /dev/null -m 2 "http://127.0.0.1:$public/health/ready" &&
+			_hydra_running_pid >/dev/null; then
+			return 0
+		fi
+		pid=$(cat "$_hydra_pidfile" 2>/dev/null || true)
+		if [[ "$pid" =~ ^[0-9]+$ ]] && ! _pid_alive "$pid"; then
+			wait "$pid" 2>/dev/null || true
+			rm -f "$_hydra_pidfile" "$_hydra_portfile"
+			log "error: Hydra exited during startup (ports $public and $admin)"
+			_tail_log "$_hydra_logfile"
+			return 1
+		fi
+		sleep 0.25
+	done
+	log "error: Hydra did not answer /health/ready on 127.0.0.1:$public and :$admin within ${SERVER_START_TIMEOUT}s"
+	_tail_log "$_hydra_logfile"
+	hydra_stop "$dir"
+	return 1
+}
+
+# hydra_stop DIR
+hydra_stop() {
+	local dir pid
+	(($# >= 1)) || die "usage: hydra_stop DIR"
+	dir=$(_abspath "$1")
+	_hydra_files "$dir"
+	[[ -f "$_hydra_pidfile" ]] || return 0
+	pid=$(cat "$_hydra_pidfile" 2>/dev/null || true)
+	if [[ "$pid" =~ ^[0-9]+$ ]]; then
+		stop_pid "$pid" hydra 15
+	fi
+	rm -f "$_hydra_pidfile" "$_hydra_portfile"
 }
