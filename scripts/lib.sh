@@ -503,11 +503,14 @@ ensure_hydra() {
 tool_versions() {
 	local -a words=("$@")
 	local w path
-	((${#words[@]} > 0)) || words=(pg s3 node npm hydra chromium fuse rg rclone haproxy autofailover)
+	((${#words[@]} > 0)) || words=(pg s3 python jq node npm hydra chromium fuse rg rclone haproxy autofailover)
 	for w in "${words[@]}"; do
 		case "$w" in
 		pg) path=$(pg_bindir)/postgres && printf 'postgres     %s (%s)\n' "$("$path" --version)" "$path" ;;
-		s3) printf 'versitygw    %s (%s)\n' "$("$VERSITYGW_BIN" --version 2>&1 | head -n 1)" "$VERSITYGW_BIN" ;;
+		# go install of a tag stamps no version into versitygw: the pin is the version.
+		s3) printf 'versitygw    %s (%s, go install)\n' "$VERSITYGW_VERSION" "$VERSITYGW_BIN" ;;
+		python) printf 'python3      %s (%s)\n' "$("$SYSTEM_PYTHON" --version 2>&1)" "$SYSTEM_PYTHON" ;;
+		jq) printf 'jq           %s (%s)\n' "$(jq --version)" "$(command -v jq)" ;;
 		node) printf 'node         %s (%s)\n' "$("$NODE24" --version)" "$NODE24" ;;
 		npm) (cd "$NODE_TOOLS_DIR" && npm ls --depth=0 2>/dev/null) | sed -n 's/^[├└]── /npm          /p' ;;
 		hydra) printf 'hydra        %s (%s)\n' "$("$HYDRA_BIN" version | sed -n 's/^Version:[[:space:]]*//p')" "$HYDRA_BIN" ;;
