@@ -201,8 +201,11 @@ type ItemMark struct {
 // change every pending item: the two never lock the items in opposite
 // orders.
 func MarkItemsTx(ctx context.Context, tx pgx.Tx, batchID string, marks []ItemMark) error {
-	if len(marks) == 0 {
+	switch len(marks) {
+	case 0:
 		return nil
+	case 1:
+		return MarkItemTx(ctx, tx, batchID, marks[0].Index, marks[0].ItemOutcome)
 	}
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM batches WHERE id = $1 FOR SHARE`, batchID); err != nil {
 		return Translate(fmt.Errorf("mark batch items: %w", err))
@@ -225,4 +228,11 @@ func MarkItemsTx(ctx context.Context, tx pgx.Tx, batchID string, marks []ItemMar
 		return ErrItemDone
 	}
 	return nil
+}
+
+// MarkItem records the outcome of an item that had no effect (it failed
+// before or in its transaction), only if it is still pending; else
+// ErrItemDone.
+func (s *Store) MarkItem(ctx context.Context, batchID string, idx int, out ItemOutcome) error {
+	return s.WithTx(ctx, func(tx pgx.Tx) error { return MarkItemTx(ctx, tx, batchID, idx, out) })
 }
