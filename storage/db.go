@@ -288,3 +288,28 @@ func checkID(id string) error {
 	}
 	return nil
 }
+
+// filter gathers the conditions of a listing, each naming its arguments
+// (pgx.NamedArgs), so a statement is built without counting parameters.
+type filter struct {
+	conds []string
+	args  pgx.NamedArgs
+}
+
+func newFilter(cond string, args pgx.NamedArgs) *filter {
+	return &filter{conds: []string{cond}, args: args}
+}
+
+// when adds cond, whose arguments are args, if on.
+func (f *filter) when(on bool, cond string, args pgx.NamedArgs) {
+	if !on {
+		return
+	}
+	f.conds = append(f.conds, cond)
+	for k, v := range args {
+		f.args[k] = v
+	}
+}
+
+// where is the conjunction of the conditions.
+func (f *filter) where() string { return strings.Join(f.conds, " AND ") }
