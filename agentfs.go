@@ -29,6 +29,9 @@ const (
 type Principal struct {
 	Subject string
 	Scopes  []string
+	// TokenID names the token itself (tok_…): what a recorded secret is
+	// bound to, so that only the token that made a request sees it again.
+	TokenID string
 }
 
 // Can reports whether the principal's token carries scope.
@@ -87,6 +90,9 @@ type Caller struct {
 	// Key is the Idempotency-Key, "" for a write without one.
 	Key string
 	By  Attribution
+	// TokenID is the token the request came with (Principal.TokenID): a
+	// replayed secret is shown only to it.
+	TokenID string
 	// RequestID names the request that carries the write, for what the
 	// write records (events, the problems of batch items).
 	RequestID string

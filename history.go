@@ -2,6 +2,8 @@ package agentfs
 
 import (
 	"errors"
+	"regexp"
+	"strings"
 	"time"
 )
 
@@ -102,6 +104,32 @@ const (
 	MaxLinkExpiresIn     = 7 * 24 * time.Hour
 	DefaultLinkExpiresIn = time.Hour
 )
+
+// SharePathRedacted is what RedactSharePaths leaves of a share link's path:
+// the route's own template, so a trace or a problem still says which route
+// was asked.
+const SharePathRedacted = "/s/{secret}"
+
+// sharePath finds a share link's secret in a URL or a path: what follows
+// /s/ (or its percent-encoded spellings) up to the next separator.
+var sharePath = regexp.MustCompile(`(?i)(?:/|%2f)(?:s|%73)(?:/|%2f)([^/?#\s"'<>]+)`)
+
+// RedactSharePaths returns s with the secret of every share link path in
+// it replaced, wherever it stands (a URL, a path, an error, a span name):
+// a link's secret is its whole authority, so nothing that is logged,
+// traced or exported may carry it. The route templates /s/:secret and
+// /s/{secret} are left as they are.
+func RedactSharePaths(s string) string {
+	if !strings.ContainsAny(s, "/%") {
+		return s
+	}
+	return sharePath.ReplaceAllStringFunc(s, func(m string) string {
+		if seg := sharePath.FindStringSubmatch(m)[1]; seg == ":secret" || seg == "{secret}" {
+			return m
+		}
+		return SharePathRedacted
+	})
+}
 
 // Event types: every effect on a file commits one (the run ledger).
 const (

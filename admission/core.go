@@ -52,6 +52,11 @@ type Config struct {
 	// Observer, when set, hears what became of each keyed request and each
 	// batch item (the metrics of cmd/agentfs).
 	Observer Observer
+	// RecordKeys seal the secrets of recorded answers (a share link's url),
+	// so that a replay to the token that made the request shows them
+	// again. Nil keeps none: a replay shows them null, as to any other
+	// token.
+	RecordKeys *idempotency.RecordKeys
 }
 
 // Observer hears the core's decisions, so they can be counted without the

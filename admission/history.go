@@ -92,9 +92,10 @@ func (e *setExpiry) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, 
 }
 
 // CreateLink makes a share link to a file (POST /v1/files/{id}/links): 201
-// with the link, whose url carries its secret. A keyed request's recorded
-// answer holds that url, so a retry with the key gets the same link; the
-// links table keeps only the secret's SHA-256.
+// with the link, whose url carries its secret. The links table keeps only
+// the secret's SHA-256; a keyed request's record keeps the url sealed, so
+// a retry with the key by the same token gets the same link, url and all,
+// and anyone else sees it null.
 func (c *Core) CreateLink(ctx context.Context, who agentfs.Caller, req agentfs.NewLink) (idempotency.Result, error) {
 	req.Subject, req.By = who.Subject, who.By
 	return c.run(ctx, who, &createLink{c: c, req: req,
@@ -118,6 +119,7 @@ func (e *createLink) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome,
 	}
 	out := outcome(http.StatusCreated, api.NewLink(e.c.cfg.PublicURL, l), "link", l.ID)
 	out.Header["Location"] = "/v1/files/" + l.FileID + "/links"
+	out.Secrets = []string{"url"}
 	return out, nil
 }
 

@@ -99,6 +99,9 @@ type write struct {
 	prepared bool
 	out      idempotency.Outcome // once applied, or replayed
 	replayed bool
+	// redacted names the secret members a replay shows null (another
+	// token's record).
+	redacted []string
 	// end is an item's outcome decided before its transaction (a refusal,
 	// a replay): the transaction only records it.
 	end *storage.ItemOutcome
@@ -124,7 +127,7 @@ func (c *Core) run(ctx context.Context, who agentfs.Caller, e effect) (idempoten
 		return idempotency.Result{}, err
 	}
 	if w.replayed {
-		return idempotency.Result{Outcome: w.out, Replayed: true}, nil
+		return idempotency.Result{Outcome: w.out, Replayed: true, Redacted: w.redacted}, nil
 	}
 	if err := c.commit(ctx, []*write{w})[0]; err != nil {
 		return idempotency.Result{}, err
@@ -174,14 +177,36 @@ func (c *Core) replay(ctx context.Context, w *write, rec *idempotency.Record) er
 	if !bytes.Equal(sum, rec.ContentHash) {
 		return &agentfs.ConflictError{Key: w.who.Key}
 	}
-	out := rec.Outcome
-	if ch, ok := w.e.(changing); ok && out.Status < 300 {
-		if out, err = ch.current(ctx, rec); err != nil {
-			return err
-		}
+	w.replayed = true
+	if ch, ok := w.e.(changing); ok && rec.Outcome.Status < 300 {
+		w.out, err = ch.current(ctx, rec)
+		return err
 	}
-	w.out, w.replayed = out, true
+	w.out, w.redacted = c.reveal(ctx, w.who, rec)
 	return nil
+}
+
+// reveal is a replay of rec for who: the recorded answer, its secrets put
+// back for the token that made it; any other token (or one whose secrets
+// this server can no longer open) gets them null, named in redacted.
+func (c *Core) reveal(ctx context.Context, who agentfs.Caller, rec *idempotency.Record) (out idempotency.Outcome, redacted []string) {
+	out = rec.Outcome
+	if len(out.Secrets) == 0 {
+		return out, nil
+	}
+	if who.TokenID != "" && who.TokenID == rec.Sealed.For {
+		withheld, err := c.cfg.RecordKeys.Open(rec.Sealed.Data, idempotency.SealedFor(who.Subject, who.Key, rec.Sealed.For))
+		if err == nil {
+			var body []byte
+			if body, err = idempotency.Reveal(out.Body, withheld); err == nil {
+				out.Body = body
+				return out, nil
+			}
+		}
+		c.cfg.Log.WarnContext(ctx, "a recorded secret cannot be opened (AGENTFS_RECORD_KEY changed?): the replay shows it redacted",
+			"route", rec.Route, "err", err)
+	}
+	return out, out.Secrets
 }
 
 // commit takes ws, which must not depend on each other (no two on one
@@ -328,7 +353,30 @@ func (c *Core) record(ctx context.Context, tx pgx.Tx, w *write, out idempotency.
 	if err != nil {
 		return err
 	}
-	return w.claim.Complete(ctx, tx, content, out)
+	recorded, sealed, err := c.seal(w.who, out)
+	if err != nil {
+		return err
+	}
+	return w.claim.Complete(ctx, tx, content, recorded, sealed)
+}
+
+// seal is what a record keeps of an outcome with secret members: its body
+// with them null, and their values sealed for the token that made the
+// request (none without record keys or a token to show them to).
+func (c *Core) seal(who agentfs.Caller, out idempotency.Outcome) (idempotency.Outcome, idempotency.Sealed, error) {
+	if len(out.Secrets) == 0 {
+		return out, idempotency.Sealed{}, nil
+	}
+	redacted, withheld, err := idempotency.Withhold(out.Body, out.Secrets)
+	if err != nil {
+		return out, idempotency.Sealed{}, err
+	}
+	out.Body = redacted
+	if c.cfg.RecordKeys == nil || who.TokenID == "" {
+		return out, idempotency.Sealed{}, nil
+	}
+	data, err := c.cfg.RecordKeys.Seal(withheld, idempotency.SealedFor(who.Subject, who.Key, who.TokenID))
+	return out, idempotency.Sealed{Data: data, For: who.TokenID}, err
 }
 
 // markItems sets the status of every item of ws in tx, only while each is

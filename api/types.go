@@ -202,23 +202,30 @@ type Operation struct {
 	ResponseStatus *int                  `json:"response_status"`
 	Response       json.RawMessage       `json:"response"`
 	Resource       *idempotency.Resource `json:"resource"`
-	CreatedAt      time.Time             `json:"created_at"`
-	CompletedAt    *time.Time            `json:"completed_at"`
-	ExpiresAt      *time.Time            `json:"expires_at"`
+	// Redacted names the members of Response shown null because they hold
+	// a secret (a share link's url): only a replay of the request by the
+	// token that made it shows them.
+	Redacted    []string   `json:"redacted"`
+	CreatedAt   time.Time  `json:"created_at"`
+	CompletedAt *time.Time `json:"completed_at"`
+	ExpiresAt   *time.Time `json:"expires_at"`
 }
 
-// NewOperation shows what a key holds.
+// NewOperation shows what a key holds, its secrets redacted.
 func NewOperation(r *idempotency.Record) Operation {
 	out := Operation{
 		Object: "operation", IdempotencyKey: r.Key, Status: "in_progress", Method: r.Method, Route: r.Route,
-		Response: json.RawMessage("null"), CreatedAt: r.CreatedAt.UTC(),
+		Response: json.RawMessage("null"), Redacted: []string{}, CreatedAt: r.CreatedAt.UTC(),
 		CompletedAt: utc(r.CompletedAt), ExpiresAt: utc(r.ExpiresAt),
 	}
 	if r.Completed {
 		out.Status = "completed"
 		status := r.Outcome.Status
 		out.ResponseStatus = &status
-		out.Response = json.RawMessage(r.Outcome.Body)
+		out.Response = json.RawMessage(r.Outcome.Body) // as recorded: its secrets are null
+		if len(r.Outcome.Secrets) > 0 {
+			out.Redacted = r.Outcome.Secrets
+		}
 		if r.Outcome.Resource.ID != "" {
 			res := r.Outcome.Resource
 			out.Resource = &res

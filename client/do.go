@@ -37,7 +37,7 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 			if res != nil || err != nil {
 				return res, err
 			}
-			busy = nil // the key holds nothing: send the write again
+			busy = nil // the key holds nothing, or withholds a secret: send the write again
 		}
 		res, v, err := c.attempt(ctx, r)
 		switch v {
@@ -99,8 +99,10 @@ func (c *Client) attempt(ctx context.Context, r *request) (*http.Response, verdi
 // pollOnce asks /v1/operations/{key} what became of a write that was
 // still in progress. It returns the recorded response (or a permanent
 // error) once the key has an outcome, a retryable error while it has
-// none yet, and nil, nil when the key holds nothing, which proves that
-// nothing happened: only then may the write be sent again.
+// none yet, and nil, nil when the write is to be sent again: when the key
+// holds nothing, which proves that nothing happened, or when its recorded
+// response withholds a secret (a share link's url), which only a replay of
+// the request by this token answers.
 func (c *Client) pollOnce(ctx context.Context, r *request, busy *Problem, waits *delays) (*http.Response, error) {
 	op, err := c.operationOnce(ctx, r.key)
 	var p *Problem
@@ -123,6 +125,9 @@ func (c *Client) pollOnce(ctx context.Context, r *request, busy *Problem, waits 
 	if op.Status != OperationCompleted {
 		waits.atLeast(busy.RetryAfter)
 		return nil, busy
+	}
+	if len(op.Redacted) > 0 {
+		return nil, nil // the same key replays it, secret and all
 	}
 	res, err := op.response()
 	if err != nil {

@@ -204,7 +204,10 @@
 //   - OPERATION_IN_PROGRESS (another request holds the key) is answered by
 //     polling GET /v1/operations/{key} after Retry-After: the recorded
 //     outcome is returned, a recorded problem included. Only a 404, which
-//     proves that nothing happened under the key, sends the write again.
+//     proves that nothing happened under the key, sends the write again,
+//     and a recorded outcome that withholds a secret (a share link's url,
+//     null in /v1/operations): the same key then replays it, secret and
+//     all, to this token.
 //     Without a key, a request that is safe to repeat (a complete or a part
 //     while another request holds the upload session) is simply sent
 //     again.

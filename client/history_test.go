@@ -373,3 +373,52 @@ func TestHistoryWritesReplayAfterLostResponse(t *testing.T) {
 		})
 	}
 }
+
+// TestCreateLinkLearnsItsURLAfterAPoll: the server made the link, but the
+// client was told OPERATION_IN_PROGRESS (as it is when its first attempt
+// is still running). The key's record, read through /v1/operations, shows
+// the url null; the client sends the request again with the same key, and
+// the replay to its own token answers the url. One link is made.
+func TestCreateLinkLearnsItsURLAfterAPoll(t *testing.T) {
+	t.Parallel()
+	c, b := setup(t)
+	ctx := context.Background()
+	f, err := c.PutFile(ctx, "notes/polled.txt", strings.NewReader("polled"), client.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := "/v1/files/" + f.ID + "/links"
+	b.proxy.inject("POST", path, 1, func(p *faultProxy, w http.ResponseWriter, r *http.Request, rec *seenRequest) {
+		if _, _, err := p.forward(r, rec); err != nil {
+			panic(err)
+		}
+		w.Header().Set("Link", "</v1/operations/"+r.Header.Get("Idempotency-Key")+`>; rel="monitor"`)
+		answerProblem(http.StatusConflict, "OPERATION_IN_PROGRESS", "1")(p, w, r, rec)
+	})
+	l, err := c.CreateLink(ctx, f.ID, client.LinkOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.URL == nil || !strings.Contains(*l.URL, "/s/") {
+		t.Fatalf("the link came back without its url: %+v", l)
+	}
+	posts := b.proxy.requests("POST", path)
+	if len(posts) != 2 || posts[1].Key != posts[0].Key || !posts[1].Replayed || posts[0].Status != http.StatusConflict {
+		t.Fatalf("requests %+v, want the first answered 409, then its replay under one key", posts)
+	}
+	if polls := b.proxy.requests("GET", "/v1/operations/"+posts[0].Key); len(polls) != 1 || polls[0].ServerStatus != 200 {
+		t.Fatalf("polls %+v", polls)
+	}
+	links, err := b.direct.Links(ctx, f.ID)
+	if err != nil || len(links) != 1 || links[0].ID != l.ID {
+		t.Fatalf("links %+v, %v", links, err)
+	}
+	res, err := http.Get(*l.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("the link answered %d", res.StatusCode)
+	}
+}

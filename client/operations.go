@@ -22,12 +22,16 @@ type Operation struct {
 	Route string `json:"route"`
 	// ResponseStatus and Response are the recorded answer; nil while in
 	// progress. Outcome decodes them.
-	ResponseStatus *int               `json:"response_status"`
-	Response       json.RawMessage    `json:"response"`
-	Resource       *OperationResource `json:"resource"`
-	CreatedAt      time.Time          `json:"created_at"`
-	CompletedAt    *time.Time         `json:"completed_at"`
-	ExpiresAt      *time.Time         `json:"expires_at"`
+	ResponseStatus *int            `json:"response_status"`
+	Response       json.RawMessage `json:"response"`
+	// Redacted names the members of Response shown null because they hold
+	// a secret (a share link's url): only the request itself, sent again
+	// with the same key by the same token, answers them.
+	Redacted    []string           `json:"redacted"`
+	Resource    *OperationResource `json:"resource"`
+	CreatedAt   time.Time          `json:"created_at"`
+	CompletedAt *time.Time         `json:"completed_at"`
+	ExpiresAt   *time.Time         `json:"expires_at"`
 }
 
 // OperationResource is the resource an operation produced or acted on.

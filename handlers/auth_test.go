@@ -2,10 +2,16 @@ package handlers_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/storage/storagetest"
 )
 
 func TestAuth(t *testing.T) {
@@ -95,4 +101,44 @@ func TestAuth(t *testing.T) {
 			t.Fatalf("alice's content changed: %q", got.Body)
 		}
 	})
+}
+
+// TestFailedAuthenticationsAreLimitedPerAddress: a client address that
+// keeps failing to authenticate (random tokens, which no cache can answer)
+// is answered 429 RATE_LIMITED with Retry-After once its failures exceed
+// the burst, without a Postgres lookup; a token this instance already
+// trusts still gets through from that address, and a request without a
+// token is still a 401.
+func TestFailedAuthenticationsAreLimitedPerAddress(t *testing.T) {
+	t.Parallel()
+	srv := apitest.NewServer(t, apitest.Options{Limits: handlers.Limits{AuthFailuresPerSecond: 0.001, AuthFailureBurst: 3}})
+	good := apitest.NewClient(t, srv.URL, srv.Token(t, "alice"))
+	storagetest.Eventually(t, 10*time.Second, "the token to be answered from the cache", func() bool {
+		before := srv.Store.Counters().TokenCacheHits
+		good.Do("GET", "/v1/files", nil).Expect(t, http.StatusOK)
+		return srv.Store.Counters().TokenCacheHits > before
+	})
+	bogus := func() *apitest.Client {
+		return apitest.NewClient(t, srv.URL, "afs_"+strings.Repeat(strconv.Itoa(rand.Int()), 3))
+	}
+	for range 3 {
+		bogus().Do("GET", "/v1/files", nil).ExpectProblem(t, http.StatusUnauthorized, "UNAUTHENTICATED")
+	}
+	lookups := srv.Store.Counters().TokenLookups
+	for range 5 {
+		res := bogus().Do("GET", "/v1/files", nil)
+		res.ExpectProblem(t, http.StatusTooManyRequests, "RATE_LIMITED")
+		if s, err := strconv.Atoi(res.Header.Get("Retry-After")); err != nil || s < 1 {
+			t.Fatalf("Retry-After %q", res.Header.Get("Retry-After"))
+		}
+	}
+	if got := srv.Store.Counters().TokenLookups - lookups; got != 0 {
+		t.Fatalf("%d tokens were looked up past the limit", got)
+	}
+	good.Do("GET", "/v1/files", nil).Expect(t, http.StatusOK)
+	apitest.NewClient(t, srv.URL, "").Do("GET", "/v1/files", nil).ExpectProblem(t, http.StatusUnauthorized, "UNAUTHENTICATED")
+	// A token this instance has not looked up waits like the others: from
+	// this address, nothing unknown is looked up until the limit allows.
+	fresh := apitest.NewClient(t, srv.URL, srv.Token(t, "bob"))
+	fresh.Do("GET", "/v1/files", nil).ExpectProblem(t, http.StatusTooManyRequests, "RATE_LIMITED")
 }

@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -40,7 +42,14 @@ type rateLimits struct {
 	buckets map[string]*rate.Limiter
 	now     func() time.Time
 	swept   time.Time
+	// max, when set, bounds the buckets: past it (once the full ones are
+	// dropped), new keys share one bucket, so keys a caller chooses (client
+	// addresses) cannot grow the map without bound.
+	max int
 }
+
+// overflowKey is the bucket the keys past rateLimits.max share.
+const overflowKey = "\x00overflow"
 
 func newRateLimits(perSec float64, burst int, now func() time.Time) *rateLimits {
 	return &rateLimits{perSec: perSec, burst: max(burst, 1), buckets: map[string]*rate.Limiter{}, now: now}
@@ -56,17 +65,68 @@ func (r *rateLimits) reserve(subject string) time.Duration {
 	if now.Sub(r.swept) > r.fillTime() {
 		r.sweep(now)
 	}
-	b, ok := r.buckets[subject]
-	if !ok {
-		b = rate.NewLimiter(rate.Limit(r.perSec), r.burst)
-		r.buckets[subject] = b
-	}
+	b := r.bucketLocked(subject, now)
 	res := b.ReserveN(now, 1)
 	d := res.DelayFrom(now)
 	if d > 0 {
 		res.CancelAt(now)
 	}
 	return d
+}
+
+// bucketLocked is key's bucket, made if it has none.
+func (r *rateLimits) bucketLocked(key string, now time.Time) *rate.Limiter {
+	if b, ok := r.buckets[key]; ok {
+		return b
+	}
+	if r.max > 0 && len(r.buckets) >= r.max {
+		r.sweep(now)
+		if len(r.buckets) >= r.max {
+			key = overflowKey
+			if b, ok := r.buckets[key]; ok {
+				return b
+			}
+		}
+	}
+	b := rate.NewLimiter(rate.Limit(r.perSec), r.burst)
+	r.buckets[key] = b
+	return b
+}
+
+// waitFor is how long until key's bucket holds a request again, taking
+// none (0: it holds one now, or limits are off).
+func (r *rateLimits) waitFor(key string) time.Duration {
+	if r.perSec <= 0 {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.buckets[key]
+	if !ok && r.max > 0 && len(r.buckets) >= r.max {
+		b, ok = r.buckets[overflowKey]
+	}
+	if !ok {
+		return 0
+	}
+	tokens := b.TokensAt(r.now())
+	if tokens >= 1 {
+		return 0
+	}
+	return time.Duration((1 - tokens) / r.perSec * float64(time.Second))
+}
+
+// spend takes one request from key's bucket, if it holds one.
+func (r *rateLimits) spend(key string) {
+	if r.perSec <= 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	if now.Sub(r.swept) > r.fillTime() {
+		r.sweep(now)
+	}
+	r.bucketLocked(key, now).AllowN(now, 1)
 }
 
 // fillTime is how long an empty bucket takes to fill (at least a minute
@@ -106,6 +166,40 @@ func (a *API) limitRate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
+}
+
+// maxFailingAddresses bounds how many client addresses have their failed
+// authentications counted apart; past it, the others share one count.
+const maxFailingAddresses = 65536
+
+// clientAddress is what failed authentications are counted by: the peer's
+// IP address (never a header it could choose), an IPv6 one by its /64, the
+// block one host is usually given.
+func clientAddress(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap()
+	if ip.Is6() {
+		if p, err := ip.Prefix(64); err == nil {
+			return p.String()
+		}
+	}
+	return ip.String()
+}
+
+// tooManyFailures is the answer to an address past its failed
+// authentications.
+func (a *API) tooManyFailures(wait time.Duration) *problem.Problem {
+	p := problem.New(problem.RateLimited, fmt.Sprintf("more than %d failed authentications from this address; wait, then send a valid token",
+		a.authFails.burst))
+	p.RetryAfter = max(1, int(math.Ceil(wait.Seconds())))
+	return p
 }
 
 // quotaStep is how much of the quota a body of unknown length reserves at

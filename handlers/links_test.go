@@ -384,3 +384,67 @@ func TestShareLinks(t *testing.T) {
 		readers.Wait()
 	})
 }
+
+// TestDeletingAFileRevokesItsLinks: however a file stops being live (a
+// delete, a batch delete, a move that replaces it, its expiry, recorded by
+// the sweeper or not yet), its live links are revoked then, and restoring
+// the file does not bring them back: a link shared before a delete never
+// serves again. A link made after the restore serves, and the links of
+// other files, and links that had already expired, are left as they were.
+func TestDeletingAFileRevokesItsLinks(t *testing.T) {
+	c, b := setup(t)
+	anon := anonymous(t, b)
+	restore := func(id string) { c.Do("POST", "/v1/files/"+id+"/restore", nil).Expect(t, 200) }
+	for _, tc := range []struct {
+		name string
+		gone func(f apitest.File)
+	}{
+		{"Delete", func(f apitest.File) { c.Do("DELETE", "/v1/files/"+f.ID, nil).Expect(t, 200) }},
+		{"BatchDelete", func(f apitest.File) {
+			if bt, _ := runBatch(t, c, "del-"+f.ID, []map[string]any{{"op": "delete", "file_id": f.ID}}, http.StatusAccepted); bt.Status != "succeeded" {
+				t.Fatalf("batch: %+v", bt)
+			}
+		}},
+		{"MoveReplacesIt", func(f apitest.File) {
+			g := upload(t, c, "movers/"+f.ID, "other").Expect(t, 201).File(t)
+			move(c, g.ID, f.Path, "replace").Expect(t, 200)
+			move(c, g.ID, "movers/away-"+f.ID, "").Expect(t, 200) // frees the path for the restore
+		}},
+		{"ExpiresUnrecorded", func(f apitest.File) { expireNow(t, b, f.ID) }},
+		{"ExpiresRecorded", func(f apitest.File) {
+			expireNow(t, b, f.ID)
+			if n, err := b.srv.Store.ExpireFiles(context.Background()); err != nil || n != 1 {
+				t.Fatalf("ExpireFiles: %d, %v", n, err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := upload(t, c, "gone/"+tc.name+".txt", tc.name).Expect(t, 201).File(t)
+			l, secret := createLink(t, c, f.ID, `{}`)
+			pinned, pinnedSecret := createLink(t, c, f.ID, `{"version":1}`)
+			old, _ := createLink(t, c, f.ID, `{}`)
+			exec(t, b, `UPDATE links SET expires_at = now() - interval '1 minute' WHERE id = $1`, old.ID)
+			other := upload(t, c, "kept/"+tc.name+".txt", "kept").Expect(t, 201).File(t)
+			_, otherSecret := createLink(t, c, other.ID, `{}`)
+			anon.Do("GET", "/s/"+secret, nil).Expect(t, 200)
+
+			tc.gone(f)
+			anon.Do("GET", "/s/"+secret, nil).ExpectProblem(t, 404, "NOT_FOUND")
+			restore(f.ID)
+			anon.Do("GET", "/s/"+secret, nil).ExpectProblem(t, 404, "NOT_FOUND")
+			anon.Do("GET", "/s/"+pinnedSecret, nil).ExpectProblem(t, 404, "NOT_FOUND")
+			anon.Do("GET", "/s/"+otherSecret, nil).Expect(t, 200)
+			revoked := map[string]bool{}
+			for _, listed := range linkList(t, c, f.ID) {
+				revoked[listed.ID] = listed.RevokedAt != nil
+			}
+			if !revoked[l.ID] || !revoked[pinned.ID] || revoked[old.ID] || len(revoked) != 3 {
+				t.Fatalf("links after %s and a restore, revoked: %v (made %s, pinned %s, expired %s)", tc.name, revoked, l.ID, pinned.ID, old.ID)
+			}
+			_, fresh := createLink(t, c, f.ID, `{}`)
+			if got := anon.Do("GET", "/s/"+fresh, nil).Expect(t, 200); string(got.Body) != tc.name {
+				t.Fatalf("a link made after the restore serves %q", got.Body)
+			}
+		})
+	}
+}

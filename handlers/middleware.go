@@ -142,14 +142,28 @@ func singleHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // authenticate requires a valid bearer token and remembers its principal.
+// A client address past its failed authentications (tokens guessed at
+// random, which no cache can answer) is answered 429 without a lookup,
+// unless this instance already trusts its token.
 func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		scheme, token, ok := strings.Cut(c.Request().Header.Get("Authorization"), " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 			return problem.New(problem.Unauthenticated, "send Authorization: Bearer TOKEN")
 		}
-		p, err := a.deps.Tokens.Authenticate(c.Request().Context(), strings.TrimSpace(token))
+		token = strings.TrimSpace(token)
+		addr := clientAddress(c.Request().RemoteAddr)
+		if wait := a.authFails.waitFor(addr); wait > 0 {
+			p, ok := a.deps.Tokens.Trusted(token)
+			if !ok {
+				return a.tooManyFailures(wait)
+			}
+			c.Set(principalKey, p)
+			return next(c)
+		}
+		p, err := a.deps.Tokens.Authenticate(c.Request().Context(), token)
 		if errors.Is(err, agentfs.ErrNotFound) {
+			a.authFails.spend(addr)
 			return problem.New(problem.Unauthenticated, "the token is unknown or revoked")
 		}
 		if err != nil {
@@ -231,7 +245,8 @@ func attributionOf(c echo.Context) agentfs.Attribution {
 // caller is who asks for the request's write, under which key.
 func caller(c echo.Context) agentfs.Caller {
 	key, _ := c.Get(keyKey).(string)
-	return agentfs.Caller{Subject: principal(c).Subject, Key: key, By: attributionOf(c),
+	p := principal(c)
+	return agentfs.Caller{Subject: p.Subject, Key: key, By: attributionOf(c), TokenID: p.TokenID,
 		RequestID: c.Response().Header().Get(problem.RequestIDHeader)}
 }
 

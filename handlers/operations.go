@@ -3,6 +3,7 @@ package handlers
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -34,6 +35,9 @@ func writeResult(c echo.Context, res idempotency.Result, err error) error {
 	}
 	if res.Replayed {
 		c.Response().Header().Set(idempotency.ReplayHeader, "true")
+	}
+	if len(res.Redacted) > 0 {
+		c.Response().Header().Set(idempotency.RedactedHeader, strings.Join(res.Redacted, ", "))
 	}
 	out := res.Outcome
 	if out.Status >= 400 {

@@ -75,6 +75,10 @@ type Writes interface {
 // Tokens turns a bearer token into the principal it stands for.
 type Tokens interface {
 	Authenticate(ctx context.Context, token string) (agentfs.Principal, error)
+	// Trusted answers a token only from what this instance already holds
+	// (never asking Postgres): an address past its failed authentications
+	// is still served with a token known to be good.
+	Trusted(token string) (agentfs.Principal, bool)
 }
 
 // Pinger reports whether the storage dependencies answer.
@@ -103,6 +107,12 @@ type Limits struct {
 	// instance (429 RATE_LIMITED); 0 disables it.
 	RatePerSecond float64
 	RateBurst     int
+	// AuthFailuresPerSecond and AuthFailureBurst bound the failed
+	// authentications of each client address per instance: past them, a
+	// token this instance does not already trust is answered 429
+	// RATE_LIMITED without being looked up. 0 disables it.
+	AuthFailuresPerSecond float64
+	AuthFailureBurst      int
 	// QuotaBytes bounds the bytes each subject writes per QuotaWindow, across
 	// instances (429 QUOTA_EXCEEDED); 0 disables it.
 	QuotaBytes  int64
@@ -141,11 +151,12 @@ type Deps struct {
 
 // API is the AgentFS HTTP handler.
 type API struct {
-	deps    Deps
-	echo    *echo.Echo
-	rates   *rateLimits
-	metrics *metrics
-	routes  map[string]bool // every route template, the closed set of route labels
+	deps      Deps
+	echo      *echo.Echo
+	rates     *rateLimits
+	authFails *rateLimits // by client address
+	metrics   *metrics
+	routes    map[string]bool // every route template, the closed set of route labels
 }
 
 // New builds the API and its routes.
@@ -166,7 +177,9 @@ func New(d Deps) (*API, error) {
 	case d.Limits.UploadPartSize < agentfs.MinPartSize, d.Limits.UploadTTL <= 0:
 		return nil, errors.New("handlers: Limits.UploadPartSize must be at least 5 MiB and UploadTTL positive")
 	}
-	a := &API{deps: d, echo: echo.New(), rates: newRateLimits(d.Limits.RatePerSecond, d.Limits.RateBurst, time.Now)}
+	a := &API{deps: d, echo: echo.New(), rates: newRateLimits(d.Limits.RatePerSecond, d.Limits.RateBurst, time.Now),
+		authFails: newRateLimits(d.Limits.AuthFailuresPerSecond, d.Limits.AuthFailureBurst, time.Now)}
+	a.authFails.max = maxFailingAddresses
 	a.metrics = newMetrics(d.Registry)
 	a.addRoutes()
 	a.routes = map[string]bool{}

@@ -15,6 +15,10 @@ type Outcome struct {
 	Header   map[string]string // ETag, Location
 	Body     []byte
 	Resource Resource
+	// Secrets names the members of Body that hold a secret shown only to
+	// the token that made the request (a share link's url). A record keeps
+	// them sealed and its Body shows them null (see secrets.go).
+	Secrets []string
 }
 
 // Record is what a key holds: a claim while its first request runs, then
@@ -25,10 +29,22 @@ type Record struct {
 	Route       string
 	Completed   bool
 	ContentHash []byte
-	Outcome     Outcome
+	// Outcome is the answer as recorded: its Secrets are null in its Body,
+	// their values sealed in Sealed.
+	Outcome Outcome
+	// Sealed holds the values of Outcome.Secrets.
+	Sealed      Sealed
 	CreatedAt   time.Time
 	CompletedAt *time.Time
 	ExpiresAt   *time.Time
+}
+
+// Sealed is what a record keeps of its answer's secret members: their
+// values sealed by RecordKeys (nil when there are none, or when no record
+// key was set), and the token (its id) they are replayed to.
+type Sealed struct {
+	Data []byte
+	For  string
 }
 
 // Result is how an admitted write ended, as its door answers it: the
@@ -36,7 +52,16 @@ type Record struct {
 type Result struct {
 	Outcome
 	Replayed bool
+	// Redacted names the members of a replayed Body shown null because
+	// they hold a secret kept for another token (or one this server can no
+	// longer open): the answer says so in RedactedHeader.
+	Redacted []string
 }
 
 // ReplayHeader marks a response replayed from a recorded outcome.
 const ReplayHeader = "Idempotent-Replayed"
+
+// RedactedHeader names, on a replay, the members of the answer shown null
+// because they hold a secret that only the token that made the request
+// may see again.
+const RedactedHeader = "Idempotent-Redacted"

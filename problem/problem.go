@@ -283,7 +283,9 @@ func Write(c echo.Context, p *Problem) {
 	out := *p
 	out.RequestID = c.Response().Header().Get(RequestIDHeader)
 	if out.Instance == "" {
-		out.Instance = c.Request().URL.Path
+		// A path that is no route (a share link's with a slash too many)
+		// may still hold a link's secret.
+		out.Instance = agentfs.RedactSharePaths(c.Request().URL.Path)
 		if v, ok := c.Get(instanceKey).(string); ok {
 			out.Instance = v
 		}

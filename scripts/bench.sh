@@ -119,6 +119,8 @@ export AGENTFS_S3_BUCKET=agentfs
 export AGENTFS_S3_USE_SSL=false
 export AGENTFS_S3_REGION=us-east-1
 export AGENTFS_LOG_LEVEL=warn
+AGENTFS_RECORD_KEY=$(head -c 32 /dev/urandom | base64)
+export AGENTFS_RECORD_KEY
 # The benchmark measures throughput, not the per-subject limits.
 export AGENTFS_RATE_LIMIT=0
 export AGENTFS_QUOTA_BYTES=0

@@ -4,7 +4,7 @@
 # MinIO with AGENTFS_S3_SERVER=minio.
 #
 # Data lives in .data/ (pg, s3 and s3-sidecar for versitygw, minio for MinIO,
-# log) and is reused by the next run. Ctrl-C stops everything it started.
+# log, record.key) and is reused by the next run. Ctrl-C stops everything it started.
 #
 # One dev token (subject "dev") is made once and kept in .data/dev-token; a
 # later run reuses it while the database still accepts it. .data/agentfs.env
@@ -148,6 +148,17 @@ if ((start_s3)); then
 	s3_started=1
 	s3_start "$S3_DIR" "$s3_port" "$AGENTFS_S3_ACCESS_KEY" "$AGENTFS_S3_SECRET_KEY"
 fi
+
+# The record key (AGENTFS_RECORD_KEY) of this .data: made once, kept with
+# the database whose records it seals, so a later run still opens them.
+RECORD_KEY_FILE=$DATA_DIR/record.key
+if [[ -z "${AGENTFS_RECORD_KEY:-}" ]]; then
+	if [[ ! -s "$RECORD_KEY_FILE" ]]; then
+		(umask 077 && head -c 32 /dev/urandom | base64 >"$RECORD_KEY_FILE")
+	fi
+	AGENTFS_RECORD_KEY=$(tr -d '[:space:]' <"$RECORD_KEY_FILE")
+fi
+export AGENTFS_RECORD_KEY
 
 log "running migrations ..."
 bin/agentfs migrate

@@ -538,7 +538,9 @@ func (s *Store) DeleteFileTx(ctx context.Context, tx pgx.Tx, subject, id, ifMatc
 // RestoreFileTx undoes a delete (or an expiry) in tx, and clears the
 // file's expiry. Restoring a live file returns it unchanged (changed
 // false); a path taken meanwhile by another live file is a
-// *agentfs.PathExistsError.
+// *agentfs.PathExistsError. The file's share links stay revoked: they died
+// with it (migration 012), and an expiry not yet recorded is recorded
+// first so that its links die too.
 func (s *Store) RestoreFileTx(ctx context.Context, tx pgx.Tx, subject, id string, o agentfs.Origin) (f *agentfs.File, changed bool, err error) {
 	cur, err := s.LockFile(ctx, tx, subject, id)
 	if err != nil {
@@ -546,6 +548,9 @@ func (s *Store) RestoreFileTx(ctx context.Context, tx pgx.Tx, subject, id string
 	}
 	if cur.Live() {
 		return cur, false, nil
+	}
+	if err := s.recordExpiry(ctx, tx, cur); err != nil { // nothing when its deletion is recorded
+		return nil, false, fmt.Errorf("restore file: %w", err)
 	}
 	if err := s.freePath(ctx, tx, subject, cur.Path); err != nil {
 		return nil, false, err

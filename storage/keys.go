@@ -135,16 +135,20 @@ func (s *Store) SweepKeys(ctx context.Context) (int64, error) {
 
 const recordColumns = `key, method, route, status = 'completed', coalesce(content_hash, ''::bytea),
 	coalesce(response_status, 0), coalesce(response_headers, '{}'::jsonb), coalesce(response_body, ''::bytea),
-	coalesce(resource_object, ''), coalesce(resource_id, ''), created_at, completed_at, expires_at`
+	coalesce(resource_object, ''), coalesce(resource_id, ''), created_at, completed_at, expires_at,
+	coalesce(response_secrets, '{}'), sealed_secrets, coalesce(sealed_for, '')`
 
 func scanRecord(row pgx.Row, extra ...any) (*idempotency.Record, error) {
 	var r idempotency.Record
 	var headers []byte
 	dest := append([]any{&r.Key, &r.Method, &r.Route, &r.Completed, &r.ContentHash,
 		&r.Outcome.Status, &headers, &r.Outcome.Body, &r.Outcome.Resource.Object, &r.Outcome.Resource.ID,
-		&r.CreatedAt, &r.CompletedAt, &r.ExpiresAt}, extra...)
+		&r.CreatedAt, &r.CompletedAt, &r.ExpiresAt, &r.Outcome.Secrets, &r.Sealed.Data, &r.Sealed.For}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, Translate(err)
+	}
+	if len(r.Outcome.Secrets) == 0 {
+		r.Outcome.Secrets = nil
 	}
 	if err := json.Unmarshal(headers, &r.Outcome.Header); err != nil {
 		return nil, fmt.Errorf("decode recorded headers: %w", err)
@@ -206,7 +210,9 @@ func (c *Claim) Close() { c.stopOnce.Do(func() { close(c.stop) }) }
 // Complete records the outcome in tx, the transaction that commits the
 // effect, after checking under a row lock that this claim is still the
 // key's owner; else it returns ErrClaimLost and the effect must roll back.
-func (c *Claim) Complete(ctx context.Context, tx pgx.Tx, contentHash []byte, out idempotency.Outcome) error {
+// An outcome with Secrets is recorded as given (its body already shows
+// them null), with their sealed values.
+func (c *Claim) Complete(ctx context.Context, tx pgx.Tx, contentHash []byte, out idempotency.Outcome, sealed idempotency.Sealed) error {
 	var fence int64
 	var status string
 	err := tx.QueryRow(ctx, `SELECT fence, status FROM idempotency_keys
@@ -224,10 +230,12 @@ func (c *Claim) Complete(ctx context.Context, tx pgx.Tx, contentHash []byte, out
 	_, err = tx.Exec(ctx, `UPDATE idempotency_keys SET status = 'completed', content_hash = $3,
 			response_status = $4, response_headers = $5, response_body = $6,
 			resource_object = nullif($7, ''), resource_id = nullif($8, ''),
-			completed_at = now(), expires_at = now() + make_interval(secs => $9), lease_expires_at = NULL
+			completed_at = now(), expires_at = now() + make_interval(secs => $9), lease_expires_at = NULL,
+			response_secrets = $10, sealed_secrets = $11, sealed_for = nullif($12, '')
 		WHERE subject = $1 AND key = $2`,
 		c.subject, c.key, contentHash, out.Status, headers, out.Body,
-		out.Resource.Object, out.Resource.ID, c.store.cfg.IdempotencyRetention.Seconds())
+		out.Resource.Object, out.Resource.ID, c.store.cfg.IdempotencyRetention.Seconds(),
+		out.Secrets, sealed.Data, sealed.For)
 	if err != nil {
 		return Translate(fmt.Errorf("record idempotency outcome: %w", err))
 	}
@@ -238,7 +246,7 @@ func (c *Claim) Complete(ctx context.Context, tx pgx.Tx, contentHash []byte, out
 // (a failure decided against the stored state) in a transaction of its own,
 // after the same check as Complete.
 func (c *Claim) Record(ctx context.Context, contentHash []byte, out idempotency.Outcome) error {
-	return c.store.WithTx(ctx, func(tx pgx.Tx) error { return c.Complete(ctx, tx, contentHash, out) })
+	return c.store.WithTx(ctx, func(tx pgx.Tx) error { return c.Complete(ctx, tx, contentHash, out, idempotency.Sealed{}) })
 }
 
 // Release frees the key after a failure that may succeed when repeated

@@ -2,7 +2,10 @@ package storage_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +30,7 @@ var request = idempotency.Request{Operation: "put", Target: "a.txt"}.Sum()
 func complete(t *testing.T, store *storage.Store, c *storage.Claim, content string) error {
 	t.Helper()
 	return store.WithTx(context.Background(), func(tx pgx.Tx) error {
-		return c.Complete(context.Background(), tx, []byte(content), idempotency.Outcome{Status: 201, Body: []byte(`{}`)})
+		return c.Complete(context.Background(), tx, []byte(content), idempotency.Outcome{Status: 201, Body: []byte(`{}`)}, idempotency.Sealed{})
 	})
 }
 
@@ -147,7 +150,7 @@ func TestClaims(t *testing.T) {
 		defer c.Close()
 		boom := errors.New("effect failed after recording")
 		err = store.WithTx(ctx, func(tx pgx.Tx) error {
-			if err := c.Complete(ctx, tx, nil, idempotency.Outcome{Status: 201, Body: []byte(`{}`)}); err != nil {
+			if err := c.Complete(ctx, tx, nil, idempotency.Outcome{Status: 201, Body: []byte(`{}`)}, idempotency.Sealed{}); err != nil {
 				return err
 			}
 			return boom
@@ -204,7 +207,7 @@ func TestSweepKeepsTheKeyOfARunningBatch(t *testing.T) {
 			return err
 		}
 		return c.Complete(ctx, tx, nil, idempotency.Outcome{Status: 202, Body: []byte(`{}`),
-			Resource: idempotency.Resource{Object: "batch", ID: b.ID}})
+			Resource: idempotency.Resource{Object: "batch", ID: b.ID}}, idempotency.Sealed{})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -216,5 +219,49 @@ func TestSweepKeepsTheKeyOfARunningBatch(t *testing.T) {
 	seed(t, store, `UPDATE batches SET status = 'succeeded' WHERE id = $1`, b.ID)
 	if n, err := store.SweepKeys(ctx); err != nil || n != 1 {
 		t.Fatalf("swept %d (%v) after the batch ended, want 1", n, err)
+	}
+}
+
+// TestMigrationBlanksPlainLinkRecords: a share link recorded before
+// records kept secrets sealed held its url in plain text; the migration
+// that brought sealing takes it out (null, named as withheld) and leaves
+// every other record as it was.
+func TestMigrationBlanksPlainLinkRecords(t *testing.T) {
+	store := setupKeys(t, time.Minute, time.Hour)
+	link := `{"id":"lnk_1","object":"link","file_id":"file_1","version":null,"url":"http://x/s/PlainSecret0123456789abc","expires_at":"2026-01-01T00:00:00Z","revoked_at":null,"created_at":"2026-01-01T00:00:00Z"}` + "\n"
+	file := `{"id":"file_1","object":"file","url":"http://x/v1/files/file_1/content"}` + "\n"
+	for key, row := range map[string][3]string{
+		"link-old": {"POST", "/v1/files/:id/links", link},
+		"put-old":  {"POST", "/v1/files", file},
+		"revoke":   {"DELETE", "/v1/links/:id", link},
+	} {
+		seed(t, store, `INSERT INTO idempotency_keys (subject, key, request_hash, content_hash, method, route, status, fence,
+				response_status, response_headers, response_body, completed_at, expires_at)
+			VALUES ('alice', $1, '\x00', '\x00', $2, $3, 'completed', 1, 201, '{}', convert_to($4, 'UTF8'), now(), now() + interval '1 day')`,
+			key, row[0], row[1], row[2])
+	}
+	sql, err := os.ReadFile("migrations/011_record_secrets.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // as it ran, and again: nothing more changes
+		seed(t, store, string(sql))
+	}
+	ctx := context.Background()
+	rec, err := store.Operation(ctx, "alice", "link-old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	if err := json.Unmarshal(rec.Outcome.Body, &body); err != nil || body["url"] != nil || body["id"] != "lnk_1" ||
+		len(rec.Outcome.Secrets) != 1 || rec.Outcome.Secrets[0] != "url" || rec.Sealed.Data != nil ||
+		strings.Contains(string(rec.Outcome.Body), "PlainSecret") {
+		t.Fatalf("the old link record: %s, secrets %v (%v)", rec.Outcome.Body, rec.Outcome.Secrets, err)
+	}
+	for key, want := range map[string]string{"put-old": file, "revoke": link} {
+		rec, err := store.Operation(ctx, "alice", key)
+		if err != nil || string(rec.Outcome.Body) != want || rec.Outcome.Secrets != nil {
+			t.Fatalf("%s changed: %s %v (%v)", key, rec.Outcome.Body, rec.Outcome.Secrets, err)
+		}
 	}
 }

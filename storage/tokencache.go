@@ -15,9 +15,9 @@ import (
 // instance:
 //
 //   - A trigger on tokens notifies ChannelToken with the token's hash
-//     whenever a row is updated or deleted (revoke, or an operator's own
-//     SQL), and with an empty payload on TRUNCATE; the notification is sent
-//     when that transaction commits.
+//     whenever a row is inserted, updated or deleted (create, revoke, or an
+//     operator's own SQL), and with an empty payload on TRUNCATE; the
+//     notification is sent when that transaction commits.
 //   - The cache follows the channel on the store's listening connection. It
 //     keeps entries only while that connection listens: when the connection
 //     is lost, notifications may go by unheard, so it forgets everything and
@@ -29,10 +29,17 @@ import (
 //     without a word (the listener's heartbeat finds those within seconds),
 //     and there are at most tokenCacheMax of them.
 //
-// Only tokens that authenticate are kept; an unknown or revoked token is
-// looked up every time.
+// Tokens that do not authenticate (unknown or revoked) are remembered too,
+// by the same rules and for the same TTL, in a map of their own with its
+// own bound: a client that keeps sending a wrong token costs Postgres one
+// lookup per TTL instead of one per request. A token created (or revoked
+// and restored by hand) after it was refused is forgotten by the insert's
+// or the update's notification, like any change, so it is taken as soon as
+// that commits. Tokens guessed at random each cost one lookup still; the
+// HTTP door limits the failures per client address for those.
 
-// tokenCacheMax bounds how many tokens an instance remembers.
+// tokenCacheMax bounds how many tokens an instance remembers, of each kind
+// (taken and refused).
 const tokenCacheMax = 10_000
 
 // DefaultTokenCacheTTL is how long a looked-up token is trusted at most when
@@ -52,12 +59,13 @@ type tokenCache struct {
 
 	mu        sync.Mutex
 	entries   map[[32]byte]tokenEntry
-	gen       uint64 // bumped by every invalidation
-	listening bool   // the notifications of ChannelToken reach this cache
+	refused   map[[32]byte]time.Time // tokens that did not authenticate, until when
+	gen       uint64                 // bumped by every invalidation
+	listening bool                   // the notifications of ChannelToken reach this cache
 }
 
 func newTokenCache(ttl time.Duration, max int, now func() time.Time) *tokenCache {
-	return &tokenCache{ttl: ttl, max: max, now: now, entries: map[[32]byte]tokenEntry{}}
+	return &tokenCache{ttl: ttl, max: max, now: now, entries: map[[32]byte]tokenEntry{}, refused: map[[32]byte]time.Time{}}
 }
 
 // get returns the principal of a token remembered and still fresh.
@@ -73,6 +81,22 @@ func (c *tokenCache) get(sum [32]byte) (agentfs.Principal, bool) {
 		return agentfs.Principal{}, false
 	}
 	return e.p, true
+}
+
+// isRefused reports whether the token was refused lately and nothing
+// about it changed since.
+func (c *tokenCache) isRefused(sum [32]byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until, ok := c.refused[sum]
+	if !ok || !c.listening {
+		return false
+	}
+	if !c.now().Before(until) {
+		delete(c.refused, sum)
+		return false
+	}
+	return true
 }
 
 // begin is called before a lookup: gen is to be handed to put, and ok says
@@ -96,6 +120,26 @@ func (c *tokenCache) put(sum [32]byte, p agentfs.Principal, gen uint64) {
 	}
 	p.Scopes = slices.Clone(p.Scopes)
 	c.entries[sum] = tokenEntry{p: p, until: c.now().Add(c.ttl)}
+}
+
+// refuse remembers a token that did not authenticate in a lookup made
+// since begin returned gen, unless an invalidation or a lost connection came
+// in between.
+func (c *tokenCache) refuse(sum [32]byte, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen || !c.listening {
+		return
+	}
+	if len(c.refused) >= c.max {
+		now := c.now()
+		for k, until := range c.refused {
+			if !now.Before(until) || len(c.refused) >= c.max-c.max/10 {
+				delete(c.refused, k)
+			}
+		}
+	}
+	c.refused[sum] = c.now().Add(c.ttl)
 }
 
 // evictLocked makes room: the stale entries go, and if that is not enough,
@@ -124,9 +168,11 @@ func (c *tokenCache) invalidate(payload string) {
 	var sum [32]byte
 	if n, err := hex.Decode(sum[:], []byte(payload)); err != nil || n != len(sum) {
 		clear(c.entries)
+		clear(c.refused)
 		return
 	}
 	delete(c.entries, sum)
+	delete(c.refused, sum)
 }
 
 // setListening records whether notifications reach the cache; every change
@@ -137,11 +183,12 @@ func (c *tokenCache) setListening(on bool) {
 	c.gen++
 	c.listening = on
 	clear(c.entries)
+	clear(c.refused)
 }
 
-// size is how many tokens are remembered.
-func (c *tokenCache) size() int {
+// size is how many tokens are remembered, taken and refused.
+func (c *tokenCache) size() (taken, refused int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.entries)
+	return len(c.entries), len(c.refused)
 }

@@ -3,6 +3,7 @@ package storage
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"testing"
 	"time"
 
@@ -99,8 +100,8 @@ func TestTokenCacheRules(t *testing.T) {
 		for _, payload := range []string{"", "zz", "abcd"} {
 			keep(c, "b", "bob")
 			c.invalidate(payload)
-			if c.size() != 0 {
-				t.Fatalf("payload %q left %d tokens; a payload that names no token must forget all", payload, c.size())
+			if taken, _ := c.size(); taken != 0 {
+				t.Fatalf("payload %q left %d tokens; a payload that names no token must forget all", payload, taken)
 			}
 		}
 	})
@@ -109,11 +110,11 @@ func TestTokenCacheRules(t *testing.T) {
 		c, _ := newListeningCache(time.Minute, 20)
 		for i := range 100 {
 			keep(c, string(rune('a'+i%26))+string(rune('0'+i/26)), "s")
-			if c.size() > 20 {
-				t.Fatalf("%d tokens held, at most 20", c.size())
+			if taken, _ := c.size(); taken > 20 {
+				t.Fatalf("%d tokens held, at most 20", taken)
 			}
 		}
-		if c.size() == 0 {
+		if taken, _ := c.size(); taken == 0 {
 			t.Fatal("nothing kept")
 		}
 	})
@@ -128,4 +129,83 @@ func TestTokenCacheRules(t *testing.T) {
 			t.Fatalf("the cached scopes changed with the caller's slice: %v", p.Scopes)
 		}
 	})
+
+	t.Run("RemembersARefusalForItsTTL", func(t *testing.T) {
+		c, clk := newListeningCache(10*time.Second, 10)
+		refuse(c, "bogus")
+		clk.t = clk.t.Add(9 * time.Second)
+		if !c.isRefused(sumOf("bogus")) {
+			t.Fatal("a refusal within the TTL was forgotten")
+		}
+		if _, ok := c.get(sumOf("bogus")); ok {
+			t.Fatal("a refused token is taken")
+		}
+		clk.t = clk.t.Add(time.Second)
+		if c.isRefused(sumOf("bogus")) {
+			t.Fatal("a refusal is remembered past the TTL")
+		}
+	})
+
+	// A token inserted after it was refused: its insert's notification
+	// forgets the refusal, and a lookup that read no row before the insert
+	// committed, and came back after its notification, is not kept.
+	t.Run("ACreatedTokenIsNoLongerRefused", func(t *testing.T) {
+		c, _ := newListeningCache(time.Minute, 10)
+		refuse(c, "new")
+		refuse(c, "other")
+		sum := sumOf("new")
+		c.invalidate(hex.EncodeToString(sum[:]))
+		if c.isRefused(sum) || !c.isRefused(sumOf("other")) {
+			t.Fatal("the insert's notification did not forget exactly its token")
+		}
+		gen, _ := c.begin()
+		c.invalidate(hex.EncodeToString(sum[:]))
+		c.refuse(sum, gen)
+		if c.isRefused(sum) {
+			t.Fatal("kept a refusal that an insert overtook")
+		}
+		c.invalidate("")
+		if c.isRefused(sumOf("other")) {
+			t.Fatal("a payload that names no token left a refusal")
+		}
+	})
+
+	t.Run("RemembersNoRefusalWhileNotListening", func(t *testing.T) {
+		c, _ := newListeningCache(time.Minute, 10)
+		refuse(c, "a")
+		c.setListening(false)
+		if c.isRefused(sumOf("a")) {
+			t.Fatal("answered a refusal after the connection was lost")
+		}
+		gen, _ := c.begin()
+		c.refuse(sumOf("b"), gen)
+		c.setListening(true)
+		if c.isRefused(sumOf("b")) {
+			t.Fatal("kept a refusal made while not listening")
+		}
+	})
+
+	t.Run("HoldsAtMostItsSizeOfRefusals", func(t *testing.T) {
+		c, _ := newListeningCache(time.Minute, 20)
+		keep(c, "good", "alice")
+		for i := range 1000 {
+			refuse(c, fmt.Sprintf("bogus-%d", i))
+			if _, refused := c.size(); refused > 20 {
+				t.Fatalf("%d refusals held, at most 20", refused)
+			}
+		}
+		if taken, refused := c.size(); refused == 0 || taken != 1 {
+			t.Fatalf("%d taken and %d refused after a flood of refusals", taken, refused)
+		}
+		if _, ok := c.get(sumOf("good")); !ok {
+			t.Fatal("a flood of refused tokens pushed out a good one")
+		}
+	})
+}
+
+func refuse(c *tokenCache, tok string) {
+	gen, ok := c.begin()
+	if ok {
+		c.refuse(sumOf(tok), gen)
+	}
 }

@@ -38,6 +38,9 @@ func (s *Store) CreateToken(ctx context.Context, subject string, scopes []string
 	if err != nil {
 		return "", "", Translate(fmt.Errorf("create token: %w", err))
 	}
+	if s.tokens != nil {
+		s.tokens.invalidate(hex.EncodeToString(sum[:])) // now, not when the notification comes back
+	}
 	return token, id, nil
 }
 
@@ -72,9 +75,9 @@ func (s *Store) RevokeToken(ctx context.Context, tokenOrID string) error {
 // Authenticate returns the principal a bearer token stands for. An unknown or
 // revoked token is agentfs.ErrNotFound. The lookup is by the token's
 // SHA-256, so the time it takes says nothing about the token. A token
-// looked up lately is answered from the instance's cache (see
-// tokencache.go), which forgets it as soon as a revocation commits on any
-// instance.
+// looked up lately, taken or refused, is answered from the instance's
+// cache (see tokencache.go), which forgets it as soon as a change to it
+// commits on any instance.
 func (s *Store) Authenticate(ctx context.Context, token string) (agentfs.Principal, error) {
 	if !strings.HasPrefix(token, tokenPrefix) || len(token) > 128 {
 		return agentfs.Principal{}, agentfs.ErrNotFound
@@ -91,19 +94,36 @@ func (s *Store) Authenticate(ctx context.Context, token string) (agentfs.Princip
 		s.counters.tokenHits.Add(1)
 		return p, nil
 	}
+	if c.isRefused(sum) {
+		s.counters.tokenHits.Add(1)
+		return agentfs.Principal{}, agentfs.ErrNotFound
+	}
 	gen, keep := c.begin()
 	p, err := s.lookupToken(ctx, sum)
-	if err == nil && keep {
+	switch {
+	case !keep:
+	case err == nil:
 		c.put(sum, p, gen)
+	case errors.Is(err, agentfs.ErrNotFound):
+		c.refuse(sum, gen)
 	}
 	return p, err
+}
+
+// Trusted returns the principal of a token this instance's cache holds as
+// good, without asking Postgres; ok is false for any other token.
+func (s *Store) Trusted(token string) (agentfs.Principal, bool) {
+	if s.tokens == nil || !strings.HasPrefix(token, tokenPrefix) || len(token) > 128 {
+		return agentfs.Principal{}, false
+	}
+	return s.tokens.get(sha256.Sum256([]byte(token)))
 }
 
 func (s *Store) lookupToken(ctx context.Context, sum [32]byte) (agentfs.Principal, error) {
 	s.counters.tokenLookups.Add(1)
 	var p agentfs.Principal
-	err := s.pool.QueryRow(ctx, `SELECT subject, scopes FROM tokens WHERE token_hash = $1 AND revoked_at IS NULL`,
-		sum[:]).Scan(&p.Subject, &p.Scopes)
+	err := s.pool.QueryRow(ctx, `SELECT id, subject, scopes FROM tokens WHERE token_hash = $1 AND revoked_at IS NULL`,
+		sum[:]).Scan(&p.TokenID, &p.Subject, &p.Scopes)
 	if err != nil {
 		return agentfs.Principal{}, Translate(fmt.Errorf("authenticate: %w", err))
 	}

@@ -2,8 +2,10 @@ package storage_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,5 +152,80 @@ func TestTokenCache(t *testing.T) {
 		if c := store.Counters(); c.TokenLookups != 3 || c.TokenCacheHits != 0 {
 			t.Fatalf("counters %+v, want 3 lookups and no hit", c)
 		}
+	})
+
+	// A wrong token sent again and again is looked up once per TTL, not
+	// once per request; a token revoked lately too.
+	t.Run("ARefusedTokenIsLookedUpOnce", func(t *testing.T) {
+		t.Parallel()
+		cfg := storagetest.Config(t)
+		cfg.TokenCacheTTL = time.Hour
+		store := storagetest.OpenConfig(t, cfg)
+		good, id, err := store.CreateToken(ctx, "erin", []string{"read"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cached(t, store, good) // the listener listens
+		for _, bogus := range []string{"afs_" + strings.Repeat("x", 43), good} {
+			if bogus == good {
+				if err := store.RevokeToken(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Once the revocation's own notification is in, the refusal
+			// is kept.
+			storagetest.Eventually(t, 10*time.Second, "the refusal to be answered from the cache", func() bool {
+				before := store.Counters().TokenCacheHits
+				if authenticates(t, store, bogus) {
+					t.Fatal("a bogus or revoked token is taken")
+				}
+				return store.Counters().TokenCacheHits > before
+			})
+			lookups := store.Counters().TokenLookups
+			for range 20 {
+				if authenticates(t, store, bogus) {
+					t.Fatal("a refused token is taken")
+				}
+			}
+			if got := store.Counters().TokenLookups - lookups; got != 0 {
+				t.Fatalf("a refused token was looked up %d more times", got)
+			}
+		}
+	})
+
+	// A token refused on two instances, then created by hand (an insert,
+	// as a restore from a backup makes) or revoked and restored in SQL, is
+	// taken by both as soon as that commits.
+	t.Run("ATokenCreatedAfterItWasRefusedIsTaken", func(t *testing.T) {
+		t.Parallel()
+		cfg := storagetest.Config(t)
+		cfg.TokenCacheTTL = time.Hour
+		a, b := storagetest.OpenConfig(t, cfg), storagetest.OpenConfig(t, cfg)
+		seed, _, err := a.CreateToken(ctx, "frank", []string{"read"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cached(t, a, seed)
+		cached(t, b, seed)
+		tok := "afs_" + strings.Repeat("n", 43)
+		for _, s := range []*storage.Store{a, b} {
+			for range 2 {
+				if authenticates(t, s, tok) {
+					t.Fatal("an unknown token is taken")
+				}
+			}
+		}
+		sum := sha256.Sum256([]byte(tok))
+		storagetest.Exec(t, cfg, `INSERT INTO tokens (id, subject, token_hash, scopes) VALUES ('tok_by_hand', 'frank', $1, '{read}')`, sum[:])
+		for name, s := range map[string]*storage.Store{"a": a, "b": b} {
+			storagetest.Eventually(t, time.Second, "instance "+name+" to take a token inserted after it was refused", func() bool {
+				return authenticates(t, s, tok)
+			})
+		}
+		storagetest.Exec(t, cfg, `UPDATE tokens SET revoked_at = now() WHERE id = 'tok_by_hand'`)
+		storagetest.Eventually(t, time.Second, "the revoked token to be refused", func() bool { return !authenticates(t, b, tok) })
+		authenticates(t, b, tok) // refused, and remembered so
+		storagetest.Exec(t, cfg, `UPDATE tokens SET revoked_at = NULL WHERE id = 'tok_by_hand'`)
+		storagetest.Eventually(t, time.Second, "the token restored in SQL to be taken", func() bool { return authenticates(t, b, tok) })
 	})
 }

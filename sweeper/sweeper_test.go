@@ -330,7 +330,7 @@ func recordKey(t *testing.T, store *storage.Store, key string) {
 	}
 	defer claim.Close()
 	err = store.WithTx(ctx, func(tx pgx.Tx) error {
-		return claim.Complete(ctx, tx, []byte("content"), idempotency.Outcome{Status: 201, Body: []byte(`{}`)})
+		return claim.Complete(ctx, tx, []byte("content"), idempotency.Outcome{Status: 201, Body: []byte(`{}`)}, idempotency.Sealed{})
 	})
 	if err != nil {
 		t.Fatal(err)

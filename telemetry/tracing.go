@@ -22,7 +22,8 @@ import (
 // Tracing exports OpenTelemetry traces over OTLP/HTTP: a server span for
 // each API request (package handlers) with a child span for each Postgres
 // call and S3 request it makes. Work outside a request (the sweeper, the
-// batch runner, lease renewals, readiness checks) makes no spans.
+// batch runner, lease renewals, readiness checks) makes no spans. No
+// exported span carries a share link's secret (redact.go).
 type Tracing struct {
 	provider *sdktrace.TracerProvider
 }
@@ -71,7 +72,7 @@ func StartTracing(ctx context.Context, getenv func(string) string, version strin
 	if err != nil {
 		return nil, fmt.Errorf("traces: resource: %w", err)
 	}
-	return &Tracing{provider: sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))}, nil
+	return &Tracing{provider: sdktrace.NewTracerProvider(sdktrace.WithBatcher(redactSecrets(exp)), sdktrace.WithResource(res))}, nil
 }
 
 // tracesEndpoint is the URL spans are posted to, as the OTLP exporter

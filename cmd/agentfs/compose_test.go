@@ -94,6 +94,9 @@ func TestComposeFile(t *testing.T) {
 	}) != "http://127.0.0.1:8080" {
 		t.Errorf("the healthcheck would not reach the server listening on %q", addr)
 	}
+	if _, err := recordKeys(func(k string) string { return agentfs.Environment[k] }); err != nil {
+		t.Errorf("the agentfs service would not start: %v", err)
+	}
 	dockerfile, err := os.ReadFile("../../Dockerfile")
 	if err != nil {
 		t.Fatal(err)

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentfs/agentfs/handlers"
+	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/storage"
 )
 
@@ -106,6 +108,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseFloat(env("AGENTFS_RATE_LIMIT", "200"), "AGENTFS_RATE_LIMIT", &c.Limits.RatePerSecond))
 	check(parseCount(env("AGENTFS_RATE_BURST", "400"), "AGENTFS_RATE_BURST", &burst))
 	c.Limits.RateBurst = int(burst)
+	var failBurst int64
+	check(parseFloat(env("AGENTFS_AUTH_FAILURE_LIMIT", "10"), "AGENTFS_AUTH_FAILURE_LIMIT", &c.Limits.AuthFailuresPerSecond))
+	check(parseCount(env("AGENTFS_AUTH_FAILURE_BURST", "100"), "AGENTFS_AUTH_FAILURE_BURST", &failBurst))
+	c.Limits.AuthFailureBurst = int(min(failBurst, 1<<20))
 	if v := env("AGENTFS_QUOTA_BYTES", "0"); v != "0" {
 		check(parseBytes(v, "AGENTFS_QUOTA_BYTES", &c.Limits.QuotaBytes))
 	}
@@ -158,6 +164,26 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return c, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
 	}
 	return c, nil
+}
+
+// recordKeys reads AGENTFS_RECORD_KEY, which agentfs serve requires: the
+// key (or keys, the first sealing, during a rotation) that seals the
+// secrets of recorded answers. It is the one secret that must not live
+// in the database it protects, and every instance must hold the same one,
+// so nothing generates it: a server without it refuses to start rather
+// than keep secrets it could not replay, or keep them in the clear.
+func recordKeys(getenv func(string) string) (*idempotency.RecordKeys, error) {
+	v := strings.TrimSpace(getenv("AGENTFS_RECORD_KEY"))
+	if v == "" {
+		return nil, errors.New("configuration: AGENTFS_RECORD_KEY is required: 32 random bytes in base64, " +
+			"the same on every instance (make one with: head -c 32 /dev/urandom | base64); it seals the secrets " +
+			"kept in idempotency records, such as a share link's url (docs/operating.md)")
+	}
+	keys, err := idempotency.ParseRecordKeys(v)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: AGENTFS_RECORD_KEY: %w", err)
+	}
+	return keys, nil
 }
 
 func parseBool(v, name string, dst *bool) error {

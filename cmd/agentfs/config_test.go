@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,6 +21,8 @@ func TestConfigErrorsNameWhatIsExpected(t *testing.T) {
 		{"AGENTFS_BATCH_MAX_ITEMS", "0", "AGENTFS_BATCH_MAX_ITEMS must be a positive whole number"},
 		{"AGENTFS_DB_MAX_CONNS", "-3", "AGENTFS_DB_MAX_CONNS must be a positive whole number"},
 		{"AGENTFS_RATE_BURST", "1.5", "AGENTFS_RATE_BURST must be a positive whole number"},
+		{"AGENTFS_AUTH_FAILURE_LIMIT", "-1", "AGENTFS_AUTH_FAILURE_LIMIT must be a number ≥ 0"},
+		{"AGENTFS_AUTH_FAILURE_BURST", "0", "AGENTFS_AUTH_FAILURE_BURST must be a positive whole number"},
 		{"AGENTFS_MAX_UPLOAD_BYTES", "lots", "AGENTFS_MAX_UPLOAD_BYTES must be a positive number of bytes"},
 		{"AGENTFS_UPLOAD_TTL", "tomorrow", "AGENTFS_UPLOAD_TTL must be a positive duration"},
 		{"AGENTFS_UPLOAD_COMPLETE_LEASE", "soon", "AGENTFS_UPLOAD_COMPLETE_LEASE must be a positive duration"},
@@ -35,6 +38,51 @@ func TestConfigErrorsNameWhatIsExpected(t *testing.T) {
 		_, err := loadConfig(func(k string) string { return env[k] })
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s=%s: %v, want %q", tc.name, tc.value, err, tc.want)
+		}
+	}
+}
+
+// TestServeNeedsARecordKey: agentfs serve refuses to start without
+// AGENTFS_RECORD_KEY, or with one that is not 32 bytes of base64, saying
+// how to make one and never repeating the value; the other commands that
+// read the configuration do not need it.
+func TestServeNeedsARecordKey(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{"AGENTFS_DATABASE_URL": "postgres://x", "AGENTFS_S3_ENDPOINT": "127.0.0.1:9000"}
+	getenv := func(extra map[string]string) func(string) string {
+		return func(k string) string {
+			if v, ok := extra[k]; ok {
+				return v
+			}
+			return base[k]
+		}
+	}
+	if _, err := loadConfig(getenv(nil)); err != nil {
+		t.Fatalf("the configuration without a record key: %v", err)
+	}
+	for value, want := range map[string]string{
+		"":                      "AGENTFS_RECORD_KEY is required",
+		"   ":                   "head -c 32 /dev/urandom | base64",
+		"c2hvcnQta2V5":          "AGENTFS_RECORD_KEY: record key 1: 9 bytes, want 32",
+		"correct horse battery": "AGENTFS_RECORD_KEY: record key 1: not base64",
+		testRecordKey + ",":     "AGENTFS_RECORD_KEY: record key 2: empty",
+	} {
+		_, err := recordKeys(getenv(map[string]string{"AGENTFS_RECORD_KEY": value}))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("AGENTFS_RECORD_KEY=%q: %v, want %q", value, err, want)
+		}
+		if err != nil && len(strings.TrimSpace(value)) > 4 && strings.Contains(err.Error(), strings.TrimSpace(value)) {
+			t.Errorf("the error repeats the key: %v", err)
+		}
+		var stderr strings.Builder
+		if err := serve(context.Background(), getenv(map[string]string{"AGENTFS_RECORD_KEY": value}), &stderr); err == nil ||
+			!strings.Contains(err.Error(), "AGENTFS_RECORD_KEY") {
+			t.Errorf("serve with AGENTFS_RECORD_KEY=%q: %v", value, err)
+		}
+	}
+	for _, value := range []string{testRecordKey, testRecordKey + "," + testRecordKey, " " + testRecordKey + " "} {
+		if _, err := recordKeys(getenv(map[string]string{"AGENTFS_RECORD_KEY": value})); err != nil {
+			t.Errorf("AGENTFS_RECORD_KEY=%q: %v", value, err)
 		}
 	}
 }

@@ -107,6 +107,9 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
+// testRecordKey is the AGENTFS_RECORD_KEY of the servers the tests start.
+const testRecordKey = "dGVzdC1yZWNvcmQta2V5LW9mLTMyLWJ5dGVzLWxvbmc="
+
 func environ(cfg storage.Config, extra ...string) []string {
 	return append(append(os.Environ(),
 		"AGENTFS_DATABASE_URL="+cfg.DatabaseURL,
@@ -116,6 +119,7 @@ func environ(cfg storage.Config, extra ...string) []string {
 		"AGENTFS_S3_BUCKET="+cfg.S3Bucket,
 		fmt.Sprintf("AGENTFS_S3_USE_SSL=%v", cfg.S3UseSSL),
 		"AGENTFS_S3_REGION="+cfg.S3Region,
+		"AGENTFS_RECORD_KEY="+testRecordKey,
 	), extra...)
 }
 

@@ -32,6 +32,9 @@ start together); SIGINT or SIGTERM stops it gracefully, a second one at once.
 Configuration comes from the environment. Required:
   AGENTFS_DATABASE_URL   Postgres URL, e.g. postgres://agentfs@127.0.0.1:5432/agentfs
   AGENTFS_S3_ENDPOINT    S3 host:port, with AGENTFS_S3_ACCESS_KEY and AGENTFS_S3_SECRET_KEY
+  AGENTFS_RECORD_KEY     32 random bytes in base64, the same on every instance
+                         (head -c 32 /dev/urandom | base64): seals the secrets
+                         kept in idempotency records
 Often set:
   AGENTFS_LISTEN_ADDR    default 127.0.0.1:8080
   AGENTFS_PUBLIC_URL     base of every file's url (default http:// + the listen address)
@@ -46,9 +49,10 @@ Every variable, with its default and meaning, is in docs/operating.md.
 agentfs healthcheck exits 0 once the server is ready.
 
 Example:
+  head -c 32 /dev/urandom | base64 > record.key   # once; keep it, share it
   AGENTFS_DATABASE_URL=postgres://agentfs@127.0.0.1:5432/agentfs \
   AGENTFS_S3_ENDPOINT=127.0.0.1:9000 AGENTFS_S3_ACCESS_KEY=minioadmin \
-  AGENTFS_S3_SECRET_KEY=minioadmin agentfs serve
+  AGENTFS_S3_SECRET_KEY=minioadmin AGENTFS_RECORD_KEY=$(cat record.key) agentfs serve
 `
 
 // serve runs the API until ctx is cancelled, then drains requests.
@@ -58,6 +62,10 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 		return err
 	}
 	log := newLogger(cfg, stderr)
+	keys, err := recordKeys(getenv)
+	if err != nil {
+		return err
+	}
 	mcpOpts, err := mcpOptions(getenv)
 	if err != nil {
 		return err
@@ -92,7 +100,8 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 		return err
 	}
 	core, err := admission.New(admission.Config{Store: store, Queue: enqueuer, PublicURL: cfg.PublicURL, Log: log,
-		AfterCommit: faultExit(cfg.FaultAfterCommit), MidComplete: faultExit(cfg.FaultMidComplete), Observer: metrics})
+		AfterCommit: faultExit(cfg.FaultAfterCommit), MidComplete: faultExit(cfg.FaultMidComplete), Observer: metrics,
+		RecordKeys: keys})
 	if err != nil {
 		return err
 	}

@@ -225,3 +225,129 @@ func checkServeMetrics(t *testing.T, base string) {
 		t.Logf("/metrics:\n%s", body)
 	}
 }
+
+// TestShareLinkSecretStaysOutOfTelemetry serves share links, in every way a
+// request can name one (each method, a bad range, a query, a trailing
+// slash, a doubled slash, a wrong method, a revoked link), from `agentfs
+// serve` exporting traces to an in-process OTLP receiver and logging at
+// debug level. No exported span (its name, attributes, events or status,
+// read from the protobuf the receiver got), no log line and no metric
+// carries the link's secret.
+func TestShareLinkSecretStaysOutOfTelemetry(t *testing.T) {
+	t.Parallel()
+	rec := &otlpReceiver{}
+	collector := httptest.NewServer(rec)
+	t.Cleanup(collector.Close)
+	bin, cfg := buildBinary(t), storagetest.Config(t)
+	p := startServe(t, bin, cfg, "OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL,
+		"OTEL_BSP_SCHEDULE_DELAY=50", "AGENTFS_LOG_LEVEL=debug")
+	p.waitReady(t)
+	out, err := runBinary(t, bin, cfg, "token", "create", "--subject", "sharer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := apitest.NewClient(t, p.url, strings.TrimSpace(out))
+	f := c.Do("POST", "/v1/files?path=shared/report.txt", "shared bytes", "Content-Type", "text/plain").Expect(t, 201).File(t)
+	var link struct {
+		ID  string `json:"id"`
+		URL string `json:"url"`
+	}
+	c.Do("POST", "/v1/files/"+f.ID+"/links", `{}`, "Content-Type", "application/json",
+		"Idempotency-Key", "share-1").Expect(t, 201).JSON(t, &link)
+	secret := link.URL[strings.LastIndex(link.URL, "/s/")+len("/s/"):]
+	if len(secret) < 22 {
+		t.Fatalf("link url %q", link.URL)
+	}
+	requests := []struct {
+		method, path string
+		header       []string
+		status       int
+	}{
+		{"GET", "/s/" + secret, nil, 200},
+		{"HEAD", "/s/" + secret, nil, 200},
+		{"GET", "/s/" + secret, []string{"Range", "bytes=100-"}, 416},
+		{"GET", "/s/" + secret + "?download=1", nil, 200},
+		{"GET", "/s/" + secret + "/", nil, 404},
+		{"GET", "//s/" + secret, nil, 404},
+		{"GET", "/%73/" + secret, nil, 404},
+		{"POST", "/s/" + secret, nil, 405},
+	}
+	send := func(method, path string, header ...string) int {
+		req, err := http.NewRequest(method, p.url+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if bytes.Contains(body, []byte(secret)) && res.StatusCode >= 400 {
+			t.Errorf("%s %s: the problem repeats the secret: %s", method, path, body)
+		}
+		return res.StatusCode
+	}
+	for _, r := range requests {
+		if got := send(r.method, r.path, r.header...); got != r.status {
+			t.Fatalf("%s %s: %d, want %d", r.method, r.path, got, r.status)
+		}
+	}
+	c.Do("DELETE", "/v1/links/"+link.ID, nil).Expect(t, 200)
+	if got := send("GET", "/s/"+secret); got != 404 {
+		t.Fatalf("a revoked link answered %d", got)
+	}
+	want := len(requests) + 4 // and the upload, the link, the revoke, the revoked link
+	storagetest.Eventually(t, 30*time.Second, "a server span of every request", func() bool {
+		spans, _ := rec.snapshot()
+		n := 0
+		for _, s := range spans {
+			if s.GetKind() == tracepb.Span_SPAN_KIND_SERVER {
+				n++
+			}
+		}
+		return n >= want
+	})
+	spans, bad := rec.snapshot()
+	if len(bad) > 0 {
+		t.Fatalf("the receiver could not read what was exported: %v", bad)
+	}
+	routed := 0
+	for _, s := range spans {
+		raw, err := proto.Marshal(s.Span)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(raw, []byte(secret)) {
+			t.Errorf("span %q (%s) carries the secret: %v", s.GetName(), s.scope, s.GetAttributes())
+		}
+		if stringAttr(s.GetAttributes(), "http.route") == "/s/:secret" {
+			routed++
+		}
+	}
+	if routed < 5 {
+		t.Errorf("%d spans of the share route, want a span of each request: %d spans in all", routed, len(spans))
+	}
+	res, err := http.Get(p.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if bytes.Contains(metrics, []byte(secret)) {
+		t.Error("/metrics carries the secret")
+	}
+	p.stop(t)
+	logs := p.logs.String()
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, secret) {
+			t.Errorf("a log line carries the secret: %s", line)
+		}
+	}
+	if !strings.Contains(logs, "route=/s/:secret") {
+		t.Errorf("the share link requests were not logged, so the check proves little:\n%s", logs)
+	}
+}

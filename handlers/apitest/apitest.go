@@ -6,6 +6,8 @@ package apitest
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -28,6 +30,7 @@ import (
 	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/batch"
 	"github.com/agentfs/agentfs/handlers"
+	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
@@ -87,6 +90,9 @@ type Options struct {
 	// MCP, when set, makes the /mcp door (as serve does with
 	// mcpserver.HTTPHandler, which this package cannot import).
 	MCP func(core *admission.Core, store *storage.Store, limits handlers.Limits) http.Handler
+	// RecordKeys seal the secrets of recorded answers (AGENTFS_RECORD_KEY);
+	// nil: a new random key for this server.
+	RecordKeys *idempotency.RecordKeys
 }
 
 // NewServer starts the API on a fresh schema and bucket.
@@ -124,7 +130,15 @@ func NewServer(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	core, err := admission.New(admission.Config{Store: store, Queue: enqueuer, PublicURL: publicURL, Log: log, Observer: metrics})
+	if opts.RecordKeys == nil {
+		keys, err := idempotency.ParseRecordKeys(NewRecordKey(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.RecordKeys = keys
+	}
+	core, err := admission.New(admission.Config{Store: store, Queue: enqueuer, PublicURL: publicURL, Log: log, Observer: metrics,
+		RecordKeys: opts.RecordKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +181,17 @@ func NewServer(t testing.TB, opts Options) *Server {
 	})
 	return &Server{URL: srv.URL, Store: store, Core: core, Config: cfg, API: api, Logs: logs,
 		sweeps: sweeps, log: log}
+}
+
+// NewRecordKey returns a new random record key, as AGENTFS_RECORD_KEY
+// spells one.
+func NewRecordKey(t testing.TB) string {
+	t.Helper()
+	k := make([]byte, idempotency.RecordKeyBytes)
+	if _, err := rand.Read(k); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(k)
 }
 
 // Sweep runs every sweeper task once, counted in /metrics as serve's

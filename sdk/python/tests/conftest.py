@@ -10,6 +10,7 @@ run `make test`.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import re
@@ -177,6 +178,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "AGENTFS_MAX_UPLOAD_BYTES": str(MAX_UPLOAD_BYTES),
         "AGENTFS_RATE_LIMIT": "0",
         "AGENTFS_LOG_LEVEL": "warn",
+        "AGENTFS_RECORD_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
     }
     log = tmp / "agentfs.log"
     proc, url = _start_serve(binary, env, log)

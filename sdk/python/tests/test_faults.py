@@ -317,3 +317,26 @@ def test_resends_when_key_holds_nothing(bundle: Bundle) -> None:
     assert polls and polls[-1].server_status == 404 and polls[-1].at < posts[1].at
     assert f.sha256 == sha(b"abc def")
     bundle.expect_one_file("doomed.txt", f.id)
+
+
+def test_create_link_learns_its_url_after_a_poll(bundle: Bundle) -> None:
+    """The server made the link but the client was told OPERATION_IN_PROGRESS: the poll shows the
+    url null (redacted), so the client sends the request again with the key, and the replay to its
+    own token answers the url (twin of TestCreateLinkLearnsItsURLAfterAPoll). One link is made."""
+    c = bundle.client()
+    f = bundle.direct.put_file("notes/polled.txt", b"polled")
+    path = f"/v1/files/{f.id}/links"
+
+    def made_then_busy(p: Any, h: Any, rec: Any) -> None:
+        p.forward(h, rec)
+        answer_problem(409, "OPERATION_IN_PROGRESS", "1")(p, h, rec)
+
+    bundle.proxy.inject("POST", path, 1, made_then_busy)
+    link = c.create_link(f.id)
+    assert link.url and "/s/" in link.url, link
+    posts = bundle.proxy.requests("POST", path)
+    assert len(posts) == 2 and posts[1].key == posts[0].key and posts[1].replayed and posts[0].status == 409, posts
+    polls = bundle.proxy.requests("GET", "/v1/operations/" + posts[0].key)
+    assert len(polls) == 1 and polls[0].server_status == 200 and b'"redacted":["url"]' in polls[0].server_body
+    assert [l.id for l in bundle.direct.links(f.id)] == [link.id]
+    assert httpx.get(link.url).status_code == 200

@@ -1,6 +1,17 @@
-"""The asyncio client: the same methods as Client, awaited."""
+"""The asyncio client: the same methods as Client, awaited.
+
+This file is the one implementation of both clients: scripts/unasync.py
+writes _client.py from it (async and await dropped, async names made
+sync), and tests/test_unasync.py fails while _client.py is stale. Where
+the sync docstring says more than the async one, it follows the async one
+as a second string literal (this module's, after the __future__ import),
+and the sync code gets it instead. Code with no sync twin under those
+rules goes into a helper with both versions (arun_parallel, run_parallel).
+"""
 
 from __future__ import annotations
+
+"""The synchronous client."""
 
 import asyncio
 import os
@@ -59,6 +70,7 @@ from ._uploads import (
     PartJob,
     Progress,
     ProgressCallback,
+    arun_parallel,
     check_plan,
     check_stored,
     counted_section,
@@ -100,6 +112,16 @@ class AsyncClient(BaseClient):
 
     ``sleep`` is an async function (asyncio.sleep by default); cancelling the
     task interrupts a retry wait.
+    """
+    """A client of one AgentFS server as one token's subject. Safe to share between threads.
+
+    ``base_url`` and ``token`` default to the AGENTFS_URL and AGENTFS_TOKEN
+    environment variables. ``agent_id`` and ``run_id`` are sent as X-Agent-ID
+    and X-Run-ID on every request (files carry them and can be listed by
+    them); write methods take them per call too. Every write gets one
+    Idempotency-Key that all its attempts share (``idempotency_keys=False``
+    turns generation off). ``sleep`` and ``random`` are what the retry waits
+    use; tests pass their own.
     """
 
     _http: httpx.AsyncClient
@@ -181,7 +203,8 @@ class AsyncClient(BaseClient):
         return Reply(resp.status_code, resp.headers, body=data)
 
     async def _json(self, req: Request) -> Any:
-        return (await self._run(req)).json()
+        reply = await self._run(req)
+        return reply.json()
 
     async def _page(self, req: Request, parse: Callable[[Mapping[str, Any]], T],
                     fetch: Callable[[str], Awaitable[AsyncPage[T]]]) -> AsyncPage[T]:
@@ -192,10 +215,16 @@ class AsyncClient(BaseClient):
 
     async def protocol(self) -> Protocol:
         """What the server guarantees (GET /v1/protocol)."""
+        """What the server guarantees (GET /v1/protocol): its idempotency rules, retry policy and limits."""
         return Protocol.from_dict(await self._json(self._r_protocol()))
 
     async def get_operation(self, key: str) -> Operation:
         """What an Idempotency-Key holds (GET /v1/operations/{key}); NotFoundError: nothing happened under it."""
+        """What an Idempotency-Key holds (GET /v1/operations/{key}).
+
+        NotFoundError means the key holds nothing, which proves that no write
+        happened under it (within the server's idempotency retention).
+        """
         return Operation.from_dict(await self._json(self._operation_request(key)))
 
     # Files.
@@ -220,6 +249,20 @@ class AsyncClient(BaseClient):
 
         content may also be an async iterator of bytes (sent once).
         """
+        """Upload content as the file at path (POST /v1/files).
+
+        content is bytes, a pathlib.Path (streamed from disk), a binary file
+        (streamed from its offset; rewound for a retry when seekable), an
+        iterator of bytes (sent once, chunked unless ``size`` is given) or a
+        function returning fresh content for every attempt. ``if_exists``:
+        "error" (default: PathExistsError if a live file holds the path) or
+        "replace" (the file keeps its id and url). ``if_match`` replaces only
+        the file with that etag; ``if_none_match="*"`` creates only. ``sha256``
+        (hex) is sent as Content-Digest and checked by the server.
+        ``expires_in`` (seconds or a timedelta, 60 s to 365 days) makes the
+        file expire that long after the write: from then on it counts as
+        deleted. A replace without it keeps the file's expiry.
+        """
         return File.from_dict(await self._json(self._r_put_file(
             path, content, if_exists=if_exists, if_match=if_match, if_none_match=if_none_match,
             content_type=content_type, sha256=sha256, size=size, idempotency_key=idempotency_key,
@@ -227,6 +270,7 @@ class AsyncClient(BaseClient):
 
     async def get_file(self, file_id: str) -> File:
         """A file's metadata (GET /v1/files/{id})."""
+        """A file's metadata (GET /v1/files/{id}), also of a deleted file not purged yet."""
         return File.from_dict(await self._json(self._r_get_file(file_id)))
 
     async def list_files(
@@ -241,6 +285,12 @@ class AsyncClient(BaseClient):
         cursor: Optional[str] = None,
     ) -> AsyncPage[File]:
         """One page of files, newest first; ``async for`` over it walks every page."""
+        """One page of files, newest first (GET /v1/files); iterate it to walk every page.
+
+        ``run_id``/``agent_id`` match the request that created a file,
+        ``prefix`` the start of its path, ``path`` the whole path. ``limit``
+        is the page size (1-1000).
+        """
         req = self._r_list_files(run_id=run_id, agent_id=agent_id, prefix=prefix, path=path,
                                  include_deleted=include_deleted, limit=limit, cursor=cursor)
         return await self._page(req, File.from_dict, lambda c: self.list_files(
@@ -256,6 +306,11 @@ class AsyncClient(BaseClient):
         if_none_match: Optional[str] = None,
     ) -> AsyncContent:
         """Open a live file's bytes as a stream; close it when done. See Client.file_content."""
+        """Open a live file's bytes (GET /v1/files/{id}/content) as a stream; close it when done.
+
+        ``range`` is one byte range ("bytes=0-1023", "bytes=100-", "bytes=-100"),
+        answered 206. The request is retried until the response starts.
+        """
         reply = await self._run(
             self._r_content(file_id, range=range, if_range=if_range, if_none_match=if_none_match), stream=True)
         return AsyncContent(reply.stream)
@@ -263,6 +318,11 @@ class AsyncClient(BaseClient):
     async def download_file(self, file_id: str, destination: Union[str, os.PathLike[str], BinaryIO], *,
                             verify: bool = True) -> int:
         """Stream a live file's bytes to a local path (written whole or not at all) or a binary file."""
+        """Stream a live file's bytes to a local path (written whole or not at all) or a binary file.
+
+        Returns the number of bytes. With ``verify``, the bytes are checked
+        against the SHA-256 the server declared (Repr-Digest).
+        """
         async with await self.file_content(file_id) as content:
             with destination_file(destination) as out:
                 return await _copy(content.aiter_bytes(), out, Received(content, verify=verify))
@@ -277,6 +337,7 @@ class AsyncClient(BaseClient):
         run_id: Any = NOT_GIVEN,
     ) -> File:
         """Soft-delete a file; safe to repeat."""
+        """Soft-delete a file (DELETE /v1/files/{id}); returns it with deleted_at set. Safe to repeat."""
         return File.from_dict(await self._json(self._r_delete_file(
             file_id, if_match=if_match, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
 
@@ -289,6 +350,7 @@ class AsyncClient(BaseClient):
         run_id: Any = NOT_GIVEN,
     ) -> File:
         """Undo a delete; PathExistsError if another file took the path."""
+        """Undo a delete (POST /v1/files/{id}/restore). PathExistsError: another file took the path."""
         return File.from_dict(await self._json(self._r_restore_file(
             file_id, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
 
@@ -308,12 +370,16 @@ class AsyncClient(BaseClient):
         expires_in: Union[int, float, timedelta, None] = None,
     ) -> Upload:
         """Start an upload session, or get back the live matching one with its parts."""
+        """Start an upload session (POST /v1/uploads), or get back the live one with the same
+        path, size, content type and SHA-256, with the parts it holds: send only the missing ones.
+        ``expires_in`` makes the completed file expire that long after its complete."""
         return Upload.from_dict(await self._json(self._r_create_upload(
             path, size_bytes, content_type=content_type, if_exists=if_exists, sha256=sha256,
             idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id, expires_in=expires_in)))
 
     async def get_upload(self, upload_id: str) -> Upload:
         """A session with the parts received so far."""
+        """A session with the parts received so far (GET /v1/uploads/{id})."""
         return Upload.from_dict(await self._json(self._r_get_upload(upload_id)))
 
     async def upload_part(
@@ -329,6 +395,12 @@ class AsyncClient(BaseClient):
         run_id: Any = NOT_GIVEN,
     ) -> UploadPart:
         """Store one part of a pending session; see Client.upload_part."""
+        """Store part part_number (from 1) of a pending session (PUT /v1/uploads/{id}/parts/{n}).
+
+        Every part but the last has exactly the session's part_size bytes;
+        sending a part again replaces it. ``sha256`` (hex) is sent as
+        Content-Digest, so a corrupted body is refused.
+        """
         return UploadPart.from_dict(await self._json(self._r_upload_part(
             upload_id, part_number, content, size=size, sha256=sha256, idempotency_key=idempotency_key,
             agent_id=agent_id, run_id=run_id)))
@@ -345,12 +417,20 @@ class AsyncClient(BaseClient):
         run_id: Any = NOT_GIVEN,
     ) -> File:
         """Assemble the session's parts into its file; see Client.complete_upload."""
+        """Assemble the session's parts into the file at its path (POST /v1/uploads/{id}/complete).
+
+        Completing a completed session returns the same file. A 422
+        PARTS_MISSING lists ``missing_parts``. Should the server finish in
+        the background (202), the session is polled until it ends.
+        """
         reply = await self._run(self._r_complete_upload(
             upload_id, if_exists=if_exists, sha256=sha256, if_match=if_match, idempotency_key=idempotency_key,
             agent_id=agent_id, run_id=run_id))
         if reply.status != 202:
             return File.from_dict(reply.json())
-        u = Upload.from_dict(reply.json())
+        return await self._await_completion(Upload.from_dict(reply.json()))
+
+    async def _await_completion(self, u: Upload) -> File:
         pace = PollPace()
         while True:
             f = completed_file(u)
@@ -368,6 +448,7 @@ class AsyncClient(BaseClient):
         run_id: Any = NOT_GIVEN,
     ) -> Upload:
         """Abort a session; repeating it is safe."""
+        """Abort a session (DELETE /v1/uploads/{id}); repeating it is safe."""
         return Upload.from_dict(await self._json(self._r_abort_upload(
             upload_id, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
 
@@ -393,6 +474,21 @@ class AsyncClient(BaseClient):
 
         See Client.upload_file; the parts go as ``parallel`` asyncio tasks.
         """
+        """Upload a local file to remote_path and return the file.
+
+        Below ``threshold`` bytes (64 MiB) it is one POST /v1/files;
+        from there on, or when the server answers PAYLOAD_TOO_LARGE, it goes
+        through an upload session (``threshold=0``: always, except empty
+        content). The session is resumed if an interrupted upload of the same
+        content left one: parts it holds with the same SHA-256 are not sent
+        again; the others go ``parallel`` at a time, each with its
+        Content-Digest, then the session is completed. ``progress(sent, total)``
+        is never called concurrently; sent may go back when a part is sent
+        again, and ends at total. ``on_session`` sees the session created or
+        resumed. On failure the session stays pending: call again to resume.
+        ``idempotency_key`` names the single POST of a small file (a session
+        resumes without one). ``expires_in`` as for put_file.
+        """
         path, size, sha = check_upload_options(local_path, parallel, sha256, threshold)
         attribution = {"agent_id": agent_id, "run_id": run_id}
         if size == 0 or size < threshold:
@@ -413,6 +509,7 @@ class AsyncClient(BaseClient):
             on_session(u)
         prog = Progress(progress, size)
         await self._send_parts(u, path, parallel, prog, attribution)
+        # The session may have been started by an earlier call with another if_exists: say what this one wants.
         f = await self.complete_upload(u.id, if_exists=if_exists or "error", if_match=if_match, **attribution)
         prog.finish()
         return f
@@ -427,20 +524,7 @@ class AsyncClient(BaseClient):
 
     async def _send_parts(self, u: Upload, path: str, parallel: int, prog: Progress,
                           attribution: Mapping[str, Any]) -> None:
-        jobs = iter(part_jobs(u))
-
-        async def worker() -> None:
-            for job in jobs:  # shared: each job goes to one worker
-                await self._send_part(u.id, path, job, prog, attribution)
-
-        tasks = [asyncio.create_task(worker()) for _ in range(max(1, min(parallel, u.part_count)))]
-        try:
-            await asyncio.gather(*tasks)
-        except BaseException:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        await arun_parallel(lambda job: self._send_part(u.id, path, job, prog, attribution), part_jobs(u), parallel)
 
     async def _send_part(self, upload_id: str, path: str, job: PartJob, prog: Progress,
                          attribution: Mapping[str, Any]) -> None:
@@ -465,15 +549,25 @@ class AsyncClient(BaseClient):
         run_id: Any = NOT_GIVEN,
     ) -> Batch:
         """Admit operations as one batch; see Client.create_batch."""
+        """Admit operations as one batch (POST /v1/batch); they run in order in the background.
+
+        The batch always carries an Idempotency-Key (``idempotency_key``, or a
+        new one): the same key and operations again return the same batch.
+        ``wait`` (at most 30 s) asks the server to answer once the batch is
+        terminal or the time has passed. One invalid operation is an
+        UnprocessableEntityError naming it, and nothing runs.
+        """
         return Batch.from_dict(await self._json(self._r_create_batch(
             operations, idempotency_key=idempotency_key, wait=wait, agent_id=agent_id, run_id=run_id)))
 
     async def get_batch(self, batch_id: str) -> Batch:
         """A batch with every item's outcome so far."""
+        """A batch with every item's outcome so far (GET /v1/batch/{id})."""
         return Batch.from_dict(await self._json(self._r_get_batch(batch_id)))
 
     async def wait_batch(self, batch_id: str, *, timeout: Optional[float] = None) -> Batch:
         """Poll a batch until it is terminal; TimeoutError after ``timeout`` seconds."""
+        """Poll a batch until it is terminal and return it; TimeoutError after ``timeout`` seconds."""
         pace = PollPace(timeout)
         while True:
             b = await self.get_batch(batch_id)
@@ -486,37 +580,54 @@ class AsyncClient(BaseClient):
     async def list_batches(self, *, status: Optional[str] = None, limit: Optional[int] = None,
                            cursor: Optional[str] = None) -> AsyncPage[Batch]:
         """One page of batches, newest first, without their items; ``async for`` walks every page."""
+        """One page of batches, newest first, with their counts but not their items (GET /v1/batch).
+
+        Iterate it to walk every page; get_batch returns one with its items.
+        """
         return await self._page(self._r_list_batches(status=status, limit=limit, cursor=cursor), Batch.from_dict,
                                 lambda c: self.list_batches(status=status, limit=limit, cursor=c))
 
     async def cancel_batch(self, batch_id: str, *, idempotency_key: Optional[str] = None,
                            agent_id: Any = NOT_GIVEN, run_id: Any = NOT_GIVEN) -> Batch:
         """Cancel a batch's pending items; see Client.cancel_batch."""
+        """Cancel a batch (POST /v1/batch/{id}/cancel): its pending items become canceled.
+
+        An item already running finishes, and the batch ends "canceled" once
+        nothing runs (wait_batch waits for that). Cancelling a batch that has
+        ended returns it unchanged; repeating it is safe.
+        """
         return Batch.from_dict(await self._json(self._r_cancel_batch(
             batch_id, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
 
     async def list_uploads(self, *, status: Optional[str] = None, path: Optional[str] = None,
                            limit: Optional[int] = None, cursor: Optional[str] = None) -> AsyncPage[Upload]:
         """One page of upload sessions, newest first; ``async for`` walks every page."""
+        """One page of upload sessions, newest first (GET /v1/uploads); iterate it to walk every page.
+
+        ``status="pending"`` finds what interrupted uploads left to resume.
+        """
         return await self._page(self._r_list_uploads(status=status, path=path, limit=limit, cursor=cursor),
-                                Upload.from_dict, lambda c: self.list_uploads(status=status, path=path, limit=limit,
-                                                                              cursor=c))
+                                Upload.from_dict,
+                                lambda c: self.list_uploads(status=status, path=path, limit=limit, cursor=c))
 
     # File history and lifecycle.
 
     async def list_versions(self, file_id: str, *, limit: Optional[int] = None,
                             cursor: Optional[str] = None) -> AsyncPage[FileVersion]:
         """One page of a file's versions, newest first; ``async for`` walks every page."""
+        """One page of a file's versions, newest first (GET /v1/files/{id}/versions), also of a deleted file."""
         return await self._page(self._r_list_versions(file_id, limit=limit, cursor=cursor), FileVersion.from_dict,
                                 lambda c: self.list_versions(file_id, limit=limit, cursor=c))
 
     async def get_version(self, file_id: str, version: int) -> FileVersion:
         """One version of a file."""
+        """Version ``version`` of a file (GET /v1/files/{id}/versions/{n}); one the retention dropped is NotFoundError."""
         return FileVersion.from_dict(await self._json(self._r_get_version(file_id, version)))
 
     async def version_content(self, file_id: str, version: int, *, range: Optional[str] = None,
                               if_range: Optional[str] = None, if_none_match: Optional[str] = None) -> AsyncContent:
         """Open the bytes of one version, as file_content does."""
+        """Open the bytes of one version (GET /v1/files/{id}/versions/{n}/content), as file_content does."""
         reply = await self._run(self._r_version_content(file_id, version, range=range, if_range=if_range,
                                                         if_none_match=if_none_match), stream=True)
         return AsyncContent(reply.stream)
@@ -525,6 +636,12 @@ class AsyncClient(BaseClient):
                           idempotency_key: Optional[str] = None, agent_id: Any = NOT_GIVEN,
                           run_id: Any = NOT_GIVEN) -> File:
         """Make one version's content current, as a new version; see Client.revert_file."""
+        """Make version ``version``'s content the file's current content, as a new version (POST /v1/files/{id}/revert).
+
+        Reverting to the content the file has changes nothing. ``if_match``
+        refuses (PreconditionFailedError) if the file was written meanwhile. A
+        deleted file is NotFoundError: restore it first.
+        """
         return File.from_dict(await self._json(self._r_revert_file(
             file_id, version, if_match=if_match, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
 
@@ -532,6 +649,11 @@ class AsyncClient(BaseClient):
                         if_match: Optional[str] = None, idempotency_key: Optional[str] = None,
                         agent_id: Any = NOT_GIVEN, run_id: Any = NOT_GIVEN) -> File:
         """Give a file a new path; see Client.move_file."""
+        """Give a file a new path (POST /v1/files/{id}/move); it keeps its id, url, version and history.
+
+        A live file at path is PathExistsError unless ``if_exists="replace"``,
+        which deletes it (restorably) in the same transaction.
+        """
         return File.from_dict(await self._json(self._r_move_file(
             file_id, path, if_exists=if_exists, if_match=if_match, idempotency_key=idempotency_key,
             agent_id=agent_id, run_id=run_id)))
@@ -540,6 +662,11 @@ class AsyncClient(BaseClient):
                          idempotency_key: Optional[str] = None, agent_id: Any = NOT_GIVEN,
                          run_id: Any = NOT_GIVEN) -> File:
         """Make a live file expire at expires_at, or never with None; see Client.set_expiry."""
+        """Make a live file expire at ``expires_at`` (an aware datetime, 60 s to 365 days ahead), or never with None.
+
+        PATCH /v1/files/{id}. From then on the file counts as deleted. A
+        repeat sets the same value, so it is safe.
+        """
         return File.from_dict(await self._json(self._r_set_expiry(
             file_id, expires_at, if_match=if_match, idempotency_key=idempotency_key, agent_id=agent_id,
             run_id=run_id)))
@@ -548,17 +675,25 @@ class AsyncClient(BaseClient):
                           version: Optional[int] = None, idempotency_key: Optional[str] = None,
                           agent_id: Any = NOT_GIVEN, run_id: Any = NOT_GIVEN) -> Link:
         """A share link to a file; its url is shown only in this answer. See Client.create_link."""
+        """A share link to a file (POST /v1/files/{id}/links), for someone without a token.
+
+        Its ``url`` is shown only in this answer: keep it. ``expires_in`` is 60 s
+        to 7 days (default 1 h); ``version`` pins one version, else the link
+        serves the current content whenever it is opened.
+        """
         return Link.from_dict(await self._json(self._r_create_link(
             file_id, expires_in=expires_in, version=version, idempotency_key=idempotency_key, agent_id=agent_id,
             run_id=run_id)))
 
     async def links(self, file_id: str) -> list[Link]:
         """A file's links, newest first, without their URLs."""
+        """A file's links, newest first, revoked and expired ones included, without their URLs."""
         return links_of(await self._json(self._r_links(file_id)))
 
     async def revoke_link(self, link_id: str, *, idempotency_key: Optional[str] = None,
                           agent_id: Any = NOT_GIVEN, run_id: Any = NOT_GIVEN) -> Link:
         """Revoke a share link; safe to repeat."""
+        """Revoke a share link (DELETE /v1/links/{id}): its URL serves nothing from then on. Safe to repeat."""
         return Link.from_dict(await self._json(self._r_revoke_link(
             link_id, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
 
@@ -577,6 +712,17 @@ class AsyncClient(BaseClient):
         wait: Optional[float] = None,
     ) -> EventPage:
         """One page of your events, oldest first; see Client.events."""
+        """One page of your events, oldest first (GET /v1/events).
+
+        ``after`` is a previous page's ``next_cursor``, ``"now"`` (the end of
+        the feed) or None (the oldest event kept). Filters combine: the
+        X-Run-ID and X-Agent-ID of the request that caused an event, a file,
+        a path prefix, event ``types`` ("file.created", ...). ``wait`` (at
+        most 30 s) holds the request until a matching event commits.
+        Following ``next_cursor`` never skips an event and never repeats
+        one; follow_events does it for you. CursorExpiredError: the cursor is
+        older than the server's event retention.
+        """
         return EventPage.from_dict(await self._json(self._r_events(
             after=after, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types,
             limit=limit, wait=wait)))
@@ -602,12 +748,29 @@ class AsyncClient(BaseClient):
                 async for e in events:
                     print(e.type, e.path)
         """
+        """Follow the events that match, from ``after`` on, for as long as you iterate.
+
+        ``wait`` is how long each poll is held open by the server (1 to 30
+        s; a proxy that cuts idle requests sooner needs less). A dropped
+        connection, 408, 429 or 5xx is retried from the last cursor with the
+        retry policy's backoff; once the feed has answered, without limit.
+        ``follower.cursor`` says where to resume, in this process or another::
+
+            with client.follow_events(run_id="run-1", after="now") as events:
+                for e in events:
+                    print(e.type, e.path)
+        """
         return AsyncEventFollower(self, self._follow_state(
             after=after, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types, limit=limit,
             wait=wait))
 
     async def run(self, run_id: str) -> Run:
         """What one run did; see Client.run."""
+        """What one run did (GET /v1/runs/{run_id}): its counts, the bytes it wrote, the files it left live.
+
+        A run with no event of yours is NotFoundError. A "/" in the run id is
+        sent escaped, as one path segment.
+        """
         return Run.from_dict(await self._json(self._r_run(run_id)))
 
     async def run_archive(
@@ -619,6 +782,17 @@ class AsyncClient(BaseClient):
         progress: Optional[ArchiveProgress] = None,
     ) -> int:
         """Download a run's live files as one zip or tar; returns its size. See Client.run_archive."""
+        """Download the files a run created or last wrote that are live now, as one archive; returns its size.
+
+        GET /v1/runs/{run_id}/archive: one zip (stored, not compressed) or
+        tar, entries named by path, each a whole version. ``destination`` is
+        a local path (written whole or not at all) or a binary file;
+        ``format`` is "zip" or "tar" (default: tar for a path ending in .tar,
+        else zip). ``progress(received, None)`` is told the bytes so far (the
+        total is not known up front). The request is retried until the
+        archive starts; one cut on the way raises APIConnectionError (a path
+        is then left untouched).
+        """
         fmt = archive_format(format, destination)
         reply = await self._run(self._r_run_archive(run_id, fmt), stream=True)
         received = Received(progress=progress)
@@ -632,6 +806,19 @@ class AsyncClient(BaseClient):
     async def revert_run(self, run_id: str, *, force: bool = False, wait: bool = False,
                          timeout: Optional[float] = None, idempotency_key: Optional[str] = None) -> Batch:
         """Undo what a run did, as a batch; see Client.revert_run."""
+        """Undo what a run did (POST /v1/runs/{run_id}/revert), as a batch of one undo item per file.
+
+        A file the run created is deleted, one it replaced or reverted gets
+        back the version it had before the run, one it deleted is restored,
+        one it moved goes back; the most recently changed first. A file
+        another run changed since fails its item with ChangedSinceRunError
+        unless ``force``. The revert's own events carry this client's
+        run_id, so it can be reverted in turn. The request always carries an
+        Idempotency-Key (``idempotency_key``, or a new one): a retry after a
+        lost answer, or the same key again, returns the same batch in its
+        current state. With ``wait`` it returns once the batch has ended
+        (TimeoutError after ``timeout`` seconds).
+        """
         b = Batch.from_dict(await self._json(self._r_revert_run(
             run_id, force=force, idempotency_key=idempotency_key, agent_id=NOT_GIVEN, run_id_header=NOT_GIVEN)))
         if wait and not b.terminal:

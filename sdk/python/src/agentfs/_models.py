@@ -411,6 +411,10 @@ class Operation:
     created_at: Optional[datetime]
     completed_at: Optional[datetime]
     expires_at: Optional[datetime]
+    #: Members of ``response`` shown None because they hold a secret (a
+    #: link's ``url``): only the request itself, sent again with the same
+    #: key by the same token, answers them.
+    redacted: list[str] = field(default_factory=list)
     object: str = "operation"
 
     @property
@@ -441,6 +445,7 @@ class Operation:
             d,
             response=d.get("response"),
             resource=OperationResource(_s(r, "object"), _s(r, "id")) if isinstance(r, Mapping) else None,
+            redacted=[m for m in d.get("redacted") or [] if isinstance(m, str)],
         )
 
     def recorded_body(self) -> bytes:

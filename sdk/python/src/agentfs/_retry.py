@@ -356,7 +356,7 @@ def retry_steps(
             if decision is not None:
                 last = decision
                 continue
-            busy = None  # the key holds nothing: nothing happened, send the write again
+            busy = None  # the key holds nothing (nothing happened), or withholds a secret: send the write again
         if req.body_lost():
             raise _connection_error(req, AgentFSError("an earlier attempt failed"), _NOT_REWINDABLE)
         out = yield Send()
@@ -393,9 +393,11 @@ def _judge_poll(
     """Read one poll of /v1/operations/{key}.
 
     Returns the recorded answer once the key has one, an error to retry
-    after while it has none yet, and None when the key holds nothing, which
-    proves that nothing happened: only then may the write be sent again.
-    Raises what ends the call.
+    after while it has none yet, and None when the write is to be sent
+    again: when the key holds nothing, which proves that nothing happened,
+    or when its recorded answer withholds a secret (a link's url), which
+    only a replay of the request by this token answers. Raises what ends
+    the call.
     """
     if isinstance(out, Problem):
         if out.status == 404:
@@ -420,6 +422,8 @@ def _judge_poll(
         return busy
     if op.response_status is None:
         raise AgentFSError(f"{req.method} {req.path}: completed operation without a response status")
+    if op.redacted:
+        return None  # the same key replays it, secret and all
     if op.response_status >= 400:
         body = op.response if isinstance(op.response, Mapping) else {}
         raise problem_from_dict(op.response_status, body)

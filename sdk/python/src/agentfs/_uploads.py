@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import stat
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
+from typing import Any, Awaitable, Callable, Iterator, Optional, Sequence, TypeVar
 
 from ._errors import AgentFSError
 from ._models import Upload
@@ -16,6 +18,8 @@ from ._request import CHUNK, Observer, PathBody
 
 #: Told the bytes sent so far and the total: progress(sent, total).
 ProgressCallback = Callable[[int, int], None]
+
+J = TypeVar("J")
 
 
 def regular_file_size(path: str) -> int:
@@ -142,3 +146,51 @@ def check_stored(upload_id: str, number: int, got: str, want: str) -> None:
     """The server must have stored the bytes that were sent."""
     if got != want:
         raise AgentFSError(f"upload {upload_id}: the server stored part {number} with SHA-256 {got}, not {want}")
+
+
+def run_parallel(send: Callable[[J], Any], jobs: Sequence[J], parallel: int) -> None:
+    """Call send(job) for every job, parallel at a time on threads (Client's parts).
+
+    The first failure stops the jobs not started yet; it is raised once those
+    running have ended.
+    """
+    failed = threading.Event()
+    lock = threading.Lock()
+    first: list[BaseException] = []
+
+    def run(job: J) -> None:
+        if failed.is_set():
+            return
+        try:
+            send(job)
+        except BaseException as e:  # the first failure stops the rest
+            with lock:
+                if not first:
+                    first.append(e)
+            failed.set()
+
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(jobs)))) as pool:
+        list(pool.map(run, jobs))
+    if first:
+        raise first[0]
+
+
+async def arun_parallel(send: Callable[[J], Awaitable[Any]], jobs: Sequence[J], parallel: int) -> None:
+    """Await send(job) for every job, parallel at a time as asyncio tasks (AsyncClient's parts).
+
+    The first failure cancels the other tasks and is raised once they have ended.
+    """
+    todo = iter(jobs)
+
+    async def worker() -> None:
+        for job in todo:  # shared: each job goes to one worker
+            await send(job)
+
+    tasks = [asyncio.create_task(worker()) for _ in range(max(1, min(parallel, len(jobs))))]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
