@@ -18,32 +18,6 @@ import (
 //go:embed openapi.yaml
 var OpenAPI []byte
 
-// Scopes a token may carry.
-const (
-	ScopeRead  = "read"
-	ScopeWrite = "write"
-)
-
-// Principal is the authenticated caller of a request: the subject that owns
-// every resource it creates, and what its token may do.
-type Principal struct {
-	Subject string
-	Scopes  []string
-	// TokenID names the token itself (tok_…): what a recorded secret is
-	// bound to, so that only the token that made a request sees it again.
-	TokenID string
-}
-
-// Can reports whether the principal's token carries scope.
-func (p Principal) Can(scope string) bool {
-	for _, s := range p.Scopes {
-		if s == scope {
-			return true
-		}
-	}
-	return false
-}
-
 // File is a stored file as the API shows it. Its content lives in an
 // immutable blob; a replace points the file at a new blob.
 type File struct {
@@ -82,11 +56,15 @@ type Attribution struct {
 	RunID   string
 }
 
-// Caller is who asks for a write and under which Idempotency-Key: what
-// every door (an HTTP route, a batch item, an MCP tool) hands the admission
-// core with the write itself.
+// Caller is who asks for a write or a read, with what its token may do,
+// and under which Idempotency-Key: what every door (an HTTP route, a batch
+// item, an MCP tool) hands the admission core with the write itself, and
+// the read gate with a read. Both check the operation against Scopes
+// (Allow) before anything runs.
 type Caller struct {
 	Subject string
+	// Scopes are what the caller's token may do (ScopeRead, ScopeWrite).
+	Scopes []string
 	// Key is the Idempotency-Key, "" for a write without one.
 	Key string
 	By  Attribution
@@ -188,22 +166,16 @@ func (e *BlockedError) Is(target error) bool { return target == ErrBlocked }
 
 type callerKey struct{}
 
-// callerInContext is who a request's context carries.
-type callerInContext struct {
-	who Caller
-	p   Principal
-}
-
-// ContextWithCaller returns ctx carrying the request's caller and its
-// principal, for a door that is served below the HTTP door's
+// ContextWithCaller returns ctx carrying the request's caller (with its
+// token's scopes), for a door that is served below the HTTP door's
 // authentication (the /mcp tools).
-func ContextWithCaller(ctx context.Context, who Caller, p Principal) context.Context {
-	return context.WithValue(ctx, callerKey{}, callerInContext{who: who, p: p})
+func ContextWithCaller(ctx context.Context, who Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, who)
 }
 
-// CallerFromContext returns the caller and principal ContextWithCaller put
-// in ctx; ok is false when there are none.
-func CallerFromContext(ctx context.Context) (who Caller, p Principal, ok bool) {
-	c, ok := ctx.Value(callerKey{}).(callerInContext)
-	return c.who, c.p, ok
+// CallerFromContext returns the caller ContextWithCaller put in ctx; ok is
+// false when there is none.
+func CallerFromContext(ctx context.Context) (who Caller, ok bool) {
+	who, ok = ctx.Value(callerKey{}).(Caller)
+	return who, ok
 }

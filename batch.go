@@ -27,6 +27,12 @@ const (
 	OpUndo = "undo"
 )
 
+// How a batch put's content is encoded in the request's JSON string.
+const (
+	ContentUTF8   = "utf8"
+	ContentBase64 = "base64"
+)
+
 // Batch is many operations admitted by one request and run in order in the
 // background, each item's effect committed with its status.
 type Batch struct {
@@ -44,11 +50,18 @@ type Batch struct {
 
 // BatchItem is one operation of a batch and its outcome.
 type BatchItem struct {
-	Index       int
-	Op          string
-	Path        string // put and copy: the target path
-	FileID      string // delete, restore: the file; copy: the source
-	Content     []byte // put: the decoded content (loaded only to run it)
+	Index   int
+	Op      string
+	Path    string // put and copy: the target path
+	FileID  string // delete, restore: the file; copy: the source
+	Content []byte // put: the decoded content (loaded only to run it)
+	// Text is a put's content as a batch request carried it, until the
+	// batch is stored: a JSON string (quotes and escapes included) whose
+	// bytes, decoded as Encoding (ContentUTF8 or ContentBase64) says, are
+	// the content. A batch is admitted and stored without a decoded copy
+	// of each content; the item's content is decoded when it runs.
+	Text        []byte
+	Encoding    string
 	ContentType string
 	Replace     bool
 	ExpiresIn   time.Duration // put: the file expires this long after it is written; 0: never

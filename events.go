@@ -28,6 +28,10 @@ var (
 	// ErrCursorExpired says the events after a cursor may have been removed
 	// by the retention: a follower must start again.
 	ErrCursorExpired = errors.New("cursor is older than the event retention")
+	// ErrTooManyWaiters says a subject already has as many requests
+	// waiting for events on this instance as it may: one more would only
+	// hold a connection, so it is told to come back (429).
+	ErrTooManyWaiters = errors.New("too many requests of this subject are waiting for events")
 )
 
 func subjectTag(subject string) string {

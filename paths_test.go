@@ -28,8 +28,30 @@ func TestValidatePath(t *testing.T) {
 		{"AcceptsTrailingDotName", "a/b.", true},
 		{"AcceptsMaxLength", strings.Repeat("a", agentfs.MaxPathBytes), true},
 		{"AcceptsMaxLengthInMultibyteRunes", strings.Repeat("é", agentfs.MaxPathBytes/2), true},
-		{"AcceptsNonControlFormatCharacter", "a\u200bb", true},
 		{"AcceptsNoBreakSpace", "a\u00a0b", true},
+		{"AcceptsPersianNonJoiner", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645.txt", true},
+		{"AcceptsNonJoinerPastAMark", "\u0628\u064e\u200c\u0627", true},
+		{"AcceptsDevanagariConjunct", "\u0915\u094d\u200d\u0937.md", true},
+		{"AcceptsEmojiSequence", "\U0001F468\u200d\U0001F469\u200d\U0001F467.png", true},
+		{"AcceptsEmojiAfterSelector", "\U0001F3F3\ufe0f\u200d\U0001F308", true},
+		{"AcceptsEmojiAfterSkinTone", "\U0001F9D1\U0001F3FD\u200d\U0001F4BB", true},
+		{"RejectsRightToLeftOverride", "invoice\u202etxt.exe", false},
+		{"RejectsLeftToRightMark", "a\u200eb", false},
+		{"RejectsArabicLetterMark", "a\u061cb", false},
+		{"RejectsIsolates", "a\u2066b\u2069", false},
+		{"RejectsZeroWidthSpace", "a\u200bb", false},
+		{"RejectsWordJoiner", "a\u2060b", false},
+		{"RejectsByteOrderMark", "\ufeffa.txt", false},
+		{"RejectsSoftHyphen", "pass\u00adword.txt", false},
+		{"RejectsTagCharacter", "a\U000E0041", false},
+		{"RejectsLineSeparator", "a\u2028b", false},
+		{"RejectsParagraphSeparator", "a\u2029b", false},
+		{"RejectsJoinerBetweenLatinLetters", "a\u200db", false},
+		{"RejectsNonJoinerBetweenLatinLetters", "a\u200cb", false},
+		{"RejectsLeadingJoiner", "\u200cx", false},
+		{"RejectsTrailingJoiner", "\u0628\u200c", false},
+		{"RejectsJoinerBeforeASlash", "\u0628\u200c/x", false},
+		{"RejectsNonJoinerBetweenEmoji", "\U0001F468\u200c\U0001F469", false},
 		{"RejectsEmpty", "", false},
 		{"RejectsTooLong", strings.Repeat("a", agentfs.MaxPathBytes+1), false},
 		{"RejectsTooLongByBytesNotRunes", strings.Repeat("é", agentfs.MaxPathBytes/2) + "a", false},
@@ -88,6 +110,10 @@ func TestValidatePathErrorNamesRule(t *testing.T) {
 		{"Control", "x\x01", "control"},
 		{"EmptySegment", "x//y", "empty segment"},
 		{"DotDotSegment", "x/..", "'..'"},
+		{"BidiControl", "x\u202ey", "bidirectional control character (U+202E)"},
+		{"FormatCharacter", "x\u200by", "invisible format character (U+200B)"},
+		{"Joiner", "x\u200dy", "joiner"},
+		{"LineSeparator", "x\u2028y", "line or paragraph separator"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -114,13 +140,63 @@ func pathRulesHold(p string) bool {
 			return false
 		}
 	}
+	return readsAsWritten(p, false)
+}
+
+// joiningScripts are the scripts whose letters join (the rule's list).
+var joiningScripts = []*unicode.RangeTable{unicode.Arabic, unicode.Syriac, unicode.Mongolian, unicode.Nko,
+	unicode.Mandaic, unicode.Manichaean, unicode.Psalter_Pahlavi, unicode.Hanifi_Rohingya, unicode.Sogdian,
+	unicode.Adlam, unicode.Phags_Pa}
+
+// readsAsWritten is the rule on characters that change how a path reads,
+// written independently of paths.go: no category Cf (bidirectional
+// controls are all Cf), no U+2028 or U+2029, except a joiner (U+200C,
+// U+200D) right after a virama, after a letter of a joining script (and
+// its marks) before a letter or mark, or a U+200D between emoji. A prefix
+// may end with one whose start fits.
+func readsAsWritten(p string, prefix bool) bool {
+	rs := []rune(p)
+	for i, r := range rs {
+		switch {
+		case r == 0x2028 || r == 0x2029:
+			return false
+		case r == 0x200c || r == 0x200d:
+			if !joinerAllowed(rs, i, prefix) {
+				return false
+			}
+		case unicode.In(r, unicode.Cf):
+			return false
+		}
+	}
 	return true
+}
+
+func joinerAllowed(rs []rune, i int, prefix bool) bool {
+	last := i == len(rs)-1
+	if i == 0 || last && !prefix {
+		return false
+	}
+	prev := rs[i-1]
+	if norm.NFD.PropertiesString(string(prev)).CCC() == 9 {
+		return true
+	}
+	j := i - 1
+	for j >= 0 && unicode.In(rs[j], unicode.Mn, unicode.Me) {
+		j--
+	}
+	if j >= 0 && unicode.In(rs[j], joiningScripts...) && (last || unicode.In(rs[i+1], unicode.L, unicode.M)) {
+		return true
+	}
+	emoji := unicode.In(prev, unicode.So) || prev == 0xfe0f || (prev >= 0x1f3fb && prev <= 0x1f3ff)
+	return rs[i] == 0x200d && emoji && (last || unicode.In(rs[i+1], unicode.So))
 }
 
 func FuzzValidatePath(f *testing.F) {
 	for _, s := range []string{
 		"a", "a/b/c.txt", "données/日本語", "/a", "a/", "a//b", ".", "..", "a/./b", "a/../b",
 		`a\b`, "a\x00b", "a\x7f", "a\u0085", "\xff", "a\xc3", "...", ".a/..b",
+		"x\u202ey", "a\u200bb", "\u0628\u200c\u0627", "\u0915\u094d\u200d\u0937", "\U0001F468\u200d\U0001F469",
+		"a\u200db", "\u200c", "\u0628\u064e\u200c/", "\ufeff", "a\u2028",
 		strings.Repeat("a", 1024), strings.Repeat("a", 1025), strings.Repeat("é", 512),
 	} {
 		f.Add(s)
@@ -192,6 +268,8 @@ func FuzzNormalizePath(f *testing.F) {
 		"a", "caf\u00e9.txt", "cafe\u0301.txt", "\u1100\u1161", "a\u0323\u0307", "\u0958",
 		strings.Repeat("e\u0301", 400), strings.Repeat("\u0958", 200), "a/../b", "\xff", "e\u0301/\u0301",
 		"/\u0301", "\u0301", ".\u0301", "..\u0338", "\u212b", "\u2126/\u0344",
+		"invoice\u202etxt.exe", "\u0628\u064e\u200c\u0627", "\u0915\u094d\u200d\u0937", "\U0001F3F3\ufe0f\u200d\U0001F308",
+		"a\u0301\u200db", "\u0628\u0651\u064e\u200c\u0627", "\u0928\u093c\u094d\u200d",
 	} {
 		f.Add(s)
 	}
@@ -243,6 +321,10 @@ func TestNormalizePrefix(t *testing.T) {
 		{"RejectsInvalidUTF8", "\xff", "", false},
 		{"RejectsControlCharacter", "a\x00", "", false},
 		{"RejectsC1Control", "a\u0085", "", false},
+		{"RejectsBidiControl", "a\u202e", "", false},
+		{"RejectsZeroWidthSpace", "a\u200b", "", false},
+		{"AllowsEndingInAJoinerThatFits", "\u0645\u06cc\u200c", "\u0645\u06cc\u200c", true},
+		{"RejectsEndingInAJoinerThatDoesNot", "a\u200c", "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -255,7 +337,8 @@ func TestNormalizePrefix(t *testing.T) {
 }
 
 func FuzzNormalizePrefix(f *testing.F) {
-	for _, s := range []string{"", "dir/", "cafe\u0301", "\xff", "a\x00", strings.Repeat("\u0958", 200)} {
+	for _, s := range []string{"", "dir/", "cafe\u0301", "\xff", "a\x00", strings.Repeat("\u0958", 200),
+		"a\u202e", "\u0645\u06cc\u200c", "a\u200c", "\U0001F468\u200d"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
@@ -270,6 +353,9 @@ func FuzzNormalizePrefix(f *testing.F) {
 			if unicode.IsControl(r) {
 				t.Fatalf("NormalizePrefix(%q) kept a control character", p)
 			}
+		}
+		if !readsAsWritten(got, true) {
+			t.Fatalf("NormalizePrefix(%q) = %q, which does not read as it is written", p, got)
 		}
 		if again, err := agentfs.NormalizePrefix(got); err != nil || again != got {
 			t.Fatalf("NormalizePrefix is not idempotent on %q", p)

@@ -62,6 +62,9 @@ type NewUpload struct {
 	PartSize    int64         // preferred; the plan may grow it
 	TTL         time.Duration // how long the session lives
 	ExpiresIn   time.Duration // the file expires this long after it is written; 0: never
+	// MaxOpen bounds the subject's sessions open at once (pending or
+	// completing) when a new one would be made; 0: no bound.
+	MaxOpen int
 }
 
 // CompleteRequest overrides a session's if_exists and declared sha256, and
@@ -133,6 +136,20 @@ type UploadBusyError struct {
 }
 
 func (e *UploadBusyError) Error() string { return e.Reason }
+
+// TooManyUploadsError says a subject already has as many upload sessions
+// open (pending or completing) as it may, so no new one is made: each
+// holds an S3 multipart upload until it ends. RetryAfter is how long until
+// the first of them expires, by when one is free at the latest; completing
+// or aborting one frees it sooner.
+type TooManyUploadsError struct {
+	Limit      int
+	RetryAfter time.Duration
+}
+
+func (e *TooManyUploadsError) Error() string {
+	return fmt.Sprintf("the subject has %d upload sessions open, the most it may", e.Limit)
+}
 
 // PartAssembledError says a part came with other bytes than the part a
 // session already assembled: an earlier complete assembled the session's

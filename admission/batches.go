@@ -25,7 +25,7 @@ func (c *Core) CreateBatch(ctx context.Context, who agentfs.Caller, b *agentfs.B
 	b.Subject, b.By, b.RequestID = who.Subject, who.By, who.RequestID
 	return c.run(ctx, who, &queueBatch{c: c, who: who, wait: wait, b: b,
 		named: named{admission{method: http.MethodPost, route: "/v1/batch",
-			request: idempotency.Request{Operation: "batch", MediaType: "application/json", By: who.By}}},
+			request: idempotency.Request{Operation: agentfs.OpBatch, MediaType: "application/json", By: who.By}}},
 		fixed: fixed{sum: content}})
 }
 
@@ -85,7 +85,7 @@ func (e *queueBatch) current(ctx context.Context, rec *idempotency.Record) (idem
 func (c *Core) RevertRun(ctx context.Context, who agentfs.Caller, runID string, force bool) (idempotency.Result, error) {
 	return c.run(ctx, who, &queueBatch{c: c, who: who, undo: runID, force: force,
 		named: named{admission{method: http.MethodPost, route: "/v1/runs/:run_id/revert",
-			request: idempotency.Request{Operation: "revert_run", Target: runID, MediaType: "application/json", By: who.By}}},
+			request: idempotency.Request{Operation: agentfs.OpRevertRun, Target: runID, MediaType: "application/json", By: who.By}}},
 		fixed: jsonContent(map[string]any{"force": force})})
 }
 
@@ -103,7 +103,7 @@ type undoFile struct {
 func (c *Core) undoFile(who agentfs.Caller, fileID string, u agentfs.Undo, o agentfs.Origin) *undoFile {
 	return &undoFile{c: c, subject: who.Subject, fileID: fileID, u: u, origin: o,
 		named: named{admission{method: http.MethodPost, route: "/v1/runs/:run_id/revert",
-			request: idempotency.Request{Operation: "undo", Target: fileID, Params: map[string]string{
+			request: idempotency.Request{Operation: agentfs.OpUndo, Target: fileID, Params: map[string]string{
 				"run_id": u.RunID, "force": strconv.FormatBool(u.Force)}, By: who.By}}}}
 }
 
@@ -118,7 +118,7 @@ func (e *undoFile) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, e
 func (c *Core) CancelBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error) {
 	return c.run(ctx, who, &cancelBatch{c: c, who: who, id: id,
 		named: named{admission{method: http.MethodPost, route: "/v1/batch/:id/cancel",
-			request: idempotency.Request{Operation: "cancel_batch", Target: id, By: who.By}}}})
+			request: idempotency.Request{Operation: agentfs.OpCancelBatch, Target: id, By: who.By}}}})
 }
 
 // cancelBatch cancels a batch's pending items.
@@ -140,16 +140,16 @@ func (e *cancelBatch) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome
 
 // follow shows the batch with the files its items left.
 func (e *cancelBatch) follow(ctx context.Context, _ idempotency.Outcome) (idempotency.Outcome, error) {
-	return e.c.CurrentBatch(ctx, e.who, e.id)
+	return e.c.currentBatch(ctx, e.who, e.id)
 }
 
 func (e *cancelBatch) current(ctx context.Context, _ *idempotency.Record) (idempotency.Outcome, error) {
-	return e.c.CurrentBatch(ctx, e.who, e.id)
+	return e.c.currentBatch(ctx, e.who, e.id)
 }
 
-// CurrentBatch shows the subject's batch as it is now (200), with every
+// currentBatch shows the subject's batch as it is now (200), with every
 // item's outcome.
-func (c *Core) CurrentBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Outcome, error) {
+func (c *Core) currentBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Outcome, error) {
 	return c.awaitBatch(ctx, who.Subject, id, 0, http.StatusOK)
 }
 

@@ -59,11 +59,14 @@ func setup(t *testing.T, adjust ...func(*admission.Config)) (*admission.Core, *t
 	return core, &testBundle{cfg: cfg, store: store}
 }
 
+// everything is what a token made with both scopes may do.
+var everything = []string{agentfs.ScopeRead, agentfs.ScopeWrite}
+
 func keyed(key string) agentfs.Caller {
-	return agentfs.Caller{Subject: "s", Key: key, By: by, RequestID: "req_" + key}
+	return agentfs.Caller{Subject: "s", Scopes: everything, Key: key, By: by, RequestID: "req_" + key}
 }
 
-var unkeyed = agentfs.Caller{Subject: "s", By: by, RequestID: "req_unkeyed"}
+var unkeyed = agentfs.Caller{Subject: "s", Scopes: everything, By: by, RequestID: "req_unkeyed"}
 
 // newPut is a put of content at path as the HTTP door builds it.
 func newPut(path, content string, replace bool) agentfs.Put {

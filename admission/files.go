@@ -105,7 +105,7 @@ type copyFile struct {
 
 func (p *copyFile) admission() admission {
 	a := p.putFile.admission()
-	a.request = idempotency.Request{Operation: "copy", Target: p.put.Path, Params: map[string]string{"source": p.src}, By: p.put.By}
+	a.request = idempotency.Request{Operation: agentfs.OpCopy, Target: p.put.Path, Params: map[string]string{"source": p.src}, By: p.put.By}
 	return a
 }
 
@@ -135,7 +135,7 @@ type deleteFile struct {
 func (c *Core) deleteFile(who agentfs.Caller, id, ifMatch string, o agentfs.Origin) *deleteFile {
 	return &deleteFile{c: c, subject: who.Subject, id: id, ifMatch: ifMatch, origin: o,
 		named: named{admission{method: http.MethodDelete, route: "/v1/files/:id",
-			request: idempotency.Request{Operation: "delete", Target: id, Params: map[string]string{"if_match": ifMatch}, By: who.By}}}}
+			request: idempotency.Request{Operation: agentfs.OpDelete, Target: id, Params: map[string]string{"if_match": ifMatch}, By: who.By}}}}
 }
 
 func (d *deleteFile) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
@@ -160,7 +160,7 @@ type restoreFile struct {
 func (c *Core) restoreFile(who agentfs.Caller, id string, o agentfs.Origin) *restoreFile {
 	return &restoreFile{c: c, subject: who.Subject, id: id, origin: o,
 		named: named{admission{method: http.MethodPost, route: "/v1/files/:id/restore",
-			request: idempotency.Request{Operation: "restore", Target: id, By: who.By}}}}
+			request: idempotency.Request{Operation: agentfs.OpRestore, Target: id, By: who.By}}}}
 }
 
 func (r *restoreFile) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {

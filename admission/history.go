@@ -25,7 +25,7 @@ func fileChange(method, route, op, target, ifMatch string, who agentfs.Caller, b
 func (c *Core) Revert(ctx context.Context, who agentfs.Caller, r agentfs.Revert) (idempotency.Result, error) {
 	r.Subject, r.By = who.Subject, who.By
 	e := &revertFile{c: c, r: r, origin: agentfs.OriginOf(who)}
-	e.named, e.fixed = fileChange(http.MethodPost, "/v1/files/:id/revert", "revert", r.FileID, r.IfMatch, who,
+	e.named, e.fixed = fileChange(http.MethodPost, "/v1/files/:id/revert", agentfs.OpRevert, r.FileID, r.IfMatch, who,
 		map[string]any{"version": r.Version})
 	return c.run(ctx, who, e)
 }
@@ -48,7 +48,7 @@ func (e *revertFile) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome,
 func (c *Core) Move(ctx context.Context, who agentfs.Caller, m agentfs.Move) (idempotency.Result, error) {
 	m.Subject = who.Subject
 	e := &moveFile{c: c, m: m, origin: agentfs.OriginOf(who)}
-	e.named, e.fixed = fileChange(http.MethodPost, "/v1/files/:id/move", "move", m.FileID, m.IfMatch, who,
+	e.named, e.fixed = fileChange(http.MethodPost, "/v1/files/:id/move", agentfs.OpMove, m.FileID, m.IfMatch, who,
 		map[string]any{"path": m.Path, "replace": m.Replace})
 	return c.run(ctx, who, e)
 }
@@ -74,7 +74,7 @@ func (c *Core) SetExpiry(ctx context.Context, who agentfs.Caller, x agentfs.Expi
 		at = x.At.UTC().Format(time.RFC3339Nano)
 	}
 	e := &setExpiry{c: c, x: x}
-	e.named, e.fixed = fileChange(http.MethodPatch, "/v1/files/:id", "set_expiry", x.FileID, x.IfMatch, who,
+	e.named, e.fixed = fileChange(http.MethodPatch, "/v1/files/:id", agentfs.OpSetExpiry, x.FileID, x.IfMatch, who,
 		map[string]any{"expires_at": at})
 	return c.run(ctx, who, e)
 }
@@ -100,7 +100,7 @@ func (c *Core) CreateLink(ctx context.Context, who agentfs.Caller, req agentfs.N
 	req.Subject, req.By = who.Subject, who.By
 	return c.run(ctx, who, &createLink{c: c, req: req,
 		named: named{admission{method: http.MethodPost, route: "/v1/files/:id/links",
-			request: idempotency.Request{Operation: "create_link", Target: req.FileID, MediaType: "application/json", By: who.By}}},
+			request: idempotency.Request{Operation: agentfs.OpCreateLink, Target: req.FileID, MediaType: "application/json", By: who.By}}},
 		fixed: jsonContent(map[string]any{"version": req.Version, "expires_in": int64(req.ExpiresIn.Seconds())})})
 }
 
@@ -128,7 +128,7 @@ func (e *createLink) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome,
 func (c *Core) RevokeLink(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error) {
 	return c.run(ctx, who, &revokeLink{c: c, subject: who.Subject, id: id,
 		named: named{admission{method: http.MethodDelete, route: "/v1/links/:id",
-			request: idempotency.Request{Operation: "revoke_link", Target: id, By: who.By}}}})
+			request: idempotency.Request{Operation: agentfs.OpRevokeLink, Target: id, By: who.By}}}})
 }
 
 // revokeLink revokes a share link.

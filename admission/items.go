@@ -54,7 +54,7 @@ type PreparedItem struct {
 // is a failure that may pass when the batch is retried; the item stays
 // pending.
 func (c *Core) PrepareItem(ctx context.Context, b *agentfs.Batch, it agentfs.BatchItem, hint ItemHint) (*PreparedItem, error) {
-	who := agentfs.Caller{Subject: b.Subject, Key: it.Key, By: b.By, RequestID: b.RequestID}
+	who := batchCaller(b, it.Key)
 	w := &write{who: who, item: &item{batch: b, index: it.Index}}
 	p := &PreparedItem{w: w, op: it.Op}
 	e, err := c.itemEffect(ctx, who, b, it, hint)
@@ -71,6 +71,18 @@ func (c *Core) PrepareItem(ctx context.Context, b *agentfs.Batch, it agentfs.Bat
 		return c.endBefore(p, err)
 	}
 	return p, nil
+}
+
+// batchScopes are what a batch's items may do: the scope its creation
+// needed (POST /v1/batch, a run revert), the authority it was admitted
+// with. A token's grant (prefixes) is to be recorded with the batch, so
+// that each item is held to it as a standalone write would be.
+var batchScopes = []string{agentfs.ScopeWrite}
+
+// batchCaller is who runs b's item under key: the batch's subject and
+// attribution, with the batch's authority.
+func batchCaller(b *agentfs.Batch, key string) agentfs.Caller {
+	return agentfs.Caller{Subject: b.Subject, Scopes: batchScopes, Key: key, By: b.By, RequestID: b.RequestID}
 }
 
 // itemEffect is the effect an item asks for.

@@ -18,7 +18,7 @@ import (
 // The pipeline: every write, a request of its own or an item of a batch,
 // goes through the same stages, a request being a group of one.
 //
-//	admit     the caller's grant, then the key: claimed, or its recorded
+//	admit     the caller's authority, then the key: claimed, or its recorded
 //	          outcome replayed, or a refusal; then the effect prepared
 //	          outside any transaction (bytes streamed into a new blob)
 //	commit    one transaction for the group: each effect applied (puts
@@ -135,13 +135,21 @@ func (c *Core) run(ctx context.Context, who agentfs.Caller, e effect) (idempoten
 	return c.follow(ctx, w)
 }
 
-// admit takes w through what comes before its transaction: its key claimed
-// (or its recorded outcome replayed, or a refusal), then its preparation.
+// admit takes w through what comes before its transaction: the caller's
+// authority checked, its key claimed (or its recorded outcome replayed, or
+// a refusal), then its preparation.
 // An error ends w here: a refusal, or a preparation that failed, its key
 // already recorded or released.
 func (c *Core) admit(ctx context.Context, w *write) error {
+	a := w.e.admission()
+	// The caller's authority, before the key is looked at: a refused
+	// write claims nothing, and a replay is answered only to a caller who
+	// may make the request. A grant's path prefixes belong here too,
+	// checked against the write's targets.
+	if err := w.who.Allow(a.request.Operation); err != nil {
+		return err
+	}
 	if w.who.Key != "" {
-		a := w.e.admission()
 		claim, rec, err := c.store.BeginKey(ctx, w.who.Subject, w.who.Key, a.method, a.route, a.request.Sum())
 		switch {
 		case err != nil:

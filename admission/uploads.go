@@ -23,7 +23,7 @@ func (c *Core) CreateUpload(ctx context.Context, who agentfs.Caller, req agentfs
 	// and omitted defaults do not make another request.
 	return c.run(ctx, who, &createUpload{c: c, who: who, req: req,
 		named: named{admission{method: http.MethodPost, route: "/v1/uploads",
-			request: idempotency.Request{Operation: "create_upload", Target: req.Path, MediaType: "application/json", By: req.By}}},
+			request: idempotency.Request{Operation: agentfs.OpCreateUpload, Target: req.Path, MediaType: "application/json", By: req.By}}},
 		fixed: jsonContent(map[string]any{"path": req.Path, "size_bytes": req.SizeBytes,
 			"content_type": req.ContentType, "replace": req.Replace, "sha256": req.SHA256,
 			"expires_in": int64(req.ExpiresIn.Seconds())})})
@@ -47,12 +47,12 @@ func (e *createUpload) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcom
 }
 
 func (e *createUpload) current(ctx context.Context, rec *idempotency.Record) (idempotency.Outcome, error) {
-	return e.c.CurrentUpload(ctx, e.who, rec.Outcome.Resource.ID)
+	return e.c.currentUpload(ctx, e.who, rec.Outcome.Resource.ID)
 }
 
-// CurrentUpload shows the subject's session as it is now (200), with its
+// currentUpload shows the subject's session as it is now (200), with its
 // file once completed.
-func (c *Core) CurrentUpload(ctx context.Context, who agentfs.Caller, id string) (idempotency.Outcome, error) {
+func (c *Core) currentUpload(ctx context.Context, who agentfs.Caller, id string) (idempotency.Outcome, error) {
 	u, err := c.store.Upload(ctx, who.Subject, id)
 	if err != nil {
 		return idempotency.Outcome{}, err
@@ -73,7 +73,7 @@ func (c *Core) CurrentUpload(ctx context.Context, who agentfs.Caller, id string)
 func (c *Core) PutPart(ctx context.Context, who agentfs.Caller, id string, n int, body io.Reader, size int64, digest []byte) (idempotency.Result, error) {
 	return c.run(ctx, who, &putPart{c: c, subject: who.Subject, id: id, n: n, body: body, size: size, digest: digest,
 		named: named{admission{method: http.MethodPut, route: "/v1/uploads/:id/parts/:n",
-			request: idempotency.Request{Operation: "put_part", Target: id + "/" + strconv.Itoa(n), By: who.By}}}})
+			request: idempotency.Request{Operation: agentfs.OpPutPart, Target: id + "/" + strconv.Itoa(n), By: who.By}}}})
 }
 
 // putPart streams one part of a session to S3 before its transaction
@@ -119,7 +119,7 @@ func (e *putPart) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, er
 func (c *Core) CompleteUpload(ctx context.Context, who agentfs.Caller, id string, req agentfs.CompleteRequest) (idempotency.Result, error) {
 	return c.run(ctx, who, &completeUpload{c: c, who: who, id: id, req: req,
 		named: named{admission{method: http.MethodPost, route: "/v1/uploads/:id/complete",
-			request: idempotency.Request{Operation: "complete_upload", Target: id,
+			request: idempotency.Request{Operation: agentfs.OpCompleteUpload, Target: id,
 				Params: map[string]string{"if_match": req.IfMatch}, MediaType: "application/json", By: who.By}}},
 		fixed: jsonContent(map[string]any{"replace": req.Replace, "sha256": req.SHA256})})
 }
@@ -159,7 +159,7 @@ func (e *completeUpload) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outc
 func (c *Core) AbortUpload(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error) {
 	return c.run(ctx, who, &abortUpload{c: c, who: who, id: id,
 		named: named{admission{method: http.MethodDelete, route: "/v1/uploads/:id",
-			request: idempotency.Request{Operation: "abort_upload", Target: id, By: who.By}}}})
+			request: idempotency.Request{Operation: agentfs.OpAbortUpload, Target: id, By: who.By}}}})
 }
 
 // abortUpload ends a session; its S3 parts are dropped once that commits.

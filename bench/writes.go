@@ -96,23 +96,54 @@ const (
 	batchBudgetSize = 1 << 10
 )
 
+// batchMemoryBudget bounds the server's RSS growth while a batch runs, as
+// a multiple of its body; the budget names it for a batch of 64 MiB of
+// JSON (1000 items of 64 KiB), so smaller batches are reported in a note.
+const (
+	batchMemoryBudget   = 2
+	batchMemoryMinBytes = 32 << 20
+)
+
 // batches: one batch per item size.
 func (b *bench) batches(ctx context.Context) ([]row, error) {
 	var rows []row
 	for _, size := range b.cfg.batchSizes {
 		r, err := b.batch(ctx, size)
+		rows = append(rows, r...)
 		if err != nil {
 			return rows, err
 		}
-		rows = append(rows, r)
 	}
 	return rows, nil
+}
+
+// batchMemory is the row (or, for a small body, the note) of the server's
+// RSS growth while a batch of body bytes of JSON was admitted and ran.
+func (b *bench) batchMemory(n int, label string, body, idle, peak int64) []row {
+	grow := max(0, peak-idle)
+	logf("  batch of %d × %s: %s of JSON; server RSS idle %s, peak %s (+%s, %.2f× the body)",
+		n, label, fmtSize(body), fmtMiB(idle), fmtMiB(peak), fmtMiB(grow), float64(grow)/float64(body))
+	if body < batchMemoryMinBytes {
+		b.notes = append(b.notes, fmt.Sprintf("batch of %d × %s: %s of JSON; server RSS %s before, peak %s while it ran.",
+			n, label, fmtSize(body), fmtMiB(idle), fmtMiB(peak)))
+		return nil
+	}
+	verdict := "meets"
+	if grow > batchMemoryBudget*body {
+		verdict = "misses"
+	}
+	return []row{{
+		name:    fmt.Sprintf("server RSS growth, batch of %d × %s (%s of JSON)", n, label, fmtSize(body)),
+		agentfs: fmt.Sprintf("+%s (%.2f× the body; idle %s, peak %s)", fmtMiB(grow), float64(grow)/float64(body), fmtMiB(idle), fmtMiB(peak)),
+		budget:  fmt.Sprintf("≤ %d× the body (+%s)", batchMemoryBudget, fmtMiB(batchMemoryBudget*body)),
+		verdict: verdict,
+	}}
 }
 
 // batch: one batch of utf8 puts of size bytes each, waited for, against
 // the same number of standalone uploads from concurrent clients. Contents
 // are made before the clock starts, on both sides.
-func (b *bench) batch(ctx context.Context, size int64) (row, error) {
+func (b *bench) batch(ctx context.Context, size int64) ([]row, error) {
 	c := b.cfg
 	n := c.batchItems
 	name := fmt.Sprintf("batch of %d × %s puts, items/s", n, fmtSize(size))
@@ -128,7 +159,7 @@ func (b *bench) batch(ctx context.Context, size int64) (row, error) {
 		return err
 	})
 	if err != nil {
-		return row{}, err
+		return nil, err
 	}
 	sr := float64(sn) / sd.Seconds()
 	standalone := fmtRate(sr, "/s") + fmt.Sprintf(" (AgentFS standalone, %d clients)", c.smallClients)
@@ -146,17 +177,17 @@ func (b *bench) batch(ctx context.Context, size int64) (row, error) {
 	}
 	body, err := json.Marshal(map[string]any{"operations": ops})
 	if err != nil {
-		return row{}, err
+		return nil, err
 	}
-	// The server reads the whole batch body before it answers; its memory
-	// meanwhile is no budget line, but worth seeing next to the rate.
+	// The server reads the whole batch body before it answers, then runs
+	// its items: its RSS growth meanwhile is held to twice the body.
 	var mem *sampler
 	var idle int64
 	if c.serverPID > 0 {
-		if idle, err = rss(c.serverPID); err != nil {
-			return row{}, err
+		if idle, err = idleRSS(c.serverPID, 10, 20*time.Millisecond); err != nil {
+			return nil, err
 		}
-		mem = startSampler(c.serverPID, 100*time.Millisecond)
+		mem = startSampler(c.serverPID, 10*time.Millisecond)
 		defer func() {
 			if mem != nil {
 				_, _, _ = mem.finish()
@@ -172,22 +203,22 @@ func (b *bench) batch(ctx context.Context, size int64) (row, error) {
 	var se *statusError
 	if errors.As(err, &se) && (se.status == http.StatusNotFound || se.status == http.StatusMethodNotAllowed || se.status == http.StatusNotImplemented) {
 		logf("  POST /v1/batch answered %d: not served yet", se.status)
-		return row{name: name, agentfs: fmt.Sprintf("not served yet (POST /v1/batch: %d)", se.status), direct: standalone, budget: "reported"}, nil
+		return []row{{name: name, agentfs: fmt.Sprintf("not served yet (POST /v1/batch: %d)", se.status), direct: standalone, budget: "reported"}}, nil
 	}
 	if errors.As(err, &se) && se.status == http.StatusRequestEntityTooLarge {
-		return row{}, fmt.Errorf("the batch body (%s) is over the server's AGENTFS_BATCH_MAX_BYTES (scripts/bench.sh raises it): %w", fmtSize(int64(len(body))), err)
+		return nil, fmt.Errorf("the batch body (%s) is over the server's AGENTFS_BATCH_MAX_BYTES (scripts/bench.sh raises it): %w", fmtSize(int64(len(body))), err)
 	}
 	if err != nil {
-		return row{}, err
+		return nil, err
 	}
 	for !terminal(bt.Status) {
 		select {
 		case <-ctx.Done():
-			return row{}, context.Cause(ctx)
+			return nil, context.Cause(ctx)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if _, err := b.api.call(ctx, http.MethodGet, "/v1/batch/"+url.PathEscape(bt.ID), nil, 0, nil, &bt, http.StatusOK); err != nil {
-			return row{}, err
+			return nil, err
 		}
 	}
 	d := time.Since(t0)
@@ -199,16 +230,16 @@ func (b *bench) batch(ctx context.Context, size int64) (row, error) {
 				break
 			}
 		}
-		return row{}, fmt.Errorf("batch %s ended %s with %d of %d items succeeded%s", bt.ID, bt.Status, bt.Counts.Succeeded, n, detail)
+		return nil, fmt.Errorf("batch %s ended %s with %d of %d items succeeded%s", bt.ID, bt.Status, bt.Counts.Succeeded, n, detail)
 	}
+	var rows []row
 	if mem != nil {
 		peak, _, err := mem.finish()
 		mem = nil
 		if err != nil {
-			return row{}, err
+			return nil, err
 		}
-		b.notes = append(b.notes, fmt.Sprintf("batch of %d × %s: %s of JSON; server RSS %s before, peak %s while it ran.",
-			n, label, fmtSize(int64(len(body))), fmtMiB(idle), fmtMiB(peak)))
+		rows = b.batchMemory(n, label, int64(len(body)), idle, peak)
 	}
 	br := float64(n) / d.Seconds()
 	logf("  batch of %d × %s (%s of JSON): %s, %.0f items/s", n, label, fmtSize(int64(len(body))), d.Round(time.Millisecond), br)
@@ -219,7 +250,7 @@ func (b *bench) batch(ctx context.Context, size int64) (row, error) {
 			r.verdict = "meets"
 		}
 	}
-	return r, nil
+	return append([]row{r}, rows...), nil
 }
 
 func terminal(status string) bool {

@@ -119,11 +119,14 @@ type ProtocolLimits struct {
 	ListLimitMax            int   `json:"list_limit_max"`
 	DeletedRetentionSeconds int64 `json:"deleted_retention_seconds"`
 	// Upload sessions: the largest file, the preferred part size, the most
-	// parts, and how long a session lives.
+	// parts, how long a session lives, and how many a subject may have
+	// open at once (0: no bound; past it a new session is 429
+	// QUOTA_EXCEEDED).
 	MaxUploadSessionBytes int64 `json:"max_upload_session_bytes"`
 	UploadPartSize        int64 `json:"upload_part_size"`
 	UploadMaxParts        int   `json:"upload_max_parts"`
 	UploadTTLSeconds      int64 `json:"upload_ttl_seconds"`
+	MaxPendingUploads     int   `json:"max_pending_uploads"`
 	// Batches: the most items, the largest body, the largest decoded
 	// content of one item.
 	BatchMaxItems     int   `json:"batch_max_items"`

@@ -27,6 +27,8 @@ type Problem struct {
 	ExistingFileID string `json:"existing_file_id,omitempty"`
 	// MissingParts lists the parts an upload still lacks, with PARTS_MISSING.
 	MissingParts []int `json:"missing_parts,omitempty"`
+	// MissingScope names the scope the token lacks, with FORBIDDEN.
+	MissingScope string `json:"missing_scope,omitempty"`
 	// Errors names the offending fields, with VALIDATION_FAILED and others.
 	Errors []FieldError `json:"errors,omitempty"`
 	// RetryAfter is the response's Retry-After hint (zero when absent).

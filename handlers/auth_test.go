@@ -4,11 +4,13 @@ import (
 	"context"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/handlers/apitest"
 	"github.com/agentfs/agentfs/storage/storagetest"
@@ -141,4 +143,55 @@ func TestFailedAuthenticationsAreLimitedPerAddress(t *testing.T) {
 	// this address, nothing unknown is looked up until the limit allows.
 	fresh := apitest.NewClient(t, srv.URL, srv.Token(t, "bob"))
 	fresh.Do("GET", "/v1/files", nil).ExpectProblem(t, http.StatusTooManyRequests, "RATE_LIMITED")
+}
+
+// TestEveryRouteChecksTheScopesOfItsOperation sends every /v1 route with
+// a token of each kind: a route whose operation (API.RouteOperation) needs
+// a scope the token lacks is 403 FORBIDDEN naming it, and no other route
+// is, exactly as agentfs's operation table says.
+func TestEveryRouteChecksTheScopesOfItsOperation(t *testing.T) {
+	_, b := setup(t)
+	kinds := [][]string{{agentfs.ScopeRead}, {agentfs.ScopeWrite}, {agentfs.ScopeRead, agentfs.ScopeWrite}}
+	clients := map[string]*apitest.Client{}
+	for _, scopes := range kinds {
+		clients[strings.Join(scopes, "+")] = b.srv.Client(t, "alice", scopes...)
+	}
+	params := strings.NewReplacer(":id", "file_00000000000000000000000000", ":n", "1",
+		":run_id", "run-1", ":idempotency_key", "key-1")
+	checked := 0
+	for _, r := range b.srv.API.Routes() {
+		if !strings.HasPrefix(r.Path, "/v1/") || r.Path == "/v1/protocol" {
+			continue
+		}
+		op, ok := b.srv.API.RouteOperation(r.Method, r.Path)
+		need, known := agentfs.ScopesFor(op)
+		if !ok || !known {
+			t.Errorf("%s %s runs %q, which the operation table does not know", r.Method, r.Path, op)
+			continue
+		}
+		for _, scopes := range kinds {
+			var missing string
+			for _, s := range need {
+				if !slices.Contains(scopes, s) && missing == "" {
+					missing = s
+				}
+			}
+			res := clients[strings.Join(scopes, "+")].Do(r.Method, params.Replace(r.Path), nil)
+			switch {
+			case missing == "" && res.Status == http.StatusForbidden:
+				t.Errorf("%s %s (%s) with %v: 403, want it let through: %s", r.Method, r.Path, op, scopes, res.Body)
+			case missing != "" && r.Method == http.MethodHead: // a problem without its body
+				res.Expect(t, http.StatusForbidden)
+			case missing != "":
+				p := res.ExpectProblem(t, http.StatusForbidden, "FORBIDDEN")
+				if p.MissingScope != missing {
+					t.Errorf("%s %s (%s) with %v: missing_scope %q, want %q", r.Method, r.Path, op, scopes, p.MissingScope, missing)
+				}
+			}
+			checked++
+		}
+	}
+	if checked < 3*40 {
+		t.Fatalf("only %d route and token pairs checked", checked)
+	}
 }

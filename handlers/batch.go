@@ -3,39 +3,65 @@ package handlers
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/jsonscan"
+	"github.com/agentfs/agentfs/offheap"
 	"github.com/agentfs/agentfs/problem"
 )
 
 // maxBatchWait bounds ?wait on POST /v1/batch.
 const maxBatchWait = 30
 
-// batchOp is one operation of a batch request.
+// batchOp is one operation of a batch request, but its content, which
+// stays a slice of the body (decodeOp).
 type batchOp struct {
 	Op             string  `json:"op"`
 	Path           *string `json:"path"`
-	Content        *string `json:"content"`
+	Content        skipped `json:"content"`
 	Encoding       *string `json:"encoding"`
 	ContentType    *string `json:"content_type"`
 	IfExists       *string `json:"if_exists"`
 	IdempotencyKey *string `json:"idempotency_key"`
 	FileID         *string `json:"file_id"`
 	ExpiresIn      *int64  `json:"expires_in"`
+	content        []byte  // the content's JSON text, nil when absent or null
 }
+
+// skipped is a member decoded elsewhere: encoding/json passes over it
+// without copying it.
+type skipped struct{}
+
+func (*skipped) UnmarshalJSON([]byte) error { return nil }
+
+// batchOpFields are the members an operation may have.
+var batchOpFields = []string{"op", "path", "content", "encoding", "content_type", "if_exists", "idempotency_key", "file_id", "expires_in"}
+
+// offheapBody is the size from which a batch body is read into a buffer
+// outside the Go heap.
+const offheapBody = 1 << 20
 
 // createBatch is POST /v1/batch: validate every item, store and queue the
 // batch with its key's record, answer 202 (or the current state on a
-// repeat, 200).
+// repeat, 200). The body is read into one buffer and taken apart in place:
+// each put's content stays a slice of it until the batch is stored, so a
+// batch costs its body in memory, and a large body is outside the Go heap
+// (package offheap), so it does not let garbage grow by as much again.
+// The buffer is given back once CreateBatch returns: nothing that outlives
+// it points into the body (every value decoded from it is a copy; the
+// contents are copied into the rows that store them).
 func (a *API) createBatch(c echo.Context) error {
 	if key, _ := c.Get(keyKey).(string); key == "" {
 		return problem.New(problem.IdempotencyKeyRequired, "POST /v1/batch runs only with an Idempotency-Key")
@@ -44,19 +70,123 @@ func (a *API) createBatch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var body struct {
-		Operations []json.RawMessage `json:"operations"`
+	var mapped []byte
+	defer func() { offheap.Free(mapped) }()
+	raw, err := readJSONInto(c, a.deps.Limits.BatchMaxBytes, false, func(n int) []byte {
+		if n >= offheapBody {
+			if b, ok := offheap.Alloc(n); ok {
+				mapped = b
+				return b
+			}
+		}
+		return make([]byte, n)
+	})
+	if err != nil {
+		return err
 	}
-	raw, err := readJSON(c, a.deps.Limits.BatchMaxBytes, &body, false)
+	ops, err := batchOperations(raw, a.deps.Limits.BatchMaxItems)
 	if err != nil {
 		return err
 	}
 	b := &agentfs.Batch{}
-	if b.Items, err = a.batchItems(body.Operations); err != nil {
+	if b.Items, err = a.batchItems(ops); err != nil {
 		return err
 	}
 	res, err := a.deps.Writes.CreateBatch(c.Request().Context(), caller(c), b, raw, wait)
 	return writeResult(c, res, err)
+}
+
+// errTooManyOps stops taking a batch's operations apart past the limit.
+var errTooManyOps = errors.New("too many operations")
+
+// batchOperations returns the texts of the operations of a batch body
+// ({"operations": [...]}), slices of raw; more than max operations are
+// refused before they are all listed.
+func batchOperations(raw []byte, max int) ([][]byte, error) {
+	if !json.Valid(raw) {
+		return nil, problem.Invalid("body", "malformed JSON")
+	}
+	var list []byte
+	switch jsonscan.Kind(raw) {
+	case 'n': // null decodes as an empty body
+	case '{':
+		err := jsonscan.Members(raw, func(k, v []byte) error {
+			name := string(jsonscan.AppendString(nil, k))
+			if !strings.EqualFold(name, "operations") { // encoding/json matches names without case
+				return (&jsonError{field: name, message: "is not a known field"}).problem()
+			}
+			list = v
+			return nil
+		})
+		var p *problem.Problem
+		switch {
+		case errors.As(err, &p):
+			return nil, p
+		case err != nil: // never after json.Valid
+			return nil, problem.Invalid("body", "malformed JSON")
+		}
+	default:
+		return nil, problem.Validation("body", "must be a JSON object")
+	}
+	var ops [][]byte
+	switch jsonscan.Kind(list) {
+	case 0, 'n':
+		return nil, nil
+	case '[':
+		err := jsonscan.Elements(list, func(v []byte) error {
+			if len(ops) == max {
+				return errTooManyOps
+			}
+			ops = append(ops, v)
+			return nil
+		})
+		switch {
+		case errors.Is(err, errTooManyOps):
+			return nil, problem.Validation("operations", fmt.Sprintf("must hold 1 to %d operations", max))
+		case err != nil: // never after json.Valid
+			return nil, problem.Invalid("body", "malformed JSON")
+		}
+		return ops, nil
+	}
+	return nil, problem.Validation("operations", "must be an array")
+}
+
+// decodeOp decodes one operation strictly, as decodeStrict would, but
+// leaves its content a slice of raw.
+func decodeOp(raw []byte) (batchOp, *jsonError) {
+	var op batchOp
+	switch jsonscan.Kind(raw) {
+	case 'n':
+		return op, nil
+	case '{':
+	default:
+		return op, &jsonError{message: "must be a JSON object"}
+	}
+	err := jsonscan.Members(raw, func(k, v []byte) error {
+		name := string(jsonscan.AppendString(nil, k))
+		i := slices.IndexFunc(batchOpFields, func(f string) bool { return strings.EqualFold(f, name) })
+		if i < 0 {
+			return &jsonError{field: name, message: "is not a known field"}
+		}
+		if batchOpFields[i] == "content" {
+			op.content = v // the last one counts, as for every member
+		}
+		return nil
+	})
+	if je, ok := err.(*jsonError); ok {
+		return op, je
+	}
+	if je := jsonErrorOf(json.Unmarshal(raw, &op)); je != nil {
+		return op, je
+	}
+	switch jsonscan.Kind(op.content) {
+	case 'n':
+		op.content = nil
+	case '"', 0:
+	default:
+		return op, &jsonError{field: "content", message: "must be a string"}
+	}
+	return op, nil
 }
 
 func parseWait(v string) (time.Duration, error) {
@@ -75,7 +205,7 @@ func parseWait(v string) (time.Duration, error) {
 
 // batchItems validates every operation before anything runs; the problem
 // names each bad item's index and field.
-func (a *API) batchItems(ops []json.RawMessage) ([]agentfs.BatchItem, error) {
+func (a *API) batchItems(ops [][]byte) ([]agentfs.BatchItem, error) {
 	l := a.deps.Limits
 	if len(ops) < 1 || len(ops) > l.BatchMaxItems {
 		return nil, problem.Validation("operations", fmt.Sprintf("must hold 1 to %d operations", l.BatchMaxItems))
@@ -84,8 +214,8 @@ func (a *API) batchItems(ops []json.RawMessage) ([]agentfs.BatchItem, error) {
 	var errs []problem.FieldError
 	for i, raw := range ops {
 		field := func(name string) string { return fmt.Sprintf("operations[%d].%s", i, name) }
-		var op batchOp
-		if je := decodeStrict(raw, &op); je != nil {
+		op, je := decodeOp(raw)
+		if je != nil {
 			name := fmt.Sprintf("operations[%d]", i)
 			if je.field != "" {
 				name = field(je.field)
@@ -142,7 +272,7 @@ func (a *API) batchItem(op batchOp, maxContent int64) (agentfs.BatchItem, []prob
 		return it, errs
 	}
 	if op.Op == agentfs.OpPut {
-		it.Content, it.ContentType, it.Key = putItemFields(op, maxContent, bad)
+		it.Text, it.Encoding, it.ContentType, it.Key = putItemFields(op, maxContent, bad)
 		if op.ExpiresIn != nil {
 			d, err := expiresIn("expires_in", *op.ExpiresIn, agentfs.MinExpiresIn, agentfs.MaxExpiresIn)
 			if p, ok := err.(*problem.Problem); ok {
@@ -157,7 +287,10 @@ func (a *API) batchItem(op batchOp, maxContent int64) (agentfs.BatchItem, []prob
 		if it.FileID = need("file_id", op.FileID); it.FileID != "" && !agentfs.WellFormedID("file", it.FileID) {
 			bad("file_id", "is not a file id (file_ followed by 26 characters)")
 		}
-		for name, v := range map[string]*string{"content": op.Content, "encoding": op.Encoding,
+		if op.content != nil {
+			bad("content", "is only for put")
+		}
+		for name, v := range map[string]*string{"encoding": op.Encoding,
 			"content_type": op.ContentType, "idempotency_key": op.IdempotencyKey} {
 			if v != nil {
 				bad(name, "is only for put")
@@ -170,23 +303,29 @@ func (a *API) batchItem(op batchOp, maxContent int64) (agentfs.BatchItem, []prob
 	return it, errs
 }
 
-func putItemFields(op batchOp, maxContent int64, bad func(f, m string)) (content []byte, ct, key string) {
-	if op.Content == nil {
+// putItemFields checks a put's content (its size once decoded, that base64
+// is base64) without decoding it into memory, and returns it as the
+// request's JSON string with its encoding. The body's strings are Unicode
+// text (readJSONInto refused any other), so utf8 content always is.
+func putItemFields(op batchOp, maxContent int64, bad func(f, m string)) (text []byte, encoding, ct, key string) {
+	var size int64
+	switch {
+	case op.content == nil:
 		bad("content", "is required for put")
-	} else if op.Encoding == nil || *op.Encoding == "utf8" {
-		if !utf8.ValidString(*op.Content) {
-			bad("content", "is not valid UTF-8")
-		}
-		content = []byte(*op.Content)
-	} else if *op.Encoding == "base64" {
+	case op.Encoding == nil || *op.Encoding == agentfs.ContentUTF8:
+		// Text: the whole body was checked for strings that are not
+		// Unicode text (jsonutf8) when it was read.
+		text, encoding, size = op.content, agentfs.ContentUTF8, int64(jsonscan.StringLen(op.content))
+	case *op.Encoding == agentfs.ContentBase64:
 		var err error
-		if content, err = base64.StdEncoding.DecodeString(*op.Content); err != nil {
+		if size, err = base64Size(op.content); err != nil {
 			bad("content", "is not valid base64")
 		}
-	} else {
+		text, encoding = op.content, agentfs.ContentBase64
+	default:
 		bad("encoding", "must be utf8 or base64")
 	}
-	if int64(len(content)) > maxContent {
+	if size > maxContent {
 		bad("content", fmt.Sprintf("is larger than %d bytes", maxContent))
 	}
 	var ctIn string
@@ -202,13 +341,23 @@ func putItemFields(op batchOp, maxContent int64, bad func(f, m string)) (content
 			bad("idempotency_key", err.Error())
 		}
 	}
-	return content, ct, key
+	return text, encoding, ct, key
+}
+
+// base64Size is the size of the bytes the JSON string s holds in base64,
+// decoded a piece at a time: the error of base64.StdEncoding.DecodeString
+// when it is not base64.
+func base64Size(s []byte) (int64, error) {
+	return io.Copy(io.Discard, base64.NewDecoder(base64.StdEncoding, jsonscan.NewString(s)))
 }
 
 // getBatch is GET /v1/batch/{id}.
 func (a *API) getBatch(c echo.Context) error {
-	out, err := a.deps.Writes.CurrentBatch(c.Request().Context(), caller(c), c.Param("id"))
-	return writeResult(c, idempotency.Result{Outcome: out}, err)
+	b, files, err := a.deps.Sessions.Batch(c.Request().Context(), caller(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, api.NewBatch(a.deps.PublicURL, b, files))
 }
 
 // listBatches is GET /v1/batch: the subject's batches, newest first,
@@ -229,7 +378,7 @@ func (a *API) listBatches(c echo.Context) error {
 	if f.After, err = parseCursor(q.Get("cursor"), "batch"); err != nil {
 		return err
 	}
-	batches, err := a.deps.Sessions.ListBatches(c.Request().Context(), principal(c).Subject, f)
+	batches, err := a.deps.Sessions.ListBatches(c.Request().Context(), caller(c), f)
 	if err != nil {
 		return err
 	}

@@ -47,15 +47,9 @@ func versionContent(f *agentfs.File, v *agentfs.FileVersion) content {
 // getContent is GET and HEAD /v1/files/{id}/content: the bytes of a live
 // file, whole or one range, with conditional GET.
 func (a *API) getContent(c echo.Context) error {
-	f, err := a.deps.Files.File(c.Request().Context(), principal(c).Subject, c.Param("id"))
+	f, err := a.deps.Files.Content(c.Request().Context(), caller(c), c.Param("id"))
 	if err != nil {
 		return err
-	}
-	if !f.Live() {
-		return agentfs.ErrNotFound
-	}
-	if f.Blocked {
-		return &agentfs.BlockedError{FileID: f.ID, Reason: f.BlockReason}
 	}
 	return a.serveContent(c, contentOf(f))
 }
@@ -120,9 +114,10 @@ func chooseRange(req *http.Request, ct content) (int, byteRange, error) {
 
 // streamBlob copies the range of the file's blob to the client. The first
 // bytes are fetched before the status is sent, so an outage is still
-// answered as a problem.
+// answered as a problem; a failure after that cuts the response.
 func (a *API) streamBlob(c echo.Context, ct content, status int, rng byteRange) error {
-	blob, err := a.deps.Files.OpenBlob(c.Request().Context(), ct.blobKey, rng.start, rng.length)
+	ctx := c.Request().Context()
+	blob, err := a.deps.Files.OpenBlob(ctx, ct.blobKey, rng.start, rng.length)
 	if err != nil {
 		return blobError(ct, err)
 	}
@@ -134,23 +129,24 @@ func (a *API) streamBlob(c echo.Context, ct content, status int, rng byteRange) 
 	if err != nil && err != io.EOF && n == 0 {
 		return blobError(ct, err)
 	}
+	out := newClientWriter(c.Response(), a.deps.Limits.WriteIdleTimeout)
+	defer out.done()
 	c.Response().WriteHeader(status)
-	_, werr := c.Response().Write(buf[:n])
+	_, werr := out.Write(buf[:n])
 	if werr == nil && err != nil && err != io.EOF {
 		werr = err // S3 failed after the first bytes
 	}
 	if werr == nil && err == nil {
-		werr = relay(c.Response(), blob, buf)
+		werr = relay(out, blob, buf)
 	}
 	if werr != nil {
-		// The status is sent; all that is left is to cut the connection so
-		// the client sees a short body, never a silently truncated one.
-		if ctx := c.Request().Context(); ctx.Err() != nil {
+		cut := &cutResponse{err: werr, clientGone: out.clientGone(ctx, werr)}
+		if cut.clientGone {
 			a.deps.Log.DebugContext(ctx, "client gone", "file_id", ct.fileID, "err", werr)
 		} else {
 			a.deps.Log.WarnContext(ctx, "content stream failed", "file_id", ct.fileID, "err", werr)
 		}
-		panic(http.ErrAbortHandler)
+		return cut
 	}
 	return nil
 }
@@ -166,17 +162,16 @@ func blobError(ct content, err error) error {
 	return err
 }
 
-// relay copies the rest of blob to the response. A blob that can write
-// itself out is given the server's own response writer, whose ReadFrom
-// moves bytes socket to socket; any other is copied through one large
-// buffer (writerOnly hides ReadFrom, whose generic path would copy in
-// 32 KiB steps).
-func relay(res *echo.Response, blob io.Reader, buf []byte) error {
+// relay copies the rest of blob to the client through out. A blob that
+// can write itself out is given out's target, whose ReadFrom lets the
+// server's own response writer move bytes socket to socket; any other is
+// copied through one large buffer (out has no ReadFrom, whose generic path
+// would copy in 32 KiB steps).
+func relay(out *clientWriter, blob io.Reader, buf []byte) error {
 	if wt, ok := blob.(io.WriterTo); ok {
-		n, err := wt.WriteTo(res.Writer)
-		res.Size += n
+		_, err := wt.WriteTo(out.target())
 		return err
 	}
-	_, err := io.CopyBuffer(writerOnly{res}, blob, buf)
+	_, err := io.CopyBuffer(out, blob, buf)
 	return err
 }

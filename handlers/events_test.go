@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/storage/storagetest"
 )
 
 // eventList reads a page of c's events.
@@ -217,6 +219,29 @@ func TestEvents(t *testing.T) {
 		}()
 		upload(t, c, "w.txt", "w").Expect(t, 201)
 		if l := <-got; len(l.Data) != 1 || l.Data[0].Path != "w.txt" {
+			t.Fatalf("the waiting request got %+v", l)
+		}
+	})
+
+	t.Run("WaitsPastTheBoundAreRateLimited", func(t *testing.T) {
+		t.Parallel()
+		cfg := storagetest.Config(t)
+		cfg.MaxWaitersPerSubject = 1
+		srv := apitest.NewServer(t, apitest.Options{Config: &cfg})
+		c := srv.Client(t, "alice")
+		start := url.QueryEscape(eventList(t, nil, c, "after=now").NextCursor)
+		first := make(chan *apitest.Response, 1)
+		go func() { first <- c.Do("GET", "/v1/events?wait=30&after="+start, nil) }()
+		storagetest.Eventually(t, time.Minute, "the first request waiting", func() bool { return srv.Store.Counters().EventLooks > 0 })
+		res := c.Do("GET", "/v1/events?wait=30&after="+start, nil)
+		if res.ExpectProblem(t, http.StatusTooManyRequests, "RATE_LIMITED"); res.Header.Get("Retry-After") == "" {
+			t.Fatal("429 without Retry-After")
+		}
+		srv.Client(t, "bob").Do("GET", "/v1/events?wait=1&after=now", nil).Expect(t, http.StatusOK) // another subject waits
+		c.Do("GET", "/v1/events?after="+start, nil).Expect(t, http.StatusOK)                        // a read that does not wait is not bounded
+		upload(t, c, "w.txt", "w").Expect(t, 201)
+		var l api.EventList
+		if (<-first).Expect(t, http.StatusOK).JSON(t, &l); len(l.Data) != 1 {
 			t.Fatalf("the waiting request got %+v", l)
 		}
 	})

@@ -162,7 +162,7 @@ func (a *API) listFiles(c echo.Context) error {
 	}
 	limit := filter.Limit
 	filter.Limit++ // one more tells whether there is a next page
-	files, err := a.deps.Files.ListFiles(c.Request().Context(), principal(c).Subject, filter)
+	files, err := a.deps.Files.ListFiles(c.Request().Context(), caller(c), filter)
 	if err != nil {
 		return err
 	}
@@ -240,14 +240,14 @@ func normalizeFilter(f *agentfs.FileFilter) error {
 func normalizePrefix(prefix string) (string, error) {
 	p, err := agentfs.NormalizePrefix(prefix)
 	if err != nil {
-		return "", problem.Validation("prefix", "must be at most 1024 bytes of UTF-8 without control characters")
+		return "", problem.Validation("prefix", strings.TrimPrefix(err.Error(), "prefix ")) // "is longer than…", "contains…"
 	}
 	return p, nil
 }
 
 // getFile is GET and HEAD /v1/files/{id}: metadata, also of a deleted file.
 func (a *API) getFile(c echo.Context) error {
-	f, err := a.deps.Files.File(c.Request().Context(), principal(c).Subject, c.Param("id"))
+	f, err := a.deps.Files.File(c.Request().Context(), caller(c), c.Param("id"))
 	if err != nil {
 		return err
 	}

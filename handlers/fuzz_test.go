@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/jsonutf8"
 )
 
 // fuzzTimeout bounds one exchange. Every answer takes far less; only a hang
@@ -697,6 +698,9 @@ func FuzzJSONBodies(f *testing.F) {
 		{routeBatch, `{}`, "text/plain", true, ""},
 		{routeBatch, `{"operations":[{"op":"delete","file_id":"\u0000"},{"op":"restore","file_id":"bad\udfff"}]}`, "application/json", true, ""},
 		{routeBatch, `{"operations":[{"op":"put","path":"nokey.txt","content":"x"}]}`, "application/json", false, ""},
+		{routeBatch, `{"operations":[{"op":"put","path":"e.txt","content":"a\nb\u00e9\ud83d\ude00\ud800"},{"op":"put","path":"b64","content":"AAEC\/v7\/\nLz8=","encoding":"base64"},{"OP":"put","Path":"case","CONTENT":"x","content":null}]}`, "application/json", true, ""},
+		{routeBatch, `{"operations":[{"op":"put","path":"n","content":5},{"op":"put","path":"m","content":"x","content":"y"}],"Operations":null}`, "application/json", true, ""},
+		{routeBatch, `null`, "application/json", true, ""},
 		{routeComplete, `{"if_exists":"replace"}`, "application/json", false, "\"\xff\""},
 		{routeComplete, `{"if_exists":"replace"}`, "application/json", false, "*"},
 		{routeComplete, `{}`, "application/json", false, "\"` + ok + `\"\n\"x\""},
@@ -727,6 +731,11 @@ func FuzzJSONBodies(f *testing.F) {
 		{routeLink, `{"expires_in":604801}`, "application/json", false, ""},
 		{routeLink, `{"version":9}`, "application/json", false, ""},
 		{routeLink, `{"expires_in":-1,"version":-1}`, "application/json", false, ""},
+		{routeMove, `{"path":"bad/\udc80.txt"}`, "application/json", false, ""},
+		{routeMove, `{"path":"\ud83d\ude00.txt"}`, "application/json", false, ""},
+		{routeUploads, `{"path":"u\ud800","size_bytes":1}`, "application/json", false, ""},
+		{routeBatch, `{"operations":[{"op":"put","path":"s.txt","content":"\udfff"}]}`, "application/json", true, ""},
+		{routeBatch, "{\"operations\":[{\"op\":\"put\",\"pa\xffth\":\"x\",\"content\":\"x\"}]}", "application/json", true, ""},
 	} {
 		f.Add(seed.route, []byte(seed.body), seed.ct, seed.keyed, seed.ifMatch)
 	}
@@ -760,7 +769,11 @@ func FuzzJSONBodies(f *testing.F) {
 		}
 		r.set("Content-Type", ct).set("If-Match", ifMatch)
 		r.body = body
-		s.do(t, r, bearer(s.readWrite))
+		res := s.do(t, r, bearer(s.readWrite))
+		// A string that is not text is never stored as something else.
+		if res != nil && res.Status < 300 && jsonutf8.Check(body) != nil {
+			t.Fatalf("%s %s with a string that is not text (%v) answered %d", r.method, r.target, jsonutf8.Check(body), res.Status)
+		}
 	})
 }
 
@@ -1049,6 +1062,10 @@ func FuzzRequestHeaders(f *testing.F) {
 		{"POST", 1, 0, "If-Match: *\nIf-Match: \"x\"", "x"},
 		{"GET", 4, 0, "Range: bytes=0-1\nRange: bytes=2-3", ""},
 		{"GET", 4, 0, "If-None-Match: W/\"x\"\nIf-None-Match: *", ""},
+		{"GET", 4, 0, "Range: bytes=0-1\nIf-Range: \"x\"\nif-range: \"y\"", ""},
+		{"POST", 0, 0, "Content-Digest: sha-256=:AA==:\nContent-Digest: sha-256=:" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + ":", ""},
+		{"GET", 2, 0, "X-Agent-ID: a\nx-agent-id: a", ""},
+		{"DELETE", 3, 0, "If-Match: *\nIf-Match: *", ""},
 		{"HEAD", 3, 12, "", ""},
 		{"HEAD", 4, 1, "X-Request-ID: r\nX-Request-ID: s", ""},
 		{"DELETE", 3, 13, "If-Match: \"x\"", ""},
@@ -1076,11 +1093,39 @@ func FuzzRequestHeaders(f *testing.F) {
 				r.lines = append(r.lines, line)
 			}
 		}
-		s.doRaw(t, r)
+		res := s.doRaw(t, r)
+		// A header that changes what a request means, sent twice, is
+		// refused: never served with one line of it silently ignored.
+		if name := repeatedSingleHeader(r.lines); name != "" && res != nil && res.Status < 300 &&
+			strings.HasPrefix(r.target, "/v1/") && r.target != "/v1/protocol" {
+			t.Fatalf("answered %d to a request with %s in more than one line\nrequest: %s", res.Status, name, r)
+		}
 		if method != http.MethodGet && method != http.MethodHead {
 			s.setup(t, "POST", "/v1/files/"+file+"/restore", nil, http.StatusOK)
 		}
 	})
+}
+
+// singleLineHeaders are the headers the API takes in one line only (400
+// INVALID_HEADER otherwise).
+var singleLineHeaders = []string{"Authorization", "Idempotency-Key", "Content-Type", "Content-Digest", "If-Match",
+	"If-None-Match", "If-Range", "Range", "X-Agent-ID", "X-Run-ID", "MCP-Protocol-Version", "Mcp-Session-Id"}
+
+// repeatedSingleHeader is the first of singleLineHeaders that lines send
+// more than once, or "".
+func repeatedSingleHeader(lines []string) string {
+	seen := map[string]int{}
+	for _, l := range lines {
+		if name, _, ok := strings.Cut(l, ":"); ok {
+			seen[http.CanonicalHeaderKey(name)]++
+		}
+	}
+	for _, name := range singleLineHeaders {
+		if seen[http.CanonicalHeaderKey(name)] > 1 {
+			return name
+		}
+	}
+	return ""
 }
 
 // rawRequest is a request as written on the wire.
@@ -1117,7 +1162,9 @@ func framing(line string) bool {
 // doRaw writes r on a connection of its own and checks the answer: one
 // from the API (it carries X-Request-ID) obeys check; without it only Go's
 // own refusal of a malformed request (400 or 431) is allowed.
-func (s *fuzzServer) doRaw(t *testing.T, r *rawRequest) {
+// doRaw sends r as written and checks the answer, which it returns (nil
+// when the answer did not pass through the API).
+func (s *fuzzServer) doRaw(t *testing.T, r *rawRequest) *apitest.Response {
 	t.Helper()
 	host := strings.TrimPrefix(s.srv.URL, "http://")
 	conn, err := net.DialTimeout("tcp", host, fuzzTimeout)
@@ -1151,7 +1198,7 @@ func (s *fuzzServer) doRaw(t *testing.T, r *rawRequest) {
 		if res.StatusCode != http.StatusBadRequest && res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 			t.Errorf("answered %d without passing through the API: %s\nrequest: %s", res.StatusCode, clip(string(raw)), r)
 		}
-		return
+		return nil
 	}
 	req, err := http.NewRequest(oneLine.Replace(r.method), s.srv.URL+r.target, nil)
 	if err != nil {
@@ -1161,6 +1208,7 @@ func (s *fuzzServer) doRaw(t *testing.T, r *rawRequest) {
 	if t.Failed() {
 		t.Logf("raw request: %s", r)
 	}
+	return out
 }
 
 func (s *fuzzServer) brokenRaw(t *testing.T, r *rawRequest, err error) {

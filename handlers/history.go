@@ -30,7 +30,7 @@ func (a *API) listVersions(c echo.Context) error {
 		}
 		filter.Before = n
 	}
-	versions, err := a.deps.Files.Versions(c.Request().Context(), principal(c).Subject, c.Param("id"), filter)
+	versions, err := a.deps.Files.Versions(c.Request().Context(), caller(c), c.Param("id"), filter)
 	if err != nil {
 		return err
 	}
@@ -59,24 +59,13 @@ func parseVersion(field, v string) (int, error) {
 	return int(n), nil
 }
 
-// version loads the version the route names.
-func (a *API) version(c echo.Context) (*agentfs.File, *agentfs.FileVersion, error) {
-	n, err := parseVersion("version", c.Param("n"))
-	if err != nil {
-		return nil, nil, err
-	}
-	ctx, subject := c.Request().Context(), principal(c).Subject
-	f, err := a.deps.Files.File(ctx, subject, c.Param("id"))
-	if err != nil {
-		return nil, nil, err
-	}
-	v, err := a.deps.Files.Version(ctx, subject, f.ID, n)
-	return f, v, err
-}
-
 // getVersion is GET /v1/files/{id}/versions/{n}.
 func (a *API) getVersion(c echo.Context) error {
-	_, v, err := a.version(c)
+	n, err := parseVersion("version", c.Param("n"))
+	if err != nil {
+		return err
+	}
+	_, v, err := a.deps.Files.Version(c.Request().Context(), caller(c), c.Param("id"), n)
 	if err != nil {
 		return err
 	}
@@ -87,12 +76,13 @@ func (a *API) getVersion(c echo.Context) error {
 // getVersionContent is GET and HEAD /v1/files/{id}/versions/{n}/content:
 // like /content, for any version kept (also of a deleted file).
 func (a *API) getVersionContent(c echo.Context) error {
-	f, v, err := a.version(c)
+	n, err := parseVersion("version", c.Param("n"))
 	if err != nil {
 		return err
 	}
-	if f.Blocked {
-		return &agentfs.BlockedError{FileID: f.ID, Reason: f.BlockReason}
+	f, v, err := a.deps.Files.VersionContent(c.Request().Context(), caller(c), c.Param("id"), n)
+	if err != nil {
+		return err
 	}
 	return a.serveContent(c, versionContent(f, v))
 }

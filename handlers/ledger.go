@@ -33,10 +33,15 @@ func (a *API) listEvents(c echo.Context) error {
 	}
 	limit := filter.Limit
 	filter.Limit++
-	ctx, subject := c.Request().Context(), principal(c).Subject
-	events, next, err := a.deps.Ledger.AwaitEvents(ctx, subject, filter, wait)
+	events, next, err := a.deps.Ledger.AwaitEvents(c.Request().Context(), caller(c), filter, wait)
 	if errors.Is(err, agentfs.ErrCursorExpired) {
 		return problem.New(problem.CursorExpired, "the events after this cursor may have been removed by the retention; start again without after")
+	}
+	if errors.Is(err, agentfs.ErrTooManyWaiters) {
+		p := problem.New(problem.RateLimited, "this subject has as many requests waiting for events on this server as it may; "+
+			"wait for one of them to answer, or ask again after Retry-After seconds")
+		p.RetryAfter = 1
+		return p
 	}
 	if err != nil {
 		return err
@@ -64,7 +69,7 @@ func (a *API) bindEventFilter(c echo.Context) (agentfs.EventFilter, time.Duratio
 	switch after := q.Get("after"); after {
 	case "":
 	case "now":
-		cur, err := a.deps.Ledger.EventsStart(c.Request().Context(), subject)
+		cur, err := a.deps.Ledger.EventsStart(c.Request().Context(), caller(c))
 		if err != nil {
 			return f, 0, err
 		}
@@ -141,7 +146,7 @@ func (a *API) getRun(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := a.deps.Ledger.RunSummary(c.Request().Context(), principal(c).Subject, id)
+	r, err := a.deps.Ledger.RunSummary(c.Request().Context(), caller(c), id)
 	if err != nil {
 		return err
 	}
@@ -190,8 +195,8 @@ func (a *API) runArchive(c echo.Context) error {
 	if format != "zip" && format != "tar" {
 		return problem.Validation("format", "must be zip or tar")
 	}
-	ctx, subject := c.Request().Context(), principal(c).Subject
-	if _, err := a.deps.Ledger.RunSummary(ctx, subject, id); err != nil {
+	ctx := c.Request().Context()
+	if _, err := a.deps.Ledger.RunArchive(ctx, caller(c), id); err != nil {
 		return err // 404 for a run no event names
 	}
 	h := c.Response().Header()
@@ -202,12 +207,19 @@ func (a *API) runArchive(c echo.Context) error {
 		c.Response().WriteHeader(http.StatusOK)
 		return nil
 	}
+	out := newClientWriter(c.Response(), a.deps.Limits.WriteIdleTimeout)
+	defer out.done()
 	c.Response().WriteHeader(http.StatusOK)
-	if err := a.writeArchive(c, format, id); err != nil {
-		// The status is sent: cut the connection so the client sees a
+	if err := a.writeArchive(c, out, format, id); err != nil {
+		// The status is sent: the connection is cut, so the client sees a
 		// short archive, never a silently truncated one.
-		a.deps.Log.WarnContext(ctx, "run archive failed", "run_id", id, "err", err)
-		panic(http.ErrAbortHandler)
+		cut := &cutResponse{err: err, clientGone: out.clientGone(ctx, err)}
+		if cut.clientGone {
+			a.deps.Log.DebugContext(ctx, "client gone", "run_id", id, "err", err)
+		} else {
+			a.deps.Log.WarnContext(ctx, "run archive failed", "run_id", id, "err", err)
+		}
+		return cut
 	}
 	return nil
 }
@@ -233,16 +245,16 @@ func (t tarArchive) entry(f *agentfs.File) (io.Writer, error) {
 	return t.Writer, err
 }
 
-func (a *API) writeArchive(c echo.Context, format, runID string) error {
-	ctx, subject := c.Request().Context(), principal(c).Subject
-	var w archiveWriter = tarArchive{tar.NewWriter(c.Response())}
+func (a *API) writeArchive(c echo.Context, out io.Writer, format, runID string) error {
+	ctx, who := c.Request().Context(), caller(c)
+	var w archiveWriter = tarArchive{tar.NewWriter(out)}
 	if format == "zip" {
-		w = zipArchive{zip.NewWriter(c.Response())}
+		w = zipArchive{zip.NewWriter(out)}
 	}
 	buf := make([]byte, copyBufferSize)
 	filter := agentfs.FileFilter{WrittenByRun: runID, Limit: archivePage}
 	for {
-		files, err := a.deps.Files.ListFiles(ctx, subject, filter)
+		files, err := a.deps.Files.ListFiles(ctx, who, filter)
 		if err != nil {
 			return err
 		}

@@ -18,7 +18,7 @@ func TestRateLimitersOfIdleSubjectsAreDropped(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	r := newRateLimits(10, 20, func() time.Time { return now })
 	for i := 0; i < 1000; i++ {
-		if d := r.reserve(fmt.Sprintf("s%d", i)); d != 0 {
+		if d := r.reserve(fmt.Sprintf("s%d", i), 1); d != 0 {
 			t.Fatalf("the first request of a subject waits %v", d)
 		}
 	}
@@ -26,7 +26,7 @@ func TestRateLimitersOfIdleSubjectsAreDropped(t *testing.T) {
 		t.Fatalf("%d buckets, want 1000 while they are in use", n)
 	}
 	now = now.Add(r.fillTime() + time.Second)
-	r.reserve("active")
+	r.reserve("active", 1)
 	if n := r.size(); n != 1 {
 		t.Fatalf("%d buckets after every idle one filled up, want 1 (the active subject)", n)
 	}
@@ -38,14 +38,14 @@ func TestRateLimitStillBites(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_700_000_000, 0)
 	r := newRateLimits(1, 2, func() time.Time { return now })
-	r.reserve("s")
-	r.reserve("s")
+	r.reserve("s", 1)
+	r.reserve("s", 1)
 	now = now.Add(r.fillTime() / 2) // a sweep runs, but the bucket is not full
 	r.swept = time.Time{}
 	for i := 0; i < 100; i++ {
-		r.reserve("s")
+		r.reserve("s", 1)
 	}
-	if d := r.reserve("s"); d <= 0 {
+	if d := r.reserve("s", 1); d <= 0 {
 		t.Fatal("a subject over its rate was let through")
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+
 	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/handlers/apitest"
 	"github.com/agentfs/agentfs/storage/storagetest"
@@ -211,4 +213,58 @@ func TestByteQuotaCountsParts(t *testing.T) {
 	if n := quotaHeld(t, srv, "alice"); n <= 5<<20 || n > 5<<20+1<<19 {
 		t.Fatalf("the quota holds %d bytes, want the part and the session's JSON", n)
 	}
+}
+
+// TestByteQuotaHoldsForBatchCopies copies a file ten times in one batch:
+// a copy shares its source's blob, so the bytes stored in S3 never exceed
+// what the quota counted (the file, and the batch's JSON), and purging the
+// source keeps every copy readable.
+func TestByteQuotaHoldsForBatchCopies(t *testing.T) {
+	const size = 300 << 10
+	srv, c := quotaServer(t, size+64<<10)
+	data := bytes.Repeat([]byte("c"), size)
+	src := upload(t, c, "src.bin", string(data)).Expect(t, http.StatusCreated).File(t)
+	ops := make([]map[string]any, 10)
+	for i := range ops {
+		ops[i] = map[string]any{"op": "copy", "file_id": src.ID, "path": fmt.Sprintf("copy-%d.bin", i)}
+	}
+	b, _ := runBatch(t, c, "copies", ops, http.StatusAccepted)
+	if b.Status != "succeeded" {
+		t.Fatalf("batch of copies: %+v", b)
+	}
+	if stored, held := bucketBytes(t, srv), quotaHeld(t, srv, "alice"); stored > held || stored != size {
+		t.Fatalf("the bucket holds %d bytes, the quota counted %d: ten copies of %d bytes must store nothing more", stored, held, size)
+	}
+	for _, it := range b.Items {
+		f := it.File
+		if f.SHA256 != src.SHA256 || f.SizeBytes != size || f.ID == src.ID {
+			t.Fatalf("copy %+v of %+v", f, src)
+		}
+		res := c.Do("GET", "/v1/files/"+f.ID+"/content", nil).Expect(t, http.StatusOK)
+		if !bytes.Equal(res.Body, data) || f.ETag != `"`+src.SHA256+`"` || res.Header.Get("ETag") != f.ETag {
+			t.Fatalf("copy %s: %d bytes, ETag %q", f.Path, len(res.Body), res.Header.Get("ETag"))
+		}
+	}
+	c.Do("DELETE", "/v1/files/"+src.ID, nil).Expect(t, http.StatusOK)
+	storagetest.Exec(t, srv.Config, `UPDATE files SET purge_after = now() - interval '1 second' WHERE id = $1`, src.ID)
+	srv.Sweep()
+	c.Do("GET", "/v1/files/"+src.ID, nil).ExpectProblem(t, http.StatusNotFound, "NOT_FOUND")
+	for _, it := range b.Items {
+		if res := c.Do("GET", "/v1/files/"+it.File.ID+"/content", nil).Expect(t, http.StatusOK); !bytes.Equal(res.Body, data) {
+			t.Fatalf("copy %s lost its bytes with its source's purge", it.File.Path)
+		}
+	}
+}
+
+// bucketBytes is the size of every object in the server's bucket.
+func bucketBytes(t *testing.T, srv *apitest.Server) int64 {
+	t.Helper()
+	var n int64
+	for obj := range storagetest.S3(t, srv.Config).ListObjects(context.Background(), srv.Config.S3Bucket, minio.ListObjectsOptions{Recursive: true}) {
+		if obj.Err != nil {
+			t.Fatalf("list objects: %v", obj.Err)
+		}
+		n += obj.Size
+	}
+	return n
 }

@@ -43,7 +43,7 @@ func (a *API) createLink(c echo.Context) error {
 
 // listLinks is GET /v1/files/{id}/links: the file's links, without secrets.
 func (a *API) listLinks(c echo.Context) error {
-	links, err := a.deps.Files.Links(c.Request().Context(), principal(c).Subject, c.Param("id"))
+	links, err := a.deps.Files.Links(c.Request().Context(), caller(c), c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (a *API) getShared(c echo.Context) error {
 	problem.SetInstance(c, "/s/{secret}")
 	counted := false
 	defer func() {
-		if !counted { // the stream was cut after the status was sent
+		if !counted { // it panicked (a stream cut short returns a cutResponse)
 			a.metrics.linkDownload(errDownloadCut)
 		}
 	}()

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/agentfs/agentfs"
-	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/reads"
 	"github.com/agentfs/agentfs/storage"
 )
 
@@ -131,7 +131,7 @@ func (p panicking) File(ctx context.Context, subject, id string) (*agentfs.File,
 
 func TestInternalErrorsDoNotLeak(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{Wrap: func(s *storage.Store) handlers.Files { return panicking{s} }})
+	srv := apitest.NewServer(t, apitest.Options{Wrap: func(s *storage.Store) reads.Store { return panicking{s} }})
 	c := srv.Client(t, "alice")
 	for _, id := range []string{panicID, failID} {
 		res := c.Do("GET", "/v1/files/"+id, nil)

@@ -71,7 +71,9 @@ func recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // observe logs each request and counts it in the metrics. Errors are
-// answered here, so the status is known.
+// answered here, so the status is known. A response cut short after its
+// status (cutResponse) is counted, as a client gone when the client went
+// away or stalled, and then its connection is aborted.
 func (a *API) observe(m *metrics) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -82,12 +84,19 @@ func (a *API) observe(m *metrics) echo.MiddlewareFunc {
 				body = &countedBody{rc: req.Body}
 				replaceBody(c, body)
 			}
+			var cut *cutResponse
 			if err := next(c); err != nil {
-				if gone(c, err) {
+				switch {
+				case errors.As(err, &cut):
+					// Cut after the status was sent: its handler logged why.
+					if cut.clientGone {
+						status = statusClientGone
+					}
+				case gone(c, err):
 					// Nobody is left to answer: not an outage, not a 5xx.
 					a.deps.Log.DebugContext(c.Request().Context(), "client gone", "err", err)
 					status = statusClientGone
-				} else {
+				default:
 					c.Error(err)
 				}
 			}
@@ -107,6 +116,9 @@ func (a *API) observe(m *metrics) echo.MiddlewareFunc {
 				"method", c.Request().Method, "route", route, "status", status,
 				"bytes_out", c.Response().Size, "duration_ms", time.Since(start).Milliseconds(),
 				"request_id", c.Response().Header().Get(problem.RequestIDHeader))
+			if cut != nil {
+				panic(http.ErrAbortHandler) // the client must see a short body
+			}
 			return nil
 		}
 	}
@@ -124,19 +136,39 @@ func gone(c echo.Context, err error) bool {
 	return c.Request().Context().Err() != nil && !c.Response().Committed && !errors.Is(err, agentfs.ErrBodyStalled)
 }
 
-// singleHeaders refuses a request that sends Authorization or
-// Idempotency-Key more than once (400 INVALID_HEADER), before anything
-// reads either: which of two tokens or two keys was meant cannot be told,
-// and taking the first would silently ignore the other.
+// singleLineHeaders are the request headers whose value changes what a
+// request means, so a request may send each in one line only: which of two
+// tokens, keys, digests, media types, preconditions, ranges or attributions
+// was meant cannot be told, and taking the first would silently ignore
+// the other. A list (If-None-Match: "a", "b") goes in one line. The MCP
+// door's headers are here too: the SDK reads the first line.
+var singleLineHeaders = []string{
+	echo.HeaderAuthorization, idempotency.Header, echo.HeaderContentType, "Content-Digest",
+	"If-Match", "If-None-Match", "If-Range", "Range", "X-Agent-ID", "X-Run-ID",
+	"MCP-Protocol-Version", "Mcp-Session-Id",
+}
+
+// singleHeaders refuses a request that sends one of singleLineHeaders in
+// more than one line (400 INVALID_HEADER), before anything reads them.
 func singleHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		for _, name := range []string{echo.HeaderAuthorization, idempotency.Header} {
+		for _, name := range singleLineHeaders {
 			if len(c.Request().Header.Values(name)) > 1 {
-				p := problem.New(problem.InvalidHeader, name+" is sent more than once; send it once")
+				p := problem.New(problem.InvalidHeader, name+" is sent more than once; send it in one line")
 				p.Errors = []problem.FieldError{{Field: name, Message: "is sent more than once"}}
 				return p
 			}
 		}
+		return next(c)
+	}
+}
+
+// linkInstance makes every problem of a share link route show the route's
+// template as its instance, never the path, which holds the link's secret:
+// from the first middleware on, not only once its handler runs.
+func linkInstance(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		problem.SetInstance(c, "/s/{secret}")
 		return next(c)
 	}
 }
@@ -174,18 +206,18 @@ func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// requireScope lets reads through with the read scope and everything else
-// with the write scope.
-func requireScope(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		need := agentfs.ScopeWrite
-		if m := c.Request().Method; m == http.MethodGet || m == http.MethodHead {
-			need = agentfs.ScopeRead
+// requireScope refuses a request whose token lacks a scope the route's
+// operation needs (403 FORBIDDEN naming it), before its headers and body
+// are looked at: the operation table decides, as it does again where the
+// operation runs (the admission core, the read gate).
+func requireScope(op string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if err := caller(c).Allow(op); err != nil {
+				return err
+			}
+			return next(c)
 		}
-		if !principal(c).Can(need) {
-			return problem.New(problem.Forbidden, "the token lacks the "+need+" scope")
-		}
-		return next(c)
 	}
 }
 
@@ -246,7 +278,7 @@ func attributionOf(c echo.Context) agentfs.Attribution {
 func caller(c echo.Context) agentfs.Caller {
 	key, _ := c.Get(keyKey).(string)
 	p := principal(c)
-	return agentfs.Caller{Subject: p.Subject, Key: key, By: attributionOf(c), TokenID: p.TokenID,
+	return agentfs.Caller{Subject: p.Subject, Scopes: p.Scopes, Key: key, By: attributionOf(c), TokenID: p.TokenID,
 		RequestID: c.Response().Header().Get(problem.RequestIDHeader)}
 }
 

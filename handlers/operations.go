@@ -19,7 +19,7 @@ func (a *API) getOperation(c echo.Context) error {
 	if err != nil {
 		return problem.New(problem.InvalidIdempotencyKey, err.Error())
 	}
-	rec, err := a.deps.Writes.Operation(c.Request().Context(), principal(c).Subject, key)
+	rec, err := a.deps.Sessions.Operation(c.Request().Context(), caller(c), key)
 	if err != nil {
 		return err
 	}

@@ -22,35 +22,45 @@ import (
 	"github.com/agentfs/agentfs/problem"
 )
 
-// Files reads files: metadata, listings and bytes. Writes go through
-// Writes.
+// Files reads files: metadata, listings and bytes, each as its caller may
+// (the read gate, package reads: a token without read is FORBIDDEN).
+// Writes go through Writes.
 type Files interface {
-	File(ctx context.Context, subject, id string) (*agentfs.File, error)
-	ListFiles(ctx context.Context, subject string, filter agentfs.FileFilter) ([]*agentfs.File, error)
+	File(ctx context.Context, who agentfs.Caller, id string) (*agentfs.File, error)
+	Content(ctx context.Context, who agentfs.Caller, id string) (*agentfs.File, error)
+	ListFiles(ctx context.Context, who agentfs.Caller, filter agentfs.FileFilter) ([]*agentfs.File, error)
 	OpenBlob(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
-	Versions(ctx context.Context, subject, fileID string, filter agentfs.VersionFilter) ([]*agentfs.FileVersion, error)
-	Version(ctx context.Context, subject, fileID string, n int) (*agentfs.FileVersion, error)
-	Links(ctx context.Context, subject, fileID string) ([]*agentfs.Link, error)
+	Versions(ctx context.Context, who agentfs.Caller, fileID string, filter agentfs.VersionFilter) ([]*agentfs.FileVersion, error)
+	Version(ctx context.Context, who agentfs.Caller, fileID string, n int) (*agentfs.File, *agentfs.FileVersion, error)
+	VersionContent(ctx context.Context, who agentfs.Caller, fileID string, n int) (*agentfs.File, *agentfs.FileVersion, error)
+	Links(ctx context.Context, who agentfs.Caller, fileID string) ([]*agentfs.Link, error)
 	ResolveLink(ctx context.Context, secret string) (*agentfs.Shared, error)
 }
 
-// Sessions lists upload sessions and batches.
+// Sessions reads upload sessions, batches and what idempotency keys hold,
+// through the read gate.
 type Sessions interface {
-	ListUploads(ctx context.Context, subject string, filter agentfs.UploadFilter) ([]*agentfs.Upload, error)
-	ListBatches(ctx context.Context, subject string, filter agentfs.BatchFilter) ([]*agentfs.Batch, error)
+	Upload(ctx context.Context, who agentfs.Caller, id string) (*agentfs.Upload, *agentfs.File, error)
+	ListUploads(ctx context.Context, who agentfs.Caller, filter agentfs.UploadFilter) ([]*agentfs.Upload, error)
+	Batch(ctx context.Context, who agentfs.Caller, id string) (*agentfs.Batch, map[string]*agentfs.File, error)
+	ListBatches(ctx context.Context, who agentfs.Caller, filter agentfs.BatchFilter) ([]*agentfs.Batch, error)
+	Operation(ctx context.Context, who agentfs.Caller, key string) (*idempotency.Record, error)
 }
 
-// Ledger reads the run ledger: the event feed and run summaries.
+// Ledger reads the run ledger: the event feed and run summaries, through
+// the read gate.
 type Ledger interface {
-	AwaitEvents(ctx context.Context, subject string, filter agentfs.EventFilter, wait time.Duration) ([]*agentfs.Event, agentfs.EventCursor, error)
-	EventsStart(ctx context.Context, subject string) (agentfs.EventCursor, error)
-	RunSummary(ctx context.Context, subject, runID string) (*agentfs.RunSummary, error)
+	AwaitEvents(ctx context.Context, who agentfs.Caller, filter agentfs.EventFilter, wait time.Duration) ([]*agentfs.Event, agentfs.EventCursor, error)
+	EventsStart(ctx context.Context, who agentfs.Caller) (agentfs.EventCursor, error)
+	RunSummary(ctx context.Context, who agentfs.Caller, runID string) (*agentfs.RunSummary, error)
+	RunArchive(ctx context.Context, who agentfs.Caller, runID string) (*agentfs.RunSummary, error)
 }
 
 // Writes is the admission core (package admission): every write the API
 // serves goes through it, so a route only binds its input, calls one
-// method and answers with the Result. It also shows the resources whose
-// rendering a replay shares (sessions, batches) and what a key holds.
+// method and answers with the Result. Operation says what a key holds, for
+// the byte quota (a replay writes nothing); a caller reads it through
+// Sessions.
 type Writes interface {
 	Put(ctx context.Context, who agentfs.Caller, put agentfs.Put, body io.Reader) (idempotency.Result, error)
 	Delete(ctx context.Context, who agentfs.Caller, id, ifMatch string) (idempotency.Result, error)
@@ -67,8 +77,6 @@ type Writes interface {
 	RevokeLink(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
 	CancelBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
 	RevertRun(ctx context.Context, who agentfs.Caller, runID string, force bool) (idempotency.Result, error)
-	CurrentUpload(ctx context.Context, who agentfs.Caller, id string) (idempotency.Outcome, error)
-	CurrentBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Outcome, error)
 	Operation(ctx context.Context, subject, key string) (*idempotency.Record, error)
 }
 
@@ -89,11 +97,13 @@ type Pinger interface {
 // Limits are the configurable bounds the API enforces and advertises.
 type Limits struct {
 	MaxUploadBytes int64
-	// Upload sessions: the largest file, the preferred part size, and how
-	// long a session lives.
+	// Upload sessions: the largest file, the preferred part size, how
+	// long a session lives, and how many a subject may have open at once
+	// (0: no bound).
 	MaxUploadSessionBytes int64
 	UploadPartSize        int64
 	UploadTTL             time.Duration
+	MaxPendingUploads     int
 	// Batches: most items, largest body, largest decoded item content.
 	BatchMaxItems        int
 	BatchMaxBytes        int64
@@ -103,6 +113,12 @@ type Limits struct {
 	// BodyIdleTimeout fails a request whose body stalls longer (408); 0
 	// disables it.
 	BodyIdleTimeout time.Duration
+	// WriteIdleTimeout cuts a download (content, a share link, a run's
+	// archive) whose client takes nothing of one write (or one spliced
+	// chunk, at most 4 MiB) for longer, closing its S3 body; 0 disables
+	// it. Keep it above the store's S3 timeout, so that S3 stalling in the
+	// middle of a spliced chunk is told apart from the client stalling.
+	WriteIdleTimeout time.Duration
 	// RatePerSecond and RateBurst bound each subject's requests per
 	// instance (429 RATE_LIMITED); 0 disables it.
 	RatePerSecond float64
@@ -147,16 +163,21 @@ type Deps struct {
 	// behind this API's authentication; it finds the caller with
 	// agentfs.CallerFromContext.
 	MCP http.Handler
+	// Rates, when set, is the per-subject request rate limit; the /mcp
+	// door takes each call of a request from the same one. Nil makes one
+	// from Limits.
+	Rates *RateLimits
 }
 
 // API is the AgentFS HTTP handler.
 type API struct {
 	deps      Deps
 	echo      *echo.Echo
-	rates     *rateLimits
-	authFails *rateLimits // by client address
+	rates     *RateLimits
+	authFails *RateLimits // by client address
 	metrics   *metrics
-	routes    map[string]bool // every route template, the closed set of route labels
+	routes    map[string]bool   // every route template, the closed set of route labels
+	ops       map[string]string // "METHOD /v1/route" → the operation it runs
 }
 
 // New builds the API and its routes.
@@ -177,9 +198,12 @@ func New(d Deps) (*API, error) {
 	case d.Limits.UploadPartSize < agentfs.MinPartSize, d.Limits.UploadTTL <= 0:
 		return nil, errors.New("handlers: Limits.UploadPartSize must be at least 5 MiB and UploadTTL positive")
 	}
-	a := &API{deps: d, echo: echo.New(), rates: newRateLimits(d.Limits.RatePerSecond, d.Limits.RateBurst, time.Now),
-		authFails: newRateLimits(d.Limits.AuthFailuresPerSecond, d.Limits.AuthFailureBurst, time.Now)}
+	a := &API{deps: d, echo: echo.New(), rates: d.Rates, ops: map[string]string{},
+		authFails: NewRateLimits(d.Limits.AuthFailuresPerSecond, d.Limits.AuthFailureBurst)}
 	a.authFails.max = maxFailingAddresses
+	if a.rates == nil {
+		a.rates = NewRateLimits(d.Limits.RatePerSecond, d.Limits.RateBurst)
+	}
 	a.metrics = newMetrics(d.Registry)
 	a.addRoutes()
 	a.routes = map[string]bool{}
@@ -194,6 +218,15 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.echo.ServeHT
 
 // Routes lists every route the API serves, for the contract tests.
 func (a *API) Routes() []*echo.Route { return a.echo.Routes() }
+
+// RouteOperation names the operation a /v1 route runs, whose scopes (in
+// agentfs's operation table) its token must carry; ok is false for a
+// route that runs none (the public routes, /mcp, share links). The tests
+// hold every route to the table with it.
+func (a *API) RouteOperation(method, path string) (op string, ok bool) {
+	op, ok = a.ops[method+" "+path]
+	return op, ok
+}
 
 func (a *API) addRoutes() {
 	e := a.echo
@@ -211,51 +244,70 @@ func (a *API) addRoutes() {
 	getAndHead(e, "/problems/:code", a.problemKind)
 	getAndHead(e, "/v1/protocol", a.protocol)
 
-	// Middleware is attached per route, not with Group.Use, which would
-	// turn a wrong method on a known route into a 404 instead of a 405.
-	v1 := e.Group("/v1")
-	mw := []echo.MiddlewareFunc{singleHeaders, a.authenticate, a.limitRate, requireScope, attribution, idempotencyKey, a.limitBytes, a.bodyIdle}
-	v1.POST("/files", a.createFile, mw...)
-	getAndHead(v1, "/files", a.listFiles, mw...)
-	getAndHead(v1, "/files/:id", a.getFile, mw...)
-	v1.PATCH("/files/:id", a.patchFile, mw...)
-	getAndHead(v1, "/files/:id/content", a.getContent, mw...)
-	v1.DELETE("/files/:id", a.deleteFile, mw...)
-	v1.POST("/files/:id/restore", a.restoreFile, mw...)
-	getAndHead(v1, "/files/:id/versions", a.listVersions, mw...)
-	getAndHead(v1, "/files/:id/versions/:n", a.getVersion, mw...)
-	getAndHead(v1, "/files/:id/versions/:n/content", a.getVersionContent, mw...)
-	v1.POST("/files/:id/revert", a.revertFile, mw...)
-	v1.POST("/files/:id/move", a.moveFile, mw...)
-	v1.POST("/files/:id/links", a.createLink, mw...)
-	getAndHead(v1, "/files/:id/links", a.listLinks, mw...)
-	v1.DELETE("/links/:id", a.revokeLink, mw...)
-	v1.POST("/uploads", a.createUpload, mw...)
-	getAndHead(v1, "/uploads", a.listUploads, mw...)
-	getAndHead(v1, "/uploads/:id", a.getUpload, mw...)
-	v1.PUT("/uploads/:id/parts/:n", a.putPart, mw...)
-	v1.POST("/uploads/:id/complete", a.completeUpload, mw...)
-	v1.DELETE("/uploads/:id", a.abortUpload, mw...)
-	v1.POST("/batch", a.createBatch, mw...)
-	getAndHead(v1, "/batch", a.listBatches, mw...)
-	getAndHead(v1, "/batch/:id", a.getBatch, mw...)
-	v1.POST("/batch/:id/cancel", a.cancelBatch, mw...)
-	getAndHead(v1, "/operations/:idempotency_key", a.getOperation, mw...)
-	getAndHead(v1, "/events", a.listEvents, mw...)
-	getAndHead(v1, "/runs/:run_id", a.getRun, mw...)
-	getAndHead(v1, "/runs/:run_id/archive", a.runArchive, mw...)
-	v1.POST("/runs/:run_id/revert", a.revertRun, mw...)
+	a.addV1(e.Group("/v1"))
 
 	// Share links carry their own authority: no token, only the link's
 	// secret.
-	getAndHead(e, "/s/:secret", a.getShared)
+	getAndHead(e, "/s/:secret", a.getShared, linkInstance, singleHeaders)
 
-	// The MCP tools: the same tokens, attribution and byte quota as the
-	// REST routes; scopes are checked per tool (a read-only token reads,
-	// and its writes answer FORBIDDEN).
+	// The MCP tools: the same tokens, rate limit and attribution as the
+	// REST routes. Scopes are checked per operation where each tool's reads
+	// and writes run (a read-only token reads, and its writes answer
+	// FORBIDDEN), and the byte quota is charged for what a tool stores, not
+	// for the request's body.
 	if a.deps.MCP != nil {
-		e.POST("/mcp", a.mcp, singleHeaders, a.authenticate, a.limitRate, attribution, a.limitBytes, a.bodyIdle)
+		e.POST("/mcp", a.mcp, singleHeaders, a.authenticate, a.limitRate, attribution, a.bodyIdle)
 	}
+}
+
+// addV1 adds the /v1 routes. Middleware is attached per route, not with
+// Group.Use, which would turn a wrong method on a known route into a 404
+// instead of a 405. Each route names the operation it runs: its token must
+// carry the scopes the operation table gives it (checked again, per
+// operation, where the write or read runs).
+func (a *API) addV1(v1 *echo.Group) {
+	add := func(method, path, op string, h echo.HandlerFunc) {
+		mw := []echo.MiddlewareFunc{singleHeaders, a.authenticate, a.limitRate, requireScope(op), attribution, idempotencyKey, a.limitBytes, a.bodyIdle}
+		methods := []string{method}
+		if method == http.MethodGet { // every GET route answers HEAD
+			methods = append(methods, http.MethodHead)
+		}
+		for _, m := range methods {
+			v1.Add(m, path, h, mw...)
+			a.ops[m+" /v1"+path] = op
+		}
+	}
+	get, post := http.MethodGet, http.MethodPost
+	add(post, "/files", agentfs.OpPut, a.createFile)
+	add(get, "/files", agentfs.OpListFiles, a.listFiles)
+	add(get, "/files/:id", agentfs.OpGetFile, a.getFile)
+	add(http.MethodPatch, "/files/:id", agentfs.OpSetExpiry, a.patchFile)
+	add(get, "/files/:id/content", agentfs.OpReadContent, a.getContent)
+	add(http.MethodDelete, "/files/:id", agentfs.OpDelete, a.deleteFile)
+	add(post, "/files/:id/restore", agentfs.OpRestore, a.restoreFile)
+	add(get, "/files/:id/versions", agentfs.OpListVersions, a.listVersions)
+	add(get, "/files/:id/versions/:n", agentfs.OpGetVersion, a.getVersion)
+	add(get, "/files/:id/versions/:n/content", agentfs.OpReadContent, a.getVersionContent)
+	add(post, "/files/:id/revert", agentfs.OpRevert, a.revertFile)
+	add(post, "/files/:id/move", agentfs.OpMove, a.moveFile)
+	add(post, "/files/:id/links", agentfs.OpCreateLink, a.createLink)
+	add(get, "/files/:id/links", agentfs.OpListLinks, a.listLinks)
+	add(http.MethodDelete, "/links/:id", agentfs.OpRevokeLink, a.revokeLink)
+	add(post, "/uploads", agentfs.OpCreateUpload, a.createUpload)
+	add(get, "/uploads", agentfs.OpListUploads, a.listUploads)
+	add(get, "/uploads/:id", agentfs.OpGetUpload, a.getUpload)
+	add(http.MethodPut, "/uploads/:id/parts/:n", agentfs.OpPutPart, a.putPart)
+	add(post, "/uploads/:id/complete", agentfs.OpCompleteUpload, a.completeUpload)
+	add(http.MethodDelete, "/uploads/:id", agentfs.OpAbortUpload, a.abortUpload)
+	add(post, "/batch", agentfs.OpBatch, a.createBatch)
+	add(get, "/batch", agentfs.OpListBatches, a.listBatches)
+	add(get, "/batch/:id", agentfs.OpGetBatch, a.getBatch)
+	add(post, "/batch/:id/cancel", agentfs.OpCancelBatch, a.cancelBatch)
+	add(get, "/operations/:idempotency_key", agentfs.OpGetOperation, a.getOperation)
+	add(get, "/events", agentfs.OpListEvents, a.listEvents)
+	add(get, "/runs/:run_id", agentfs.OpGetRun, a.getRun)
+	add(get, "/runs/:run_id/archive", agentfs.OpRunArchive, a.runArchive)
+	add(post, "/runs/:run_id/revert", agentfs.OpRevertRun, a.revertRun)
 }
 
 // router is where routes are added: the Echo instance or a group of it.
@@ -275,7 +327,7 @@ func getAndHead(r router, path string, h echo.HandlerFunc, mw ...echo.Middleware
 // mcp is POST /mcp: one MCP exchange, answered by the tools as the caller.
 func (a *API) mcp(c echo.Context) error {
 	req := c.Request()
-	ctx := agentfs.ContextWithCaller(req.Context(), caller(c), principal(c))
+	ctx := agentfs.ContextWithCaller(req.Context(), caller(c))
 	a.deps.MCP.ServeHTTP(c.Response(), req.WithContext(ctx))
 	return nil
 }

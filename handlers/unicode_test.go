@@ -107,3 +107,71 @@ func TestUnicodePathsAreOnePath(t *testing.T) {
 		}
 	})
 }
+
+// TestJSONStringsMustBeText sends JSON bodies whose strings are not
+// Unicode text, as invalid UTF-8 bytes or as \u escapes of a surrogate
+// that is not half of a pair, through every JSON door: a path is
+// 422 INVALID_PATH, any other string (a member name too) 422
+// VALIDATION_FAILED naming the field, and nothing is written. encoding/json
+// would have turned both into U+FFFD and stored another path than was sent.
+func TestJSONStringsMustBeText(t *testing.T) {
+	c, _ := setup(t)
+	f := upload(t, c, "kept.txt", "kept").Expect(t, http.StatusCreated).File(t)
+	jsonHeaders := []string{"Content-Type", "application/json"}
+	for _, tc := range []struct {
+		name, method, target, body, code, field string
+	}{
+		{"MoveToALoneSurrogate", "POST", "/v1/files/" + f.ID + "/move", `{"path":"bad/\udc80.txt"}`, "INVALID_PATH", "path"},
+		{"MoveToInvalidBytes", "POST", "/v1/files/" + f.ID + "/move", "{\"path\":\"bad\xff\xfe.txt\"}", "INVALID_PATH", "path"},
+		{"MoveToAHalfPair", "POST", "/v1/files/" + f.ID + "/move", `{"path":"x\ud83d.txt"}`, "INVALID_PATH", "path"},
+		{"UploadSessionPath", "POST", "/v1/uploads", `{"path":"s\udfff","size_bytes":3}`, "INVALID_PATH", "path"},
+		{"UploadSessionContentType", "POST", "/v1/uploads", `{"path":"s.txt","size_bytes":3,"content_type":"text/plain; x=\ud800"}`,
+			"VALIDATION_FAILED", "content_type"},
+		{"BatchItemPath", "POST", "/v1/batch", `{"operations":[{"op":"put","path":"ok.txt","content":"x"},{"op":"put","path":"b\udc80","content":"x"}]}`,
+			"INVALID_PATH", "operations[1].path"},
+		{"BatchItemContent", "POST", "/v1/batch", "{\"operations\":[{\"op\":\"put\",\"path\":\"c.txt\",\"content\":\"caf\xe9\"}]}",
+			"VALIDATION_FAILED", "operations[0].content"},
+		{"BatchItemContentEscape", "POST", "/v1/batch", `{"operations":[{"op":"put","path":"c.txt","content":"\udc80"}]}`,
+			"VALIDATION_FAILED", "operations[0].content"},
+		{"MemberName", "POST", "/v1/files/" + f.ID + "/move", "{\"pa\xffth\":\"x\"}", "VALIDATION_FAILED", "body"},
+		{"LinkBody", "POST", "/v1/files/" + f.ID + "/links", "{\"note\xff\":1}", "VALIDATION_FAILED", "body"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			headers := append([]string{"Idempotency-Key", "text-" + tc.name}, jsonHeaders...)
+			res := c.Do(tc.method, tc.target, tc.body, headers...)
+			p := res.ExpectProblem(t, http.StatusUnprocessableEntity, tc.code)
+			if len(p.Errors) != 1 || p.Errors[0].Field != tc.field {
+				t.Fatalf("%s: errors %+v, want one naming %s", tc.body, p.Errors, tc.field)
+			}
+		})
+	}
+	if l := list(t, c, "include_deleted=true"); len(l.Data) != 1 || l.Data[0].Path != "kept.txt" {
+		t.Fatalf("refused bodies changed the files: %+v", l.Data)
+	}
+	// A pair is one character, and a move to it is a move.
+	if got := move(c, f.ID, "\U0001F600.txt", "").Expect(t, http.StatusOK).File(t); got.Path != "\U0001F600.txt" {
+		t.Fatalf("moved to %q", got.Path)
+	}
+	if got := c.Do("POST", "/v1/files/"+f.ID+"/move", `{"path":"\ud83d\ude00/x.txt"}`, jsonHeaders...).Expect(t, http.StatusOK).File(t); got.Path != "\U0001F600/x.txt" {
+		t.Fatalf("moved to %q by escapes", got.Path)
+	}
+}
+
+// TestPathsReadAsTheyAre: a path holding a right-to-left override or an
+// invisible character is 422 INVALID_PATH at every door that takes one (a
+// listing's prefix, a filter, is 422 VALIDATION_FAILED); a joiner that
+// spelling needs is kept.
+func TestPathsReadAsTheyAre(t *testing.T) {
+	c, _ := setup(t)
+	f := upload(t, c, "plain.txt", "x").Expect(t, http.StatusCreated).File(t)
+	for _, bad := range []string{"invoice\u202etxt.exe", "a\u200bb.txt", "\ufeffbom.txt", "a\u200db.txt"} {
+		upload(t, c, bad, "x").ExpectProblem(t, http.StatusUnprocessableEntity, "INVALID_PATH")
+		move(c, f.ID, bad, "").ExpectProblem(t, http.StatusUnprocessableEntity, "INVALID_PATH")
+		c.Do("GET", "/v1/files?path="+url.QueryEscape(bad), nil).ExpectProblem(t, http.StatusUnprocessableEntity, "INVALID_PATH")
+		c.Do("GET", "/v1/files?prefix="+url.QueryEscape(bad), nil).ExpectProblem(t, http.StatusUnprocessableEntity, "VALIDATION_FAILED")
+	}
+	persian := "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645.txt"
+	if got := upload(t, c, persian, "x").Expect(t, http.StatusCreated).File(t); got.Path != persian {
+		t.Fatalf("stored %q, want %q", got.Path, persian)
+	}
+}

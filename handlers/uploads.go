@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,13 +13,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/api"
-	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/jsonutf8"
 	"github.com/agentfs/agentfs/problem"
 )
 
@@ -54,7 +54,7 @@ func (a *API) createUpload(c echo.Context) error {
 
 func (a *API) newUpload(c echo.Context, b createUploadBody) (agentfs.NewUpload, error) {
 	req := agentfs.NewUpload{Subject: principal(c).Subject, By: attributionOf(c),
-		PartSize: a.deps.Limits.UploadPartSize, TTL: a.deps.Limits.UploadTTL}
+		PartSize: a.deps.Limits.UploadPartSize, TTL: a.deps.Limits.UploadTTL, MaxOpen: a.deps.Limits.MaxPendingUploads}
 	if b.Path == nil {
 		return req, problem.Validation("path", "is required")
 	}
@@ -100,8 +100,30 @@ func (a *API) newUpload(c echo.Context, b createUploadBody) (agentfs.NewUpload, 
 // naming the field. An empty body is allowed only when optional. It
 // returns the raw body.
 func readJSON(c echo.Context, limit int64, dst any, optional bool) ([]byte, error) {
+	raw, err := readJSONBody(c, limit, optional)
+	if err != nil || len(bytes.TrimSpace(raw)) == 0 {
+		return raw, err
+	}
+	if je := decodeStrict(raw, dst); je != nil {
+		return nil, je.problem()
+	}
+	return raw, nil
+}
+
+// readJSONBody reads a body of at most limit bytes (413 above) that must be
+// JSON (415 for another media type, 400 for text that is not UTF-8),
+// without decoding it. An empty body is allowed only when optional. A body
+// of declared length is read into one buffer of that length, and nothing
+// else.
+func readJSONBody(c echo.Context, limit int64, optional bool) ([]byte, error) {
+	return readJSONInto(c, limit, optional, func(n int) []byte { return make([]byte, n) })
+}
+
+// readJSONInto is readJSONBody reading a body of declared length into
+// alloc's buffer of that length.
+func readJSONInto(c echo.Context, limit int64, optional bool, alloc func(n int) []byte) ([]byte, error) {
 	req := c.Request()
-	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, limit))
+	raw, err := readBody(http.MaxBytesReader(c.Response(), req.Body, limit), req.ContentLength, limit, alloc)
 	if err != nil {
 		return nil, agentfs.BodyError(err)
 	}
@@ -114,21 +136,54 @@ func readJSON(c echo.Context, limit int64, dst any, optional bool) ([]byte, erro
 	if ct := req.Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
 		return nil, problem.New(problem.UnsupportedMediaType, "send the body as application/json")
 	}
-	if !utf8.Valid(raw) {
-		return nil, problem.Invalid("body", "JSON must be valid UTF-8")
-	}
-	if je := decodeStrict(raw, dst); je != nil {
-		return nil, je.problem()
+	if f := jsonutf8.Check(raw); f != nil {
+		return nil, textError(f).problem()
 	}
 	return raw, nil
 }
 
-// decodeStrict decodes one JSON value into dst, rejecting unknown fields.
-// What it refuses it says in the API's words.
+// readBody reads body whole: into alloc's buffer of exactly length bytes
+// when the length is declared and within limit, else as it comes (body is
+// bounded by limit, and fails past it).
+func readBody(body io.Reader, length, limit int64, alloc func(n int) []byte) ([]byte, error) {
+	switch {
+	case length > limit:
+		_, err := io.Copy(io.Discard, body) // fails past limit, with nothing kept
+		return nil, cmp.Or(err, error(&http.MaxBytesError{Limit: limit}))
+	case length < 0:
+		return io.ReadAll(body)
+	}
+	raw := alloc(int(length))
+	if _, err := io.ReadFull(body, raw); err != nil {
+		return nil, err
+	}
+	if n, err := body.Read(make([]byte, 1)); n > 0 || err != nil && err != io.EOF {
+		return nil, cmp.Or(err, io.ErrUnexpectedEOF) // more than declared: the server never lets it through
+	}
+	return raw, nil
+}
+
+// decodeStrict decodes one JSON value into dst, rejecting unknown fields
+// and strings that are not Unicode text (which encoding/json would turn
+// into U+FFFD). What it refuses it says in the API's words.
 func decodeStrict(raw []byte, dst any) *jsonError {
+	if f := jsonutf8.Check(raw); f != nil {
+		return textError(f)
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(dst)
+	if je := jsonErrorOf(err); je != nil {
+		return je
+	}
+	if dec.More() {
+		return &jsonError{message: "the body holds more than one JSON value", malformed: true}
+	}
+	return nil
+}
+
+// jsonErrorOf says in the API's words what encoding/json refused.
+func jsonErrorOf(err error) *jsonError {
 	var typeErr *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &typeErr):
@@ -142,17 +197,24 @@ func decodeStrict(raw []byte, dst any) *jsonError {
 	case err != nil:
 		return &jsonError{message: "malformed JSON", malformed: true}
 	}
-	if dec.More() {
-		return &jsonError{message: "the body holds more than one JSON value", malformed: true}
-	}
 	return nil
 }
 
 // jsonError is what decodeStrict refused: a field ("" for the value as a
-// whole) and why, or JSON that does not parse at all.
+// whole) and why, or JSON that does not parse at all. path says the field
+// names a path (INVALID_PATH rather than VALIDATION_FAILED).
 type jsonError struct {
 	field, message string
 	malformed      bool
+	path           bool
+}
+
+// pathMembers are the members of the API's JSON bodies that name a path.
+var pathMembers = map[string]bool{"path": true}
+
+// textError is decodeStrict's error for a string that is not text.
+func textError(f *jsonutf8.Fault) *jsonError {
+	return &jsonError{field: f.Field, message: f.Reason, path: !f.Key && pathMembers[f.Name]}
 }
 
 func (e *jsonError) Error() string { return e.field + ": " + e.message }
@@ -164,8 +226,13 @@ func (e *jsonError) problem() *problem.Problem {
 	if field == "" {
 		field = "body"
 	}
-	if e.malformed {
+	switch {
+	case e.malformed:
 		return problem.Invalid(field, e.message)
+	case e.path:
+		p := problem.New(problem.InvalidPath, field+": "+e.message)
+		p.Errors = []problem.FieldError{{Field: field, Message: e.message}}
+		return p
 	}
 	return problem.Validation(field, e.message)
 }
@@ -203,8 +270,11 @@ func withArticle(kind string) string {
 
 // getUpload is GET /v1/uploads/{id}: the session and its parts so far.
 func (a *API) getUpload(c echo.Context) error {
-	out, err := a.deps.Writes.CurrentUpload(c.Request().Context(), caller(c), c.Param("id"))
-	return writeResult(c, idempotency.Result{Outcome: out}, err)
+	u, f, err := a.deps.Sessions.Upload(c.Request().Context(), caller(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, api.NewUpload(a.deps.PublicURL, u, f, c.Response().Header().Get(problem.RequestIDHeader), time.Now()))
 }
 
 // putPart is PUT /v1/uploads/{id}/parts/{n}: one part, streamed to S3.
@@ -284,7 +354,7 @@ func (a *API) listUploads(c echo.Context) error {
 	if f.After, err = parseCursor(q.Get("cursor"), "upl"); err != nil {
 		return err
 	}
-	uploads, err := a.deps.Sessions.ListUploads(c.Request().Context(), principal(c).Subject, f)
+	uploads, err := a.deps.Sessions.ListUploads(c.Request().Context(), caller(c), f)
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,9 @@ type callContext struct {
 	// limit is the byte limit a PAYLOAD_TOO_LARGE exceeded, if the tool
 	// set it.
 	limit int64
+	// answerLimit is what one /mcp request answers at most, when the call
+	// did not run because the request's earlier calls answered that much.
+	answerLimit int64
 }
 
 // errorText is the text of a failed call: the code and what happened, then
@@ -114,7 +117,7 @@ func nextStep(c callContext, p *Problem) string {
 	case "OPERATION_IN_PROGRESS":
 		return "A call with the same idempotency_key is still running; repeat this call to get its outcome"
 	case "FORBIDDEN":
-		return "This token may only read; writing needs a token with the write scope. The read tools still work"
+		return forbiddenAdvice(p)
 	case "UNAUTHENTICATED":
 		return "The token is missing, wrong or revoked; whoever configured this server must supply a valid AgentFS token"
 	case CodeInvalidPath:
@@ -135,7 +138,19 @@ func nextStep(c callContext, p *Problem) string {
 	return ""
 }
 
+// forbiddenAdvice says which scope the token lacks, as the server said.
+func forbiddenAdvice(p *Problem) string {
+	if p.MissingScope == "" {
+		return "The token lacks a scope this call needs; whoever configured this server must supply a token with the read and write scopes"
+	}
+	return fmt.Sprintf("This call needs the %s scope, which this token lacks; whoever configured this server must supply a token with it. "+
+		"The tools that need only this token's scopes still work", p.MissingScope)
+}
+
 func tooLargeAdvice(c callContext) string {
+	if c.answerLimit > 0 {
+		return "Send this call again in a request of its own: one request answers at most " + fmt.Sprint(c.answerLimit) + " bytes"
+	}
 	switch c.tool {
 	case "write_file":
 		return fmt.Sprintf("write_file takes at most %d bytes of content: split the content into several files", c.limit)

@@ -244,7 +244,7 @@ func problemOf(err error, key string) *Problem {
 	if errors.As(err, &cp) {
 		p := &Problem{Type: cp.Type, Title: cp.Title, Status: cp.Status, Detail: cp.Detail, Code: cp.Code,
 			Retryable: cp.Retryable, RequestID: cp.RequestID, ExistingFileID: cp.ExistingFileID,
-			MissingParts: cp.MissingParts, RetryAfterSeconds: int64(cp.RetryAfter.Seconds())}
+			MissingParts: cp.MissingParts, MissingScope: cp.MissingScope, RetryAfterSeconds: int64(cp.RetryAfter.Seconds())}
 		for _, fe := range cp.Errors {
 			p.Errors = append(p.Errors, FieldError{Field: fe.Field, Message: fe.Message})
 		}

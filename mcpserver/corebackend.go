@@ -7,33 +7,40 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
+	"log/slog"
 	"strconv"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/admission"
 	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
-	"github.com/agentfs/agentfs/storage"
+	"github.com/agentfs/agentfs/quota"
+	"github.com/agentfs/agentfs/reads"
 )
 
 // CoreBackend runs the tools in the API server's own process: writes go
 // through the admission core (keys, preconditions and problems exactly as
-// for the REST routes), reads through the store. Each call acts as the
-// caller the HTTP door authenticated (agentfs.CallerFromContext: the
-// request's subject and attribution) with its token's scopes, so one
+// for the REST routes), reads through the read gate, and each checks the
+// scopes its operation needs there, as for the REST routes. Each call acts
+// as the caller the HTTP door authenticated (agentfs.CallerFromContext:
+// the request's subject, attribution and token scopes), so one
 // CoreBackend, and one MCP server on it, serves every request of the /mcp
-// door. A token without the write scope gets FORBIDDEN from every write,
-// as from the REST routes.
+// door.
 type CoreBackend struct {
 	Core  *admission.Core
-	Store *storage.Store
+	Reads *reads.Gate
 	// MaxUploadBytes bounds a write's content, as POST /v1/files does.
 	MaxUploadBytes int64
+	// Quota, when Limit.Bytes is positive, is charged for the bytes a write
+	// stores, as a REST write's body is; reads and failed writes cost
+	// nothing.
+	Quota quota.Store
+	Limit quota.Limit
+	// Log hears what a call survives (a quota release that failed); nil
+	// discards it.
+	Log *slog.Logger
 }
 
 // errNoCaller is a call that did not come through the HTTP door's
@@ -42,31 +49,24 @@ var errNoCaller = errors.New("mcpserver: a call without the caller the /mcp door
 
 // who is the caller of this call.
 func (b *CoreBackend) who(ctx context.Context) (agentfs.Caller, error) {
-	who, _, ok := agentfs.CallerFromContext(ctx)
+	who, ok := agentfs.CallerFromContext(ctx)
 	if !ok {
 		return agentfs.Caller{}, errNoCaller
 	}
 	return who, nil
 }
 
-// writer is the caller of this write, its Key the tool's key; a token
-// without the write scope is FORBIDDEN.
+// writer is the caller of this write, its Key the tool's key.
 func (b *CoreBackend) writer(ctx context.Context, key string) (agentfs.Caller, error) {
-	who, p, ok := agentfs.CallerFromContext(ctx)
-	switch {
-	case !ok:
-		return who, errNoCaller
-	case !p.Can(agentfs.ScopeWrite):
-		return who, forbidden()
-	}
+	who, err := b.who(ctx)
 	who.Key = key
-	return who, nil
+	return who, err
 }
 
 // Attribution is the caller's agent and run, for the tools that default
 // to them (list_run_files, run_summary).
 func (b *CoreBackend) Attribution(ctx context.Context) (agentID, runID string) {
-	who, _, _ := agentfs.CallerFromContext(ctx)
+	who, _ := agentfs.CallerFromContext(ctx)
 	return who.By.AgentID, who.By.RunID
 }
 
@@ -84,16 +84,11 @@ func problemOfCore(err error) *Problem {
 func problemFromAPI(p *problem.Problem) *Problem {
 	out := &Problem{Type: p.Type, Title: p.Title, Status: p.Status, Detail: p.Detail, Code: p.Code,
 		Retryable: p.Retryable, RequestID: p.RequestID, ExistingFileID: p.ExistingFileID,
-		MissingParts: p.MissingParts, RetryAfterSeconds: int64(p.RetryAfter)}
+		MissingParts: p.MissingParts, MissingScope: p.MissingScope, RetryAfterSeconds: int64(p.RetryAfter)}
 	for _, fe := range p.Errors {
 		out.Errors = append(out.Errors, FieldError{Field: fe.Field, Message: fe.Message})
 	}
 	return out
-}
-
-// forbidden is the answer to a write with a read-only token.
-func forbidden() *Problem {
-	return problemFromAPI(problem.New(problem.Forbidden, "the token lacks the write scope"))
 }
 
 // fileResult reads the File a write answered, or the problem it recorded.
@@ -121,7 +116,7 @@ func (b *CoreBackend) FileAt(ctx context.Context, path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := b.Store.ListFiles(ctx, who.Subject, agentfs.FileFilter{Path: path, Limit: 1})
+	files, err := b.Reads.ListFiles(ctx, who, agentfs.FileFilter{Path: path, Limit: 1})
 	if err != nil {
 		return nil, problemOfCore(err)
 	}
@@ -147,14 +142,9 @@ func (b *CoreBackend) Read(ctx context.Context, r ReadRequest) (*Content, error)
 	if r.Length < 1 {
 		return nil, errors.New("mcpserver: Read of no bytes")
 	}
-	f, err := b.Store.File(ctx, who.Subject, r.FileID)
-	switch {
-	case err != nil:
+	f, err := b.Reads.Content(ctx, who, r.FileID)
+	if err != nil {
 		return nil, problemOfCore(err)
-	case !f.Live():
-		return nil, problemOfCore(agentfs.ErrNotFound)
-	case f.Blocked:
-		return nil, problemOfCore(&agentfs.BlockedError{FileID: f.ID, Reason: f.BlockReason})
 	}
 	out := &Content{Size: f.SizeBytes, ETag: f.ETag(), ContentType: f.ContentType, Data: []byte{}}
 	start := min(r.Offset, f.SizeBytes)
@@ -166,7 +156,7 @@ func (b *CoreBackend) Read(ctx context.Context, r ReadRequest) (*Content, error)
 	if length <= 0 {
 		return out, nil
 	}
-	blob, err := b.Store.OpenBlob(ctx, f.BlobKey, start, length)
+	blob, err := b.Reads.OpenBlob(ctx, f.BlobKey, start, length)
 	if err != nil {
 		return nil, problemOfCore(err)
 	}
@@ -191,7 +181,7 @@ func (b *CoreBackend) List(ctx context.Context, f ListFilter) (*FileList, error)
 		}
 		filter.After = &cur
 	}
-	files, err := b.Store.ListFiles(ctx, who.Subject, filter)
+	files, err := b.Reads.ListFiles(ctx, who, filter)
 	if err != nil {
 		return nil, problemOfCore(err)
 	}
@@ -220,7 +210,29 @@ func (b *CoreBackend) Put(ctx context.Context, p PutArgs) (*File, error) {
 	if p.ExpiresIn > 0 {
 		put.ExpiresIn = secondsOf(p.ExpiresIn)
 	}
-	return fileResult(b.Core.Put(ctx, who, put, bytes.NewReader(p.Content)))
+	if b.Limit.Bytes <= 0 || len(p.Content) == 0 {
+		return fileResult(b.Core.Put(ctx, who, put, bytes.NewReader(p.Content)))
+	}
+	body := quota.NewBody(ctx, io.NopCloser(bytes.NewReader(p.Content)), b.Quota, who.Subject, b.Limit,
+		func() bool { return b.replays(ctx, who) })
+	if err := body.ReserveDeclared(put.Size); err != nil {
+		return nil, problemOfCore(err)
+	}
+	res, err := b.Core.Put(ctx, who, put, body)
+	if serr := body.Settle(err == nil && res.Status < 300 && !res.Replayed); serr != nil && b.Log != nil {
+		b.Log.WarnContext(ctx, "release quota", "err", serr)
+	}
+	return fileResult(res, err)
+}
+
+// replays reports whether who's key already holds a completed write,
+// which stores nothing and so is never refused by the quota.
+func (b *CoreBackend) replays(ctx context.Context, who agentfs.Caller) bool {
+	if who.Key == "" {
+		return false
+	}
+	rec, err := b.Core.Operation(ctx, who.Subject, who.Key)
+	return err == nil && rec.Completed
 }
 
 // Delete soft-deletes a file through the admission core.
@@ -266,7 +278,7 @@ func (b *CoreBackend) Versions(ctx context.Context, fileID string, page VersionP
 		}
 		filter.Before = n
 	}
-	versions, err := b.Store.Versions(ctx, who.Subject, fileID, filter)
+	versions, err := b.Reads.Versions(ctx, who, fileID, filter)
 	if err != nil {
 		return nil, problemOfCore(err)
 	}
@@ -339,7 +351,7 @@ func (b *CoreBackend) Run(ctx context.Context, runID string) (*Run, error) {
 	if !agentfs.ValidTagValue(runID) {
 		return nil, validation("run_id", tagValueSyntax)
 	}
-	r, err := b.Store.RunSummary(ctx, who.Subject, runID)
+	r, err := b.Reads.RunSummary(ctx, who, runID)
 	if err != nil {
 		return nil, problemOfCore(err)
 	}
@@ -368,7 +380,7 @@ func (b *CoreBackend) Operation(ctx context.Context, key string) (*Operation, er
 	if err != nil {
 		return nil, err
 	}
-	rec, err := b.Core.Operation(ctx, who.Subject, key)
+	rec, err := b.Reads.Operation(ctx, who, key)
 	if errors.Is(err, agentfs.ErrNotFound) {
 		return nil, nil
 	}
@@ -391,25 +403,6 @@ func (b *CoreBackend) Operation(ctx context.Context, key string) (*Operation, er
 		out.File = f
 	}
 	return out, nil
-}
-
-// HTTPHandler is the /mcp door: the tools over MCP's Streamable HTTP
-// transport, stateless (any instance answers any request, so no sticky
-// sessions), every request served by one server on one CoreBackend, each
-// call acting as the caller the HTTP door authenticated
-// (agentfs.CallerFromContext). opts.AgentID and opts.RunID are not used:
-// each request carries its own.
-func HTTPHandler(core *admission.Core, store *storage.Store, maxUploadBytes int64, opts Options) (http.Handler, error) {
-	srv, err := New(&CoreBackend{Core: core, Store: store, MaxUploadBytes: maxUploadBytes}, opts)
-	if err != nil {
-		return nil, err
-	}
-	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-		if _, _, ok := agentfs.CallerFromContext(r.Context()); !ok {
-			return nil // not authenticated: the SDK answers 400
-		}
-		return srv
-	}, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}), nil
 }
 
 func secondsOf(n int64) time.Duration { return time.Duration(n) * time.Second }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentfs/agentfs/client"
 	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/jsonutf8"
 )
 
 // FuzzToolArguments feeds arbitrary arguments to every tool, through the
@@ -153,6 +154,9 @@ func FuzzToolArguments(f *testing.F) {
 		{"run_summary", `{"run_id":"%2e%2e"}`},
 		{"run_summary", `{"run_id":"x\u0000"}`},
 		{"run_summary", `{"run_id":"run with spaces"}`},
+		{"write_file", `{"path":"bad\udc80.txt","content":"x"}`},
+		{"write_file", "{\"path\":\"w.txt\",\"content\":\"caf\xe9\"}"},
+		{"read_multiple_files", `{"paths":["a.txt","\ud800"]}`},
 	} {
 		f.Add(index[seed.tool], []byte(seed.args))
 	}
@@ -178,6 +182,11 @@ func FuzzToolArguments(f *testing.F) {
 		first, ok := res.Content[0].(*mcp.TextContent)
 		if !ok {
 			t.Fatalf("%s(%q): first content is %T", s.tool.Name, args, res.Content[0])
+		}
+		if f := jsonutf8.Check(args); f != nil {
+			if p, ok := res.StructuredContent.(*Problem); !res.IsError || !ok || p.Code != CodeInvalidPath && p.Code != CodeValidationFailed {
+				t.Fatalf("%s(%q) with a string that is not text (%v): %q", s.tool.Name, args, f, first.Text)
+			}
 		}
 		if res.IsError {
 			p, ok := res.StructuredContent.(*Problem)

@@ -2,9 +2,11 @@ package mcpserver
 
 import (
 	"errors"
+	"net/http"
 	"strings"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/jsonutf8"
 )
 
 // filePath turns a tool's path argument into an AgentFS file path: one
@@ -44,4 +46,24 @@ func dirPrefix(dir string) string {
 		return ""
 	}
 	return dir + "/"
+}
+
+// pathArguments are the tool arguments that name paths.
+var pathArguments = map[string]bool{"path": true, "paths": true, "source": true, "destination": true}
+
+// textArgument is the tool error of arguments holding a string that is not
+// Unicode text (invalid UTF-8, or a lone surrogate escape), which decoding
+// would have turned into U+FFFD: INVALID_PATH when it is a path, else
+// VALIDATION_FAILED, naming the argument.
+func textArgument(f *jsonutf8.Fault) *Problem {
+	field := f.Field
+	if field == "" {
+		field = "arguments"
+	}
+	if f.Key || !pathArguments[f.Name] {
+		return validation(field, f.Reason)
+	}
+	p := NewProblem(http.StatusUnprocessableEntity, CodeInvalidPath, field+": "+f.Reason)
+	p.Errors = []FieldError{{Field: field, Message: f.Reason}}
+	return p
 }

@@ -22,6 +22,8 @@ type Problem struct {
 	ExistingFileID string `json:"existing_file_id,omitempty"`
 	// MissingParts lists the parts an upload still lacks, with PARTS_MISSING.
 	MissingParts []int `json:"missing_parts,omitempty"`
+	// MissingScope names the scope the token lacks, with FORBIDDEN.
+	MissingScope string `json:"missing_scope,omitempty"`
 	// Errors names the offending arguments, with VALIDATION_FAILED.
 	Errors []FieldError `json:"errors,omitempty"`
 	// RetryAfterSeconds is the server's hint for a retryable problem.
@@ -61,6 +63,7 @@ const (
 	CodePayloadTooLarge  = "PAYLOAD_TOO_LARGE"
 	CodeUnsupportedMedia = "UNSUPPORTED_MEDIA_TYPE"
 	CodeInternal         = "INTERNAL"
+	CodeForbidden        = "FORBIDDEN"
 	// CodeUnreachable is the stdio door's own: the AgentFS server did not
 	// answer (after the client's retries), so the outcome is unknown.
 	CodeUnreachable = "UNREACHABLE"

@@ -20,11 +20,15 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/jsonutf8"
 )
 
 // Options adjust the tools. Zero fields take their defaults.
@@ -39,6 +43,15 @@ type Options struct {
 	// MaxWriteBytes caps the content of write_file and the size of a file
 	// edit_file edits. Default 4 MiB (AGENTFS_MCP_MAX_WRITE_BYTES).
 	MaxWriteBytes int64
+	// MaxBatchCalls is the most calls one JSON-RPC batch to the /mcp door
+	// may hold (where the protocol has batches). Default 32
+	// (AGENTFS_MCP_MAX_BATCH_CALLS).
+	MaxBatchCalls int
+	// MaxAnswerBytes bounds what the calls of one /mcp request answer
+	// together: once their answers hold this much, its further calls
+	// answer PAYLOAD_TOO_LARGE without running. Default 16 MiB
+	// (AGENTFS_MCP_MAX_ANSWER_BYTES).
+	MaxAnswerBytes int64
 	// ScanFiles is how many files one call of list_directory or
 	// directory_tree reads before it answers with a cursor to continue
 	// (search_files reads ten times as many). Default 1000.
@@ -64,6 +77,8 @@ const (
 	DefaultMaxMediaBytes = 4 << 20
 	DefaultMaxWriteBytes = 4 << 20
 	DefaultScanFiles     = 1000
+	DefaultMaxBatchCalls = 32
+	DefaultMaxAnswer     = 16 << 20
 )
 
 // Outcomes of a tool call, as Options.OnCall reports them.
@@ -86,8 +101,14 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ScanFiles == 0 {
 		o.ScanFiles = DefaultScanFiles
 	}
-	if o.MaxReadBytes < 1024 || o.MaxMediaBytes < 1024 || o.MaxWriteBytes < 1 || o.ScanFiles < 1 {
-		return o, errors.New("mcpserver: MaxReadBytes and MaxMediaBytes must be at least 1024, MaxWriteBytes and ScanFiles positive")
+	if o.MaxBatchCalls == 0 {
+		o.MaxBatchCalls = DefaultMaxBatchCalls
+	}
+	if o.MaxAnswerBytes == 0 {
+		o.MaxAnswerBytes = DefaultMaxAnswer
+	}
+	if o.MaxReadBytes < 1024 || o.MaxMediaBytes < 1024 || o.MaxWriteBytes < 1 || o.ScanFiles < 1 || o.MaxBatchCalls < 1 || o.MaxAnswerBytes < 1 {
+		return o, errors.New("mcpserver: MaxReadBytes and MaxMediaBytes must be at least 1024; MaxWriteBytes, ScanFiles, MaxBatchCalls and MaxAnswerBytes positive")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -122,6 +143,36 @@ func New(b Backend, opts Options) (*mcp.Server, error) {
 	}
 	return s, nil
 }
+
+// toolOperations names the operations each tool runs (agentfs.Op…): a
+// token needs every scope agentfs's operation table gives them. The tools
+// do not check it themselves: each operation is checked where it runs
+// (the admission core, the read gate, or the server the stdio door
+// forwards to).
+var toolOperations = map[string][]string{
+	"read_text_file":      {agentfs.OpListFiles, agentfs.OpReadContent},
+	"read_media_file":     {agentfs.OpListFiles, agentfs.OpReadContent},
+	"read_multiple_files": {agentfs.OpListFiles, agentfs.OpReadContent},
+	"write_file":          {agentfs.OpPut},
+	"edit_file":           {agentfs.OpListFiles, agentfs.OpReadContent, agentfs.OpPut},
+	"list_directory":      {agentfs.OpListFiles},
+	"directory_tree":      {agentfs.OpListFiles},
+	"search_files":        {agentfs.OpListFiles},
+	"get_file_info":       {agentfs.OpListFiles},
+	"delete_file":         {agentfs.OpListFiles, agentfs.OpDelete},
+	"restore_file":        {agentfs.OpRestore},
+	"list_run_files":      {agentfs.OpListFiles},
+	"move_file":           {agentfs.OpListFiles, agentfs.OpMove},
+	"file_history":        {agentfs.OpListFiles, agentfs.OpListVersions},
+	"revert_file":         {agentfs.OpListFiles, agentfs.OpRevert},
+	"share_file":          {agentfs.OpListFiles, agentfs.OpCreateLink},
+	"run_summary":         {agentfs.OpGetRun},
+}
+
+// ToolOperations names the operations a tool runs, whose scopes
+// (agentfs.ScopesFor) a token needs for it: what a tools/list filtered by
+// a token's grant shows, and what the tests hold each tool to.
+func ToolOperations(tool string) []string { return slices.Clone(toolOperations[tool]) }
 
 // ToolNames lists the tools New registers, in registration order.
 func ToolNames() []string {
@@ -214,9 +265,13 @@ func define[In, Out any](t *mcp.Tool, adjust func(*jsonschema.Schema), run runFu
 }
 
 // decodeArgs decodes a call's arguments: a JSON object (absent or null
-// counts as {}) that matches the input schema. Anything else is a protocol
-// error, invalid params.
-func decodeArgs[In any](raw json.RawMessage, schema *jsonschema.Resolved) (*In, *jsonrpc.Error) {
+// counts as {}) that matches the input schema. A string in it that is not
+// Unicode text is a tool error (textArgument); anything else is a
+// protocol error, invalid params.
+func decodeArgs[In any](raw json.RawMessage, schema *jsonschema.Resolved) (*In, error) {
+	if f := jsonutf8.Check(raw); f != nil {
+		return nil, textArgument(f)
+	}
 	var v any
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &v); err != nil {
@@ -253,7 +308,11 @@ func (s *toolSpec) bind(tb *toolbox) mcp.ToolHandler {
 		if req != nil && req.Params != nil {
 			raw = req.Params.Arguments
 		}
-		res, err = s.safeCall(ctx, tb, raw)
+		if a := answersOf(ctx); a != nil {
+			res, err = a.run(callContext{tool: name}, func() (*mcp.CallToolResult, error) { return s.safeCall(ctx, tb, raw) })
+		} else {
+			res, err = s.safeCall(ctx, tb, raw)
+		}
 		outcome := OutcomeOK
 		switch {
 		case err != nil:

@@ -21,12 +21,11 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentfs/agentfs/admission"
 	"github.com/agentfs/agentfs/client"
 	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/handlers/apitest"
 	"github.com/agentfs/agentfs/mcpserver"
-	"github.com/agentfs/agentfs/storage"
+	"github.com/agentfs/agentfs/quota"
 )
 
 // config adjusts setup.
@@ -38,6 +37,8 @@ type config struct {
 	opts    mcpserver.Options
 	// wrap, when set, wraps the backend (to hold calls at a barrier).
 	wrap func(mcpserver.Backend) mcpserver.Backend
+	// limits adjust the test server's (setup only).
+	limits handlers.Limits
 }
 
 // bundle is one MCP session on ClientBackend against a real API server.
@@ -85,11 +86,9 @@ func TestMain(m *testing.M) {
 // doors is a test server's /mcp door: one HTTPHandler per session (by its
 // token), each made with that session's Options.
 type doors struct {
-	core  *admission.Core
-	store *storage.Store
-	max   int64
-	mu    sync.Mutex
-	by    map[string]http.Handler
+	door apitest.Door
+	mu   sync.Mutex
+	by   map[string]http.Handler
 }
 
 func (d *doors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -108,8 +107,8 @@ var doorsOf sync.Map // test server URL → *doors
 func setup(t *testing.T, cfg config) *bundle {
 	t.Helper()
 	d := &doors{by: map[string]http.Handler{}}
-	srv := apitest.NewServer(t, apitest.Options{MCP: func(core *admission.Core, store *storage.Store, l handlers.Limits) http.Handler {
-		d.core, d.store, d.max = core, store, l.MaxUploadBytes
+	srv := apitest.NewServer(t, apitest.Options{Limits: cfg.limits, MCP: func(door apitest.Door) http.Handler {
+		d.door = door
 		return d
 	}})
 	doorsOf.Store(srv.URL, d)
@@ -138,7 +137,9 @@ func session(t *testing.T, srv *apitest.Server, cfg config, token string, backen
 		d, _ := doorsOf.Load(srv.URL)
 		door := d.(*doors)
 		door.mu.Lock()
-		handler, err := mcpserver.HTTPHandler(door.core, door.store, door.max, opts)
+		dd := door.door
+		handler, err := mcpserver.HTTPHandler(mcpserver.HTTPDeps{Core: dd.Core, Reads: dd.Reads, MaxUploadBytes: dd.Limits.MaxUploadBytes,
+			Quota: dd.Store, QuotaLimit: quota.Limit{Bytes: dd.Limits.QuotaBytes, Window: dd.Limits.QuotaWindow}, Rate: dd.Rates.Take}, opts)
 		if err != nil {
 			door.mu.Unlock()
 			t.Fatal(err)

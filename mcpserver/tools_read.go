@@ -199,6 +199,9 @@ func readMultipleFilesTool() *toolSpec {
 		var text []string
 		for _, arg := range in.Paths {
 			mf := tb.readOneOfMany(ctx, arg, &budget)
+			if mf.Error != nil && mf.Error.Code == CodeForbidden {
+				return nil, mf.Error // the token's, not the file's: no file reads
+			}
 			out.Files = append(out.Files, mf)
 			switch {
 			case mf.Error != nil:

@@ -17,6 +17,7 @@ import (
 	"github.com/agentfs/agentfs/client"
 	"github.com/agentfs/agentfs/handlers/apitest"
 	"github.com/agentfs/agentfs/mcpserver"
+	"github.com/agentfs/agentfs/mcpserver/mcptest"
 )
 
 func TestListTools(t *testing.T) {
@@ -948,5 +949,23 @@ func TestUnreachableServerLeavesAKeyToRetryWith(t *testing.T) {
 	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_text_file", Arguments: map[string]any{"path": "a.txt"}})
 	if err != nil || !strings.HasPrefix(text(res), "UNREACHABLE: ") || strings.Contains(text(res), "idempotency_key") {
 		t.Fatalf("read: %v %s", err, text(res))
+	}
+}
+
+func TestEveryToolChecksTheScopesOfItsOperations(t *testing.T) {
+	b := setup(t, config{subject: "walker"})
+	for _, scopes := range [][]string{{"read"}, {"write"}, {"read", "write"}} {
+		name := strings.Join(scopes, "+")
+		t.Run(name, func(t *testing.T) {
+			full, err := client.New(b.srv.URL, b.srv.Token(t, "walker"), client.WithRunID("walk-"+name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fx := mcptest.Prepare(t, full, "walk-"+name, "walk-"+name)
+			s := connect(t, b.srv, config{subject: "walker", scopes: scopes})
+			mcptest.Walk(t, fx, scopes, func(ctx context.Context, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+				return s.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+			})
+		})
 	}
 }

@@ -43,6 +43,8 @@ type Problem struct {
 	Errors         []FieldError `json:"errors,omitempty"`
 	ExistingFileID string       `json:"existing_file_id,omitempty"`
 	MissingParts   []int        `json:"missing_parts,omitempty"`
+	// MissingScope names the scope a FORBIDDEN request's token lacks.
+	MissingScope string `json:"missing_scope,omitempty"`
 
 	// RetryAfter, in seconds, is sent as the Retry-After header when positive.
 	RetryAfter int `json:"-"`
@@ -114,11 +116,15 @@ func From(err error) (p *Problem, unexpected bool) {
 		held    *agentfs.UploadBusyError
 		settled *agentfs.PartAssembledError
 		quota   *agentfs.QuotaExceededError
+		uploads *agentfs.TooManyUploadsError
 		changed *agentfs.ChangedSinceRunError
+		denied  *agentfs.ForbiddenError
 	)
 	switch {
 	case errors.As(err, &pe):
 		return pe, false
+	case errors.As(err, &denied):
+		return forbidden(denied), false
 	case errors.As(err, &changed):
 		return New(ChangedSinceRun, "another run changed "+changed.FileID+" after run "+strconv.Quote(changed.RunID)+
 			" last did; revert with force to undo anyway"), false
@@ -163,6 +169,11 @@ func From(err error) (p *Problem, unexpected bool) {
 		return Validation("If-Match", "asks for a conditional replace; send if_exists=replace with it"), false
 	case errors.As(err, &quota):
 		return quotaExceeded(quota), false
+	case errors.As(err, &uploads):
+		p := New(QuotaExceeded, fmt.Sprintf("this subject has %d upload sessions open, the most it may; complete or abort one "+
+			"(GET /v1/uploads lists them), or wait for one to expire; no session was made", uploads.Limit))
+		p.RetryAfter = max(1, int(math.Ceil(uploads.RetryAfter.Seconds())))
+		return p, false
 	case errors.Is(err, agentfs.ErrBadBody):
 		return New(InvalidRequest, "the request body could not be read"), false
 	case errors.Is(err, agentfs.ErrBodyStalled):
@@ -191,6 +202,15 @@ func inProgress(e *agentfs.InProgressError) *Problem {
 	p := New(OperationInProgress, "a request with this Idempotency-Key is still running; retry the same key later")
 	p.RetryAfter = max(1, int(min(e.RetryAfter, maxInProgressWait).Seconds()))
 	return p.WithHeader("Link", "</v1/operations/"+url.PathEscape(e.Key)+`>; rel="monitor"`)
+}
+
+// forbidden is the answer to a caller whose token lacks a scope the
+// operation needs: it says which, so the caller knows what token to ask
+// for.
+func forbidden(e *agentfs.ForbiddenError) *Problem {
+	p := New(Forbidden, "the token lacks the "+e.Scope+" scope, which this request needs; nothing was done")
+	p.MissingScope = e.Scope
+	return p
 }
 
 func quotaExceeded(e *agentfs.QuotaExceededError) *Problem {

@@ -233,6 +233,12 @@ func TestFrom(t *testing.T) {
 					t.Errorf("RetryAfter %d, want at least 1", p.RetryAfter)
 				}
 			}},
+		{name: "MapsTooManyUploads", err: fmt.Errorf("create upload: %w", &agentfs.TooManyUploadsError{Limit: 100, RetryAfter: 3599*time.Second + time.Millisecond}),
+			status: 429, code: problem.QuotaExceeded, check: func(t *testing.T, p *problem.Problem) {
+				if p.RetryAfter != 3600 || problem.Recorded(p) || !p.Retryable || !strings.Contains(p.Detail, "100 upload sessions open") {
+					t.Errorf("too many uploads: RetryAfter %d, recorded %v, retryable %v, detail %q", p.RetryAfter, problem.Recorded(p), p.Retryable, p.Detail)
+				}
+			}},
 		{name: "MapsEchoNotFound", err: echo.ErrNotFound, status: 404, code: problem.NotFound},
 		{name: "MapsEchoMethodNotAllowed", err: echo.ErrMethodNotAllowed, status: 405, code: problem.MethodNotAllowed},
 		{name: "MapsEchoTooLarge", err: echo.ErrStatusRequestEntityTooLarge, status: 413, code: problem.PayloadTooLarge},

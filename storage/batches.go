@@ -2,15 +2,16 @@ package storage
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/minio/minio-go/v7"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/jsonscan"
 )
 
 // ErrItemDone says a batch item is no longer pending: another worker
@@ -29,8 +30,9 @@ func scanBatch(row pgx.Row) (*agentfs.Batch, error) {
 	return &b, nil
 }
 
-// CreateBatchTx stores a batch and its items (content included) as queued
-// in tx, and returns it as stored.
+// CreateBatchTx stores a batch and its items (content included, as the
+// request carried it: see agentfs.BatchItem.Text) as queued in tx, and
+// returns it as stored, without the contents.
 func (s *Store) CreateBatchTx(ctx context.Context, tx pgx.Tx, b *agentfs.Batch) (*agentfs.Batch, error) {
 	out, err := scanBatch(tx.QueryRow(ctx, `INSERT INTO batches (id, subject, status, agent_id, run_id, request_id)
 		VALUES ($1, $2, 'queued', nullif($3, ''), nullif($4, ''), nullif($5, '')) RETURNING `+batchColumns,
@@ -44,11 +46,15 @@ func (s *Store) CreateBatchTx(ctx context.Context, tx pgx.Tx, b *agentfs.Batch) 
 		if err != nil {
 			return nil, err
 		}
-		rows[i] = []any{out.ID, i, it.Op, it.Path, it.FileID, it.Content, it.ContentType, it.Replace, it.Key,
+		content, encoding := it.Content, (*string)(nil)
+		if it.Encoding != "" {
+			content, encoding = it.Text, &it.Encoding
+		}
+		rows[i] = []any{out.ID, i, it.Op, it.Path, it.FileID, content, encoding, it.ContentType, it.Replace, it.Key,
 			int64(it.ExpiresIn.Seconds()), params}
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"batch_items"},
-		[]string{"batch_id", "idx", "op", "path", "file_id", "content", "content_type", "replace", "item_key",
+		[]string{"batch_id", "idx", "op", "path", "file_id", "content", "content_encoding", "content_type", "replace", "item_key",
 			"expires_in_seconds", "params"},
 		pgx.CopyFromRows(rows)); err != nil {
 		return nil, Translate(fmt.Errorf("store batch items: %w", err))
@@ -193,12 +199,41 @@ func (s *Store) StartBatch(ctx context.Context, id string) (*agentfs.Batch, erro
 	return b, Translate(s.loadItems(ctx, s.pool, b))
 }
 
-// ItemContent returns the content of a put item.
+// ItemContent returns the content of a put item, decoded.
 func (s *Store) ItemContent(ctx context.Context, batchID string, idx int) ([]byte, error) {
 	var content []byte
-	err := s.pool.QueryRow(ctx, `SELECT coalesce(content, ''::bytea) FROM batch_items WHERE batch_id = $1 AND idx = $2`,
-		batchID, idx).Scan(&content)
-	return content, Translate(err)
+	var encoding *string
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(content, ''::bytea), content_encoding FROM batch_items
+		WHERE batch_id = $1 AND idx = $2`, batchID, idx).Scan(&content, &encoding)
+	if err != nil {
+		return nil, Translate(err)
+	}
+	return decodeItemContent(content, encoding)
+}
+
+// decodeItemContent is the content an item's row holds: the bytes
+// themselves, or the JSON string of the request in its encoding (checked
+// when the batch was admitted).
+func decodeItemContent(stored []byte, encoding *string) ([]byte, error) {
+	if encoding == nil {
+		return stored, nil
+	}
+	text, plain := jsonscan.Plain(stored)
+	if !plain {
+		text = jsonscan.AppendString(nil, stored)
+	}
+	switch *encoding {
+	case agentfs.ContentUTF8:
+		return text, nil
+	case agentfs.ContentBase64:
+		out := make([]byte, base64.StdEncoding.DecodedLen(len(text)))
+		n, err := base64.StdEncoding.Decode(out, text)
+		if err != nil {
+			return nil, fmt.Errorf("decode batch item content: %w", err)
+		}
+		return out[:n], nil
+	}
+	return nil, fmt.Errorf("decode batch item content: unknown encoding %q", *encoding)
 }
 
 // ItemOutcome is how an item ended.
@@ -307,8 +342,10 @@ func (s *Store) CancelBatchTx(ctx context.Context, tx pgx.Tx, subject, id string
 }
 
 // PrepareCopy prepares a put at put.Path with the content of the subject's
-// live file srcID, copied inside S3 into a new blob; commit it like any
-// pending put.
+// live file srcID; commit it like any pending put. The copy shares the
+// source's blob (no bytes are copied in S3, as a revert does): its
+// transaction locks the source's version, so the blob stays while either
+// references it.
 func (s *Store) PrepareCopy(ctx context.Context, srcID string, put agentfs.Put) (*PendingPut, error) {
 	src, err := s.File(ctx, put.Subject, srcID)
 	if err != nil {
@@ -328,13 +365,7 @@ func (s *Store) PrepareCopy(ctx context.Context, srcID string, put agentfs.Put) 
 	if err := put.CheckAgainst(live); err != nil {
 		return nil, err
 	}
-	b := &writtenBlob{key: "blobs/" + NewID("blob")[len("blob_"):], size: src.SizeBytes, sha256: src.SHA256,
-		tags: blobTags(fileIDFor(live), put.By)}
-	_, err = s.s3Long.CopyObject(ctx,
-		minio.CopyDestOptions{Bucket: s.bucket, Object: b.key, UserTags: b.tags, ReplaceTags: true},
-		minio.CopySrcOptions{Bucket: s.bucket, Object: src.BlobKey})
-	if err != nil {
-		return nil, translateS3(fmt.Errorf("copy blob: %w", err))
-	}
-	return &PendingPut{store: s, put: put, seen: live, fileID: b.tags["file-id"], blob: b}, nil
+	b := &writtenBlob{key: src.BlobKey, size: src.SizeBytes, sha256: src.SHA256,
+		from: &versionRef{fileID: src.ID, version: src.Version}}
+	return &PendingPut{store: s, put: put, seen: live, fileID: fileIDFor(live), blob: b}, nil
 }

@@ -13,8 +13,8 @@ import (
 // contents and the state of their paths in one query each, puts committed
 // many at once, and the items' statuses in one statement.
 
-// ItemContents returns the contents of the batch's items idxs, in one
-// query: a prefix of idxs in index order whose contents add up to at most
+// ItemContents returns the contents of the batch's items idxs, decoded, in
+// one query: a prefix of idxs in index order whose contents add up to at most
 // maxBytes (at least the first, whatever its size), so a runner can load
 // ahead without holding a whole batch's bytes. An item without content
 // (not a put) has an empty one.
@@ -23,8 +23,8 @@ func (s *Store) ItemContents(ctx context.Context, batchID string, idxs []int, ma
 	if len(idxs) == 0 {
 		return out, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT idx, content FROM (
-			SELECT idx, coalesce(content, ''::bytea) AS content,
+	rows, err := s.pool.Query(ctx, `SELECT idx, content, content_encoding FROM (
+			SELECT idx, coalesce(content, ''::bytea) AS content, content_encoding,
 				sum(coalesce(octet_length(content), 0)) OVER (ORDER BY idx) - coalesce(octet_length(content), 0) AS before
 			FROM batch_items WHERE batch_id = $1 AND idx = ANY($2)) c
 		WHERE before < $3 OR idx = (SELECT min(i) FROM unnest($2::int[]) i)
@@ -36,8 +36,12 @@ func (s *Store) ItemContents(ctx context.Context, batchID string, idxs []int, ma
 	for rows.Next() {
 		var idx int
 		var content []byte
-		if err := rows.Scan(&idx, &content); err != nil {
+		var encoding *string
+		if err := rows.Scan(&idx, &content, &encoding); err != nil {
 			return nil, Translate(fmt.Errorf("load batch item contents: %w", err))
+		}
+		if content, err = decodeItemContent(content, encoding); err != nil {
+			return nil, err
 		}
 		if content == nil {
 			content = []byte{}
@@ -124,7 +128,7 @@ func (s *Store) ApplyPutsTx(ctx context.Context, tx pgx.Tx, puts []*PendingPut, 
 	}
 	var fresh []int
 	for i, p := range puts {
-		if p.seen == nil && !taken[p.put.Path] && p.blob.tags["file-id"] == p.fileID {
+		if p.seen == nil && !taken[p.put.Path] && p.blob.from == nil && p.blob.tags["file-id"] == p.fileID {
 			if err := p.put.CheckAgainst(nil); err != nil {
 				return nil, nil, err
 			}

@@ -75,7 +75,7 @@ func (s *Store) openDirect(ctx context.Context, key string, offset, length int64
 		conn.Close()
 		return nil, errNoDirect
 	}
-	b := &directBlob{conn: tcp, left: length, limit: s.cfg.S3Timeout, slow: &s.counters.slowSplices}
+	b := &directBlob{ctx: ctx, conn: tcp, left: length, limit: s.cfg.S3Timeout, slow: &s.counters.slowSplices}
 	b.stopWatch = context.AfterFunc(ctx, func() { tcp.Close() }) // the client left
 	if err := b.start(req); err != nil {
 		b.Close()
@@ -96,6 +96,7 @@ func dialAddr(u *url.URL) string {
 
 // directBlob is a ranged blob body read straight off its own connection.
 type directBlob struct {
+	ctx       context.Context // the read's: when it ends, conn is closed
 	conn      *net.TCPConn
 	head      []byte // body bytes that arrived with the headers
 	left      int64  // body bytes still on conn
@@ -181,8 +182,16 @@ func (b *directBlob) WriteTo(w io.Writer) (int64, error) {
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded) && n > 0:
 			// The time went to a slow client, not to S3: a chunk that moved
-			// bytes is progress, and the bound starts again.
+			// bytes is progress, and the bound starts again. (A deadline
+			// the writer puts on its own side must fail with another
+			// error: bytes taken from S3 and not yet written are lost
+			// with it.)
 			b.slow.Add(1)
+		case err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && !connFailed(b.conn):
+			// A splice fails on either socket; the S3 one is fine, so the
+			// client's failed (it went away, or stalled): its error, as a
+			// writer's error is, not an outage.
+			return total, err
 		case err != nil:
 			return total, b.fail(err)
 		case n == 0:
@@ -208,15 +217,22 @@ func (b *directBlob) wakeAfter() {
 	}
 }
 
-// fail names what went wrong: S3 stalling or closing early is an outage.
+// fail names what went wrong on the S3 connection: S3 stalling, closing
+// early or failing is an outage, unless the read's context ended, which
+// closed the connection (the client left).
 func (b *directBlob) fail(err error) error {
 	switch {
+	case b.ctx.Err() != nil:
+		return fmt.Errorf("reading a blob: %w (%v)", context.Cause(b.ctx), err)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return fmt.Errorf("%w: S3 sent nothing for %s in the middle of a blob", agentfs.ErrUnavailable, b.limit)
 	case err == io.EOF && b.left > 0:
 		err = io.ErrUnexpectedEOF
 	}
-	return translateS3(err)
+	if err = translateS3(err); !errors.Is(err, agentfs.ErrUnavailable) {
+		err = fmt.Errorf("%w: reading a blob: %w", agentfs.ErrUnavailable, err)
+	}
+	return err
 }
 
 func (b *directBlob) Close() error {

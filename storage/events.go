@@ -2,8 +2,6 @@ package storage
 
 import (
 	"context"
-	"crypto/md5"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -12,8 +10,9 @@ import (
 	"github.com/agentfs/agentfs"
 )
 
-// ChannelEvents carries the md5 of the subject whose events just committed
-// (a trigger on events notifies it).
+// ChannelEvents carries, for each statement that inserted events, the md5
+// of their subject and what filters look at of each (a trigger on events
+// notifies it as the statement's transaction commits; eventwait.go).
 const ChannelEvents = "agentfs_events"
 
 const eventColumns = `pos, id, subject, type, file_id, path, coalesce(previous_path, ''),
@@ -70,42 +69,38 @@ func (s *Store) ListEvents(ctx context.Context, subject string, filter agentfs.E
 }
 
 // AwaitEvents is ListEvents that, when there is nothing to hand out yet,
-// waits up to wait for the subject's next events to commit (woken by the
-// events trigger's notification, and looking again every second in case a
-// notification was missed while the listener reconnected).
+// waits up to wait for the subject's next events to commit. It looks again
+// only when a notification says an event its filter can match committed,
+// or when the listening connection is back after it may have missed one
+// (eventwait.go); a subject already waiting Config.MaxWaitersPerSubject
+// times on this instance gets agentfs.ErrTooManyWaiters.
 func (s *Store) AwaitEvents(ctx context.Context, subject string, filter agentfs.EventFilter, wait time.Duration) ([]*agentfs.Event, agentfs.EventCursor, error) {
 	if wait <= 0 {
 		return s.ListEvents(ctx, subject, filter)
 	}
-	// Listening before the first look: what commits from then on wakes
+	// Registered before the first look: what commits from then on wakes
 	// this loop.
-	woke, stop := s.notify.subscribe(ChannelEvents)
-	defer stop()
-	tag := md5.Sum([]byte(subject))
-	mine := hex.EncodeToString(tag[:])
+	w, err := s.waiters.add(subject, filter)
+	if err != nil {
+		return nil, agentfs.EventCursor{}, err
+	}
+	defer s.waiters.remove(w)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
 	for {
 		events, next, err := s.ListEvents(ctx, subject, filter)
+		s.counters.eventLooks.Add(1)
 		if err != nil || len(events) > 0 {
 			return events, next, err
 		}
-		// Another subject's events wake nobody here.
-		for woken := false; !woken; {
-			select {
-			case <-ctx.Done():
-				return nil, next, ctx.Err()
-			case <-deadline.C:
-				return nil, next, nil
-			case <-s.draining:
-				return nil, next, nil
-			case who := <-woke:
-				woken = who == mine || who == ""
-			case <-tick.C:
-				woken = true
-			}
+		select {
+		case <-ctx.Done():
+			return nil, next, ctx.Err()
+		case <-deadline.C:
+			return nil, next, nil
+		case <-s.draining:
+			return nil, next, nil
+		case <-w.woke:
 		}
 	}
 }

@@ -121,9 +121,11 @@ func (p *PendingPut) Apply(ctx context.Context, tx pgx.Tx, origin agentfs.Origin
 
 // Finish ends the put once its transaction is over (err is how it ended):
 // the blob is removed unless a committed file references it, or the commit
-// may have happened (the sweeper then decides from the rows).
+// may have happened (the sweeper then decides from the rows). A blob the
+// put shares with another version (a copy) is never removed here: it was
+// not written for this put.
 func (p *PendingPut) Finish(ctx context.Context, err error) {
-	keep := p.used && err == nil || errors.Is(err, errCommitUncertain)
+	keep := p.used && err == nil || errors.Is(err, errCommitUncertain) || p.blob.from != nil
 	if !keep {
 		p.store.removeBlob(ctx, p.blob.key)
 	}
@@ -136,12 +138,44 @@ func fileIDFor(live *agentfs.File) string {
 	return NewID("file")
 }
 
-// writtenBlob is a blob just written and not yet referenced.
+// writtenBlob is the blob a write points a file at: one just written and
+// not yet referenced, or, with from, the blob of an existing version that
+// the write shares (a copy or a revert: no bytes are copied in S3).
 type writtenBlob struct {
 	key    string
 	size   int64
 	sha256 string
 	tags   map[string]string
+	from   *versionRef
+}
+
+// versionRef names the version whose blob a write shares.
+type versionRef struct {
+	fileID  string
+	version int
+}
+
+// shareBlobTx locks in tx the version whose blob b shares, so that neither
+// a version sweep nor a purge can remove that version's row before tx
+// commits a row of its own that references the blob: the blob sweep then
+// always finds one of them (it removes only blobs no row references). FOR
+// KEY SHARE waits only for a delete of the row, not for the update that
+// supersedes it when its file is replaced. A version gone meanwhile is
+// agentfs.ErrNotFound. A blob written for the write has nothing to lock.
+func shareBlobTx(ctx context.Context, tx pgx.Tx, b *writtenBlob) error {
+	if b.from == nil {
+		return nil
+	}
+	var n int
+	err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM file_versions
+		WHERE file_id = $1 AND version = $2 AND blob_key = $3 FOR KEY SHARE) v`, b.from.fileID, b.from.version, b.key).Scan(&n)
+	switch {
+	case err != nil:
+		return Translate(fmt.Errorf("share blob: %w", err))
+	case n == 0:
+		return fmt.Errorf("%w: the version whose content this write shares was removed meanwhile", agentfs.ErrNotFound)
+	}
+	return nil
 }
 
 // writeBlob streams body into a new blob, hashing it on the way, and checks
@@ -215,6 +249,8 @@ func (p *PendingPut) CommitAlone(ctx context.Context, origin agentfs.Origin) (*a
 		err error
 	)
 	switch {
+	case b.from != nil:
+		return nil, false, nil // a shared blob is referenced only in a transaction that locks its version
 	case seen == nil:
 		f, err = s.insertFile(ctx, s.pool, put, p.fileID, b, origin)
 		if RaceLost(err) {
@@ -261,6 +297,9 @@ func (s *Store) applyPut(ctx context.Context, tx pgx.Tx, put agentfs.Put, fresh 
 			return nil, false, false, err
 		}
 	}
+	if err := shareBlobTx(ctx, tx, b); err != nil {
+		return nil, false, false, err
+	}
 	id := fileID
 	if live != nil {
 		id = live.ID
@@ -273,7 +312,7 @@ func (s *Store) applyPut(ctx context.Context, tx pgx.Tx, put agentfs.Put, fresh 
 			id = NewID("file") // the file seen before the body was deleted meanwhile
 		}
 	}
-	if id != b.tags["file-id"] {
+	if b.from == nil && id != b.tags["file-id"] { // a shared blob keeps the tags of the write that made it
 		b.tags["file-id"] = id
 		if err := s.retagBlob(ctx, b.key, b.tags); err != nil {
 			return nil, false, false, err

@@ -88,7 +88,8 @@ func (s *Store) liveForChange(ctx context.Context, tx pgx.Tx, subject, id, ifMat
 
 // RevertFileTx makes version r.Version's content the file's current one in
 // tx, as a new version that shares that version's blob (no bytes are
-// copied). Content identical to the current one changes nothing (changed
+// copied; the version is locked until tx ends, so no sweep removes the blob
+// meanwhile). Content identical to the current one changes nothing (changed
 // false). A deleted file, or a version that does not exist or was swept, is
 // agentfs.ErrNotFound; a blocked file is a *agentfs.BlockedError.
 func (s *Store) RevertFileTx(ctx context.Context, tx pgx.Tx, r agentfs.Revert, o agentfs.Origin) (*agentfs.File, bool, error) {
@@ -106,9 +107,12 @@ func (s *Store) RevertFileTx(ctx context.Context, tx pgx.Tx, r agentfs.Revert, o
 	if v.SHA256 == cur.SHA256 && v.ContentType == cur.ContentType {
 		return cur, false, nil
 	}
+	shared := &writtenBlob{key: v.BlobKey, size: v.SizeBytes, sha256: v.SHA256, from: &versionRef{fileID: cur.ID, version: v.Version}}
+	if err := shareBlobTx(ctx, tx, shared); err != nil {
+		return nil, false, fmt.Errorf("revert file: %w", err)
+	}
 	f, err := s.updateFile(ctx, tx, fileUpdate{id: cur.ID, event: agentfs.EventReverted, origin: o,
-		put:  agentfs.Put{ContentType: v.ContentType, By: r.By},
-		blob: &writtenBlob{key: v.BlobKey, size: v.SizeBytes, sha256: v.SHA256}})
+		put: agentfs.Put{ContentType: v.ContentType, By: r.By}, blob: shared})
 	if err != nil {
 		return nil, false, fmt.Errorf("revert file: %w", err)
 	}
@@ -217,7 +221,7 @@ func (s *Store) ExpireFiles(ctx context.Context) (int64, error) {
 // retention, and those beyond the newest maxVersions of their file (the
 // current one always stays), and reports how many. A version a live share
 // link pins stays. Their blobs go with the next blob sweep, once no row
-// references them (versions share blobs after a revert).
+// references them (versions share blobs after a revert or a copy).
 func (s *Store) SweepVersions(ctx context.Context, retention time.Duration, maxVersions int) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM file_versions v USING files f
 		WHERE f.id = v.file_id AND v.version <> f.version

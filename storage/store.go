@@ -74,6 +74,11 @@ type Config struct {
 	// into the hash when their turn comes instead of reading them back at
 	// complete (0: DefaultUploadHashWindow; negative: none).
 	UploadHashWindow int64
+	// MaxWaitersPerSubject bounds the requests of one subject waiting for
+	// events (GET /v1/events?wait=) on this instance at once (0:
+	// DefaultMaxWaitersPerSubject; negative: no bound); past it
+	// AwaitEvents fails with agentfs.ErrTooManyWaiters.
+	MaxWaitersPerSubject int
 }
 
 // Store is the AgentFS state: a Postgres pool and an S3 bucket. It is safe
@@ -89,9 +94,10 @@ type Store struct {
 	bucket     string
 	cfg        Config
 	notify     *notifier
-	window     *hashWindow // parts ahead of uploads' running hashes
-	tokens     *tokenCache // nil when Config.TokenCacheTTL is negative
-	tokensOnce sync.Once   // follows ChannelToken from the first lookup on
+	waiters    *eventWaiters // requests waiting for events
+	window     *hashWindow   // parts ahead of uploads' running hashes
+	tokens     *tokenCache   // nil when Config.TokenCacheTTL is negative
+	tokensOnce sync.Once     // follows ChannelToken from the first lookup on
 	counters   counters
 	// draining is closed by Drain: waits end early.
 	draining  chan struct{}
@@ -112,6 +118,7 @@ type counters struct {
 	tokenHits     atomic.Int64
 	readBackBytes atomic.Int64
 	slowSplices   atomic.Int64
+	eventLooks    atomic.Int64
 }
 
 // Counters are running totals of work an instance did, since it opened:
@@ -129,6 +136,10 @@ type Counters struct {
 	// slower than that, or a relay that waited for bytes S3 had already
 	// sent.
 	SlowSplices int64
+	// EventLooks is how many times a request waiting for events has looked
+	// at the feed (counted as each look returns): once as it starts, then
+	// once each time it was woken.
+	EventLooks int64
 }
 
 // Counters returns the running totals.
@@ -138,6 +149,7 @@ func (s *Store) Counters() Counters {
 		TokenCacheHits: s.counters.tokenHits.Load(),
 		ReadBackBytes:  s.counters.readBackBytes.Load(),
 		SlowSplices:    s.counters.slowSplices.Load(),
+		EventLooks:     s.counters.eventLooks.Load(),
 	}
 }
 
@@ -198,8 +210,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.UploadHashWindow == 0 {
 		cfg.UploadHashWindow = DefaultUploadHashWindow
 	}
+	if cfg.MaxWaitersPerSubject == 0 {
+		cfg.MaxWaitersPerSubject = DefaultMaxWaitersPerSubject
+	}
+	notify := newNotifier(cfg.DatabaseURL)
 	st := &Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket, cfg: cfg,
-		notify: newNotifier(cfg.DatabaseURL), window: newHashWindow(cfg.UploadHashWindow), draining: make(chan struct{})}
+		notify: notify, waiters: newEventWaiters(notify, cfg.MaxWaitersPerSubject),
+		window: newHashWindow(cfg.UploadHashWindow), draining: make(chan struct{})}
 	if cfg.TokenCacheTTL > 0 {
 		st.tokens = newTokenCache(cfg.TokenCacheTTL, tokenCacheMax, time.Now)
 	}

@@ -3,11 +3,14 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/agentfs/agentfs"
 )
 
 // Why an upload session never locks up and never answers falsely: two kinds
@@ -23,7 +26,9 @@ import (
 //   - A part on its way to S3 holds a row in upload_part_leases. A complete
 //     does not take the part list while one is live, and a part does not
 //     start while a complete holds the session: either the part lands
-//     before the part list is taken, or it is told to retry.
+//     before the part list is taken, or it is told to retry. Writers of one
+//     part number take turns the same way (holdForPart), so the part S3
+//     keeps is the one the session records.
 //
 // Whoever is told to wait is told how long: what is left of the lease that
 // holds it, in whole seconds, at least one.
@@ -82,9 +87,31 @@ type partHold struct {
 	renewal *renewal
 }
 
-// holdForPart takes a part lease on the session in tx; start renews it once
-// tx committed.
+// holdForPart takes a part lease on the session in tx for part n; start
+// renews it once tx committed. Writers of one part number take turns: while
+// another request's part n is on its way, this one is an
+// *agentfs.UploadBusyError. Two UploadParts of one part number must never
+// overlap in S3: S3 keeps the bytes of the one that ends last, while each
+// writer records the ETag of its own, so the session would list a part S3
+// does not hold (and complete would find it missing). A lapsed lease of the
+// part belongs to a request that died or stalled: it is taken over, and
+// that request, should it come to record its part, finds its lease gone.
 func (s *Store) holdForPart(ctx context.Context, tx pgx.Tx, uploadID string, n int) (*partHold, error) {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('agentfs.upload.part.' || $1 || '/' || $2::int, 0))`,
+		uploadID, n); err != nil {
+		return nil, Translate(err)
+	}
+	var left *float64
+	if err := tx.QueryRow(ctx, `WITH lapsed AS (DELETE FROM upload_part_leases
+			WHERE upload_id = $1 AND part_number = $2 AND lease_until <= clock_timestamp())
+		SELECT max(extract(epoch FROM lease_until - clock_timestamp()))::float8 FROM upload_part_leases
+		WHERE upload_id = $1 AND part_number = $2 AND lease_until > clock_timestamp()`, uploadID, n).Scan(&left); err != nil {
+		return nil, Translate(err)
+	}
+	if left != nil {
+		return nil, &agentfs.UploadBusyError{Reason: fmt.Sprintf("part %d of this upload is on its way in another request", n),
+			RetryAfter: retryAfter(*left, s.partLease())}
+	}
 	h := &partHold{store: s}
 	err := tx.QueryRow(ctx, `INSERT INTO upload_part_leases (upload_id, part_number, lease_until)
 		VALUES ($1, $2, clock_timestamp() + make_interval(secs => $3)) RETURNING id`,
@@ -101,10 +128,12 @@ func (h *partHold) extend(ctx context.Context) (bool, error) {
 	return tag.RowsAffected() > 0, Translate(err)
 }
 
-// endTx ends the lease in tx, the transaction that records the part.
-func (h *partHold) endTx(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `DELETE FROM upload_part_leases WHERE id = $1`, h.id)
-	return Translate(err)
+// endTx ends the lease in tx, the transaction that records the part; held
+// is false when the lease was gone: it lapsed, and another writer of the
+// part (or a complete) took it over.
+func (h *partHold) endTx(ctx context.Context, tx pgx.Tx) (held bool, err error) {
+	tag, err := tx.Exec(ctx, `DELETE FROM upload_part_leases WHERE id = $1`, h.id)
+	return tag.RowsAffected() == 1, Translate(err)
 }
 
 // release stops renewing and, unless the part's transaction ended the lease

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -41,7 +42,8 @@ func (s *Store) core() minio.Core { return minio.Core{Client: s.s3} }
 // CreateUploadTx opens a session in tx, or returns the live session that
 // matches the request (subject, path, size, content type and declared
 // sha256), so a caller that lost the answer resumes where it was. created
-// says which.
+// says which. A new session past the subject's bound of open sessions
+// (req.MaxOpen) is an *agentfs.TooManyUploadsError; resuming one never is.
 func (s *Store) CreateUploadTx(ctx context.Context, tx pgx.Tx, req agentfs.NewUpload) (*agentfs.Upload, bool, error) {
 	// One creator at a time per path, so two racing creates share a session.
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('agentfs.upload.' || $1 || '/' || $2))`,
@@ -54,6 +56,9 @@ func (s *Store) CreateUploadTx(ctx context.Context, tx pgx.Tx, req agentfs.NewUp
 		ORDER BY created_at DESC LIMIT 1`, req.Subject, req.Path, req.SizeBytes, req.ContentType, req.SHA256))
 	switch {
 	case errors.Is(err, agentfs.ErrNotFound):
+		if err := s.checkOpenUploads(ctx, tx, req); err != nil {
+			return nil, false, fmt.Errorf("create upload: %w", err)
+		}
 		u, err = s.insertUpload(ctx, tx, req)
 		if err != nil {
 			return nil, false, fmt.Errorf("create upload: %w", err)
@@ -66,6 +71,34 @@ func (s *Store) CreateUploadTx(ctx context.Context, tx pgx.Tx, req agentfs.NewUp
 		return nil, false, fmt.Errorf("create upload: %w", err)
 	}
 	return u, false, nil
+}
+
+// checkOpenUploads refuses a new session, as an
+// *agentfs.TooManyUploadsError, when the subject already has req.MaxOpen
+// open. Creates of one subject take turns here (after the lock of their
+// path), so racing creates never open more than that.
+func (s *Store) checkOpenUploads(ctx context.Context, tx pgx.Tx, req agentfs.NewUpload) error {
+	if req.MaxOpen <= 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('agentfs.uploads.' || $1, 0))`, req.Subject); err != nil {
+		return Translate(err)
+	}
+	var open int
+	var first *float64
+	if err := tx.QueryRow(ctx, `SELECT count(*), min(extract(epoch FROM expires_at - clock_timestamp()))::float8
+		FROM uploads WHERE subject = $1 AND status IN ('pending', 'completing') AND expires_at > clock_timestamp()`,
+		req.Subject).Scan(&open, &first); err != nil {
+		return Translate(err)
+	}
+	if open < req.MaxOpen {
+		return nil
+	}
+	wait := time.Second
+	if first != nil {
+		wait = max(wait, time.Duration(math.Ceil(*first))*time.Second)
+	}
+	return &agentfs.TooManyUploadsError{Limit: req.MaxOpen, RetryAfter: wait}
 }
 
 func (s *Store) insertUpload(ctx context.Context, tx pgx.Tx, req agentfs.NewUpload) (*agentfs.Upload, error) {
@@ -151,7 +184,10 @@ type PendingPart struct {
 	same     bool // the part as the session assembled it: nothing to record
 	hold     *partHold
 	ended    bool // the transaction that ended hold committed
-	Part     *agentfs.Part
+	// lost says the part's lease was taken over while its bytes were on
+	// their way: what S3 holds of the part is unknown.
+	lost bool
+	Part *agentfs.Part
 }
 
 // SendPart streams part n of a session straight into its S3 multipart
@@ -293,9 +329,15 @@ func (p *PendingPart) Apply(ctx context.Context, tx pgx.Tx) error {
 }
 
 // Finish ends the part once its transaction is over (err is how): its lease
-// goes with it, whether or not the part was recorded.
+// goes with it, whether or not the part was recorded. A part whose lease
+// was taken over forgets what the session recorded of the part: S3 may
+// hold these bytes or the other writer's, and the session must not list a
+// part S3 does not hold; the part is sent again.
 func (p *PendingPart) Finish(ctx context.Context, err error) {
 	p.hold.release(ctx, err == nil && p.ended)
+	if p.lost {
+		_ = p.store.forgetParts(ctx, p.uploadID, []int{p.Part.Number})
+	}
 }
 
 // sendPart streams part n into S3; every byte S3 reads goes through sink
@@ -343,12 +385,17 @@ func (s *Store) recordPart(ctx context.Context, tx pgx.Tx, p *PendingPart) error
 	if err := s.takesParts(ctx, tx, u); err != nil {
 		return err // this part's lease lapsed and a complete took the session
 	}
-	if err := p.hold.endTx(ctx, tx); err != nil {
+	held, err := p.hold.endTx(ctx, tx)
+	if err != nil {
 		return err
 	}
 	switch {
 	case p.same:
 		return nil
+	case !held:
+		p.lost = true
+		return &agentfs.UploadBusyError{Reason: fmt.Sprintf("part %d was sent again by another request while this one was on its way", p.Part.Number),
+			RetryAfter: time.Second}
 	case u.Assembled:
 		// Assembled after this part's lease lapsed: what S3 took of it is
 		// unknown. Sent again, it is compared with the part assembled.

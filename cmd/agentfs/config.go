@@ -85,6 +85,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseBytes(env("AGENTFS_MAX_UPLOAD_SESSION_BYTES", "5497558138880"), "AGENTFS_MAX_UPLOAD_SESSION_BYTES", &c.Limits.MaxUploadSessionBytes))
 	check(parseBytes(env("AGENTFS_UPLOAD_PART_SIZE", "8388608"), "AGENTFS_UPLOAD_PART_SIZE", &c.Limits.UploadPartSize))
 	check(parseDuration(env("AGENTFS_UPLOAD_TTL", "24h"), "AGENTFS_UPLOAD_TTL", &c.Limits.UploadTTL))
+	if v := env("AGENTFS_MAX_PENDING_UPLOADS", "100"); v != "0" {
+		var pending int64
+		if parseCount(v, "AGENTFS_MAX_PENDING_UPLOADS", &pending) != nil {
+			errs = append(errs, "AGENTFS_MAX_PENDING_UPLOADS must be a positive whole number (or 0: no bound)")
+		}
+		c.Limits.MaxPendingUploads = int(min(pending, 1<<30))
+	}
 	var batchItems, batchWorkers, batchItemConcurrency int64
 	check(parseCount(env("AGENTFS_BATCH_MAX_ITEMS", "1000"), "AGENTFS_BATCH_MAX_ITEMS", &batchItems))
 	check(parseBytes(env("AGENTFS_BATCH_MAX_BYTES", "33554432"), "AGENTFS_BATCH_MAX_BYTES", &c.Limits.BatchMaxBytes))
@@ -121,6 +128,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseCount(env("AGENTFS_DB_MAX_CONNS", "32"), "AGENTFS_DB_MAX_CONNS", &maxConns))
 	check(parseDuration(env("AGENTFS_DB_TIMEOUT", "10s"), "AGENTFS_DB_TIMEOUT", &c.Storage.DBTimeout))
 	check(parseDuration(env("AGENTFS_S3_TIMEOUT", "30s"), "AGENTFS_S3_TIMEOUT", &c.Storage.S3Timeout))
+	if v := env("AGENTFS_WRITE_IDLE_TIMEOUT", "60s"); v != "0" {
+		check(parseDuration(v, "AGENTFS_WRITE_IDLE_TIMEOUT", &c.Limits.WriteIdleTimeout))
+	}
 	c.Storage.MaxConns = int32(min(maxConns, 10000))
 	check(parseDuration(env("AGENTFS_BLOB_GRACE", "6h"), "AGENTFS_BLOB_GRACE", &c.BlobGrace))
 	var maxVersions int64
@@ -128,6 +138,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 	check(parseCount(env("AGENTFS_MAX_VERSIONS", "100"), "AGENTFS_MAX_VERSIONS", &maxVersions))
 	c.Limits.MaxVersions = int(min(maxVersions, 1<<20))
 	check(parseDuration(env("AGENTFS_EVENT_RETENTION", "720h"), "AGENTFS_EVENT_RETENTION", &c.Storage.EventRetention))
+	c.Storage.MaxWaitersPerSubject = -1 // "0": no bound
+	if v := env("AGENTFS_MAX_WAITERS_PER_SUBJECT", "100"); v != "0" {
+		var waiters int64
+		check(parseCount(v, "AGENTFS_MAX_WAITERS_PER_SUBJECT", &waiters))
+		c.Storage.MaxWaitersPerSubject = int(min(waiters, 1<<20))
+	}
 	c.Limits.EventRetention = c.Storage.EventRetention
 	check(parseDuration(env("AGENTFS_SWEEP_INTERVAL", "5m"), "AGENTFS_SWEEP_INTERVAL", &c.SweepInterval))
 	c.Storage.PartSize = uint64(partSize)
@@ -153,6 +169,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if c.Storage.UploadCompleteLease < 3*time.Second {
 		errs = append(errs, "AGENTFS_UPLOAD_COMPLETE_LEASE must be at least 3s")
+	}
+	if c.Limits.WriteIdleTimeout > 0 && c.Limits.WriteIdleTimeout <= c.Storage.S3Timeout {
+		// A spliced chunk waits for S3 and for the client in one call; the
+		// longer bound tells which of the two stalled.
+		errs = append(errs, "AGENTFS_WRITE_IDLE_TIMEOUT must be longer than AGENTFS_S3_TIMEOUT (or 0)")
 	}
 	if c.FaultAfterCommit != "" && c.FaultAfterCommit != "exit" {
 		errs = append(errs, "AGENTFS_FAULT_AFTER_COMMIT must be empty or exit")

@@ -25,11 +25,15 @@ func TestConfigErrorsNameWhatIsExpected(t *testing.T) {
 		{"AGENTFS_AUTH_FAILURE_BURST", "0", "AGENTFS_AUTH_FAILURE_BURST must be a positive whole number"},
 		{"AGENTFS_MAX_UPLOAD_BYTES", "lots", "AGENTFS_MAX_UPLOAD_BYTES must be a positive number of bytes"},
 		{"AGENTFS_UPLOAD_TTL", "tomorrow", "AGENTFS_UPLOAD_TTL must be a positive duration"},
+		{"AGENTFS_MAX_PENDING_UPLOADS", "-1", "AGENTFS_MAX_PENDING_UPLOADS must be a positive whole number (or 0: no bound)"},
 		{"AGENTFS_UPLOAD_COMPLETE_LEASE", "soon", "AGENTFS_UPLOAD_COMPLETE_LEASE must be a positive duration"},
 		{"AGENTFS_UPLOAD_COMPLETE_LEASE", "1s", "AGENTFS_UPLOAD_COMPLETE_LEASE must be at least 3s"},
 		{"AGENTFS_TOKEN_CACHE_TTL", "-1s", "AGENTFS_TOKEN_CACHE_TTL must be a positive duration"},
 		{"AGENTFS_UPLOAD_HASH_WINDOW", "big", "AGENTFS_UPLOAD_HASH_WINDOW must be a positive number of bytes"},
 		{"AGENTFS_FAULT_MID_COMPLETE", "crash", "AGENTFS_FAULT_MID_COMPLETE must be empty or exit"},
+		{"AGENTFS_WRITE_IDLE_TIMEOUT", "never", "AGENTFS_WRITE_IDLE_TIMEOUT must be a positive duration"},
+		{"AGENTFS_WRITE_IDLE_TIMEOUT", "30s", "AGENTFS_WRITE_IDLE_TIMEOUT must be longer than AGENTFS_S3_TIMEOUT"},
+		{"AGENTFS_MAX_WAITERS_PER_SUBJECT", "-1", "AGENTFS_MAX_WAITERS_PER_SUBJECT must be a positive whole number"},
 	} {
 		env := map[string]string{tc.name: tc.value}
 		for k, v := range base {
@@ -83,6 +87,18 @@ func TestServeNeedsARecordKey(t *testing.T) {
 	for _, value := range []string{testRecordKey, testRecordKey + "," + testRecordKey, " " + testRecordKey + " "} {
 		if _, err := recordKeys(getenv(map[string]string{"AGENTFS_RECORD_KEY": value})); err != nil {
 			t.Errorf("AGENTFS_RECORD_KEY=%q: %v", value, err)
+		}
+	}
+}
+
+func TestMaxPendingUploadsDefaultsToABound(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"AGENTFS_DATABASE_URL": "postgres://x", "AGENTFS_S3_ENDPOINT": "127.0.0.1:9000"}
+	for value, want := range map[string]int{"": 100, "0": 0, "7": 7} {
+		env["AGENTFS_MAX_PENDING_UPLOADS"] = value
+		c, err := loadConfig(func(k string) string { return env[k] })
+		if err != nil || c.Limits.MaxPendingUploads != want {
+			t.Errorf("AGENTFS_MAX_PENDING_UPLOADS=%q: %d %v, want %d", value, c.Limits.MaxPendingUploads, err, want)
 		}
 	}
 }

@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strings"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentfs/agentfs/mcpserver"
 )
@@ -38,8 +37,9 @@ revert_file, share_file, run_summary.
 
 Environment:
   AGENTFS_URL                  the AgentFS server (default ` + defaultURL + `)
-  AGENTFS_TOKEN                its bearer token (required); with a read-only
-                               token the write tools answer FORBIDDEN
+  AGENTFS_TOKEN                its bearer token (required); a tool that needs
+                               a scope the token lacks (write, or read)
+                               answers FORBIDDEN naming it
   AGENTFS_AGENT_ID             sent as X-Agent-ID: files the tools create carry it
   AGENTFS_RUN_ID               sent as X-Run-ID; list_run_files and
                                run_summary without arguments answer for
@@ -48,6 +48,9 @@ Environment:
   AGENTFS_MCP_MAX_MEDIA_BYTES  base64 read_media_file returns (default 4194304)
   AGENTFS_MCP_MAX_WRITE_BYTES  largest write_file content and edit_file file
                                (default 4194304)
+  AGENTFS_MCP_DRAIN_TIMEOUT    how long calls in flight when stdin closes run
+                               on before they are cancelled (default 10s);
+                               every call is answered before it exits
 
 A desktop client starts it from its JSON configuration, for example:
 
@@ -97,7 +100,15 @@ func mcpCmd(ctx context.Context, p *proc, args []string) error {
 	if isTerminal(os.Stdin) {
 		fmt.Fprintln(stderr, "agentfs mcp: speaking MCP on stdin/stdout; it is meant to be started by an MCP client (agentfs mcp --help)")
 	}
-	if err := server.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil && !isClosed(err) {
+	drain := mcpserver.DefaultDrain
+	if v := strings.TrimSpace(getenv("AGENTFS_MCP_DRAIN_TIMEOUT")); v != "" {
+		if err := parseDuration(v, "AGENTFS_MCP_DRAIN_TIMEOUT", &drain); err != nil {
+			return err
+		}
+	}
+	stdio := &mcpserver.StdioTransport{In: os.Stdin, Out: os.Stdout, Drain: drain,
+		MaxLine: int(min(mcpserver.MaxBodyBytes(opts.MaxWriteBytes), math.MaxInt32))}
+	if err := server.Run(ctx, stdio); err != nil && ctx.Err() == nil && !isClosed(err) {
 		return fmt.Errorf("mcp: %w", err)
 	}
 	return nil
@@ -111,20 +122,25 @@ func isClosed(err error) bool {
 // mcpOptions reads the tools' limits and attribution from the environment.
 func mcpOptions(getenv func(string) string) (mcpserver.Options, error) {
 	opts := mcpserver.Options{AgentID: getenv("AGENTFS_AGENT_ID"), RunID: getenv("AGENTFS_RUN_ID")}
+	var calls int64
 	for _, v := range []struct {
-		name string
-		dst  *int64
+		name  string
+		dst   *int64
+		parse func(v, name string, dst *int64) error
 	}{
-		{"AGENTFS_MCP_MAX_READ_BYTES", &opts.MaxReadBytes},
-		{"AGENTFS_MCP_MAX_MEDIA_BYTES", &opts.MaxMediaBytes},
-		{"AGENTFS_MCP_MAX_WRITE_BYTES", &opts.MaxWriteBytes},
+		{"AGENTFS_MCP_MAX_READ_BYTES", &opts.MaxReadBytes, parseBytes},
+		{"AGENTFS_MCP_MAX_MEDIA_BYTES", &opts.MaxMediaBytes, parseBytes},
+		{"AGENTFS_MCP_MAX_WRITE_BYTES", &opts.MaxWriteBytes, parseBytes},
+		{"AGENTFS_MCP_MAX_ANSWER_BYTES", &opts.MaxAnswerBytes, parseBytes},
+		{"AGENTFS_MCP_MAX_BATCH_CALLS", &calls, parseCount},
 	} {
 		if s := strings.TrimSpace(getenv(v.name)); s != "" {
-			if err := parseBytes(s, v.name, v.dst); err != nil {
+			if err := v.parse(s, v.name, v.dst); err != nil {
 				return opts, err
 			}
 		}
 	}
+	opts.MaxBatchCalls = int(min(calls, 1<<20))
 	if opts.MaxReadBytes != 0 && opts.MaxReadBytes < 1024 || opts.MaxMediaBytes != 0 && opts.MaxMediaBytes < 1024 {
 		return opts, fmt.Errorf("AGENTFS_MCP_MAX_READ_BYTES and AGENTFS_MCP_MAX_MEDIA_BYTES must be at least 1024")
 	}

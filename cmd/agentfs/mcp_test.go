@@ -4,15 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentfs/agentfs/client"
 	"github.com/agentfs/agentfs/handlers/apitest"
 	"github.com/agentfs/agentfs/mcpserver"
+	"github.com/agentfs/agentfs/mcpserver/mcptest"
 )
 
 // TestMCPStdio runs `agentfs mcp` as an MCP client runs it: the real binary
@@ -233,4 +238,137 @@ func resultText(res *mcp.CallToolResult) string {
 		return ""
 	}
 	return text(res)
+}
+
+// TestMCPStdioScopes walks every tool through `agentfs mcp` with a token of
+// each kind: each answers, or is refused FORBIDDEN naming the missing
+// scope, exactly as the operation table says (the server's answer counts:
+// the stdio door forwards).
+func TestMCPStdioScopes(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	srv := apitest.NewServer(t, apitest.Options{})
+	for _, scopes := range [][]string{{"read"}, {"write"}, {"read", "write"}} {
+		name := strings.Join(scopes, "+")
+		full, err := client.New(srv.URL, srv.Token(t, "stdio-walker"), client.WithRunID("walk-"+name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fx := mcptest.Prepare(t, full, "walk-"+name, "walk-"+name)
+		s := startMCP(t, bin, "AGENTFS_URL="+srv.URL, "AGENTFS_TOKEN="+srv.Token(t, "stdio-walker", scopes...))
+		t.Run(name, func(t *testing.T) {
+			mcptest.Walk(t, fx, scopes, func(ctx context.Context, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+				return s.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+			})
+		})
+	}
+}
+
+// pipedSession writes lines to a new `agentfs mcp` in one write, closes its
+// stdin, and reads what it answers until it exits: the answers by id, and
+// its stderr.
+func pipedSession(t *testing.T, bin string, env []string, lines ...string) (map[float64]map[string]any, string, error) {
+	t.Helper()
+	cmd := exec.Command(bin, "mcp")
+	cmd.Env = append(os.Environ(), env...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stdin.Write([]byte(strings.Join(lines, "\n") + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var exit error
+	select {
+	case exit = <-done:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("agentfs mcp did not exit after its stdin closed; stderr:\n%s", stderr.String())
+	}
+	answers := map[float64]map[string]any{}
+	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		var m map[string]any
+		if line == "" || json.Unmarshal([]byte(line), &m) != nil {
+			continue
+		}
+		if id, ok := m["id"].(float64); ok {
+			answers[id] = m
+		}
+	}
+	return answers, stderr.String(), exit
+}
+
+const (
+	initializeLine  = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}}`
+	initializedLine = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+)
+
+// TestMCPStdioPipedInput: a client that writes initialize, initialized and
+// a call at once and closes stdin gets every answer, every time, before
+// `agentfs mcp` exits.
+func TestMCPStdioPipedInput(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	srv := apitest.NewServer(t, apitest.Options{})
+	env := []string{"AGENTFS_URL=" + srv.URL, "AGENTFS_TOKEN=" + srv.Token(t, "piped")}
+	for i := range 20 {
+		call := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"piped/%d.txt","content":"x"}}}`, i)
+		answers, stderr, err := pipedSession(t, bin, env, initializeLine, initializedLine, call)
+		if err != nil || strings.Contains(stderr, "initialized before initialize") {
+			t.Fatalf("run %d: exit %v; stderr:\n%s", i, err, stderr)
+		}
+		if answers[1]["result"] == nil {
+			t.Fatalf("run %d: initialize unanswered: %v; stderr:\n%s", i, answers, stderr)
+		}
+		res, _ := answers[2]["result"].(map[string]any)
+		if res == nil || res["isError"] == true {
+			t.Fatalf("run %d: the call in flight when stdin closed: %v; stderr:\n%s", i, answers[2], stderr)
+		}
+	}
+}
+
+// TestMCPStdioCancelsWhatOutlivesTheDrain: a call still in flight when
+// stdin closes and the drain timeout passes is cancelled and answered
+// (its outcome unknown, with the key to repeat it), then the process
+// exits.
+func TestMCPStdioCancelsWhatOutlivesTheDrain(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // a server that takes requests and never answers
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	env := []string{"AGENTFS_URL=http://" + ln.Addr().String(), "AGENTFS_TOKEN=x", "AGENTFS_MCP_DRAIN_TIMEOUT=1s"}
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"hung.txt","content":"x"}}}`
+	start := time.Now()
+	answers, stderr, err := pipedSession(t, bin, env, initializeLine, initializedLine, call)
+	if err != nil {
+		t.Fatalf("exit %v; stderr:\n%s", err, stderr)
+	}
+	res, _ := answers[2]["result"].(map[string]any)
+	raw, _ := json.Marshal(res)
+	if res == nil || res["isError"] != true || !strings.Contains(string(raw), "UNREACHABLE") || !strings.Contains(string(raw), "idempotency_key") {
+		t.Fatalf("the hung call: %s; stderr:\n%s", raw, stderr)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("took %s to exit with a drain timeout of 1s", d)
+	}
 }

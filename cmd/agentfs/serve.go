@@ -20,6 +20,8 @@ import (
 	"github.com/agentfs/agentfs/batch"
 	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/mcpserver"
+	"github.com/agentfs/agentfs/quota"
+	"github.com/agentfs/agentfs/reads"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/sweeper"
 	"github.com/agentfs/agentfs/telemetry"
@@ -116,14 +118,20 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	toolCalls := mcpserver.NewCallCounter()
 	reg.MustRegister(toolCalls)
 	mcpOpts.OnCall, mcpOpts.Logger = mcpserver.CountCalls(toolCalls), log
-	door, err := mcpserver.HTTPHandler(core, store, cfg.Limits.MaxUploadBytes, mcpOpts)
+	gate, err := reads.New(store, log)
+	if err != nil {
+		return err
+	}
+	rates := handlers.NewRateLimits(cfg.Limits.RatePerSecond, cfg.Limits.RateBurst)
+	door, err := mcpserver.HTTPHandler(mcpserver.HTTPDeps{Core: core, Reads: gate, MaxUploadBytes: cfg.Limits.MaxUploadBytes,
+		Quota: store, QuotaLimit: quota.Limit{Bytes: cfg.Limits.QuotaBytes, Window: cfg.Limits.QuotaWindow}, Rate: rates.Take}, mcpOpts)
 	if err != nil {
 		return err
 	}
 	api, err := handlers.New(handlers.Deps{
-		Files: store, Sessions: store, Ledger: store, Writes: core, Quota: store, Tokens: store, Health: store, Log: log,
+		Files: gate, Sessions: gate, Ledger: gate, Writes: core, Quota: store, Tokens: store, Health: store, Log: log,
 		PublicURL: cfg.PublicURL, Limits: cfg.Limits, Registry: reg, Traces: tracing.Provider(),
-		MCP: door,
+		MCP: door, Rates: rates,
 	})
 	if err != nil {
 		return err

@@ -32,6 +32,7 @@ import (
 	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
+	"github.com/agentfs/agentfs/reads"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
 	"github.com/agentfs/agentfs/sweeper"
@@ -80,8 +81,9 @@ type Server struct {
 // Options adjust a test server.
 type Options struct {
 	Limits handlers.Limits
-	// Wrap, when set, wraps the store the handlers use (e.g. to inject a panic).
-	Wrap func(*storage.Store) handlers.Files
+	// Wrap, when set, wraps the store the read gate reads (e.g. to inject
+	// a panic).
+	Wrap func(*storage.Store) reads.Store
 	// Lease is the idempotency claim lease (default 30s).
 	Lease time.Duration
 	// Config, when set, is the storage to use instead of a fresh schema and
@@ -89,10 +91,20 @@ type Options struct {
 	Config *storage.Config
 	// MCP, when set, makes the /mcp door (as serve does with
 	// mcpserver.HTTPHandler, which this package cannot import).
-	MCP func(core *admission.Core, store *storage.Store, limits handlers.Limits) http.Handler
+	MCP func(Door) http.Handler
 	// RecordKeys seal the secrets of recorded answers (AGENTFS_RECORD_KEY);
 	// nil: a new random key for this server.
 	RecordKeys *idempotency.RecordKeys
+}
+
+// Door is what a test server hands Options.MCP to make its /mcp door with:
+// the same core, read gate, store, limits and rate limit as its routes.
+type Door struct {
+	Core   *admission.Core
+	Reads  *reads.Gate
+	Store  *storage.Store
+	Limits handlers.Limits
+	Rates  *handlers.RateLimits
 }
 
 // NewServer starts the API on a fresh schema and bucket.
@@ -118,9 +130,9 @@ func NewServer(t testing.TB, opts Options) *Server {
 	store := storagetest.OpenConfig(t, cfg)
 	opts.Limits = withDefaults(opts.Limits)
 	opts.Limits.DeletedRetention = cfg.DeletedRetention
-	var files handlers.Files = store
+	var read reads.Store = store
 	if opts.Wrap != nil {
-		files = opts.Wrap(store)
+		read = opts.Wrap(store)
 	}
 	logs := &lockedBuffer{}
 	srv := httptest.NewUnstartedServer(nil)
@@ -150,13 +162,18 @@ func NewServer(t testing.TB, opts Options) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = runner.Stop(context.Background()) })
+	gate, err := reads.New(read, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rates := handlers.NewRateLimits(opts.Limits.RatePerSecond, opts.Limits.RateBurst)
 	var door http.Handler
 	if opts.MCP != nil {
-		door = opts.MCP(core, store, opts.Limits)
+		door = opts.MCP(Door{Core: core, Reads: gate, Store: store, Limits: opts.Limits, Rates: rates})
 	}
 	api, err := handlers.New(handlers.Deps{
-		Files: files, Sessions: store, Ledger: store, Writes: core, Quota: store, Tokens: store, Health: store,
-		MCP:       door,
+		Files: gate, Sessions: gate, Ledger: gate, Writes: core, Quota: store, Tokens: store, Health: store,
+		MCP: door, Rates: rates,
 		Log:       log,
 		PublicURL: publicURL,
 		Limits:    opts.Limits, Registry: reg,
@@ -214,6 +231,9 @@ func withDefaults(l handlers.Limits) handlers.Limits {
 	}
 	if l.BodyIdleTimeout == 0 {
 		l.BodyIdleTimeout = 30 * time.Second
+	}
+	if l.WriteIdleTimeout == 0 {
+		l.WriteIdleTimeout = time.Minute
 	}
 	if l.BatchMaxItems == 0 {
 		l.BatchMaxItems = 1000

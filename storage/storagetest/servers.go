@@ -134,8 +134,37 @@ type Proxy struct {
 	moving    *sync.Cond // broadcast when cut or stalled change
 	cut       bool
 	stalled   bool
-	conns     map[net.Conn]bool
+	conns     map[net.Conn]bool // open connections, both ends; true for those to the target
 	exchanges int
+}
+
+// Open is how many connections through the proxy are open now.
+func (p *Proxy) Open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, toTarget := range p.conns {
+		if toTarget {
+			n++
+		}
+	}
+	return n
+}
+
+// TargetPorts are the local ports of the proxy's open connections to its
+// target: for Postgres, the client_port of their backends in
+// pg_stat_activity, so a test can pick out the connections of an instance
+// that goes through the proxy.
+func (p *Proxy) TargetPorts() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ports []int
+	for c, toTarget := range p.conns {
+		if a, ok := c.LocalAddr().(*net.TCPAddr); ok && toTarget {
+			ports = append(ports, a.Port)
+		}
+	}
+	return ports
 }
 
 // Exchanges is how many exchanges clients began through the proxy: a
@@ -216,8 +245,14 @@ func (p *Proxy) forward(in net.Conn) {
 		in.Close()
 		return
 	}
-	p.conns[in], p.conns[out] = true, true
+	p.conns[in], p.conns[out] = false, true
 	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		delete(p.conns, in)
+		delete(p.conns, out)
+	}()
 	// awaiting: the client sent a request its target has not answered yet.
 	awaiting := false
 	go p.pipe(out, in, func() { // client to target

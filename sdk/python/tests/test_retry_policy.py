@@ -184,6 +184,9 @@ def test_problem_types() -> None:
     invalid = of(422, "VALIDATION_FAILED", errors=[{"field": "limit", "message": "too big"}])
     assert invalid.errors == [agentfs.FieldError("limit", "too big")]
     assert type(of(404, "NOT_FOUND")) is agentfs.NotFoundError
+    forbidden = of(403, "FORBIDDEN", missing_scope="read")
+    assert forbidden.missing_scope == "read" and "missing_scope read" in str(forbidden)
+    assert of(404, "NOT_FOUND").missing_scope is None
     assert type(of(503, "STORAGE_UNAVAILABLE")) is agentfs.ServerError
     assert type(of(418, "TEAPOT")) is agentfs.Problem
     changed = of(409, "CHANGED_SINCE_RUN")

@@ -83,6 +83,7 @@ class Problem(AgentFSError):
         request_id: Optional[str] = None,
         existing_file_id: Optional[str] = None,
         missing_parts: Optional[list[int]] = None,
+        missing_scope: Optional[str] = None,
         errors: Optional[list[FieldError]] = None,
         body: Optional[Mapping[str, Any]] = None,
     ) -> None:
@@ -100,6 +101,8 @@ class Problem(AgentFSError):
         self.existing_file_id = existing_file_id
         #: The parts an upload still lacks, with PARTS_MISSING.
         self.missing_parts = list(missing_parts or [])
+        #: The scope the token lacks, with FORBIDDEN ("read" or "write").
+        self.missing_scope = missing_scope
         #: The offending fields, with VALIDATION_FAILED and others.
         self.errors = list(errors or [])
         #: The problem document as the server sent it (empty if it was not JSON).
@@ -118,6 +121,8 @@ class Problem(AgentFSError):
             s += f" (existing_file_id {self.existing_file_id})"
         if self.missing_parts:
             s += f" (missing_parts {self.missing_parts})"
+        if self.missing_scope:
+            s += f" (missing_scope {self.missing_scope})"
         if self.request_id:
             s += f" (request {self.request_id})"
         return s
@@ -275,6 +280,7 @@ def problem_from_dict(
         request_id=(data.get("request_id") if isinstance(data.get("request_id"), str) else None) or request_id,
         existing_file_id=data.get("existing_file_id") if isinstance(data.get("existing_file_id"), str) else None,
         missing_parts=missing,
+        missing_scope=data.get("missing_scope") if isinstance(data.get("missing_scope"), str) else None,
         errors=errors,
         body=data,
     )

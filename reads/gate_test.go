@@ -1,0 +1,123 @@
+package reads_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/reads"
+	"github.com/agentfs/agentfs/storage/storagetest"
+)
+
+// everyRead calls each read the gate serves that a caller's token must be
+// allowed, by its operation.
+func everyRead(g *reads.Gate) map[string][]func(ctx context.Context, who agentfs.Caller) error {
+	id := "file_00000000000000000000000000"
+	return map[string][]func(context.Context, agentfs.Caller) error{
+		agentfs.OpGetFile: {func(ctx context.Context, who agentfs.Caller) error { _, err := g.File(ctx, who, id); return err }},
+		agentfs.OpReadContent: {
+			func(ctx context.Context, who agentfs.Caller) error { _, err := g.Content(ctx, who, id); return err },
+			func(ctx context.Context, who agentfs.Caller) error {
+				_, _, err := g.VersionContent(ctx, who, id, 1)
+				return err
+			},
+		},
+		agentfs.OpListFiles: {func(ctx context.Context, who agentfs.Caller) error {
+			_, err := g.ListFiles(ctx, who, agentfs.FileFilter{Limit: 1})
+			return err
+		}},
+		agentfs.OpListVersions: {func(ctx context.Context, who agentfs.Caller) error {
+			_, err := g.Versions(ctx, who, id, agentfs.VersionFilter{Limit: 1})
+			return err
+		}},
+		agentfs.OpGetVersion: {func(ctx context.Context, who agentfs.Caller) error {
+			_, _, err := g.Version(ctx, who, id, 1)
+			return err
+		}},
+		agentfs.OpListLinks: {func(ctx context.Context, who agentfs.Caller) error { _, err := g.Links(ctx, who, id); return err }},
+		agentfs.OpGetUpload: {func(ctx context.Context, who agentfs.Caller) error {
+			_, _, err := g.Upload(ctx, who, "upl_00000000000000000000000000")
+			return err
+		}},
+		agentfs.OpListUploads: {func(ctx context.Context, who agentfs.Caller) error {
+			_, err := g.ListUploads(ctx, who, agentfs.UploadFilter{Limit: 1})
+			return err
+		}},
+		agentfs.OpGetBatch: {func(ctx context.Context, who agentfs.Caller) error {
+			_, _, err := g.Batch(ctx, who, "batch_00000000000000000000000000")
+			return err
+		}},
+		agentfs.OpListBatches: {func(ctx context.Context, who agentfs.Caller) error {
+			_, err := g.ListBatches(ctx, who, agentfs.BatchFilter{Limit: 1})
+			return err
+		}},
+		agentfs.OpGetOperation: {func(ctx context.Context, who agentfs.Caller) error {
+			_, err := g.Operation(ctx, who, "key-1")
+			return err
+		}},
+		agentfs.OpListEvents: {
+			func(ctx context.Context, who agentfs.Caller) error {
+				_, _, err := g.AwaitEvents(ctx, who, agentfs.EventFilter{Limit: 1}, 0)
+				return err
+			},
+			func(ctx context.Context, who agentfs.Caller) error { _, err := g.EventsStart(ctx, who); return err },
+		},
+		agentfs.OpGetRun: {func(ctx context.Context, who agentfs.Caller) error {
+			_, err := g.RunSummary(ctx, who, "run-1")
+			return err
+		}},
+		agentfs.OpRunArchive: {func(ctx context.Context, who agentfs.Caller) error {
+			_, err := g.RunArchive(ctx, who, "run-1")
+			return err
+		}},
+	}
+}
+
+// TestEveryReadNeedsTheScopesOfItsOperation reads through the gate on a
+// real store with tokens of every kind: a read whose operation needs a
+// scope the caller lacks is a *agentfs.ForbiddenError naming it, and
+// every other read reaches the store (which finds nothing).
+func TestEveryReadNeedsTheScopesOfItsOperation(t *testing.T) {
+	t.Parallel()
+	g, err := reads.New(storagetest.Open(t), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	all := everyRead(g)
+	for _, op := range agentfs.Operations() {
+		need, _ := agentfs.ScopesFor(op)
+		if _, ok := all[op]; !ok && !slices.Contains(need, agentfs.ScopeWrite) {
+			t.Errorf("%s is a read no test runs", op)
+		}
+	}
+	for op, calls := range all {
+		need, ok := agentfs.ScopesFor(op)
+		if !ok {
+			t.Fatalf("%s is not in the operation table", op)
+		}
+		for _, scopes := range [][]string{{agentfs.ScopeRead}, {agentfs.ScopeWrite}, {agentfs.ScopeRead, agentfs.ScopeWrite}} {
+			var missing string
+			for _, s := range need {
+				if !slices.Contains(scopes, s) && missing == "" {
+					missing = s
+				}
+			}
+			who := agentfs.Caller{Subject: "s", Scopes: scopes}
+			for i, call := range calls {
+				err := call(ctx, who)
+				var denied *agentfs.ForbiddenError
+				switch {
+				case missing != "" && (!errors.As(err, &denied) || denied.Scope != missing || denied.Op != op):
+					t.Errorf("%s (%d) with %v: %v, want it refused for lacking %s", op, i, scopes, err, missing)
+				case missing == "" && err != nil && !errors.Is(err, agentfs.ErrNotFound):
+					t.Errorf("%s (%d) with %v: %v, want the store's answer (nothing found)", op, i, scopes, err)
+				}
+			}
+		}
+	}
+}
