@@ -2,7 +2,6 @@ package admission
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -13,30 +12,11 @@ import (
 	"github.com/agentfs/agentfs/idempotency"
 )
 
-// jsonContent is the content fingerprint of a JSON request, from its
-// values with defaults filled in (canonical: key order does not matter).
-func jsonContent(v map[string]any) func() ([]byte, error) {
-	normal, _ := json.Marshal(v)
-	sum, err := idempotency.JSONContentHash(normal)
-	return func() ([]byte, error) { return sum, err }
-}
-
-// fileWrite is a write whose effect is a change to one file, rendered as
-// the file (200).
-func (c *Core) fileWrite(method, route, op, target string, params map[string]string, who agentfs.Caller,
-	content func() ([]byte, error), apply func(ctx context.Context, tx pgx.Tx) (*agentfs.File, error)) *write {
-	return &write{
-		method: method, route: route,
-		request: idempotency.Request{Operation: op, Target: target, Params: params, MediaType: "application/json", By: who.By},
-		content: content,
-		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
-			f, err := apply(ctx, tx)
-			if err != nil {
-				return idempotency.Outcome{}, err
-			}
-			return c.fileOutcome(f, false), nil
-		},
-	}
+// fileChange names a change to one file by id whose JSON body is its
+// content.
+func fileChange(method, route, op, target, ifMatch string, who agentfs.Caller, body map[string]any) (named, fixed) {
+	return named{admission{method: method, route: route, request: idempotency.Request{Operation: op, Target: target,
+		Params: map[string]string{"if_match": ifMatch}, MediaType: "application/json", By: who.By}}}, jsonContent(body)
 }
 
 // Revert makes version r.Version's content the file's current one
@@ -44,39 +24,71 @@ func (c *Core) fileWrite(method, route, op, target string, params map[string]str
 // identical to the current one changes nothing (200, same version).
 func (c *Core) Revert(ctx context.Context, who agentfs.Caller, r agentfs.Revert) (idempotency.Result, error) {
 	r.Subject, r.By = who.Subject, who.By
-	return c.run(ctx, who, nil, c.fileWrite(http.MethodPost, "/v1/files/:id/revert", agentfs.OpRevert, r.FileID,
-		map[string]string{"if_match": r.IfMatch}, who, jsonContent(map[string]any{"version": r.Version}),
-		func(ctx context.Context, tx pgx.Tx) (*agentfs.File, error) {
-			f, _, err := c.store.RevertFileTx(ctx, tx, r, agentfs.OriginOf(who))
-			return f, err
-		}))
+	e := &revertFile{c: c, r: r, origin: agentfs.OriginOf(who)}
+	e.named, e.fixed = fileChange(http.MethodPost, "/v1/files/:id/revert", agentfs.OpRevert, r.FileID, r.IfMatch, who,
+		map[string]any{"version": r.Version})
+	return c.run(ctx, who, e)
+}
+
+// revertFile makes an earlier version current.
+type revertFile struct {
+	named
+	fixed
+	c      *Core
+	r      agentfs.Revert
+	origin agentfs.Origin
+}
+
+func (e *revertFile) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
+	return e.c.changedFile(e.c.store.RevertFileTx(ctx, tx, e.r, e.origin))
 }
 
 // Move gives a file another path (POST /v1/files/{id}/move), keeping its
 // id, url, version and history.
 func (c *Core) Move(ctx context.Context, who agentfs.Caller, m agentfs.Move) (idempotency.Result, error) {
 	m.Subject = who.Subject
-	return c.run(ctx, who, nil, c.fileWrite(http.MethodPost, "/v1/files/:id/move", agentfs.OpMove, m.FileID,
-		map[string]string{"if_match": m.IfMatch}, who, jsonContent(map[string]any{"path": m.Path, "replace": m.Replace}),
-		func(ctx context.Context, tx pgx.Tx) (*agentfs.File, error) {
-			f, _, err := c.store.MoveFileTx(ctx, tx, m, agentfs.OriginOf(who))
-			return f, err
-		}))
+	e := &moveFile{c: c, m: m, origin: agentfs.OriginOf(who)}
+	e.named, e.fixed = fileChange(http.MethodPost, "/v1/files/:id/move", agentfs.OpMove, m.FileID, m.IfMatch, who,
+		map[string]any{"path": m.Path, "replace": m.Replace})
+	return c.run(ctx, who, e)
+}
+
+// moveFile gives a file another path.
+type moveFile struct {
+	named
+	fixed
+	c      *Core
+	m      agentfs.Move
+	origin agentfs.Origin
+}
+
+func (e *moveFile) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
+	return e.c.changedFile(e.c.store.MoveFileTx(ctx, tx, e.m, e.origin))
 }
 
 // SetExpiry sets or clears when a file expires (PATCH /v1/files/{id}).
-func (c *Core) SetExpiry(ctx context.Context, who agentfs.Caller, e agentfs.Expiry) (idempotency.Result, error) {
-	e.Subject = who.Subject
+func (c *Core) SetExpiry(ctx context.Context, who agentfs.Caller, x agentfs.Expiry) (idempotency.Result, error) {
+	x.Subject = who.Subject
 	var at any
-	if e.At != nil {
-		at = e.At.UTC().Format(time.RFC3339Nano)
+	if x.At != nil {
+		at = x.At.UTC().Format(time.RFC3339Nano)
 	}
-	return c.run(ctx, who, nil, c.fileWrite(http.MethodPatch, "/v1/files/:id", agentfs.OpSetExpiry, e.FileID,
-		map[string]string{"if_match": e.IfMatch}, who, jsonContent(map[string]any{"expires_at": at}),
-		func(ctx context.Context, tx pgx.Tx) (*agentfs.File, error) {
-			f, _, err := c.store.SetExpiryTx(ctx, tx, e)
-			return f, err
-		}))
+	e := &setExpiry{c: c, x: x}
+	e.named, e.fixed = fileChange(http.MethodPatch, "/v1/files/:id", agentfs.OpSetExpiry, x.FileID, x.IfMatch, who,
+		map[string]any{"expires_at": at})
+	return c.run(ctx, who, e)
+}
+
+// setExpiry sets or clears a file's expiry.
+type setExpiry struct {
+	named
+	fixed
+	c *Core
+	x agentfs.Expiry
+}
+
+func (e *setExpiry) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
+	return e.c.changedFile(e.c.store.SetExpiryTx(ctx, tx, e.x))
 }
 
 // CreateLink makes a share link to a file (POST /v1/files/{id}/links): 201
@@ -86,60 +98,51 @@ func (c *Core) SetExpiry(ctx context.Context, who agentfs.Caller, e agentfs.Expi
 // and anyone else sees it null.
 func (c *Core) CreateLink(ctx context.Context, who agentfs.Caller, req agentfs.NewLink) (idempotency.Result, error) {
 	req.Subject, req.By = who.Subject, who.By
-	return c.run(ctx, who, nil, &write{
-		method: http.MethodPost, route: "/v1/files/:id/links",
-		request: idempotency.Request{Operation: agentfs.OpCreateLink, Target: req.FileID, MediaType: "application/json", By: who.By},
-		content: jsonContent(map[string]any{"version": req.Version, "expires_in": int64(req.ExpiresIn.Seconds())}),
-		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
-			l, err := c.store.CreateLinkTx(ctx, tx, req)
-			if err != nil {
-				return idempotency.Outcome{}, err
-			}
-			out := outcome(http.StatusCreated, api.NewLink(c.cfg.PublicURL, l), "link", l.ID)
-			out.Header["Location"] = "/v1/files/" + l.FileID + "/links"
-			out.Secrets = []string{"url"}
-			return out, nil
-		},
-	})
+	return c.run(ctx, who, &createLink{c: c, req: req,
+		named: named{admission{method: http.MethodPost, route: "/v1/files/:id/links",
+			request: idempotency.Request{Operation: agentfs.OpCreateLink, Target: req.FileID, MediaType: "application/json", By: who.By}}},
+		fixed: jsonContent(map[string]any{"version": req.Version, "expires_in": int64(req.ExpiresIn.Seconds())})})
+}
+
+// createLink makes a share link.
+type createLink struct {
+	named
+	fixed
+	c   *Core
+	req agentfs.NewLink
+}
+
+func (e *createLink) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
+	l, err := e.c.store.CreateLinkTx(ctx, tx, e.req)
+	if err != nil {
+		return idempotency.Outcome{}, err
+	}
+	out := outcome(http.StatusCreated, api.NewLink(e.c.cfg.PublicURL, l), "link", l.ID)
+	out.Header["Location"] = "/v1/files/" + l.FileID + "/links"
+	out.Secrets = []string{"url"}
+	return out, nil
 }
 
 // RevokeLink revokes a share link (DELETE /v1/links/{id}); repeating it is
 // safe.
 func (c *Core) RevokeLink(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error) {
-	return c.run(ctx, who, nil, &write{
-		method: http.MethodDelete, route: "/v1/links/:id",
-		request: idempotency.Request{Operation: agentfs.OpRevokeLink, Target: id, By: who.By},
-		content: noContent,
-		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
-			l, _, err := c.store.RevokeLinkTx(ctx, tx, who.Subject, id)
-			if err != nil {
-				return idempotency.Outcome{}, err
-			}
-			return outcome(http.StatusOK, api.NewLink(c.cfg.PublicURL, l), "link", l.ID), nil
-		},
-	})
+	return c.run(ctx, who, &revokeLink{c: c, subject: who.Subject, id: id,
+		named: named{admission{method: http.MethodDelete, route: "/v1/links/:id",
+			request: idempotency.Request{Operation: agentfs.OpRevokeLink, Target: id, By: who.By}}}})
 }
 
-// CancelBatch cancels a batch's pending items (POST /v1/batch/{id}/cancel):
-// 200 with the batch, canceled; an item already committing finishes first.
-// Cancelling a batch that ended answers it unchanged.
-func (c *Core) CancelBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error) {
-	return c.run(ctx, who, nil, &write{
-		method: http.MethodPost, route: "/v1/batch/:id/cancel",
-		request: idempotency.Request{Operation: agentfs.OpCancelBatch, Target: id, By: who.By},
-		content: noContent,
-		apply: func(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
-			b, err := c.store.CancelBatchTx(ctx, tx, who.Subject, id)
-			if err != nil {
-				return idempotency.Outcome{}, err
-			}
-			return c.batchOutcome(b, nil, http.StatusOK), nil
-		},
-		after: func(ctx context.Context, out idempotency.Outcome) (idempotency.Outcome, error) {
-			return c.currentBatch(ctx, who, id) // with the files its items left
-		},
-		current: func(ctx context.Context, _ *idempotency.Record) (idempotency.Outcome, error) {
-			return c.currentBatch(ctx, who, id)
-		},
-	})
+// revokeLink revokes a share link.
+type revokeLink struct {
+	named
+	fixed
+	c           *Core
+	subject, id string
+}
+
+func (e *revokeLink) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
+	l, _, err := e.c.store.RevokeLinkTx(ctx, tx, e.subject, e.id)
+	if err != nil {
+		return idempotency.Outcome{}, err
+	}
+	return outcome(http.StatusOK, api.NewLink(e.c.cfg.PublicURL, l), "link", l.ID), nil
 }

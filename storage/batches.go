@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -286,17 +285,11 @@ func finishBatch(ctx context.Context, q querier, id string) error {
 // ListBatches returns up to filter.Limit of the subject's batches, newest
 // first, with their items counted but not loaded.
 func (s *Store) ListBatches(ctx context.Context, subject string, filter agentfs.BatchFilter) ([]*agentfs.Batch, error) {
-	where := []string{"b.subject = $1"}
-	args := []any{subject}
-	if filter.Status != "" {
-		args = append(args, filter.Status)
-		where = append(where, fmt.Sprintf("b.status = $%d", len(args)))
-	}
+	w := newFilter("b.subject = @subject", pgx.NamedArgs{"subject": subject, "limit": filter.Limit})
+	w.when(filter.Status != "", "b.status = @status", pgx.NamedArgs{"status": filter.Status})
 	if c := filter.After; c != nil {
-		args = append(args, c.CreatedAt, c.ID)
-		where = append(where, fmt.Sprintf("(b.created_at, b.id) < ($%d, $%d)", len(args)-1, len(args)))
+		w.when(true, "(b.created_at, b.id) < (@after_created_at, @after_id)", pgx.NamedArgs{"after_created_at": c.CreatedAt, "after_id": c.ID})
 	}
-	args = append(args, filter.Limit)
 	rows, err := s.pool.Query(ctx, `SELECT b.id, b.subject, b.status, coalesce(b.agent_id, ''), coalesce(b.run_id, ''),
 			coalesce(b.request_id, ''), b.created_at, b.started_at, b.completed_at,
 			c.total, c.succeeded, c.failed, c.pending, c.canceled
@@ -304,7 +297,7 @@ func (s *Store) ListBatches(ctx context.Context, subject string, filter agentfs.
 			count(*) FILTER (WHERE i.status = 'succeeded') AS succeeded, count(*) FILTER (WHERE i.status = 'failed') AS failed,
 			count(*) FILTER (WHERE i.status = 'pending') AS pending, count(*) FILTER (WHERE i.status = 'canceled') AS canceled
 			FROM batch_items i WHERE i.batch_id = b.id) c
-		WHERE `+strings.Join(where, " AND ")+fmt.Sprintf(` ORDER BY b.created_at DESC, b.id DESC LIMIT $%d`, len(args)), args...)
+		WHERE `+w.where()+` ORDER BY b.created_at DESC, b.id DESC LIMIT @limit`, w.args)
 	if err != nil {
 		return nil, Translate(fmt.Errorf("list batches: %w", err))
 	}

@@ -117,7 +117,8 @@ func (s *Store) ApplyPutsTx(ctx context.Context, tx pgx.Tx, puts []*PendingPut, 
 		paths[i] = p.put.Path
 	}
 	held, err := s.scanFiles(tx.Query(ctx, `SELECT `+fileColumns+` FROM files
-		WHERE subject = $1 AND path = ANY($2) AND deleted_at IS NULL ORDER BY path FOR UPDATE`, subject, paths))
+		WHERE subject = @subject AND path = ANY(@paths) AND deleted_at IS NULL ORDER BY path FOR UPDATE`,
+		pgx.NamedArgs{"subject": subject, "paths": paths}))
 	if err != nil {
 		return nil, nil, fmt.Errorf("apply puts: lock paths: %w", err)
 	}
@@ -141,40 +142,11 @@ func (s *Store) ApplyPutsTx(ctx context.Context, tx pgx.Tx, puts []*PendingPut, 
 	if len(fresh) == 0 {
 		return files, created, nil
 	}
-	n := len(fresh)
-	var (
-		ids, filePaths, types, sums, keys, agents, runs = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		sizes                                           = make([]int64, n)
-		expires                                         = make([]float64, n)
-		okeys, requests, batches                        = make([]string, n), make([]string, n), make([]string, n)
-	)
-	for k, i := range fresh {
-		p, o := puts[i], origins[i]
-		ids[k], filePaths[k], types[k], sums[k], keys[k] = p.fileID, p.put.Path, p.put.ContentType, p.blob.sha256, p.blob.key
-		agents[k], runs[k], sizes[k], expires[k] = p.put.By.AgentID, p.put.By.RunID, p.blob.size, p.put.ExpiresIn.Seconds()
-		okeys[k], requests[k], batches[k] = o.Key, o.RequestID, o.BatchID
+	var n newFiles
+	for _, i := range fresh {
+		n.add(puts[i].fileID, puts[i].put, puts[i].blob, origins[i])
 	}
-	inserted, err := s.scanFiles(tx.Query(ctx, `WITH i AS (
-			SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
-				$8::text[], $9::text[], $10::float8[], $11::text[], $12::text[], $13::text[])
-				WITH ORDINALITY AS i(id, path, size, content_type, sha256, blob_key, agent_id, run_id, expires_in,
-					idempotency_key, request_id, batch_id, n)),
-		f AS (
-			INSERT INTO files (id, subject, path, size_bytes, content_type, sha256, blob_key,
-				agent_id, run_id, last_agent_id, last_run_id, expires_at)
-			SELECT id, $1, path, size, content_type, sha256, blob_key, nullif(agent_id, ''), nullif(run_id, ''),
-				nullif(agent_id, ''), nullif(run_id, ''),
-				CASE WHEN expires_in > 0 THEN now() + make_interval(secs => expires_in) END
-			FROM i ORDER BY n
-			RETURNING *),
-		v AS (`+insertVersionFrom+`),
-		e AS (INSERT INTO events (subject, type, file_id, path, previous_path, version, size_bytes, sha256,
-				agent_id, run_id, idempotency_key, request_id, batch_id)
-			SELECT f.subject, '`+agentfs.EventCreated+`', f.id, f.path, NULL, f.version, f.size_bytes, f.sha256,
-				f.agent_id, f.run_id, nullif(i.idempotency_key, ''), nullif(i.request_id, ''), nullif(i.batch_id, '')
-			FROM f JOIN i ON i.id = f.id ORDER BY i.n)
-		SELECT `+fileColumns+` FROM f`,
-		subject, ids, filePaths, sizes, types, sums, keys, agents, runs, expires, okeys, requests, batches))
+	inserted, err := s.insertFiles(ctx, tx, subject, &n)
 	if err != nil {
 		return nil, nil, fmt.Errorf("apply puts: insert files: %w", err)
 	}
@@ -205,8 +177,11 @@ type ItemMark struct {
 // change every pending item: the two never lock the items in opposite
 // orders.
 func MarkItemsTx(ctx context.Context, tx pgx.Tx, batchID string, marks []ItemMark) error {
-	if len(marks) == 0 {
+	switch len(marks) {
+	case 0:
 		return nil
+	case 1:
+		return MarkItemTx(ctx, tx, batchID, marks[0].Index, marks[0].ItemOutcome)
 	}
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM batches WHERE id = $1 FOR SHARE`, batchID); err != nil {
 		return Translate(fmt.Errorf("mark batch items: %w", err))
@@ -229,4 +204,11 @@ func MarkItemsTx(ctx context.Context, tx pgx.Tx, batchID string, marks []ItemMar
 		return ErrItemDone
 	}
 	return nil
+}
+
+// MarkItem records the outcome of an item that had no effect (it failed
+// before or in its transaction), only if it is still pending; else
+// ErrItemDone.
+func (s *Store) MarkItem(ctx context.Context, batchID string, idx int, out ItemOutcome) error {
+	return s.WithTx(ctx, func(tx pgx.Tx) error { return MarkItemTx(ctx, tx, batchID, idx, out) })
 }

@@ -156,6 +156,36 @@ func applyMigration(ctx context.Context, conn *pgx.Conn, name string) error {
 	})
 }
 
+// Begin starts a transaction of the store's pool for a caller that owns it
+// (the admission core): it hands tx down to the helpers that write in it
+// (those named …Tx, and the Apply of a pending write) and ends it with
+// Commit, or Rollback.
+func (s *Store) Begin(ctx context.Context) (pgx.Tx, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, Translate(fmt.Errorf("begin: %w", err))
+	}
+	return tx, nil
+}
+
+// Commit commits tx. A failure leaves it unknown whether the transaction
+// took effect (CommitUncertain says so).
+func Commit(ctx context.Context, tx pgx.Tx) error {
+	if err := tx.Commit(ctx); err != nil {
+		return Translate(fmt.Errorf("%w: %w", errCommitUncertain, err))
+	}
+	return nil
+}
+
+// Rollback ends tx without committing it, also when ctx was cancelled; after
+// Commit it does nothing.
+func Rollback(ctx context.Context, tx pgx.Tx) { _ = tx.Rollback(context.WithoutCancel(ctx)) }
+
+// RaceLost reports whether a transaction lost a race that deciding again
+// resolves: a concurrent write took a live path between the decision and
+// the insert, so a new attempt sees that file and decides against it.
+func RaceLost(err error) bool { return uniqueViolation(err, "files_live_path") }
+
 // WithTx runs fn in a transaction of the store's pool and commits it when
 // fn returns nil. The caller owns the transaction and hands it down to the
 // helpers that write in it (those named …Tx), so everything they write
@@ -165,13 +195,11 @@ func (s *Store) WithTx(ctx context.Context, fn func(pgx.Tx) error) error {
 }
 
 // WithTxRetry is WithTx run again, up to 3 more times, when the transaction
-// lost a race that deciding again resolves: a concurrent write took a live
-// path between the decision and the insert, so the next attempt sees that
-// file and decides against it.
+// lost a race that deciding again resolves (RaceLost).
 func (s *Store) WithTxRetry(ctx context.Context, fn func(pgx.Tx) error) error {
 	for attempt := 0; ; attempt++ {
 		err := withTx(ctx, s.pool, fn)
-		if !uniqueViolation(err, "files_live_path") || attempt == 3 {
+		if !RaceLost(err) || attempt == 3 {
 			return err
 		}
 	}
@@ -184,14 +212,11 @@ func withTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) erro
 	if err != nil {
 		return Translate(fmt.Errorf("begin: %w", err))
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	defer Rollback(ctx, tx)
 	if err := fn(tx); err != nil {
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return Translate(fmt.Errorf("%w: %w", errCommitUncertain, err))
-	}
-	return nil
+	return Commit(ctx, tx)
 }
 
 // errCommitUncertain says a commit failed in a way that leaves unknown
@@ -263,3 +288,28 @@ func checkID(id string) error {
 	}
 	return nil
 }
+
+// filter gathers the conditions of a listing, each naming its arguments
+// (pgx.NamedArgs), so a statement is built without counting parameters.
+type filter struct {
+	conds []string
+	args  pgx.NamedArgs
+}
+
+func newFilter(cond string, args pgx.NamedArgs) *filter {
+	return &filter{conds: []string{cond}, args: args}
+}
+
+// when adds cond, whose arguments are args, if on.
+func (f *filter) when(on bool, cond string, args pgx.NamedArgs) {
+	if !on {
+		return
+	}
+	f.conds = append(f.conds, cond)
+	for k, v := range args {
+		f.args[k] = v
+	}
+}
+
+// where is the conjunction of the conditions.
+func (f *filter) where() string { return strings.Join(f.conds, " AND ") }

@@ -3,8 +3,6 @@ package storage
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,30 +45,14 @@ func (s *Store) ListEvents(ctx context.Context, subject string, filter agentfs.E
 			return nil, next, agentfs.ErrCursorExpired
 		}
 	}
-	where := []string{"subject = $1", "pos > $2"}
-	args := []any{subject, next.Position}
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
-	}
-	if filter.RunID != "" {
-		add("run_id = ?", filter.RunID)
-	}
-	if filter.AgentID != "" {
-		add("agent_id = ?", filter.AgentID)
-	}
-	if filter.FileID != "" {
-		add("file_id = ?", filter.FileID)
-	}
-	if filter.Prefix != "" {
-		add(`path LIKE ? ESCAPE '\'`, likePrefix(filter.Prefix))
-	}
-	if len(filter.Types) > 0 {
-		add("type = ANY(?)", filter.Types)
-	}
-	args = append(args, filter.Limit)
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY pos LIMIT $`+strconv.Itoa(len(args)), args...)
+	w := newFilter("subject = @subject AND pos > @after", pgx.NamedArgs{"subject": subject, "after": next.Position, "limit": filter.Limit})
+	w.when(filter.RunID != "", "run_id = @run_id", pgx.NamedArgs{"run_id": filter.RunID})
+	w.when(filter.AgentID != "", "agent_id = @agent_id", pgx.NamedArgs{"agent_id": filter.AgentID})
+	w.when(filter.FileID != "", "file_id = @file_id", pgx.NamedArgs{"file_id": filter.FileID})
+	w.when(filter.Prefix != "", `path LIKE @prefix ESCAPE '\'`, pgx.NamedArgs{"prefix": likePrefix(filter.Prefix)})
+	w.when(len(filter.Types) > 0, "type = ANY(@types)", pgx.NamedArgs{"types": filter.Types})
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE `+w.where()+
+		` ORDER BY pos LIMIT @limit`, w.args)
 	if err != nil {
 		return nil, next, Translate(fmt.Errorf("list events: %w", err))
 	}
@@ -186,6 +168,6 @@ func (s *Store) RunSummary(ctx context.Context, subject, runID string) (*agentfs
 		return nil, Translate(err)
 	}
 	err = s.pool.QueryRow(ctx, `SELECT count(*) FROM files WHERE subject = $1 AND (run_id = $2 OR last_run_id = $2)
-		AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > now())`, subject, runID).Scan(&r.LiveFiles)
+		AND `+liveFile, subject, runID).Scan(&r.LiveFiles)
 	return r, Translate(err)
 }

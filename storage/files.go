@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -16,12 +15,20 @@ import (
 	"github.com/agentfs/agentfs"
 )
 
-// fileColumns are a file row as scanFile reads it. A file past its
-// expires_at counts as deleted from that moment, before the sweeper records
-// it (the last but two column says so).
+// The one SQL definition of a live file: not deleted, and not past its
+// expiry. A file past its expires_at counts as deleted from that moment,
+// before the sweeper records it (expiredFile: past it, not yet recorded).
+const (
+	pastExpiry  = `coalesce(expires_at <= now(), false)`
+	liveFile    = `(deleted_at IS NULL AND NOT ` + pastExpiry + `)`
+	expiredFile = `(deleted_at IS NULL AND ` + pastExpiry + `)`
+)
+
+// fileColumns are a file row as scanFile reads it (the last but two column
+// says whether it is past its expiry).
 const fileColumns = `id, subject, path, size_bytes, content_type, sha256, version, blob_key,
 	coalesce(agent_id, ''), coalesce(run_id, ''), coalesce(last_agent_id, ''), coalesce(last_run_id, ''),
-	created_at, updated_at, deleted_at, purge_after, expires_at, coalesce(expires_at <= now(), false),
+	created_at, updated_at, deleted_at, purge_after, expires_at, ` + pastExpiry + `,
 	blocked, block_reason`
 
 func (s *Store) scanFile(row pgx.Row) (*agentfs.File, error) {
@@ -246,15 +253,14 @@ func (p *PendingPut) CommitAlone(ctx context.Context, origin agentfs.Origin) (*a
 		return nil, false, nil // a shared blob is referenced only in a transaction that locks its version
 	case seen == nil:
 		f, err = s.insertFile(ctx, s.pool, put, p.fileID, b, origin)
-		if uniqueViolation(err, "files_live_path") {
+		if RaceLost(err) {
 			return nil, false, nil
 		}
 	case seen.SHA256 == b.sha256 && seen.ContentType == put.ContentType:
 		return nil, false, nil // identical bytes: decided under the lock
 	default:
 		f, err = s.updateFile(ctx, s.pool, fileUpdate{id: seen.ID, put: put, blob: b, event: agentfs.EventReplaced, origin: origin,
-			cond: "AND version = $13 AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > now()) AND NOT blocked",
-			args: []any{seen.Version}})
+			onlyVersion: seen.Version})
 		if errors.Is(err, agentfs.ErrNotFound) { // no longer that version
 			return nil, false, nil
 		}
@@ -320,20 +326,87 @@ func (s *Store) applyPut(ctx context.Context, tx pgx.Tx, put agentfs.Put, fresh 
 	return f, false, err == nil, err
 }
 
-// insertFile makes a new file at version 1 in one statement: the file row,
-// its version and its file.created event.
+// writeFiles is the one statement that gives files their content: f
+// writes the file rows (an insert of new files, or an update of one;
+// RETURNING *) from i, a row per file with the origin of its write (id,
+// idempotency_key, request_id, batch_id, n for the order); each file's new
+// version and its event of type typ (by the write's agent and run) follow,
+// in i's order, and the statement answers the files. supersede marks the
+// version an update replaced.
+func writeFiles(i, f, typ string, supersede bool) string {
+	s := ""
+	if supersede {
+		s = `s AS (UPDATE file_versions SET superseded_at = now() FROM f
+			WHERE file_versions.file_id = f.id AND file_versions.version = f.version - 1),`
+	}
+	return `WITH i AS (` + i + `), f AS (` + f + `), ` + s + `
+		v AS (INSERT INTO file_versions (file_id, version, subject, size_bytes, content_type, sha256,
+				blob_key, agent_id, run_id, created_at)
+			SELECT id, version, subject, size_bytes, content_type, sha256, blob_key, last_agent_id, last_run_id, updated_at
+			FROM f),
+		e AS (INSERT INTO events (subject, type, file_id, path, previous_path, version, size_bytes, sha256,
+				agent_id, run_id, idempotency_key, request_id, batch_id)
+			SELECT f.subject, ` + typ + `, f.id, f.path, NULL, f.version, f.size_bytes, f.sha256,
+				f.last_agent_id, f.last_run_id, nullif(i.idempotency_key, ''), nullif(i.request_id, ''),
+				nullif(i.batch_id, '')
+			FROM f JOIN i ON i.id = f.id ORDER BY i.n)
+		SELECT ` + fileColumns + ` FROM f`
+}
+
+// insertFilesSQL makes new files at version 1, a row per element of the
+// arrays, in their order.
+var insertFilesSQL = writeFiles(`SELECT * FROM unnest(@ids::text[], @paths::text[], @sizes::bigint[],
+		@content_types::text[], @sha256s::text[], @blob_keys::text[], @agent_ids::text[], @run_ids::text[],
+		@expires_in::float8[], @idempotency_keys::text[], @request_ids::text[], @batch_ids::text[])
+		WITH ORDINALITY AS i(id, path, size, content_type, sha256, blob_key, agent_id, run_id, expires_in,
+			idempotency_key, request_id, batch_id, n)`,
+	`INSERT INTO files (id, subject, path, size_bytes, content_type, sha256, blob_key,
+			agent_id, run_id, last_agent_id, last_run_id, expires_at)
+		SELECT id, @subject, path, size, content_type, sha256, blob_key, nullif(agent_id, ''), nullif(run_id, ''),
+			nullif(agent_id, ''), nullif(run_id, ''),
+			CASE WHEN expires_in > 0 THEN now() + make_interval(secs => expires_in) END
+		FROM i ORDER BY n
+		RETURNING *`,
+	`'`+agentfs.EventCreated+`'`, false)
+
+// newFiles are the files a statement creates, a column each.
+type newFiles struct {
+	ids, paths, contentTypes, sha256s, blobKeys, agentIDs, runIDs []string
+	keys, requestIDs, batchIDs                                    []string
+	sizes                                                         []int64
+	expiresIn                                                     []float64
+}
+
+// add adds the file id that put makes with blob b, from origin o.
+func (n *newFiles) add(id string, put agentfs.Put, b *writtenBlob, o agentfs.Origin) {
+	n.ids, n.paths, n.contentTypes = append(n.ids, id), append(n.paths, put.Path), append(n.contentTypes, put.ContentType)
+	n.sha256s, n.blobKeys, n.sizes = append(n.sha256s, b.sha256), append(n.blobKeys, b.key), append(n.sizes, b.size)
+	n.agentIDs, n.runIDs = append(n.agentIDs, put.By.AgentID), append(n.runIDs, put.By.RunID)
+	n.expiresIn = append(n.expiresIn, put.ExpiresIn.Seconds())
+	n.keys, n.requestIDs, n.batchIDs = append(n.keys, o.Key), append(n.requestIDs, o.RequestID), append(n.batchIDs, o.BatchID)
+}
+
+// insertFiles makes the subject's new files in one statement: their rows,
+// versions and file.created events.
+func (s *Store) insertFiles(ctx context.Context, q querier, subject string, n *newFiles) ([]*agentfs.File, error) {
+	return s.scanFiles(q.Query(ctx, insertFilesSQL, pgx.NamedArgs{"subject": subject,
+		"ids": n.ids, "paths": n.paths, "sizes": n.sizes, "content_types": n.contentTypes, "sha256s": n.sha256s,
+		"blob_keys": n.blobKeys, "agent_ids": n.agentIDs, "run_ids": n.runIDs, "expires_in": n.expiresIn,
+		"idempotency_keys": n.keys, "request_ids": n.requestIDs, "batch_ids": n.batchIDs}))
+}
+
+// insertFile makes one new file at version 1 (insertFiles of one).
 func (s *Store) insertFile(ctx context.Context, q querier, put agentfs.Put, id string, b *writtenBlob, o agentfs.Origin) (*agentfs.File, error) {
-	return s.scanFile(q.QueryRow(ctx, `WITH f AS (
-			INSERT INTO files (id, subject, path, size_bytes, content_type, sha256, blob_key,
-				agent_id, run_id, last_agent_id, last_run_id, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, nullif($8, ''), nullif($9, ''), nullif($8, ''), nullif($9, ''),
-				CASE WHEN $10::float8 > 0 THEN now() + make_interval(secs => $10) END)
-			RETURNING *),
-		v AS (`+insertVersionFrom+`),
-		e AS (`+insertEventFrom("'"+agentfs.EventCreated+"'", "NULL", 8, 11)+`)
-		SELECT `+fileColumns+` FROM f`,
-		id, put.Subject, put.Path, b.size, put.ContentType, b.sha256, b.key, put.By.AgentID, put.By.RunID,
-		put.ExpiresIn.Seconds(), o.Key, o.RequestID, o.BatchID))
+	var n newFiles
+	n.add(id, put, b, o)
+	files, err := s.insertFiles(ctx, q, put.Subject, &n)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(files) != 1:
+		return nil, fmt.Errorf("insert file: %d rows", len(files))
+	}
+	return files[0], nil
 }
 
 // fileUpdate is a new content for a file: a replace or a revert.
@@ -343,46 +416,53 @@ type fileUpdate struct {
 	blob   *writtenBlob
 	event  string // file.replaced or file.reverted
 	origin agentfs.Origin
-	cond   string // more of the WHERE clause, with arguments from $13
-	args   []any
+	// onlyVersion, when set, updates the file only while it is live and
+	// unblocked at that version (else agentfs.ErrNotFound).
+	onlyVersion int
 }
 
-// updateFile points a file at a new content in one statement: the file
-// row at the next version, the version it supersedes, the new version and
-// the event. A replace without an expiry keeps the file's.
+// updateFileSQL points a file at a new content: the file row at the next
+// version, the version it supersedes, the new version and the event. A
+// replace without an expiry keeps the file's.
+var updateFileSQL = writeFiles(`SELECT @id::text AS id, @idempotency_key::text AS idempotency_key,
+		@request_id::text AS request_id, @batch_id::text AS batch_id, 1 AS n`,
+	`UPDATE files SET size_bytes = @size, content_type = @content_type, sha256 = @sha256, blob_key = @blob_key,
+			version = version + 1, last_agent_id = nullif(@agent_id, ''), last_run_id = nullif(@run_id, ''),
+			updated_at = now(),
+			expires_at = CASE WHEN @expires_in::float8 > 0 THEN now() + make_interval(secs => @expires_in) ELSE expires_at END
+		WHERE id = @id AND (@only_version = 0 OR version = @only_version AND `+liveFile+` AND NOT blocked)
+		RETURNING *`,
+	`@event::text`, true)
+
+// updateFile points a file at a new content in one statement.
 func (s *Store) updateFile(ctx context.Context, q querier, u fileUpdate) (*agentfs.File, error) {
 	b, put, o := u.blob, u.put, u.origin
-	return s.scanFile(q.QueryRow(ctx, `WITH f AS (
-			UPDATE files SET size_bytes = $2, content_type = $3, sha256 = $4, blob_key = $5,
-				version = version + 1, last_agent_id = nullif($6, ''), last_run_id = nullif($7, ''),
-				updated_at = now(),
-				expires_at = CASE WHEN $8::float8 > 0 THEN now() + make_interval(secs => $8) ELSE expires_at END
-			WHERE id = $1 `+u.cond+` RETURNING *),
-		s AS (UPDATE file_versions SET superseded_at = now() FROM f
-			WHERE file_versions.file_id = f.id AND file_versions.version = f.version - 1),
-		v AS (`+insertVersionFrom+`),
-		e AS (`+insertEventFrom("$9", "NULL", 6, 10)+`)
-		SELECT `+fileColumns+` FROM f`,
-		append([]any{u.id, b.size, put.ContentType, b.sha256, b.key, put.By.AgentID, put.By.RunID,
-			put.ExpiresIn.Seconds(), u.event, o.Key, o.RequestID, o.BatchID}, u.args...)...))
+	return s.scanFile(q.QueryRow(ctx, updateFileSQL, pgx.NamedArgs{"id": u.id, "size": b.size,
+		"content_type": put.ContentType, "sha256": b.sha256, "blob_key": b.key, "agent_id": put.By.AgentID,
+		"run_id": put.By.RunID, "expires_in": put.ExpiresIn.Seconds(), "event": u.event, "only_version": u.onlyVersion,
+		"idempotency_key": o.Key, "request_id": o.RequestID, "batch_id": o.BatchID}))
 }
 
-// insertVersionFrom records the version a statement's CTE f just wrote.
-const insertVersionFrom = `INSERT INTO file_versions (file_id, version, subject, size_bytes, content_type, sha256,
-		blob_key, agent_id, run_id, created_at)
-	SELECT id, version, subject, size_bytes, content_type, sha256, blob_key, last_agent_id, last_run_id, updated_at FROM f`
-
 // insertEventFrom records the event of each file a statement's CTE f just
-// wrote: typ and previous are SQL expressions; the attribution is
-// parameters $by and $by+1, and the key, request and batch are parameters
-// $origin to $origin+2.
-func insertEventFrom(typ, previous string, by, origin int) string {
-	p := func(n int) string { return "$" + strconv.Itoa(n) }
+// wrote: typ and previous are SQL expressions; the attribution and origin
+// are the named arguments of originArgs.
+func insertEventFrom(typ, previous string) string {
 	return `INSERT INTO events (subject, type, file_id, path, previous_path, version, size_bytes, sha256,
 			agent_id, run_id, idempotency_key, request_id, batch_id)
 		SELECT subject, ` + typ + `, id, path, ` + previous + `, version, size_bytes, sha256,
-			nullif(` + p(by) + `, ''), nullif(` + p(by+1) + `, ''), nullif(` + p(origin) + `, ''),
-			nullif(` + p(origin+1) + `, ''), nullif(` + p(origin+2) + `, '') FROM f`
+			nullif(@agent_id, ''), nullif(@run_id, ''), nullif(@idempotency_key, ''),
+			nullif(@request_id, ''), nullif(@batch_id, '') FROM f`
+}
+
+// originArgs are the named arguments of an event's attribution and origin
+// (insertEventFrom), with more of a statement's own.
+func originArgs(o agentfs.Origin, more pgx.NamedArgs) pgx.NamedArgs {
+	args := pgx.NamedArgs{"agent_id": o.By.AgentID, "run_id": o.By.RunID, "idempotency_key": o.Key,
+		"request_id": o.RequestID, "batch_id": o.BatchID}
+	for k, v := range more {
+		args[k] = v
+	}
+	return args
 }
 
 // querier is what both a pool and a transaction offer.
@@ -398,7 +478,8 @@ type querier interface {
 // the path. lock may be "FOR UPDATE".
 func (s *Store) fileAtPath(ctx context.Context, q querier, subject, path string, lock ...string) (live, expired *agentfs.File, err error) {
 	f, err := s.scanFile(q.QueryRow(ctx, `SELECT `+fileColumns+` FROM files
-		WHERE subject = $1 AND path = $2 AND deleted_at IS NULL `+strings.Join(lock, " "), subject, path))
+		WHERE subject = @subject AND path = @path AND deleted_at IS NULL `+strings.Join(lock, " "),
+		pgx.NamedArgs{"subject": subject, "path": path}))
 	switch {
 	case errors.Is(err, agentfs.ErrNotFound):
 		return nil, nil, nil
@@ -414,10 +495,10 @@ func (s *Store) fileAtPath(ctx context.Context, q querier, subject, path string,
 // moment, with its file.expired event, freeing its path.
 func (s *Store) recordExpiry(ctx context.Context, q querier, f *agentfs.File) error {
 	_, err := q.Exec(ctx, `WITH f AS (
-			UPDATE files SET deleted_at = expires_at, purge_after = expires_at + make_interval(secs => $2)
-			WHERE id = $1 AND deleted_at IS NULL AND expires_at <= now() RETURNING *)
-		`+insertEventFrom("'"+agentfs.EventExpired+"'", "NULL", 3, 5),
-		f.ID, s.cfg.DeletedRetention.Seconds(), "", "", "", "", "")
+			UPDATE files SET deleted_at = expires_at, purge_after = expires_at + make_interval(secs => @retention)
+			WHERE id = @id AND `+expiredFile+` RETURNING *)
+		`+insertEventFrom("'"+agentfs.EventExpired+"'", "NULL"),
+		originArgs(agentfs.Origin{}, pgx.NamedArgs{"id": f.ID, "retention": s.cfg.DeletedRetention.Seconds()}))
 	return Translate(err)
 }
 
@@ -442,40 +523,19 @@ func (s *Store) File(ctx context.Context, subject, id string) (*agentfs.File, er
 // ListFiles returns up to filter.Limit files, newest first, after the
 // filter's cursor.
 func (s *Store) ListFiles(ctx context.Context, subject string, filter agentfs.FileFilter) ([]*agentfs.File, error) {
-	where := []string{"subject = $1"}
-	args := []any{subject}
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
-	}
-	if !filter.IncludeDeleted {
-		where = append(where, "deleted_at IS NULL", "(expires_at IS NULL OR expires_at > now())")
-	}
-	if filter.RunID != "" {
-		add("run_id = ?", filter.RunID)
-	}
-	if filter.LastRunID != "" {
-		add("last_run_id = ?", filter.LastRunID)
-	}
-	if filter.WrittenByRun != "" {
-		add("(run_id = ? OR last_run_id = ?)", filter.WrittenByRun)
-	}
-	if filter.AgentID != "" {
-		add("agent_id = ?", filter.AgentID)
-	}
-	if filter.Path != "" {
-		add("path = ?", filter.Path)
-	}
-	if filter.Prefix != "" {
-		add(`path LIKE ? ESCAPE '\'`, likePrefix(filter.Prefix))
-	}
+	w := newFilter("subject = @subject", pgx.NamedArgs{"subject": subject, "limit": filter.Limit})
+	w.when(!filter.IncludeDeleted, liveFile, nil)
+	w.when(filter.RunID != "", "run_id = @run_id", pgx.NamedArgs{"run_id": filter.RunID})
+	w.when(filter.LastRunID != "", "last_run_id = @last_run_id", pgx.NamedArgs{"last_run_id": filter.LastRunID})
+	w.when(filter.WrittenByRun != "", "(run_id = @by_run OR last_run_id = @by_run)", pgx.NamedArgs{"by_run": filter.WrittenByRun})
+	w.when(filter.AgentID != "", "agent_id = @agent_id", pgx.NamedArgs{"agent_id": filter.AgentID})
+	w.when(filter.Path != "", "path = @path", pgx.NamedArgs{"path": filter.Path})
+	w.when(filter.Prefix != "", `path LIKE @prefix ESCAPE '\'`, pgx.NamedArgs{"prefix": likePrefix(filter.Prefix)})
 	if c := filter.After; c != nil {
-		args = append(args, c.CreatedAt, c.ID)
-		where = append(where, fmt.Sprintf("(created_at, id) < ($%d, $%d)", len(args)-1, len(args)))
+		w.when(true, "(created_at, id) < (@after_created_at, @after_id)", pgx.NamedArgs{"after_created_at": c.CreatedAt, "after_id": c.ID})
 	}
-	args = append(args, filter.Limit)
-	out, err := s.scanFiles(s.pool.Query(ctx, `SELECT `+fileColumns+` FROM files WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY created_at DESC, id DESC LIMIT $`+strconv.Itoa(len(args)), args...))
+	out, err := s.scanFiles(s.pool.Query(ctx, `SELECT `+fileColumns+` FROM files WHERE `+w.where()+
+		` ORDER BY created_at DESC, id DESC LIMIT @limit`, w.args))
 	if err != nil {
 		return nil, fmt.Errorf("list files: %w", err)
 	}
@@ -503,11 +563,11 @@ func (s *Store) DeleteFileTx(ctx context.Context, tx pgx.Tx, subject, id, ifMatc
 		return cur, false, nil
 	}
 	f, err = s.scanFile(tx.QueryRow(ctx, `WITH f AS (
-			UPDATE files SET deleted_at = now(), updated_at = now(), purge_after = now() + make_interval(secs => $2)
-			WHERE id = $1 RETURNING *),
-		e AS (`+insertEventFrom("'"+agentfs.EventDeleted+"'", "NULL", 3, 5)+`)
+			UPDATE files SET deleted_at = now(), updated_at = now(), purge_after = now() + make_interval(secs => @retention)
+			WHERE id = @id RETURNING *),
+		e AS (`+insertEventFrom("'"+agentfs.EventDeleted+"'", "NULL")+`)
 		SELECT `+fileColumns+` FROM f`,
-		id, s.cfg.DeletedRetention.Seconds(), o.By.AgentID, o.By.RunID, o.Key, o.RequestID, o.BatchID))
+		originArgs(o, pgx.NamedArgs{"id": id, "retention": s.cfg.DeletedRetention.Seconds()})))
 	if err != nil {
 		return nil, false, fmt.Errorf("delete file: %w", err)
 	}
@@ -536,10 +596,10 @@ func (s *Store) RestoreFileTx(ctx context.Context, tx pgx.Tx, subject, id string
 	}
 	f, err = s.scanFile(tx.QueryRow(ctx, `WITH f AS (
 			UPDATE files SET deleted_at = NULL, purge_after = NULL, expires_at = NULL, updated_at = now()
-			WHERE id = $1 RETURNING *),
-		e AS (`+insertEventFrom("'"+agentfs.EventRestored+"'", "NULL", 2, 4)+`)
+			WHERE id = @id RETURNING *),
+		e AS (`+insertEventFrom("'"+agentfs.EventRestored+"'", "NULL")+`)
 		SELECT `+fileColumns+` FROM f`,
-		id, o.By.AgentID, o.By.RunID, o.Key, o.RequestID, o.BatchID))
+		originArgs(o, pgx.NamedArgs{"id": id})))
 	if err != nil {
 		return nil, false, fmt.Errorf("restore file: %w", err)
 	}

@@ -157,12 +157,13 @@ func (s *Store) MoveFileTx(ctx context.Context, tx pgx.Tx, m agentfs.Move, o age
 	if err != nil {
 		return nil, false, err
 	}
-	f, err := s.scanFile(tx.QueryRow(ctx, `WITH old AS (SELECT path FROM files WHERE id = $1),
-		f AS (UPDATE files SET path = $2, updated_at = now(), last_agent_id = nullif($3, ''), last_run_id = nullif($4, '')
-			WHERE id = $1 RETURNING *),
-		e AS (`+insertEventFrom("'"+agentfs.EventMoved+"'", "(SELECT path FROM old)", 3, 5)+`)
+	f, err := s.scanFile(tx.QueryRow(ctx, `WITH old AS (SELECT path FROM files WHERE id = @id),
+		f AS (UPDATE files SET path = @path, updated_at = now(), last_agent_id = nullif(@agent_id, ''),
+				last_run_id = nullif(@run_id, '')
+			WHERE id = @id RETURNING *),
+		e AS (`+insertEventFrom("'"+agentfs.EventMoved+"'", "(SELECT path FROM old)")+`)
 		SELECT `+fileColumns+` FROM f`,
-		cur.ID, m.Path, o.By.AgentID, o.By.RunID, o.Key, o.RequestID, o.BatchID))
+		originArgs(o, pgx.NamedArgs{"id": cur.ID, "path": m.Path})))
 	if err != nil {
 		return nil, false, fmt.Errorf("move file: %w", err)
 	}
@@ -200,12 +201,12 @@ func (s *Store) ExpireFiles(ctx context.Context) (int64, error) {
 	var total int64
 	for {
 		tag, err := s.pool.Exec(ctx, `WITH f AS (
-				UPDATE files SET deleted_at = expires_at, purge_after = expires_at + make_interval(secs => $1)
-				WHERE id IN (SELECT id FROM files WHERE deleted_at IS NULL AND expires_at <= now()
-					LIMIT $2 FOR UPDATE SKIP LOCKED)
+				UPDATE files SET deleted_at = expires_at, purge_after = expires_at + make_interval(secs => @retention)
+				WHERE id IN (SELECT id FROM files WHERE `+expiredFile+`
+					LIMIT @chunk FOR UPDATE SKIP LOCKED)
 				RETURNING *)
-			`+insertEventFrom("'"+agentfs.EventExpired+"'", "NULL", 3, 5),
-			s.cfg.DeletedRetention.Seconds(), chunk, "", "", "", "", "")
+			`+insertEventFrom("'"+agentfs.EventExpired+"'", "NULL"),
+			originArgs(agentfs.Origin{}, pgx.NamedArgs{"retention": s.cfg.DeletedRetention.Seconds(), "chunk": chunk}))
 		if err != nil {
 			return total, Translate(fmt.Errorf("expire files: %w", err))
 		}

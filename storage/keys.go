@@ -242,6 +242,13 @@ func (c *Claim) Complete(ctx context.Context, tx pgx.Tx, contentHash []byte, out
 	return nil
 }
 
+// Record records the outcome of a request whose effect did not happen
+// (a failure decided against the stored state) in a transaction of its own,
+// after the same check as Complete.
+func (c *Claim) Record(ctx context.Context, contentHash []byte, out idempotency.Outcome) error {
+	return c.store.WithTx(ctx, func(tx pgx.Tx) error { return c.Complete(ctx, tx, contentHash, out, idempotency.Sealed{}) })
+}
+
 // Release frees the key after a failure that may succeed when repeated
 // (a 5xx, a timeout, a body that did not arrive), so the same key can run
 // again. It releases only this claim, never a takeover's.

@@ -126,8 +126,8 @@ func (s *Store) PurgeDeleted(ctx context.Context) (int64, error) {
 					RETURNING *),
 				gone AS (SELECT blob_key FROM file_versions WHERE file_id = (SELECT id FROM f)
 					UNION SELECT blob_key FROM f),
-				e AS (`+insertEventFrom("'"+agentfs.EventPurged+"'", "NULL", 1, 3)+`)
-				SELECT blob_key FROM gone`, "", "", "", "", "")
+				e AS (`+insertEventFrom("'"+agentfs.EventPurged+"'", "NULL")+`)
+				SELECT blob_key FROM gone`, originArgs(agentfs.Origin{}, nil))
 			if err != nil {
 				return Translate(err)
 			}

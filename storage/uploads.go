@@ -963,31 +963,22 @@ func (s *Store) ExpireUploads(ctx context.Context) (int, error) {
 // first, without their parts. A pending session past its expiry counts as
 // expired, as the API shows it.
 func (s *Store) ListUploads(ctx context.Context, subject string, filter agentfs.UploadFilter) ([]*agentfs.Upload, error) {
-	where := []string{"subject = $1"}
-	args := []any{subject}
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "?", fmt.Sprintf("$%d", len(args))))
-	}
+	w := newFilter("subject = @subject", pgx.NamedArgs{"subject": subject, "limit": filter.Limit})
 	switch filter.Status {
 	case "":
 	case agentfs.UploadPending:
-		where = append(where, "status = 'pending' AND expires_at > now()")
+		w.when(true, "status = 'pending' AND expires_at > now()", nil)
 	case agentfs.UploadExpired:
-		where = append(where, "(status = 'expired' OR status = 'pending' AND expires_at <= now())")
+		w.when(true, "(status = 'expired' OR status = 'pending' AND expires_at <= now())", nil)
 	default:
-		add("status = ?", filter.Status)
+		w.when(true, "status = @status", pgx.NamedArgs{"status": filter.Status})
 	}
-	if filter.Path != "" {
-		add("path = ?", filter.Path)
-	}
+	w.when(filter.Path != "", "path = @path", pgx.NamedArgs{"path": filter.Path})
 	if c := filter.After; c != nil {
-		args = append(args, c.CreatedAt, c.ID)
-		where = append(where, fmt.Sprintf("(created_at, id) < ($%d, $%d)", len(args)-1, len(args)))
+		w.when(true, "(created_at, id) < (@after_created_at, @after_id)", pgx.NamedArgs{"after_created_at": c.CreatedAt, "after_id": c.ID})
 	}
-	args = append(args, filter.Limit)
-	rows, err := s.pool.Query(ctx, `SELECT `+uploadColumns+` FROM uploads WHERE `+strings.Join(where, " AND ")+
-		fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT $%d`, len(args)), args...)
+	rows, err := s.pool.Query(ctx, `SELECT `+uploadColumns+` FROM uploads WHERE `+w.where()+
+		` ORDER BY created_at DESC, id DESC LIMIT @limit`, w.args)
 	if err != nil {
 		return nil, Translate(fmt.Errorf("list uploads: %w", err))
 	}

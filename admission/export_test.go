@@ -1,0 +1,23 @@
+package admission
+
+import (
+	"context"
+	"errors"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/storage"
+)
+
+// RunItem applies one pending item of a batch, as a worker that holds the
+// batch would: PrepareItem and CommitItems of that item alone. An item no
+// longer pending is not an error.
+func (c *Core) RunItem(ctx context.Context, b *agentfs.Batch, it agentfs.BatchItem) error {
+	p, err := c.PrepareItem(ctx, b, it, ItemHint{})
+	if p != nil {
+		err = c.CommitItems(ctx, []*PreparedItem{p})[0]
+	}
+	if errors.Is(err, storage.ErrItemDone) {
+		return nil
+	}
+	return err
+}
