@@ -23,8 +23,28 @@ import (
 func errUnavailable() error { return agentfs.ErrUnavailable }
 
 // ensureBucket creates the bucket unless it exists; a concurrent creator
-// winning the race is fine.
+// winning the race is fine. Instances that start together race for a new
+// bucket, and an S3 server may answer one of them with an internal error
+// while the other's creation is half done (versitygw does), so a failure
+// is tried again a few times before it counts.
 func (s *Store) ensureBucket(ctx context.Context) error {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return translateS3(ctx.Err())
+			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+			}
+		}
+		if err = s.makeBucket(ctx); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+func (s *Store) makeBucket(ctx context.Context) error {
 	ok, err := s.s3.BucketExists(ctx, s.bucket)
 	if err != nil {
 		return translateS3(fmt.Errorf("check bucket: %w", err))

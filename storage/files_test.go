@@ -8,8 +8,13 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -446,5 +451,41 @@ func trickle(dst, src net.Conn) {
 		if err != nil {
 			return
 		}
+	}
+}
+
+// TestABucketCheckThatFailsOnceIsTriedAgain: instances that start at once
+// race to create a new bucket, and an S3 server may answer the check of a
+// bucket another instance is creating with an internal error (versitygw
+// does, "get bucket acl: no such key"). A proxy in front of the real S3
+// server answers the first two checks so: the start still succeeds.
+func TestABucketCheckThatFailsOnceIsTriedAgain(t *testing.T) {
+	t.Parallel()
+	cfg := storagetest.Config(t)
+	target, err := url.Parse("http://" + cfg.S3Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed atomic.Int32
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead && strings.Trim(r.URL.Path, "/") == cfg.S3Bucket && failed.Add(1) <= 2 {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	cfg.S3Endpoint = strings.TrimPrefix(srv.URL, "http://")
+	s, err := storage.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("migrate after %d failed bucket checks: %v", failed.Load(), err)
+	}
+	if failed.Load() < 3 {
+		t.Fatalf("the bucket was checked %d times, want the two failures and a check that passed", failed.Load())
 	}
 }
