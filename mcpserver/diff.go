@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -79,47 +80,70 @@ func diffLines(a, b []string) []lineOp {
 // more than maxD deletions and insertions. It keeps each round's frontier
 // (O(D²) memory) to walk back the path.
 func myers(a, b []string, maxD int) ([]lineOp, bool) {
+	f, ok := search(a, b, maxD)
+	if !ok {
+		return nil, false
+	}
+	return f.path(a, b), true
+}
+
+// frontiers are the rounds of the search: f[d][k+d] is the furthest x on
+// diagonal k (x-y) after d edits.
+type frontiers [][]int
+
+func (f frontiers) at(d, k int) int { return f[d][k+d] }
+
+// down reports whether round d reaches diagonal k from k+1 of the round
+// before (inserting b[y-1]) rather than from k-1 (deleting a[x-1]).
+func (f frontiers) down(d, k int) bool {
+	return k == -d || k != d && f.at(d-1, k-1) < f.at(d-1, k+1)
+}
+
+// search runs rounds of at most maxD edits until one reaches the ends of
+// both a and b; that round is the last of the frontiers.
+func search(a, b []string, maxD int) (frontiers, bool) {
 	n, m := len(a), len(b)
-	var rounds [][]int // rounds[d][k+d]: the furthest x on diagonal k after d edits
-	at := func(d, k int) int { return rounds[d][k+d] }
-	end := -1
-	for d := 0; d <= n+m && end < 0; d++ {
-		if d > maxD {
-			return nil, false
-		}
+	var f frontiers
+	for d := 0; d <= maxD; d++ {
 		cur := make([]int, 2*d+1)
+		done := false
 		for k := -d; k <= d; k += 2 {
 			var x int
 			switch {
 			case d == 0:
 				x = 0
-			case k == -d || k != d && at(d-1, k-1) < at(d-1, k+1):
-				x = at(d-1, k+1) // down: insert b[y-1]
+			case f.down(d, k):
+				x = f.at(d-1, k+1) // down: insert b[y-1]
 			default:
-				x = at(d-1, k-1) + 1 // right: delete a[x-1]
+				x = f.at(d-1, k-1) + 1 // right: delete a[x-1]
 			}
 			y := x - k
 			for x < n && y < m && a[x] == b[y] {
 				x, y = x+1, y+1
 			}
 			cur[k+d] = x
-			if x >= n && y >= m {
-				end = d
-			}
+			done = done || x >= n && y >= m
 		}
-		rounds = append(rounds, cur)
+		f = append(f, cur)
+		if done {
+			return f, true
+		}
 	}
+	return nil, false
+}
+
+// path walks the frontiers back from the ends of a and b to their starts,
+// and returns the edits in order.
+func (f frontiers) path(a, b []string) []lineOp {
 	var rev []lineOp
-	x, y := n, m
-	for d := end; d > 0; d-- {
+	x, y := len(a), len(b)
+	for d := len(f) - 1; d > 0; d-- {
 		k := x - y
-		var pk int
-		if k == -d || k != d && at(d-1, k-1) < at(d-1, k+1) {
+		pk := k - 1
+		if f.down(d, k) {
 			pk = k + 1
-		} else {
-			pk = k - 1
 		}
-		px := at(d-1, pk)
+		px := f.at(d-1, pk)
 		py := px - pk
 		sx := px // where the snake starts, after the edit
 		if pk == k-1 {
@@ -140,10 +164,8 @@ func myers(a, b []string, maxD int) ([]lineOp, bool) {
 		x, y = x-1, y-1
 		rev = append(rev, lineOp{' ', a[x]})
 	}
-	for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
-		rev[i], rev[j] = rev[j], rev[i]
-	}
-	return rev, true
+	slices.Reverse(rev)
+	return rev
 }
 
 // hunks groups the changes of ops with their context: [start, end) index

@@ -25,31 +25,36 @@ Against the servers of make run, first: source .data/agentfs.env
 // serverCommands are the commands that run or administer a server: they
 // open Postgres and S3 themselves.
 func serverCommands() []*command {
-	return []*command{
-		{
-			name:    "serve",
-			summary: "run the HTTP API (applies migrations first)",
-			usage:   "agentfs serve",
-			help:    serveHelp,
-			flags:   func(*flag.FlagSet) action { return serveCmd },
-		},
-		{
-			name:    "migrate",
-			summary: "apply database migrations and create the bucket, then exit",
-			usage:   "agentfs migrate",
-			help: `Applies database migrations and creates the bucket, then exits. serve does
+	return []*command{serveCommand(), migrateCommand(), tokenCommand(), adminCommand(), healthcheckCommand()}
+}
+
+// serveCommand is agentfs serve: the HTTP API, until the process is stopped.
+func serveCommand() *command {
+	return &command{
+		name:    "serve",
+		summary: "run the HTTP API (applies migrations first)",
+		usage:   "agentfs serve",
+		help:    serveHelp,
+		flags:   func(*flag.FlagSet) action { return serveCmd },
+	}
+}
+
+// migrateCommand is agentfs migrate: the migrations and the bucket, for
+// deploy steps that migrate before starting servers.
+func migrateCommand() *command {
+	return &command{
+		name:    "migrate",
+		summary: "apply database migrations and create the bucket, then exit",
+		usage:   "agentfs migrate",
+		help: `Applies database migrations and creates the bucket, then exits. serve does
 the same at start; this is for deploy steps that migrate first. It is safe
 while other instances start or run.
 
 Example:
   agentfs migrate
 `,
-			footer: serverEnvHelp,
-			flags:  func(*flag.FlagSet) action { return migrateCmd },
-		},
-		tokenCommand(),
-		adminCommand(),
-		healthcheckCommand(),
+		footer: serverEnvHelp,
+		flags:  func(*flag.FlagSet) action { return migrateCmd },
 	}
 }
 
@@ -79,6 +84,8 @@ func migrateCmd(ctx context.Context, p *proc, args []string) error {
 	return nil
 }
 
+// tokenCommand is agentfs token: the group that creates, lists and revokes
+// bearer tokens in the database.
 func tokenCommand() *command {
 	return &command{
 		name:    "token",
@@ -95,11 +102,21 @@ Example:
 `,
 		footer: serverEnvHelp,
 		subs: []*command{
-			{
-				name:    "token create",
-				summary: "print a new bearer token alone on one line",
-				usage:   "agentfs token create --subject NAME [--scopes read,write]",
-				help: `Creates a bearer token for the subject NAME and prints it alone on one line
+			tokenCreateCommand(),
+			tokenListCommand(),
+			tokenRevokeCommand(),
+		},
+	}
+}
+
+// tokenCreateCommand is agentfs token create: a token shown once, its hash
+// stored.
+func tokenCreateCommand() *command {
+	return &command{
+		name:    "token create",
+		summary: "print a new bearer token alone on one line",
+		usage:   "agentfs token create --subject NAME [--scopes read,write]",
+		help: `Creates a bearer token for the subject NAME and prints it alone on one line
 of stdout; only its SHA-256 is stored, so it cannot be shown again. Scopes:
 read (list and download) and write (everything else).
 
@@ -107,43 +124,49 @@ Examples:
   agentfs token create --subject agent-1
   agentfs token create --subject dashboard --scopes read
 `,
-				footer: serverEnvHelp,
-				flags:  tokenCreateFlags,
-			},
-			{
-				name:    "token list",
-				summary: "list tokens: id, subject, scopes, created_at, revoked_at",
-				usage:   "agentfs token list [--subject NAME]",
-				help: `Lists tokens, oldest first, revoked ones included: id, subject, scopes,
+		footer: serverEnvHelp,
+		flags:  tokenCreateFlags,
+	}
+}
+
+// tokenListCommand is agentfs token list: the tokens, never their secrets.
+func tokenListCommand() *command {
+	return &command{
+		name:    "token list",
+		summary: "list tokens: id, subject, scopes, created_at, revoked_at",
+		usage:   "agentfs token list [--subject NAME]",
+		help: `Lists tokens, oldest first, revoked ones included: id, subject, scopes,
 created_at and revoked_at; never the token or its hash. A table on a
 terminal, a JSON array otherwise. The id is what token revoke takes.
 
 Example:
   agentfs token list --subject agent-1
 `,
-				footer: serverEnvHelp,
-				flags:  tokenListFlags,
-			},
-			{
-				name:    "token revoke",
-				summary: "revoke a token, given itself or its id (tok_...)",
-				usage:   "agentfs token revoke TOKEN_OR_ID",
-				help: `Revokes a token, given the token itself or its id (tok_..., from token
+		footer: serverEnvHelp,
+		flags:  tokenListFlags,
+	}
+}
+
+// tokenRevokeCommand is agentfs token revoke, given the token or its id.
+func tokenRevokeCommand() *command {
+	return &command{
+		name:    "token revoke",
+		summary: "revoke a token, given itself or its id (tok_...)",
+		usage:   "agentfs token revoke TOKEN_OR_ID",
+		help: `Revokes a token, given the token itself or its id (tok_..., from token
 list): it authenticates nothing from then on. Revoking it again is safe.
 
 Example:
   agentfs token revoke tok_01jd8x2m4k9q7v3t5r6w8y0z1a
 `,
-				footer: serverEnvHelp,
-				flags: func(*flag.FlagSet) action {
-					return func(ctx context.Context, p *proc, args []string) error {
-						if len(args) != 1 {
-							return usagef("token revoke needs the token or its id")
-						}
-						return revokeToken(ctx, p, args[0])
-					}
-				},
-			},
+		footer: serverEnvHelp,
+		flags: func(*flag.FlagSet) action {
+			return func(ctx context.Context, p *proc, args []string) error {
+				if len(args) != 1 {
+					return usagef("token revoke needs the token or its id")
+				}
+				return revokeToken(ctx, p, args[0])
+			}
 		},
 	}
 }
@@ -247,6 +270,7 @@ func withStore(ctx context.Context, getenv func(string) string, fn func(*storage
 	return fn(store)
 }
 
+// adminCommand is agentfs admin: operator actions on any subject's files.
 func adminCommand() *command {
 	return &command{
 		name:    "admin",
@@ -260,48 +284,58 @@ Example:
 `,
 		footer: serverEnvHelp,
 		subs: []*command{
-			{
-				name:    "admin block",
-				summary: "block a file: its content and replace answer 451 with the reason",
-				usage:   "agentfs admin block FILE_ID --reason TEXT",
-				help: `Blocks a file: reading its content and replacing it answer
+			adminBlockCommand(),
+			adminUnblockCommand(),
+		},
+	}
+}
+
+// adminBlockCommand is agentfs admin block: a file whose content answers 451.
+func adminBlockCommand() *command {
+	return &command{
+		name:    "admin block",
+		summary: "block a file: its content and replace answer 451 with the reason",
+		usage:   "agentfs admin block FILE_ID --reason TEXT",
+		help: `Blocks a file: reading its content and replacing it answer
 451 CONTENT_BLOCKED with TEXT as the detail, until it is unblocked. Its
 metadata stays readable and shows "blocked": true.
 
 Example:
   agentfs admin block file_0123abcd --reason "reported as malware, under review"
 `,
-				footer: serverEnvHelp,
-				flags: func(fs *flag.FlagSet) action {
-					reason := fs.String("reason", "", "why the file is blocked: `TEXT` shown to callers (required)")
-					return func(ctx context.Context, p *proc, args []string) error {
-						if len(args) != 1 || strings.TrimSpace(*reason) == "" {
-							return usagef("admin block needs a FILE_ID and --reason")
-						}
-						return blockFile(ctx, p, args[0], true, *reason)
-					}
-				},
-			},
-			{
-				name:    "admin unblock",
-				summary: "lift the block of a file",
-				usage:   "agentfs admin unblock FILE_ID",
-				help: `Lifts the block of a file: its content and replace work again. Unblocking a
+		footer: serverEnvHelp,
+		flags: func(fs *flag.FlagSet) action {
+			reason := fs.String("reason", "", "why the file is blocked: `TEXT` shown to callers (required)")
+			return func(ctx context.Context, p *proc, args []string) error {
+				if len(args) != 1 || strings.TrimSpace(*reason) == "" {
+					return usagef("admin block needs a FILE_ID and --reason")
+				}
+				return blockFile(ctx, p, args[0], true, *reason)
+			}
+		},
+	}
+}
+
+// adminUnblockCommand is agentfs admin unblock: lifting a block.
+func adminUnblockCommand() *command {
+	return &command{
+		name:    "admin unblock",
+		summary: "lift the block of a file",
+		usage:   "agentfs admin unblock FILE_ID",
+		help: `Lifts the block of a file: its content and replace work again. Unblocking a
 file that is not blocked changes nothing.
 
 Example:
   agentfs admin unblock file_0123abcd
 `,
-				footer: serverEnvHelp,
-				flags: func(*flag.FlagSet) action {
-					return func(ctx context.Context, p *proc, args []string) error {
-						if len(args) != 1 {
-							return usagef("admin unblock needs a FILE_ID")
-						}
-						return blockFile(ctx, p, args[0], false, "")
-					}
-				},
-			},
+		footer: serverEnvHelp,
+		flags: func(*flag.FlagSet) action {
+			return func(ctx context.Context, p *proc, args []string) error {
+				if len(args) != 1 {
+					return usagef("admin unblock needs a FILE_ID")
+				}
+				return blockFile(ctx, p, args[0], false, "")
+			}
 		},
 	}
 }

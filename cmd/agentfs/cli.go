@@ -82,117 +82,14 @@ func notAnID(err error, verb, arg string) error {
 // package client, so they retry exactly as the SDK does.
 func clientCommands() []*command {
 	verbs := []*command{
-		clientCommand(command{
-			name:    "put",
-			summary: "upload a file (through an upload session from 64 MiB on)",
-			usage:   "agentfs put LOCAL REMOTE_PATH [--replace] [--content-type TYPE] [--if-match ETAG] [--key KEY] [--threshold SIZE] [--expires-in DURATION]",
-			help: `Uploads the local file LOCAL (or - for stdin) to REMOTE_PATH and prints the
-file. Without --replace a live file at REMOTE_PATH is 409 PATH_EXISTS; with
-it that file is replaced and keeps its id and url. The upload is retried
-with one Idempotency-Key (--key to choose it, so that running the same
-command again replays instead of writing twice). Stdin is sent once.
-A file of --threshold or more (default 64MiB), or one the server finds too
-large for one request, goes through a resumable upload session, as with
-agentfs upload. On a terminal, a file of 1 MiB or more shows its progress
-on stderr. Interrupted (Ctrl-C), put says what the server kept and how to
-finish. --expires-in makes the file expire (count as deleted) that long
-after the upload, 60s to 365d (90m, 24h, 7d); agentfs expire changes it.
-
-Example:
-  agentfs put ./summary.md reports/summary.md --replace
-`}, false, putFlags),
-		clientCommand(command{
-			name:    "upload",
-			summary: "upload a large file in parallel parts, resumable",
-			usage:   "agentfs upload LOCAL REMOTE_PATH [--replace] [--parallel N] [--content-type TYPE] [--if-match ETAG] [--sha256 HEX] [--expires-in DURATION]",
-			help: `Uploads the local file LOCAL to REMOTE_PATH through an upload session and
-prints the file: its SHA-256 is computed first ("hashing"), then the server
-chooses the part size and --parallel parts are sent at once ("uploading"),
-each retried whole. An interrupted upload is resumed by running the same
-command again: the live session comes back and only the parts it lacks are
-sent. On a terminal, a file of 1 MiB or more shows its progress on stderr.
-agentfs uploads --status pending lists the sessions left to resume.
-
-Example:
-  agentfs upload ./train.parquet datasets/train.parquet --replace --parallel 8
-`}, false, uploadFlags),
-		clientCommand(command{
-			name:    "batch",
-			summary: "run many operations as one durable batch; batch cancel ID stops one",
-			usage: `agentfs batch FILE.json [--wait] [--key KEY]
-agentfs batch cancel BATCH_ID`,
-			subs: []*command{batchCancelCommand()},
-			help: `Admits the operations in FILE.json (or - for stdin) as one batch and prints
-the batch as JSON. FILE.json holds {"operations":[...]}, each one of
-  {"op":"put","path":P,"content":C,"encoding":"utf8"|"base64","content_type":T,"if_exists":"error"|"replace","idempotency_key":K,"expires_in":SECONDS}
-  {"op":"delete","file_id":ID}   {"op":"restore","file_id":ID}
-  {"op":"copy","file_id":ID,"path":P,"if_exists":"error"|"replace"}
-The whole batch is validated first; then its items run in order in the
-background. --wait waits until every item has run; the command then exits 1
-if any failed, after printing each failed item's code on stderr. The batch
-is sent with one Idempotency-Key (--key to choose it: the same command with
-the same key returns the same batch instead of running it twice).
-
-agentfs batches lists batches; agentfs batch cancel BATCH_ID cancels the
-items of one that have not run yet.
-
-Example:
-  agentfs batch ops.json --wait --key nightly-2025-01-02
-`}, false, batchFlags),
-		clientCommand(command{
-			name:    "get",
-			summary: "download a file by id or by path (stdout without LOCAL)",
-			usage: `agentfs get ID [LOCAL]
-agentfs get --path REMOTE_PATH [LOCAL]`,
-			help: `Downloads a live file's content to LOCAL (a file or a directory), or to
-stdout without LOCAL or with -. Written to LOCAL, the content's SHA-256 is
-checked before the file appears, and the file's metadata is printed.
-
-Examples:
-  agentfs get file_01jd8x2m4k9q7v3t5r6w8y0z1a ./summary.md
-  agentfs get --path reports/summary.md > summary.md
-`}, false, getFlags),
-		clientCommand(command{
-			name:    "ls",
-			summary: "list files, newest first",
-			usage:   "agentfs ls [--run RUN_ID] [--agent AGENT_ID] [--prefix PREFIX] [--path PATH] [--deleted] [--limit N]",
-			help: `Lists files, newest first, through every page: a JSON array when stdout is
-not a terminal, a table on one. --run and --agent match the X-Run-ID and
-X-Agent-ID of the request that created each file.
-
-Example:
-  agentfs ls --run run-1 --prefix reports/
-`}, false, lsFlags),
-		clientCommand(command{
-			name:    "rm",
-			summary: "delete a file (restorable until its purge_after)",
-			usage:   "agentfs rm ID [--if-match ETAG] [--key KEY]",
-			help: `Deletes a file (soft: it can be restored until its purge_after) and prints
-it. Deleting a deleted file again is safe.
-
-Example:
-  agentfs rm file_01jd8x2m4k9q7v3t5r6w8y0z1a
-`}, false, rmFlags),
-		clientCommand(command{
-			name:    "restore",
-			summary: "undo a delete",
-			usage:   "agentfs restore ID [--key KEY]",
-			help: `Undoes a delete and prints the file. 409 PATH_EXISTS means another live
-file took its path meanwhile.
-
-Example:
-  agentfs restore file_01jd8x2m4k9q7v3t5r6w8y0z1a
-`}, false, restoreFlags),
-		clientCommand(command{
-			name:    "protocol",
-			summary: "show the server's retry and idempotency rules (no token needed)",
-			usage:   "agentfs protocol",
-			help: `Prints what the server guarantees: its idempotency rules, retry policy and
-limits (GET /v1/protocol). It needs no AGENTFS_TOKEN.
-
-Example:
-  agentfs protocol
-`}, true, protocolFlags),
+		putCommand(),
+		uploadCommand(),
+		batchCommand(),
+		getCommand(),
+		lsCommand(),
+		rmCommand(),
+		restoreCommand(),
+		protocolCommand(),
 	}
 	return append(verbs, append(historyCommands(), ledgerCommands()...)...)
 }
@@ -466,6 +363,30 @@ func cmpOr(a, b string) string {
 	return b
 }
 
+// putCommand is agentfs put: one file up, through an upload session when it
+// is large, retried under one Idempotency-Key.
+func putCommand() *command {
+	return clientCommand(command{
+		name:    "put",
+		summary: "upload a file (through an upload session from 64 MiB on)",
+		usage:   "agentfs put LOCAL REMOTE_PATH [--replace] [--content-type TYPE] [--if-match ETAG] [--key KEY] [--threshold SIZE] [--expires-in DURATION]",
+		help: `Uploads the local file LOCAL (or - for stdin) to REMOTE_PATH and prints the
+file. Without --replace a live file at REMOTE_PATH is 409 PATH_EXISTS; with
+it that file is replaced and keeps its id and url. The upload is retried
+with one Idempotency-Key (--key to choose it, so that running the same
+command again replays instead of writing twice). Stdin is sent once.
+A file of --threshold or more (default 64MiB), or one the server finds too
+large for one request, goes through a resumable upload session, as with
+agentfs upload. On a terminal, a file of 1 MiB or more shows its progress
+on stderr. Interrupted (Ctrl-C), put says what the server kept and how to
+finish. --expires-in makes the file expire (count as deleted) that long
+after the upload, 60s to 365d (90m, 24h, 7d); agentfs expire changes it.
+
+Example:
+  agentfs put ./summary.md reports/summary.md --replace
+`}, false, putFlags)
+}
+
 func putFlags(fs *flag.FlagSet) verbFunc {
 	replace := fs.Bool("replace", false, "replace the live file at REMOTE_PATH (keeps its id and url)")
 	contentType := fs.String("content-type", "", "the file's media `TYPE` (default: from LOCAL's extension)")
@@ -599,6 +520,24 @@ func (t *transfer) failed(err error) error {
 	return withNext(err, "nothing was stored (the file was not sent whole): run the same command again")
 }
 
+// getCommand is agentfs get: a file's content by id or by path, verified
+// before it appears.
+func getCommand() *command {
+	return clientCommand(command{
+		name:    "get",
+		summary: "download a file by id or by path (stdout without LOCAL)",
+		usage: `agentfs get ID [LOCAL]
+agentfs get --path REMOTE_PATH [LOCAL]`,
+		help: `Downloads a live file's content to LOCAL (a file or a directory), or to
+stdout without LOCAL or with -. Written to LOCAL, the content's SHA-256 is
+checked before the file appears, and the file's metadata is printed.
+
+Examples:
+  agentfs get file_01jd8x2m4k9q7v3t5r6w8y0z1a ./summary.md
+  agentfs get --path reports/summary.md > summary.md
+`}, false, getFlags)
+}
+
 func getFlags(fs *flag.FlagSet) verbFunc {
 	byPath := fs.String("path", "", "download the live file at this `REMOTE_PATH` instead of by ID")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
@@ -696,6 +635,21 @@ func download(content *client.Content, local string, f *client.File) (string, in
 	return local, n, nil
 }
 
+// lsCommand is agentfs ls: the files, newest first, through every page.
+func lsCommand() *command {
+	return clientCommand(command{
+		name:    "ls",
+		summary: "list files, newest first",
+		usage:   "agentfs ls [--run RUN_ID] [--agent AGENT_ID] [--prefix PREFIX] [--path PATH] [--deleted] [--limit N]",
+		help: `Lists files, newest first, through every page: a JSON array when stdout is
+not a terminal, a table on one. --run and --agent match the X-Run-ID and
+X-Agent-ID of the request that created each file.
+
+Example:
+  agentfs ls --run run-1 --prefix reports/
+`}, false, lsFlags)
+}
+
 func lsFlags(fs *flag.FlagSet) verbFunc {
 	var opts client.ListOptions
 	fs.StringVar(&opts.RunID, "run", "", "only files created with this X-Run-ID (`RUN_ID`)")
@@ -721,6 +675,20 @@ func lsFlags(fs *flag.FlagSet) verbFunc {
 	}
 }
 
+// rmCommand is agentfs rm: a soft delete, restorable until the purge.
+func rmCommand() *command {
+	return clientCommand(command{
+		name:    "rm",
+		summary: "delete a file (restorable until its purge_after)",
+		usage:   "agentfs rm ID [--if-match ETAG] [--key KEY]",
+		help: `Deletes a file (soft: it can be restored until its purge_after) and prints
+it. Deleting a deleted file again is safe.
+
+Example:
+  agentfs rm file_01jd8x2m4k9q7v3t5r6w8y0z1a
+`}, false, rmFlags)
+}
+
 func rmFlags(fs *flag.FlagSet) verbFunc {
 	ifMatch := fs.String("if-match", "", "delete only while the file has this `ETAG`")
 	key := fs.String("key", "", "the Idempotency-Key of this delete, a `KEY` (default: a new random one)")
@@ -740,6 +708,20 @@ func rmFlags(fs *flag.FlagSet) verbFunc {
 	}
 }
 
+// restoreCommand is agentfs restore: undoing a delete.
+func restoreCommand() *command {
+	return clientCommand(command{
+		name:    "restore",
+		summary: "undo a delete",
+		usage:   "agentfs restore ID [--key KEY]",
+		help: `Undoes a delete and prints the file. 409 PATH_EXISTS means another live
+file took its path meanwhile.
+
+Example:
+  agentfs restore file_01jd8x2m4k9q7v3t5r6w8y0z1a
+`}, false, restoreFlags)
+}
+
 func restoreFlags(fs *flag.FlagSet) verbFunc {
 	key := fs.String("key", "", "the Idempotency-Key of this restore, a `KEY` (default: a new random one)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
@@ -752,6 +734,20 @@ func restoreFlags(fs *flag.FlagSet) verbFunc {
 		}
 		return cli.printFile(f, fmt.Sprintf("restored %s  %s", f.ID, f.Path))
 	}
+}
+
+// protocolCommand is agentfs protocol: the server's rules, without a token.
+func protocolCommand() *command {
+	return clientCommand(command{
+		name:    "protocol",
+		summary: "show the server's retry and idempotency rules (no token needed)",
+		usage:   "agentfs protocol",
+		help: `Prints what the server guarantees: its idempotency rules, retry policy and
+limits (GET /v1/protocol). It needs no AGENTFS_TOKEN.
+
+Example:
+  agentfs protocol
+`}, true, protocolFlags)
 }
 
 func protocolFlags(*flag.FlagSet) verbFunc {

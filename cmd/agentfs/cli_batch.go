@@ -12,6 +12,33 @@ import (
 	"github.com/agentfs/agentfs/client"
 )
 
+// batchCommand is agentfs batch FILE.json, with batch cancel beside it.
+func batchCommand() *command {
+	return clientCommand(command{
+		name:    "batch",
+		summary: "run many operations as one durable batch; batch cancel ID stops one",
+		usage: `agentfs batch FILE.json [--wait] [--key KEY]
+agentfs batch cancel BATCH_ID`,
+		subs: []*command{batchCancelCommand()},
+		help: `Admits the operations in FILE.json (or - for stdin) as one batch and prints
+the batch as JSON. FILE.json holds {"operations":[...]}, each one of
+  {"op":"put","path":P,"content":C,"encoding":"utf8"|"base64","content_type":T,"if_exists":"error"|"replace","idempotency_key":K,"expires_in":SECONDS}
+  {"op":"delete","file_id":ID}   {"op":"restore","file_id":ID}
+  {"op":"copy","file_id":ID,"path":P,"if_exists":"error"|"replace"}
+The whole batch is validated first; then its items run in order in the
+background. --wait waits until every item has run; the command then exits 1
+if any failed, after printing each failed item's code on stderr. The batch
+is sent with one Idempotency-Key (--key to choose it: the same command with
+the same key returns the same batch instead of running it twice).
+
+agentfs batches lists batches; agentfs batch cancel BATCH_ID cancels the
+items of one that have not run yet.
+
+Example:
+  agentfs batch ops.json --wait --key nightly-2025-01-02
+`}, false, batchFlags)
+}
+
 func batchFlags(fs *flag.FlagSet) verbFunc {
 	wait := fs.Bool("wait", false, "wait until every item has run; exit 1 if any failed")
 	key := fs.String("key", "", "the Idempotency-Key of this batch, a `KEY` (default: a new random one)")

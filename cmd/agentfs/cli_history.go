@@ -18,11 +18,21 @@ import (
 // (file history and lifecycle).
 func historyCommands() []*command {
 	return []*command{
-		clientCommand(command{
-			name:    "versions",
-			summary: "list a file's versions, newest first",
-			usage:   "agentfs versions ID [--limit N]",
-			help: `Lists the versions of a file, newest first, through every page: a table on a
+		versionsCommand(),
+		revertCommand(),
+		mvCommand(),
+		shareCommand(),
+		expireCommand(),
+	}
+}
+
+// versionsCommand is agentfs versions: a file's versions, newest first.
+func versionsCommand() *command {
+	return clientCommand(command{
+		name:    "versions",
+		summary: "list a file's versions, newest first",
+		usage:   "agentfs versions ID [--limit N]",
+		help: `Lists the versions of a file, newest first, through every page: a table on a
 terminal, a JSON array otherwise (as ls prints files). Every write that
 changed the bytes or the content type made one; the current one is marked.
 The versions of a deleted file stay listed until it is purged. agentfs get
@@ -30,62 +40,7 @@ reads the current content; agentfs revert brings an old version back.
 
 Example:
   agentfs versions file_01jd8x2m4k9q7v3t5r6w8y0z1a
-`}, false, versionsFlags),
-		clientCommand(command{
-			name:    "revert",
-			summary: "make an old version the current content, as a new version",
-			usage:   "agentfs revert ID N [--if-match ETAG] [--key KEY]",
-			help: `Makes version N of a file its current content again, as a new version (no
-bytes are copied), and prints the file. Reverting to the content the file
-already has changes nothing. With --if-match, only while the current
-content has that etag, so a write made meanwhile is not undone unseen.
-A deleted file must be restored first (agentfs restore ID).
-
-Example:
-  agentfs revert file_01jd8x2m4k9q7v3t5r6w8y0z1a 2
-`}, false, revertFlags),
-		clientCommand(command{
-			name:    "mv",
-			summary: "give a file another path (keeps its id, url and history)",
-			usage:   "agentfs mv ID NEWPATH [--replace] [--if-match ETAG] [--key KEY]",
-			help: `Moves a file to NEWPATH and prints it: it keeps its id, url, version and
-history, and no bytes are copied. Without --replace a live file at NEWPATH
-is 409 PATH_EXISTS; with it that file is deleted (restorable, history kept)
-in the same step.
-
-Example:
-  agentfs mv file_01jd8x2m4k9q7v3t5r6w8y0z1a notes/final.md
-`}, false, mvFlags),
-		clientCommand(command{
-			name:    "share",
-			summary: "print a share link to a file, for someone without a token",
-			usage:   "agentfs share ID [--expires-in DURATION] [--version N] [--json] [--key KEY]",
-			help: `Creates a share link to a file and prints its URL, which serves the content
-without a token until the link expires (--expires-in, 1m to 7d, default 1h)
-or is revoked. The URL is shown only now: keep it. --version N shares that
-version; without it the link serves whatever the content is when opened.
---json prints the whole link instead, with its id (lnk_...), which
-DELETE /v1/links/{id} revokes.
-
-Example:
-  agentfs share file_01jd8x2m4k9q7v3t5r6w8y0z1a --expires-in 24h
-`}, false, shareFlags),
-		clientCommand(command{
-			name:    "expire",
-			summary: "make a file expire after a while, or never",
-			usage: `agentfs expire ID DURATION [--if-match ETAG] [--key KEY]
-agentfs expire ID --never`,
-			help: `Makes a file expire DURATION from now (60s to 365d: 90m, 24h, 7d, 1d12h, or
-seconds), or never with --never, and prints it. From then on the file counts
-as deleted (its content is gone from reads and listings, its path is free),
-and it can be restored until it is purged. agentfs rm deletes it now;
-put --expires-in sets an expiry at upload.
-
-Examples:
-  agentfs expire file_01jd8x2m4k9q7v3t5r6w8y0z1a 7d
-  agentfs expire file_01jd8x2m4k9q7v3t5r6w8y0z1a --never
-`}, false, expireFlags),
-	}
+`}, false, versionsFlags)
 }
 
 func versionsFlags(fs *flag.FlagSet) verbFunc {
@@ -169,6 +124,23 @@ func deref(s *string) string {
 	return *s
 }
 
+// revertCommand is agentfs revert: an old version back, as a new one.
+func revertCommand() *command {
+	return clientCommand(command{
+		name:    "revert",
+		summary: "make an old version the current content, as a new version",
+		usage:   "agentfs revert ID N [--if-match ETAG] [--key KEY]",
+		help: `Makes version N of a file its current content again, as a new version (no
+bytes are copied), and prints the file. Reverting to the content the file
+already has changes nothing. With --if-match, only while the current
+content has that etag, so a write made meanwhile is not undone unseen.
+A deleted file must be restored first (agentfs restore ID).
+
+Example:
+  agentfs revert file_01jd8x2m4k9q7v3t5r6w8y0z1a 2
+`}, false, revertFlags)
+}
+
 func revertFlags(fs *flag.FlagSet) verbFunc {
 	ifMatch := fs.String("if-match", "", "revert only while the current content has this `ETAG`")
 	key := fs.String("key", "", "the Idempotency-Key of this revert, a `KEY` (default: a new random one)")
@@ -194,6 +166,22 @@ func revertFlags(fs *flag.FlagSet) verbFunc {
 	}
 }
 
+// mvCommand is agentfs mv: another path for a file, which keeps its id.
+func mvCommand() *command {
+	return clientCommand(command{
+		name:    "mv",
+		summary: "give a file another path (keeps its id, url and history)",
+		usage:   "agentfs mv ID NEWPATH [--replace] [--if-match ETAG] [--key KEY]",
+		help: `Moves a file to NEWPATH and prints it: it keeps its id, url, version and
+history, and no bytes are copied. Without --replace a live file at NEWPATH
+is 409 PATH_EXISTS; with it that file is deleted (restorable, history kept)
+in the same step.
+
+Example:
+  agentfs mv file_01jd8x2m4k9q7v3t5r6w8y0z1a notes/final.md
+`}, false, mvFlags)
+}
+
 func mvFlags(fs *flag.FlagSet) verbFunc {
 	replace := fs.Bool("replace", false, "delete a live file at NEWPATH (restorable) instead of failing")
 	ifMatch := fs.String("if-match", "", "move only while the file has this `ETAG`")
@@ -213,6 +201,24 @@ func mvFlags(fs *flag.FlagSet) verbFunc {
 		}
 		return cli.printFile(f, fmt.Sprintf("%s  moved to %s", f.ID, f.Path))
 	}
+}
+
+// shareCommand is agentfs share: a link for someone without a token.
+func shareCommand() *command {
+	return clientCommand(command{
+		name:    "share",
+		summary: "print a share link to a file, for someone without a token",
+		usage:   "agentfs share ID [--expires-in DURATION] [--version N] [--json] [--key KEY]",
+		help: `Creates a share link to a file and prints its URL, which serves the content
+without a token until the link expires (--expires-in, 1m to 7d, default 1h)
+or is revoked. The URL is shown only now: keep it. --version N shares that
+version; without it the link serves whatever the content is when opened.
+--json prints the whole link instead, with its id (lnk_...), which
+DELETE /v1/links/{id} revokes.
+
+Example:
+  agentfs share file_01jd8x2m4k9q7v3t5r6w8y0z1a --expires-in 24h
+`}, false, shareFlags)
 }
 
 func shareFlags(fs *flag.FlagSet) verbFunc {
@@ -244,6 +250,25 @@ func shareFlags(fs *flag.FlagSet) verbFunc {
 		_, err = fmt.Fprintln(cli.stdout, *l.URL)
 		return err
 	}
+}
+
+// expireCommand is agentfs expire: an expiry set from now, or removed.
+func expireCommand() *command {
+	return clientCommand(command{
+		name:    "expire",
+		summary: "make a file expire after a while, or never",
+		usage: `agentfs expire ID DURATION [--if-match ETAG] [--key KEY]
+agentfs expire ID --never`,
+		help: `Makes a file expire DURATION from now (60s to 365d: 90m, 24h, 7d, 1d12h, or
+seconds), or never with --never, and prints it. From then on the file counts
+as deleted (its content is gone from reads and listings, its path is free),
+and it can be restored until it is purged. agentfs rm deletes it now;
+put --expires-in sets an expiry at upload.
+
+Examples:
+  agentfs expire file_01jd8x2m4k9q7v3t5r6w8y0z1a 7d
+  agentfs expire file_01jd8x2m4k9q7v3t5r6w8y0z1a --never
+`}, false, expireFlags)
 }
 
 func expireFlags(fs *flag.FlagSet) verbFunc {

@@ -16,52 +16,9 @@ import (
 // batches, the event feed and runs (lifecycle and the run ledger).
 func ledgerCommands() []*command {
 	return []*command{
-		clientCommand(command{
-			name:    "uploads",
-			summary: "list upload sessions, newest first (pending ones can be resumed)",
-			usage:   "agentfs uploads [--status STATUS] [--path PATH] [--limit N]",
-			help: `Lists upload sessions, newest first: a table on a terminal, a JSON array
-otherwise. A pending session is what an interrupted agentfs upload left: the
-same upload command again resumes it and sends only the parts it lacks.
-STATUS is pending, completing, completed, aborted, expired or failed.
-
-Example:
-  agentfs uploads --status pending
-`}, false, uploadsFlags),
-		clientCommand(command{
-			name:    "batches",
-			summary: "list batches with their counts, newest first",
-			usage:   "agentfs batches [--status STATUS] [--limit N]",
-			help: `Lists batches, newest first, with their counts but not their items: a table
-on a terminal, a JSON array otherwise. STATUS is queued, running, succeeded,
-partially_succeeded, failed or canceled. agentfs batch cancel ID stops one.
-
-Example:
-  agentfs batches --status running
-`}, false, batchesFlags),
-		clientCommand(command{
-			name:    "events",
-			summary: "print the event feed as JSON lines; --follow waits for more",
-			usage:   "agentfs events [--run RUN_ID] [--agent AGENT_ID] [--type TYPES] [--file ID] [--prefix PREFIX] [--after CURSOR|now] [--follow]",
-			help: `Prints the events of your files, oldest first, one JSON object a line on
-stdout: every create, replace, delete, restore, move, revert, expiry and
-purge, with the run and agent that caused it. Without --after it starts at
-the oldest event kept; --after now starts at the end, with exactly what
-happens from now on. TYPES is a
-comma-separated list of file.created, file.replaced, file.deleted,
-file.restored, file.moved, file.reverted, file.expired and file.purged.
-
-Without --follow it prints what there is, then the cursor to go on from on
-stderr. With --follow it waits for new events and prints them as they
-happen, forever: a dropped connection or a restarting server is waited out
-and the feed resumed from the last cursor, so nothing is missed or printed
-twice. Ctrl-C stops it and prints, on stderr, the command that resumes
-where it stopped (--after CURSOR).
-
-Examples:
-  agentfs events --run run-1
-  agentfs events --after now --follow --type file.created,file.replaced
-`}, false, eventsFlags),
+		uploadsCommand(),
+		batchesCommand(),
+		eventsCommand(),
 		runCommand(),
 	}
 }
@@ -82,6 +39,23 @@ Example:
 `}, false, batchCancelFlags)
 }
 
+// uploadsCommand is agentfs uploads: the upload sessions, the pending ones
+// being what an interrupted upload left to resume.
+func uploadsCommand() *command {
+	return clientCommand(command{
+		name:    "uploads",
+		summary: "list upload sessions, newest first (pending ones can be resumed)",
+		usage:   "agentfs uploads [--status STATUS] [--path PATH] [--limit N]",
+		help: `Lists upload sessions, newest first: a table on a terminal, a JSON array
+otherwise. A pending session is what an interrupted agentfs upload left: the
+same upload command again resumes it and sends only the parts it lacks.
+STATUS is pending, completing, completed, aborted, expired or failed.
+
+Example:
+  agentfs uploads --status pending
+`}, false, uploadsFlags)
+}
+
 func uploadsFlags(fs *flag.FlagSet) verbFunc {
 	var opts client.UploadListOptions
 	fs.StringVar(&opts.Status, "status", "", "only sessions in this `STATUS`")
@@ -99,6 +73,21 @@ func uploadsFlags(fs *flag.FlagSet) verbFunc {
 		})
 		return listAll(cli.client.AllUploads(ctx, opts), *limit, out)
 	}
+}
+
+// batchesCommand is agentfs batches: the batches with their counts.
+func batchesCommand() *command {
+	return clientCommand(command{
+		name:    "batches",
+		summary: "list batches with their counts, newest first",
+		usage:   "agentfs batches [--status STATUS] [--limit N]",
+		help: `Lists batches, newest first, with their counts but not their items: a table
+on a terminal, a JSON array otherwise. STATUS is queued, running, succeeded,
+partially_succeeded, failed or canceled. agentfs batch cancel ID stops one.
+
+Example:
+  agentfs batches --status running
+`}, false, batchesFlags)
 }
 
 func batchesFlags(fs *flag.FlagSet) verbFunc {
@@ -166,6 +155,34 @@ func batchCancelFlags(fs *flag.FlagSet) verbFunc {
 type eventFilter struct {
 	run, agent, types, file, prefix, after string
 	follow                                 bool
+}
+
+// eventsCommand is agentfs events: the event feed as JSON lines, followed
+// across reconnects with --follow.
+func eventsCommand() *command {
+	return clientCommand(command{
+		name:    "events",
+		summary: "print the event feed as JSON lines; --follow waits for more",
+		usage:   "agentfs events [--run RUN_ID] [--agent AGENT_ID] [--type TYPES] [--file ID] [--prefix PREFIX] [--after CURSOR|now] [--follow]",
+		help: `Prints the events of your files, oldest first, one JSON object a line on
+stdout: every create, replace, delete, restore, move, revert, expiry and
+purge, with the run and agent that caused it. Without --after it starts at
+the oldest event kept; --after now starts at the end, with exactly what
+happens from now on. TYPES is a
+comma-separated list of file.created, file.replaced, file.deleted,
+file.restored, file.moved, file.reverted, file.expired and file.purged.
+
+Without --follow it prints what there is, then the cursor to go on from on
+stderr. With --follow it waits for new events and prints them as they
+happen, forever: a dropped connection or a restarting server is waited out
+and the feed resumed from the last cursor, so nothing is missed or printed
+twice. Ctrl-C stops it and prints, on stderr, the command that resumes
+where it stopped (--after CURSOR).
+
+Examples:
+  agentfs events --run run-1
+  agentfs events --after now --follow --type file.created,file.replaced
+`}, false, eventsFlags)
 }
 
 func eventsFlags(fs *flag.FlagSet) verbFunc {

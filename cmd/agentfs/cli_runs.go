@@ -33,11 +33,20 @@ Examples:
   agentfs run revert run-1 --wait
 `,
 		subs: []*command{
-			clientCommand(command{
-				name:    "run show",
-				summary: "a run's counts, bytes written and live files",
-				usage:   "agentfs run show RUN_ID",
-				help: `Prints the summary of a run as JSON (indented on a terminal): the agents it
+			runShowCommand(),
+			runArchiveCommand(),
+			runRevertCommand(),
+		},
+	}
+}
+
+// runShowCommand is agentfs run show: a run's summary.
+func runShowCommand() *command {
+	return clientCommand(command{
+		name:    "run show",
+		summary: "a run's counts, bytes written and live files",
+		usage:   "agentfs run show RUN_ID",
+		help: `Prints the summary of a run as JSON (indented on a terminal): the agents it
 ran as, when it first and last wrote, its creates, replaces, deletes,
 restores, moves and reverts, the bytes it wrote, and how many files it
 created or last wrote are live now. agentfs ls --run RUN_ID lists the files
@@ -45,53 +54,7 @@ it created; agentfs events --run RUN_ID what it did, one event a line.
 
 Example:
   agentfs run show run-1
-`}, false, runShowFlags),
-			clientCommand(command{
-				name:    "run archive",
-				summary: "download the run's live files as one zip or tar",
-				usage:   "agentfs run archive RUN_ID [OUT] [--format zip|tar]",
-				help: `Downloads, as one archive, every file the run created or last wrote that is
-live now, each entry named by its path and holding one whole version.
-OUT is a file, or a directory to put the server's name for it in
-(run-RUN_ID.zip); the archive appears there only once it is whole, and a
-failed download leaves nothing. Without OUT, or with -, the archive goes to
-stdout, which must not be a terminal (redirect it, or pipe it to unzip or
-tar). --format is zip (stored, not compressed) or tar; without it, an OUT
-ending in .tar gets a tar and anything else a zip. On a terminal, an
-archive of 1 MiB or more shows the bytes received and the rate on stderr.
-
-Examples:
-  agentfs run archive run-1 run-1.zip
-  agentfs run archive run-1 --format tar | tar -tvf -
-`}, false, runArchiveFlags),
-			clientCommand(command{
-				name:    "run revert",
-				summary: "undo what the run did, as a batch",
-				usage:   "agentfs run revert RUN_ID [--force] [--wait] [--key KEY]",
-				help: `Undoes what the run did and prints the batch that does it, one undo item per
-file, the most recently changed first: a file it created is deleted, one it
-replaced or reverted gets back the version it had before the run, one it
-deleted is restored, one it moved goes back. Nothing is lost: the undone
-content stays in each file's versions, and a deleted file can be restored.
-The revert's own changes carry AGENTFS_RUN_ID, so a revert can be reverted
-in turn (agentfs run revert THAT_RUN_ID).
-
-A file another run changed after this one is left as it is: its item fails
-with 409 CHANGED_SINCE_RUN. --force undoes it anyway, the later change
-included.
-
-The batch is printed as JSON, or as one line on a terminal. It runs in the
-background: --wait waits until every item has run, prints each item's
-outcome on stderr, and exits 1 if any failed. The revert
-is sent with one Idempotency-Key (--key to choose it): the same command with
-the same key prints the same batch instead of reverting twice.
-
-Examples:
-  agentfs run revert run-1 --wait
-  agentfs run revert run-1 --force --wait --key undo-run-1
-`}, false, runRevertFlags),
-		},
-	}
+`}, false, runShowFlags)
 }
 
 func runShowFlags(*flag.FlagSet) verbFunc {
@@ -139,6 +102,29 @@ type archiveResult struct {
 	Format    string `json:"format"`
 	Path      string `json:"path"`
 	SizeBytes int64  `json:"size_bytes"`
+}
+
+// runArchiveCommand is agentfs run archive: a run's live files as one zip
+// or tar.
+func runArchiveCommand() *command {
+	return clientCommand(command{
+		name:    "run archive",
+		summary: "download the run's live files as one zip or tar",
+		usage:   "agentfs run archive RUN_ID [OUT] [--format zip|tar]",
+		help: `Downloads, as one archive, every file the run created or last wrote that is
+live now, each entry named by its path and holding one whole version.
+OUT is a file, or a directory to put the server's name for it in
+(run-RUN_ID.zip); the archive appears there only once it is whole, and a
+failed download leaves nothing. Without OUT, or with -, the archive goes to
+stdout, which must not be a terminal (redirect it, or pipe it to unzip or
+tar). --format is zip (stored, not compressed) or tar; without it, an OUT
+ending in .tar gets a tar and anything else a zip. On a terminal, an
+archive of 1 MiB or more shows the bytes received and the rate on stderr.
+
+Examples:
+  agentfs run archive run-1 run-1.zip
+  agentfs run archive run-1 --format tar | tar -tvf -
+`}, false, runArchiveFlags)
 }
 
 func runArchiveFlags(fs *flag.FlagSet) verbFunc {
@@ -278,6 +264,36 @@ func (rv runRevert) command() string {
 		words = append(words, "--key", shellQuote(rv.key))
 	}
 	return strings.Join(append(words, "--wait"), " ")
+}
+
+// runRevertCommand is agentfs run revert: undoing a run, as a batch.
+func runRevertCommand() *command {
+	return clientCommand(command{
+		name:    "run revert",
+		summary: "undo what the run did, as a batch",
+		usage:   "agentfs run revert RUN_ID [--force] [--wait] [--key KEY]",
+		help: `Undoes what the run did and prints the batch that does it, one undo item per
+file, the most recently changed first: a file it created is deleted, one it
+replaced or reverted gets back the version it had before the run, one it
+deleted is restored, one it moved goes back. Nothing is lost: the undone
+content stays in each file's versions, and a deleted file can be restored.
+The revert's own changes carry AGENTFS_RUN_ID, so a revert can be reverted
+in turn (agentfs run revert THAT_RUN_ID).
+
+A file another run changed after this one is left as it is: its item fails
+with 409 CHANGED_SINCE_RUN. --force undoes it anyway, the later change
+included.
+
+The batch is printed as JSON, or as one line on a terminal. It runs in the
+background: --wait waits until every item has run, prints each item's
+outcome on stderr, and exits 1 if any failed. The revert
+is sent with one Idempotency-Key (--key to choose it): the same command with
+the same key prints the same batch instead of reverting twice.
+
+Examples:
+  agentfs run revert run-1 --wait
+  agentfs run revert run-1 --force --wait --key undo-run-1
+`}, false, runRevertFlags)
 }
 
 func runRevertFlags(fs *flag.FlagSet) verbFunc {

@@ -16,6 +16,26 @@ import (
 	"github.com/agentfs/agentfs/client"
 )
 
+// uploadCommand is agentfs upload: a large file in parallel parts, resumed
+// by running the same command again.
+func uploadCommand() *command {
+	return clientCommand(command{
+		name:    "upload",
+		summary: "upload a large file in parallel parts, resumable",
+		usage:   "agentfs upload LOCAL REMOTE_PATH [--replace] [--parallel N] [--content-type TYPE] [--if-match ETAG] [--sha256 HEX] [--expires-in DURATION]",
+		help: `Uploads the local file LOCAL to REMOTE_PATH through an upload session and
+prints the file: its SHA-256 is computed first ("hashing"), then the server
+chooses the part size and --parallel parts are sent at once ("uploading"),
+each retried whole. An interrupted upload is resumed by running the same
+command again: the live session comes back and only the parts it lacks are
+sent. On a terminal, a file of 1 MiB or more shows its progress on stderr.
+agentfs uploads --status pending lists the sessions left to resume.
+
+Example:
+  agentfs upload ./train.parquet datasets/train.parquet --replace --parallel 8
+`}, false, uploadFlags)
+}
+
 func uploadFlags(fs *flag.FlagSet) verbFunc {
 	replace := fs.Bool("replace", false, "replace the live file at REMOTE_PATH (keeps its id and url)")
 	parallel := fs.Int("parallel", client.DefaultParallel, "send `N` parts at once")

@@ -12,6 +12,8 @@ import (
 	"time"
 )
 
+// healthcheckCommand is agentfs healthcheck: a container's readiness probe
+// that needs no shell.
 func healthcheckCommand() *command {
 	return &command{
 		name:    "healthcheck",

@@ -90,7 +90,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 var commands []*command
 
 func init() {
-	commands = append(append(serverCommands(), append(clientCommands(), mcpCommand())...), &command{
+	commands = append(append(serverCommands(), append(clientCommands(), mcpCommand())...), helpCommand(), versionCommand())
+}
+
+// helpCommand is agentfs help: any command's help, or the list of them.
+func helpCommand() *command {
+	return &command{
 		name:    "help",
 		summary: "show the help of a command: agentfs help token create",
 		usage:   "agentfs help [COMMAND [SUBCOMMAND]]",
@@ -102,7 +107,12 @@ Example:
   agentfs help put
 `,
 		flags: func(*flag.FlagSet) action { return helpCmd },
-	}, &command{
+	}
+}
+
+// versionCommand is agentfs version: what the binary was built from.
+func versionCommand() *command {
+	return &command{
 		name:    "version",
 		summary: "print the version and the commit it was built from (also --version)",
 		usage:   "agentfs version",
@@ -123,7 +133,7 @@ Example:
 				return printVersion(p.stdout)
 			}
 		},
-	})
+	}
 }
 
 // helpCmd prints the help of the command its arguments name.

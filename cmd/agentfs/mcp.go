@@ -13,6 +13,8 @@ import (
 	"github.com/agentfs/agentfs/mcpserver"
 )
 
+// mcpCommand is agentfs mcp: the MCP tools over stdio, each call through
+// the client to a running server.
 func mcpCommand() *command {
 	return &command{
 		name:    "mcp",

@@ -17,16 +17,15 @@ later, Debian's included). The rewrite:
   time``), ``asyncio.to_thread(f, *args)`` becomes ``f(*args)``, and
   ``Awaitable[X]`` becomes ``X``. Any other use of asyncio is refused: give
   the code a helper with an async and a sync version and a pair in RENAMES.
-- A docstring followed by a second string literal (an "additional
-  docstring", PEP 257) is the async one: the sync code gets the second,
-  word for word, instead.
 - A continuation line aligned with a bracket that moved moves with it, and
   the names of every import are sorted again, those no longer used dropped.
 
-The result must not speak of async any more (no async, await or asyncio
-name, and no such word in a string): the script refuses otherwise and names
-the line. tests/test_unasync.py fails while _client.py differs from what
-this script makes.
+So each docstring is written once, for both clients, in the async client's
+words (``async with``, ``await x.aclose()``, AsyncPage) that the rewrite
+makes the sync client's. The result must not speak of async any more (no
+async, await or asyncio name, and no such word in a string): the script
+refuses otherwise and names the line. tests/test_unasync.py fails while
+_client.py differs from what this script makes.
 """
 
 from __future__ import annotations
@@ -113,8 +112,6 @@ class _Rewrite:
             self.starts.append(self.starts[-1] + len(line))
         self.toks = list(tokenize.generate_tokens(io.StringIO(source).readline))
         self.edits: list[tuple[int, int, str]] = []
-        self.removed: set[int] = set()  # rows of async docstrings that sync ones replace
-        self.verbatim: set[int] = set()  # rows where a sync docstring starts
 
     def fail(self, row: int, why: str) -> UnasyncError:
         return UnasyncError(f"{self.name}:{row}: {why}")
@@ -126,54 +123,15 @@ class _Rewrite:
         self.edits.append((self.off(start), self.off(end), text))
 
     def run(self) -> str:
-        self.sync_docstrings()
         i = 0
         while i < len(self.toks):
             i = self.token(i)
         self.realign()
         return self.apply()
 
-    def sync_docstrings(self) -> None:
-        """Where a second string literal follows a docstring, drop the first: the second is the sync one.
-
-        A module's sync docstring follows its ``from __future__`` imports
-        (nothing may come between them and the docstring), and takes the
-        first one's place.
-        """
-        for node in ast.walk(ast.parse(self.src)):
-            if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            k = 1
-            while isinstance(node, ast.Module) and k < len(node.body) and _is_future(node.body[k]):
-                k += 1
-            first, second = node.body[0], node.body[k] if k < len(node.body) else None
-            if not (_is_string(first) and _is_string(second)):
-                continue
-            assert second is not None and first.end_lineno is not None and second.end_lineno is not None
-            if first.end_lineno >= second.lineno:
-                raise self.fail(second.lineno, "put the sync docstring on lines of its own")
-            if k == 1:
-                self.edits.append((self.starts[first.lineno], self.starts[second.lineno], ""))
-                self.removed.update(range(first.lineno, second.lineno))
-                self.verbatim.add(second.lineno)
-                continue
-            end = second.end_lineno + 1
-            if end < len(self.starts) - 1 and not self.line(end).strip():
-                end += 1  # and the blank line after it
-            text = "".join(self.line(r) for r in range(second.lineno, second.end_lineno + 1))
-            self.edits.append((self.starts[first.lineno], self.starts[first.end_lineno + 1], text))
-            self.edits.append((self.starts[second.lineno], self.starts[end], ""))
-            self.removed.update(range(first.lineno, first.end_lineno + 1))
-            self.removed.update(range(second.lineno, end))
-
-    def line(self, row: int) -> str:
-        return self.src[self.starts[row]:self.starts[row + 1]]
-
     def token(self, i: int) -> int:
         """Rewrite token i; the index of the next token to look at."""
         t = self.toks[i]
-        if t.start[0] in self.removed:
-            return i + 1
         nxt = self.toks[i + 1] if i + 1 < len(self.toks) else t
         if t.type == tokenize.NAME:
             if t.string == "await" or (t.string == "async" and nxt.string in ("def", "with", "for")):
@@ -191,13 +149,11 @@ class _Rewrite:
         return i + 1
 
     def text(self, t: tokenize.TokenInfo) -> None:
-        if t.start[0] in self.verbatim and t.type == tokenize.STRING:
-            return
         old = self.src[self.off(t.start):self.off(t.end)]
         new = sync_text(old)
         if t.type != tokenize.COMMENT and _ASYNC_WORD.search(new):
-            raise self.fail(t.start[0], "this string speaks of async after the rewrite: reword it, or "
-                                        "follow the docstring with the sync one")
+            raise self.fail(t.start[0], "this string speaks of async after the rewrite: reword it in "
+                                        "words the rewrite makes sync (async with, await, AsyncPage...)")
         if new != old:
             self.edit(t.start, t.end, new)
 
@@ -260,7 +216,7 @@ class _Rewrite:
             if t.type in _SKIPPED:
                 continue
             row, col = t.start
-            if row > last_row and stack and row not in self.removed:
+            if row > last_row and stack:
                 bracket_col, shift = stack[-1]
                 if shift and col == bracket_col + 1:
                     self.edits.append((self.starts[row], self.starts[row] + col, " " * (col + shift)))
@@ -291,15 +247,6 @@ class _Rewrite:
             at = b
         out.append(self.src[at:])
         return "".join(out)
-
-
-def _is_future(node: ast.stmt) -> bool:
-    return isinstance(node, ast.ImportFrom) and node.module == "__future__"
-
-
-def _is_string(node: Optional[ast.stmt]) -> bool:
-    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-            and isinstance(node.value.value, str))
 
 
 _FROM_IMPORT = re.compile(r"^from (\S+) import (\([^)#]*\)|[^\n(#]+)\n", re.M)

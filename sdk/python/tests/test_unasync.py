@@ -73,13 +73,14 @@ REWRITES = {
     "a docstring made sync word by word": (
         'class AsyncContent:\n    """Close it (or use ``async with``), or aread it all."""\n',
         'class Content:\n    """Close it (or use ``with``), or read it all."""\n'),
-    "a second docstring is the sync one, word for word": (
-        'async def f():\n    """Await it; see Client.f."""\n'
-        '    """What f does, at length (AsyncClient has it too)."""\n',
-        'def f():\n    """What f does, at length (AsyncClient has it too)."""\n'),
-    "a module's sync docstring after its __future__ import": (
-        '"""The asyncio one."""\n\nfrom __future__ import annotations\n\n"""The sync one."""\n\nx = 1\n',
-        '"""The sync one."""\n\nfrom __future__ import annotations\n\nx = 1\n'),
+    "a docstring written once, for both clients": (
+        'async def follow():\n    """Leaving the ``async with`` block or ``await f.aclose()`` stops it;\n'
+        '    every AsyncPage is walked with ``async for``."""\n',
+        'def follow():\n    """Leaving the ``with`` block or ``f.close()`` stops it;\n'
+        '    every Page is walked with ``for``."""\n'),
+    "a second string literal is rewritten like the first": (
+        'async def f():\n    """Use ``async with``."""\n    """Then ``await c.aclose()``."""\n',
+        'def f():\n    """Use ``with``."""\n    """Then ``c.close()``."""\n'),
     "imports sorted again, the unused dropped": (
         "from typing import Any, AsyncIterator, Awaitable\nfrom m import (\n    AsyncPage,\n    Batch,\n"
         "    Page,\n)\n\nx: AsyncIterator[Any] = AsyncPage(Batch)\n",

@@ -1,17 +1,12 @@
-"""The asyncio client: the same methods as Client, awaited.
+"""The client of one AgentFS server.
 
-This file is the one implementation of both clients: scripts/unasync.py
-writes _client.py from it (async and await dropped, async names made
-sync), and tests/test_unasync.py fails while _client.py is stale. Where
-the sync docstring says more than the async one, it follows the async one
-as a second string literal (this module's, after the __future__ import),
-and the sync code gets it instead. Code with no sync twin under those
-rules goes into a helper with both versions (arun_parallel, run_parallel).
+Written once, in _async_client.py: scripts/unasync.py makes _client.py of
+it, and tests/test_unasync.py fails while _client.py is stale. Each
+docstring is written once, for both clients; see "Changing the clients" in
+sdk/python/README.md.
 """
 
 from __future__ import annotations
-
-"""The synchronous client."""
 
 import asyncio
 import os
@@ -108,20 +103,15 @@ class AsyncContent(ContentInfo):
 
 
 class AsyncClient(BaseClient):
-    """The asyncio twin of Client: same arguments, same policy, methods awaited.
-
-    ``sleep`` is an async function (asyncio.sleep by default); cancelling the
-    task interrupts a retry wait.
-    """
-    """A client of one AgentFS server as one token's subject. Safe to share between threads.
+    """A client of one AgentFS server as one token's subject, safe to share between concurrent callers.
 
     ``base_url`` and ``token`` default to the AGENTFS_URL and AGENTFS_TOKEN
     environment variables. ``agent_id`` and ``run_id`` are sent as X-Agent-ID
     and X-Run-ID on every request (files carry them and can be listed by
     them); write methods take them per call too. Every write gets one
     Idempotency-Key that all its attempts share (``idempotency_keys=False``
-    turns generation off). ``sleep`` and ``random`` are what the retry waits
-    use; tests pass their own.
+    turns generation off). ``sleep`` (asyncio.sleep by default) and
+    ``random`` are what the retry waits use; tests pass their own.
     """
 
     _http: httpx.AsyncClient
@@ -214,12 +204,10 @@ class AsyncClient(BaseClient):
     # Protocol and operations.
 
     async def protocol(self) -> Protocol:
-        """What the server guarantees (GET /v1/protocol)."""
         """What the server guarantees (GET /v1/protocol): its idempotency rules, retry policy and limits."""
         return Protocol.from_dict(await self._json(self._r_protocol()))
 
     async def get_operation(self, key: str) -> Operation:
-        """What an Idempotency-Key holds (GET /v1/operations/{key}); NotFoundError: nothing happened under it."""
         """What an Idempotency-Key holds (GET /v1/operations/{key}).
 
         NotFoundError means the key holds nothing, which proves that no write
@@ -245,16 +233,13 @@ class AsyncClient(BaseClient):
         run_id: Any = NOT_GIVEN,
         expires_in: Union[int, float, timedelta, None] = None,
     ) -> File:
-        """Upload content as the file at path (POST /v1/files); see Client.put_file.
-
-        content may also be an async iterator of bytes (sent once).
-        """
         """Upload content as the file at path (POST /v1/files).
 
         content is bytes, a pathlib.Path (streamed from disk), a binary file
         (streamed from its offset; rewound for a retry when seekable), an
-        iterator of bytes (sent once, chunked unless ``size`` is given) or a
-        function returning fresh content for every attempt. ``if_exists``:
+        AsyncIterator or any other iterator of bytes (sent once, chunked
+        unless ``size`` is given) or a function returning fresh content for
+        every attempt. ``if_exists``:
         "error" (default: PathExistsError if a live file holds the path) or
         "replace" (the file keeps its id and url). ``if_match`` replaces only
         the file with that etag; ``if_none_match="*"`` creates only. ``sha256``
@@ -269,7 +254,6 @@ class AsyncClient(BaseClient):
             agent_id=agent_id, run_id=run_id, expires_in=expires_in)))
 
     async def get_file(self, file_id: str) -> File:
-        """A file's metadata (GET /v1/files/{id})."""
         """A file's metadata (GET /v1/files/{id}), also of a deleted file not purged yet."""
         return File.from_dict(await self._json(self._r_get_file(file_id)))
 
@@ -284,7 +268,6 @@ class AsyncClient(BaseClient):
         limit: Optional[int] = None,
         cursor: Optional[str] = None,
     ) -> AsyncPage[File]:
-        """One page of files, newest first; ``async for`` over it walks every page."""
         """One page of files, newest first (GET /v1/files); iterate it to walk every page.
 
         ``run_id``/``agent_id`` match the request that created a file,
@@ -305,7 +288,6 @@ class AsyncClient(BaseClient):
         if_range: Optional[str] = None,
         if_none_match: Optional[str] = None,
     ) -> AsyncContent:
-        """Open a live file's bytes as a stream; close it when done. See Client.file_content."""
         """Open a live file's bytes (GET /v1/files/{id}/content) as a stream; close it when done.
 
         ``range`` is one byte range ("bytes=0-1023", "bytes=100-", "bytes=-100"),
@@ -317,7 +299,6 @@ class AsyncClient(BaseClient):
 
     async def download_file(self, file_id: str, destination: Union[str, os.PathLike[str], BinaryIO], *,
                             verify: bool = True) -> int:
-        """Stream a live file's bytes to a local path (written whole or not at all) or a binary file."""
         """Stream a live file's bytes to a local path (written whole or not at all) or a binary file.
 
         Returns the number of bytes. With ``verify``, the bytes are checked
@@ -336,7 +317,6 @@ class AsyncClient(BaseClient):
         agent_id: Any = NOT_GIVEN,
         run_id: Any = NOT_GIVEN,
     ) -> File:
-        """Soft-delete a file; safe to repeat."""
         """Soft-delete a file (DELETE /v1/files/{id}); returns it with deleted_at set. Safe to repeat."""
         return File.from_dict(await self._json(self._r_delete_file(
             file_id, if_match=if_match, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
@@ -349,7 +329,6 @@ class AsyncClient(BaseClient):
         agent_id: Any = NOT_GIVEN,
         run_id: Any = NOT_GIVEN,
     ) -> File:
-        """Undo a delete; PathExistsError if another file took the path."""
         """Undo a delete (POST /v1/files/{id}/restore). PathExistsError: another file took the path."""
         return File.from_dict(await self._json(self._r_restore_file(
             file_id, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
@@ -369,7 +348,6 @@ class AsyncClient(BaseClient):
         run_id: Any = NOT_GIVEN,
         expires_in: Union[int, float, timedelta, None] = None,
     ) -> Upload:
-        """Start an upload session, or get back the live matching one with its parts."""
         """Start an upload session (POST /v1/uploads), or get back the live one with the same
         path, size, content type and SHA-256, with the parts it holds: send only the missing ones.
         ``expires_in`` makes the completed file expire that long after its complete."""
@@ -378,7 +356,6 @@ class AsyncClient(BaseClient):
             idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id, expires_in=expires_in)))
 
     async def get_upload(self, upload_id: str) -> Upload:
-        """A session with the parts received so far."""
         """A session with the parts received so far (GET /v1/uploads/{id})."""
         return Upload.from_dict(await self._json(self._r_get_upload(upload_id)))
 
@@ -394,7 +371,6 @@ class AsyncClient(BaseClient):
         agent_id: Any = NOT_GIVEN,
         run_id: Any = NOT_GIVEN,
     ) -> UploadPart:
-        """Store one part of a pending session; see Client.upload_part."""
         """Store part part_number (from 1) of a pending session (PUT /v1/uploads/{id}/parts/{n}).
 
         Every part but the last has exactly the session's part_size bytes;
@@ -416,7 +392,6 @@ class AsyncClient(BaseClient):
         agent_id: Any = NOT_GIVEN,
         run_id: Any = NOT_GIVEN,
     ) -> File:
-        """Assemble the session's parts into its file; see Client.complete_upload."""
         """Assemble the session's parts into the file at its path (POST /v1/uploads/{id}/complete).
 
         Completing a completed session returns the same file. A 422
@@ -447,7 +422,6 @@ class AsyncClient(BaseClient):
         agent_id: Any = NOT_GIVEN,
         run_id: Any = NOT_GIVEN,
     ) -> Upload:
-        """Abort a session; repeating it is safe."""
         """Abort a session (DELETE /v1/uploads/{id}); repeating it is safe."""
         return Upload.from_dict(await self._json(self._r_abort_upload(
             upload_id, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
@@ -470,10 +444,6 @@ class AsyncClient(BaseClient):
         run_id: Any = NOT_GIVEN,
         expires_in: Union[int, float, timedelta, None] = None,
     ) -> File:
-        """Upload a local file, through a resumable session with parallel parts when large.
-
-        See Client.upload_file; the parts go as ``parallel`` asyncio tasks.
-        """
         """Upload a local file to remote_path and return the file.
 
         Below ``threshold`` bytes (64 MiB) it is one POST /v1/files;
@@ -548,7 +518,6 @@ class AsyncClient(BaseClient):
         agent_id: Any = NOT_GIVEN,
         run_id: Any = NOT_GIVEN,
     ) -> Batch:
-        """Admit operations as one batch; see Client.create_batch."""
         """Admit operations as one batch (POST /v1/batch); they run in order in the background.
 
         The batch always carries an Idempotency-Key (``idempotency_key``, or a
@@ -561,12 +530,10 @@ class AsyncClient(BaseClient):
             operations, idempotency_key=idempotency_key, wait=wait, agent_id=agent_id, run_id=run_id)))
 
     async def get_batch(self, batch_id: str) -> Batch:
-        """A batch with every item's outcome so far."""
         """A batch with every item's outcome so far (GET /v1/batch/{id})."""
         return Batch.from_dict(await self._json(self._r_get_batch(batch_id)))
 
     async def wait_batch(self, batch_id: str, *, timeout: Optional[float] = None) -> Batch:
-        """Poll a batch until it is terminal; TimeoutError after ``timeout`` seconds."""
         """Poll a batch until it is terminal and return it; TimeoutError after ``timeout`` seconds."""
         pace = PollPace(timeout)
         while True:
@@ -579,7 +546,6 @@ class AsyncClient(BaseClient):
 
     async def list_batches(self, *, status: Optional[str] = None, limit: Optional[int] = None,
                            cursor: Optional[str] = None) -> AsyncPage[Batch]:
-        """One page of batches, newest first, without their items; ``async for`` walks every page."""
         """One page of batches, newest first, with their counts but not their items (GET /v1/batch).
 
         Iterate it to walk every page; get_batch returns one with its items.
@@ -589,7 +555,6 @@ class AsyncClient(BaseClient):
 
     async def cancel_batch(self, batch_id: str, *, idempotency_key: Optional[str] = None,
                            agent_id: Any = NOT_GIVEN, run_id: Any = NOT_GIVEN) -> Batch:
-        """Cancel a batch's pending items; see Client.cancel_batch."""
         """Cancel a batch (POST /v1/batch/{id}/cancel): its pending items become canceled.
 
         An item already running finishes, and the batch ends "canceled" once
@@ -601,7 +566,6 @@ class AsyncClient(BaseClient):
 
     async def list_uploads(self, *, status: Optional[str] = None, path: Optional[str] = None,
                            limit: Optional[int] = None, cursor: Optional[str] = None) -> AsyncPage[Upload]:
-        """One page of upload sessions, newest first; ``async for`` walks every page."""
         """One page of upload sessions, newest first (GET /v1/uploads); iterate it to walk every page.
 
         ``status="pending"`` finds what interrupted uploads left to resume.
@@ -614,19 +578,16 @@ class AsyncClient(BaseClient):
 
     async def list_versions(self, file_id: str, *, limit: Optional[int] = None,
                             cursor: Optional[str] = None) -> AsyncPage[FileVersion]:
-        """One page of a file's versions, newest first; ``async for`` walks every page."""
         """One page of a file's versions, newest first (GET /v1/files/{id}/versions), also of a deleted file."""
         return await self._page(self._r_list_versions(file_id, limit=limit, cursor=cursor), FileVersion.from_dict,
                                 lambda c: self.list_versions(file_id, limit=limit, cursor=c))
 
     async def get_version(self, file_id: str, version: int) -> FileVersion:
-        """One version of a file."""
         """Version ``version`` of a file (GET /v1/files/{id}/versions/{n}); one the retention dropped is NotFoundError."""
         return FileVersion.from_dict(await self._json(self._r_get_version(file_id, version)))
 
     async def version_content(self, file_id: str, version: int, *, range: Optional[str] = None,
                               if_range: Optional[str] = None, if_none_match: Optional[str] = None) -> AsyncContent:
-        """Open the bytes of one version, as file_content does."""
         """Open the bytes of one version (GET /v1/files/{id}/versions/{n}/content), as file_content does."""
         reply = await self._run(self._r_version_content(file_id, version, range=range, if_range=if_range,
                                                         if_none_match=if_none_match), stream=True)
@@ -635,7 +596,6 @@ class AsyncClient(BaseClient):
     async def revert_file(self, file_id: str, version: int, *, if_match: Optional[str] = None,
                           idempotency_key: Optional[str] = None, agent_id: Any = NOT_GIVEN,
                           run_id: Any = NOT_GIVEN) -> File:
-        """Make one version's content current, as a new version; see Client.revert_file."""
         """Make version ``version``'s content the file's current content, as a new version (POST /v1/files/{id}/revert).
 
         Reverting to the content the file has changes nothing. ``if_match``
@@ -648,7 +608,6 @@ class AsyncClient(BaseClient):
     async def move_file(self, file_id: str, path: str, *, if_exists: Optional[str] = None,
                         if_match: Optional[str] = None, idempotency_key: Optional[str] = None,
                         agent_id: Any = NOT_GIVEN, run_id: Any = NOT_GIVEN) -> File:
-        """Give a file a new path; see Client.move_file."""
         """Give a file a new path (POST /v1/files/{id}/move); it keeps its id, url, version and history.
 
         A live file at path is PathExistsError unless ``if_exists="replace"``,
@@ -661,7 +620,6 @@ class AsyncClient(BaseClient):
     async def set_expiry(self, file_id: str, expires_at: Optional[datetime], *, if_match: Optional[str] = None,
                          idempotency_key: Optional[str] = None, agent_id: Any = NOT_GIVEN,
                          run_id: Any = NOT_GIVEN) -> File:
-        """Make a live file expire at expires_at, or never with None; see Client.set_expiry."""
         """Make a live file expire at ``expires_at`` (an aware datetime, 60 s to 365 days ahead), or never with None.
 
         PATCH /v1/files/{id}. From then on the file counts as deleted. A
@@ -674,7 +632,6 @@ class AsyncClient(BaseClient):
     async def create_link(self, file_id: str, *, expires_in: Union[int, float, timedelta, None] = None,
                           version: Optional[int] = None, idempotency_key: Optional[str] = None,
                           agent_id: Any = NOT_GIVEN, run_id: Any = NOT_GIVEN) -> Link:
-        """A share link to a file; its url is shown only in this answer. See Client.create_link."""
         """A share link to a file (POST /v1/files/{id}/links), for someone without a token.
 
         Its ``url`` is shown only in this answer: keep it. ``expires_in`` is 60 s
@@ -686,13 +643,11 @@ class AsyncClient(BaseClient):
             run_id=run_id)))
 
     async def links(self, file_id: str) -> list[Link]:
-        """A file's links, newest first, without their URLs."""
         """A file's links, newest first, revoked and expired ones included, without their URLs."""
         return links_of(await self._json(self._r_links(file_id)))
 
     async def revoke_link(self, link_id: str, *, idempotency_key: Optional[str] = None,
                           agent_id: Any = NOT_GIVEN, run_id: Any = NOT_GIVEN) -> Link:
-        """Revoke a share link; safe to repeat."""
         """Revoke a share link (DELETE /v1/links/{id}): its URL serves nothing from then on. Safe to repeat."""
         return Link.from_dict(await self._json(self._r_revoke_link(
             link_id, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
@@ -711,7 +666,6 @@ class AsyncClient(BaseClient):
         limit: Optional[int] = None,
         wait: Optional[float] = None,
     ) -> EventPage:
-        """One page of your events, oldest first; see Client.events."""
         """One page of your events, oldest first (GET /v1/events).
 
         ``after`` is a previous page's ``next_cursor``, ``"now"`` (the end of
@@ -739,25 +693,18 @@ class AsyncClient(BaseClient):
         limit: Optional[int] = None,
         wait: float = MAX_EVENT_WAIT,
     ) -> AsyncEventFollower:
-        """Follow the events that match, from ``after`` on; ``async for`` yields them as they commit.
-
-        See Client.follow_events. Cancelling the iterating task or ``await
-        follower.aclose()`` stops it::
-
-            async with client.follow_events(run_id="run-1", after="now") as events:
-                async for e in events:
-                    print(e.type, e.path)
-        """
         """Follow the events that match, from ``after`` on, for as long as you iterate.
 
         ``wait`` is how long each poll is held open by the server (1 to 30
         s; a proxy that cuts idle requests sooner needs less). A dropped
         connection, 408, 429 or 5xx is retried from the last cursor with the
         retry policy's backoff; once the feed has answered, without limit.
-        ``follower.cursor`` says where to resume, in this process or another::
+        Leaving the ``async with`` block or ``await follower.aclose()`` stops
+        it. ``follower.cursor`` says where to resume, in this process or
+        another::
 
-            with client.follow_events(run_id="run-1", after="now") as events:
-                for e in events:
+            async with client.follow_events(run_id="run-1", after="now") as events:
+                async for e in events:
                     print(e.type, e.path)
         """
         return AsyncEventFollower(self, self._follow_state(
@@ -765,7 +712,6 @@ class AsyncClient(BaseClient):
             wait=wait))
 
     async def run(self, run_id: str) -> Run:
-        """What one run did; see Client.run."""
         """What one run did (GET /v1/runs/{run_id}): its counts, the bytes it wrote, the files it left live.
 
         A run with no event of yours is NotFoundError. A "/" in the run id is
@@ -781,7 +727,6 @@ class AsyncClient(BaseClient):
         format: Optional[str] = None,
         progress: Optional[ArchiveProgress] = None,
     ) -> int:
-        """Download a run's live files as one zip or tar; returns its size. See Client.run_archive."""
         """Download the files a run created or last wrote that are live now, as one archive; returns its size.
 
         GET /v1/runs/{run_id}/archive: one zip (stored, not compressed) or
@@ -805,7 +750,6 @@ class AsyncClient(BaseClient):
 
     async def revert_run(self, run_id: str, *, force: bool = False, wait: bool = False,
                          timeout: Optional[float] = None, idempotency_key: Optional[str] = None) -> Batch:
-        """Undo what a run did, as a batch; see Client.revert_run."""
         """Undo what a run did (POST /v1/runs/{run_id}/revert), as a batch of one undo item per file.
 
         A file the run created is deleted, one it replaced or reverted gets
