@@ -243,64 +243,95 @@ func (a *API) batchItems(ops [][]byte) ([]agentfs.BatchItem, error) {
 // errors of its fields.
 func (a *API) batchItem(op batchOp, maxContent int64) (agentfs.BatchItem, []problem.FieldError) {
 	it := agentfs.BatchItem{Op: op.Op}
-	var errs []problem.FieldError
-	bad := func(f, m string) { errs = append(errs, problem.FieldError{Field: f, Message: m}) }
-	need := func(f string, v *string) string {
-		if v == nil || *v == "" {
-			bad(f, "is required for "+op.Op)
-			return ""
-		}
-		return *v
-	}
+	f := &itemFields{op: op}
 	switch op.Op {
 	case agentfs.OpPut, agentfs.OpCopy:
-		if it.Path = need("path", op.Path); it.Path != "" {
-			var err error
-			if it.Path, err = agentfs.NormalizePath(it.Path); err != nil {
-				bad("path", err.Error())
-			}
-		}
-		if op.IfExists != nil {
-			var err error
-			if it.Replace, err = parseIfExists(*op.IfExists); err != nil {
-				bad("if_exists", err.Error())
-			}
-		}
+		f.target(&it)
 	case agentfs.OpDelete, agentfs.OpRestore:
 	default:
-		bad("op", "must be put, delete, restore or copy")
-		return it, errs
+		f.bad("op", "must be put, delete, restore or copy")
+		return it, f.errs
 	}
 	if op.Op == agentfs.OpPut {
-		it.Text, it.Encoding, it.ContentType, it.Key = putItemFields(op, maxContent, bad)
-		if op.ExpiresIn != nil {
-			d, err := expiresIn("expires_in", *op.ExpiresIn, agentfs.MinExpiresIn, agentfs.MaxExpiresIn)
-			if p, ok := err.(*problem.Problem); ok {
-				bad("expires_in", p.Errors[0].Message)
-			}
-			it.ExpiresIn = d
-		}
+		f.put(&it, maxContent)
 	} else {
-		if op.ExpiresIn != nil {
-			bad("expires_in", "is only for put")
-		}
-		if it.FileID = need("file_id", op.FileID); it.FileID != "" && !agentfs.WellFormedID("file", it.FileID) {
-			bad("file_id", "is not a file id (file_ followed by 26 characters)")
-		}
-		if op.content != nil {
-			bad("content", "is only for put")
-		}
-		for name, v := range map[string]*string{"encoding": op.Encoding,
-			"content_type": op.ContentType, "idempotency_key": op.IdempotencyKey} {
-			if v != nil {
-				bad(name, "is only for put")
-			}
-		}
-		if op.Op != agentfs.OpCopy && (op.Path != nil || op.IfExists != nil) {
-			bad("path", "is only for put and copy")
+		f.byID(&it)
+	}
+	return it, f.errs
+}
+
+// itemFields checks the fields of one batch operation, gathering what is
+// wrong with them.
+type itemFields struct {
+	op   batchOp
+	errs []problem.FieldError
+}
+
+func (f *itemFields) bad(field, message string) {
+	f.errs = append(f.errs, problem.FieldError{Field: field, Message: message})
+}
+
+// need is v, which the operation requires.
+func (f *itemFields) need(field string, v *string) string {
+	if v == nil || *v == "" {
+		f.bad(field, "is required for "+f.op.Op)
+		return ""
+	}
+	return *v
+}
+
+// target reads the path a put or copy writes, and its if_exists.
+func (f *itemFields) target(it *agentfs.BatchItem) {
+	if it.Path = f.need("path", f.op.Path); it.Path != "" {
+		var err error
+		if it.Path, err = agentfs.NormalizePath(it.Path); err != nil {
+			f.bad("path", err.Error())
 		}
 	}
-	return it, errs
+	if f.op.IfExists != nil {
+		var err error
+		if it.Replace, err = parseIfExists(*f.op.IfExists); err != nil {
+			f.bad("if_exists", err.Error())
+		}
+	}
+}
+
+// put reads a put's content, its media type, key and expiry.
+func (f *itemFields) put(it *agentfs.BatchItem, maxContent int64) {
+	it.Text, it.Encoding, it.ContentType, it.Key = putItemFields(f.op, maxContent, f.bad)
+	if f.op.ExpiresIn != nil {
+		d, err := expiresIn("expires_in", *f.op.ExpiresIn, agentfs.MinExpiresIn, agentfs.MaxExpiresIn)
+		if p, ok := err.(*problem.Problem); ok {
+			f.bad("expires_in", p.Errors[0].Message)
+		}
+		it.ExpiresIn = d
+	}
+}
+
+// byID reads the file a delete, restore or copy names, and refuses the
+// fields only a put (or a copy) takes.
+func (f *itemFields) byID(it *agentfs.BatchItem) {
+	op := f.op
+	if op.ExpiresIn != nil {
+		f.bad("expires_in", "is only for put")
+	}
+	if it.FileID = f.need("file_id", op.FileID); it.FileID != "" && !agentfs.WellFormedID("file", it.FileID) {
+		f.bad("file_id", "is not a file id (file_ followed by 26 characters)")
+	}
+	if op.content != nil {
+		f.bad("content", "is only for put")
+	}
+	for _, field := range []struct {
+		name string
+		v    *string
+	}{{"encoding", op.Encoding}, {"content_type", op.ContentType}, {"idempotency_key", op.IdempotencyKey}} {
+		if field.v != nil {
+			f.bad(field.name, "is only for put")
+		}
+	}
+	if op.Op != agentfs.OpCopy && (op.Path != nil || op.IfExists != nil) {
+		f.bad("path", "is only for put and copy")
+	}
 }
 
 // putItemFields checks a put's content (its size once decoded, that base64

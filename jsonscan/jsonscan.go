@@ -224,6 +224,35 @@ func (r *String) Next() []byte {
 // itself.
 func (r *String) next() []byte {
 	s := r.s
+	if j := plainRun(s); j > 0 {
+		r.s = s[j:]
+		return s[:j]
+	}
+	if s[0] != '\\' { // a byte that is not UTF-8
+		r.s = s[1:]
+		return r.encode(utf8.RuneError)
+	}
+	if len(s) < 2 {
+		r.s = nil
+		return s // a lone backslash: never in valid JSON
+	}
+	if s[1] == 'u' {
+		return r.unicodeEscape()
+	}
+	r.rune[0] = s[1] // '"', '\\', '/' (anything else is never in valid JSON)
+	if c, ok := escapes[s[1]]; ok {
+		r.rune[0] = c
+	}
+	r.s = s[2:]
+	return r.rune[:1]
+}
+
+// escapes are the one-letter escapes that stand for another byte.
+var escapes = map[byte]byte{'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// plainRun is how many bytes at the start of s are text that needs no
+// decoding: valid UTF-8, up to a backslash.
+func plainRun(s []byte) int {
 	j := 0
 	for j < len(s) {
 		c := s[j]
@@ -240,53 +269,31 @@ func (r *String) next() []byte {
 		}
 		j += size
 	}
-	if j > 0 {
-		r.s = s[j:]
-		return s[:j]
+	return j
+}
+
+// unicodeEscape decodes the \uXXXX escape r.s starts with (and the low
+// half after it, when it is a surrogate pair).
+func (r *String) unicodeEscape() []byte {
+	s := r.s
+	rr := hex4(s[2:])
+	if rr < 0 {
+		r.s = s[2:]
+		return s[:2] // never in valid JSON
 	}
-	if s[0] != '\\' { // a byte that is not UTF-8
-		r.s = s[1:]
-		return r.encode(utf8.RuneError)
-	}
-	if len(s) < 2 {
-		r.s = nil
-		return s // a lone backslash: never in valid JSON
-	}
-	switch s[1] {
-	case 'u':
-		rr := hex4(s[2:])
-		if rr < 0 {
-			r.s = s[2:]
-			return s[:2] // never in valid JSON
+	r.s = s[6:]
+	if utf16.IsSurrogate(rr) {
+		var low rune = -1
+		if len(r.s) >= 6 && r.s[0] == '\\' && r.s[1] == 'u' {
+			low = hex4(r.s[2:])
 		}
-		r.s = s[6:]
-		if utf16.IsSurrogate(rr) {
-			var low rune = -1
-			if len(r.s) >= 6 && r.s[0] == '\\' && r.s[1] == 'u' {
-				low = hex4(r.s[2:])
-			}
-			if dec := utf16.DecodeRune(rr, low); dec != utf8.RuneError {
-				r.s = r.s[6:]
-				return r.encode(dec)
-			}
-			rr = utf8.RuneError
+		if dec := utf16.DecodeRune(rr, low); dec != utf8.RuneError {
+			r.s = r.s[6:]
+			return r.encode(dec)
 		}
-		return r.encode(rr)
-	case 'b':
-		r.rune[0] = '\b'
-	case 'f':
-		r.rune[0] = '\f'
-	case 'n':
-		r.rune[0] = '\n'
-	case 'r':
-		r.rune[0] = '\r'
-	case 't':
-		r.rune[0] = '\t'
-	default: // '"', '\\', '/' (anything else is never in valid JSON)
-		r.rune[0] = s[1]
+		rr = utf8.RuneError
 	}
-	r.s = s[2:]
-	return r.rune[:1]
+	return r.encode(rr)
 }
 
 func (r *String) encode(c rune) []byte {
