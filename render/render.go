@@ -109,13 +109,8 @@ func itemProblem(raw []byte) *api.Problem {
 // Problem shows p as its document: the members an error answer carries,
 // without the headers that go with it.
 func Problem(p *problem.Problem) *api.Problem {
-	out := &api.Problem{Type: p.Type, Title: p.Title, Status: p.Status, Detail: p.Detail, Instance: p.Instance,
-		Code: p.Code, Retryable: p.Retryable, RequestID: p.RequestID, ExistingFileID: p.ExistingFileID,
-		MissingParts: p.MissingParts, MissingScope: p.MissingScope}
-	for _, fe := range p.Errors {
-		out.Errors = append(out.Errors, api.FieldError{Field: fe.Field, Message: fe.Message})
-	}
-	return out
+	doc := p.Problem
+	return &doc
 }
 
 // ProblemType shows what a problem code means.
