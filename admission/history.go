@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentfs/agentfs"
-	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/render"
 )
 
 // fileChange names a change to one file by id whose JSON body is its
@@ -117,7 +117,7 @@ func (e *createLink) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome,
 	if err != nil {
 		return idempotency.Outcome{}, err
 	}
-	out := outcome(http.StatusCreated, api.NewLink(e.c.cfg.PublicURL, l), "link", l.ID)
+	out := outcome(http.StatusCreated, render.Link(e.c.cfg.PublicURL, l), "link", l.ID)
 	out.Header["Location"] = "/v1/files/" + l.FileID + "/links"
 	out.Secrets = []string{"url"}
 	return out, nil
@@ -144,5 +144,5 @@ func (e *revokeLink) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome,
 	if err != nil {
 		return idempotency.Outcome{}, err
 	}
-	return outcome(http.StatusOK, api.NewLink(e.c.cfg.PublicURL, l), "link", l.ID), nil
+	return outcome(http.StatusOK, render.Link(e.c.cfg.PublicURL, l), "link", l.ID), nil
 }

@@ -5,8 +5,8 @@ import (
 	"net/http"
 
 	"github.com/agentfs/agentfs"
-	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/render"
 )
 
 // What every effect shares: the admission it names and the content known
@@ -37,7 +37,7 @@ func jsonContent(v map[string]any) fixed {
 // fileOutcome is the response to a write that left f: 201 with Location for
 // a new file, else 200. A put recorded by any door replays as this.
 func (c *Core) fileOutcome(f *agentfs.File, created bool) idempotency.Outcome {
-	out := outcome(http.StatusOK, api.NewFile(c.cfg.PublicURL, f), "file", f.ID)
+	out := outcome(http.StatusOK, render.File(c.cfg.PublicURL, f), "file", f.ID)
 	out.Header["ETag"] = f.ETag()
 	if created {
 		out.Status = http.StatusCreated
@@ -58,7 +58,7 @@ func (c *Core) changedFile(f *agentfs.File, _ bool, err error) (idempotency.Outc
 // uploadOutcome shows a session: 201 with Location when it was just
 // created, else 200.
 func (c *Core) uploadOutcome(u *agentfs.Upload, f *agentfs.File, created bool, requestID string) idempotency.Outcome {
-	out := outcome(http.StatusOK, api.NewUpload(c.cfg.PublicURL, u, f, requestID, c.cfg.Now()), "upload", u.ID)
+	out := outcome(http.StatusOK, render.Upload(c.cfg.PublicURL, u, f, requestID, c.cfg.Now()), "upload", u.ID)
 	if created {
 		out.Status = http.StatusCreated
 		out.Header["Location"] = "/v1/uploads/" + u.ID
@@ -68,7 +68,7 @@ func (c *Core) uploadOutcome(u *agentfs.Upload, f *agentfs.File, created bool, r
 
 // batchOutcome shows a batch: 202 with Location when just admitted.
 func (c *Core) batchOutcome(b *agentfs.Batch, files map[string]*agentfs.File, status int) idempotency.Outcome {
-	out := outcome(status, api.NewBatch(c.cfg.PublicURL, b, files), "batch", b.ID)
+	out := outcome(status, render.Batch(c.cfg.PublicURL, b, files), "batch", b.ID)
 	if status == http.StatusAccepted {
 		out.Header["Location"] = "/v1/batch/" + b.ID
 	}
@@ -81,9 +81,6 @@ func outcome(status int, body any, object, id string) idempotency.Outcome {
 	return idempotency.Outcome{Status: status, Header: map[string]string{}, Body: append(b, '\n'),
 		Resource: idempotency.Resource{Object: object, ID: id}}
 }
-
-// FileJSON shows f as the API does (its url under the public URL).
-func (c *Core) FileJSON(f *agentfs.File) api.File { return api.NewFile(c.cfg.PublicURL, f) }
 
 // PublicURL is the base of the URLs the core's answers carry.
 func (c *Core) PublicURL() string { return c.cfg.PublicURL }

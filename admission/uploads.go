@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentfs/agentfs"
-	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/render"
 	"github.com/agentfs/agentfs/storage"
 )
 
@@ -110,7 +110,7 @@ func (e *putPart) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, er
 	if err := e.pending.Apply(ctx, tx); err != nil {
 		return idempotency.Outcome{}, err
 	}
-	return outcome(http.StatusOK, api.NewPart(e.id, e.pending.Part), "upload", e.id), nil
+	return outcome(http.StatusOK, render.Part(e.id, e.pending.Part), "upload", e.id), nil
 }
 
 // CompleteUpload assembles a session into its file (POST

@@ -1,299 +1,351 @@
-// Package api holds every JSON object the HTTP API answers with, each
-// documented as the response of its routes, and how each is made from the
-// domain's values. Handlers, the admission core (which records responses
-// for replay), the batch runner, the MCP tools and the tests all render and
-// read these same types.
+// Package api holds the wire types of the HTTP API: every JSON object a
+// route answers with, each documented as the response of its routes. It
+// imports only the standard library, so that both sides can share it: the
+// server renders these types (package render makes them from the domain's
+// values), the Go client decodes them (its types are aliases of these),
+// and a test holds them, openapi.yaml and the Python SDK's models to each
+// other.
 package api
 
 import (
+	"bytes"
 	"encoding/json"
-	"strconv"
+	"errors"
+	"fmt"
+	"strings"
 	"time"
-
-	"github.com/agentfs/agentfs"
-	"github.com/agentfs/agentfs/idempotency"
-	"github.com/agentfs/agentfs/problem"
 )
 
 // File is the File object: the response of POST /v1/files, GET, HEAD and
-// DELETE /v1/files/{id}, POST /v1/files/{id}/restore and
-// POST /v1/uploads/{id}/complete, and an element of every file listing.
+// DELETE /v1/files/{id}, POST /v1/files/{id}/restore, /revert and /move,
+// PATCH /v1/files/{id} and POST /v1/uploads/{id}/complete, and an element
+// of every file listing.
 type File struct {
-	ID          string     `json:"id"`
-	Object      string     `json:"object"`
-	Path        string     `json:"path"`
-	SizeBytes   int64      `json:"size_bytes"`
-	ContentType string     `json:"content_type"`
-	SHA256      string     `json:"sha256"`
-	ETag        string     `json:"etag"`
-	Version     int        `json:"version"`
-	URL         string     `json:"url"`
-	AgentID     *string    `json:"agent_id"`
-	RunID       *string    `json:"run_id"`
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Path        string `json:"path"`
+	SizeBytes   int64  `json:"size_bytes"`
+	ContentType string `json:"content_type"`
+	// SHA256 is the lowercase hex SHA-256 of the whole content.
+	SHA256 string `json:"sha256"`
+	// ETag is the quoted SHA256, as the ETag header carries it.
+	ETag    string `json:"etag"`
+	Version int64  `json:"version"`
+	// URL is the stable content URL; it survives replaces.
+	URL string `json:"url"`
+	// AgentID and RunID are those of the request that created the file
+	// (what the listing filters match); nil when it sent none.
+	AgentID *string `json:"agent_id"`
+	RunID   *string `json:"run_id"`
+	// LastAgentID and LastRunID are those of the latest write.
 	LastAgentID *string    `json:"last_agent_id"`
 	LastRunID   *string    `json:"last_run_id"`
 	CreatedAt   time.Time  `json:"created_at"`
 	UpdatedAt   time.Time  `json:"updated_at"`
 	DeletedAt   *time.Time `json:"deleted_at"`
 	PurgeAfter  *time.Time `json:"purge_after"`
-	ExpiresAt   *time.Time `json:"expires_at"`
-	Blocked     bool       `json:"blocked"`
+	// ExpiresAt is when the file stops being served and counts as
+	// deleted; nil: never.
+	ExpiresAt *time.Time `json:"expires_at"`
+	Blocked   bool       `json:"blocked"`
 }
 
-// NewFile shows f; base is the public URL the file's url starts with.
-func NewFile(base string, f *agentfs.File) File {
-	return File{
-		ID: f.ID, Object: "file", Path: f.Path, SizeBytes: f.SizeBytes, ContentType: f.ContentType,
-		SHA256: f.SHA256, ETag: f.ETag(), Version: f.Version, URL: base + "/v1/files/" + f.ID + "/content",
-		AgentID: nullable(f.AgentID), RunID: nullable(f.RunID),
-		LastAgentID: nullable(f.LastAgentID), LastRunID: nullable(f.LastRunID),
-		CreatedAt: f.CreatedAt.UTC(), UpdatedAt: f.UpdatedAt.UTC(),
-		DeletedAt: utc(f.DeletedAt), PurgeAfter: utc(f.PurgeAfter), ExpiresAt: utc(f.ExpiresAt), Blocked: f.Blocked,
-	}
-}
-
-// FileList is a page of files: the response of GET /v1/files.
+// FileList is a page of files, newest first: the response of
+// GET /v1/files.
 type FileList struct {
-	Data       []File  `json:"data"`
-	HasMore    bool    `json:"has_more"`
+	Data    []File `json:"data"`
+	HasMore bool   `json:"has_more"`
+	// NextCursor is the cursor of the next page; nil on the last.
 	NextCursor *string `json:"next_cursor"`
 }
 
-// Upload is the Upload object: the response of POST /v1/uploads,
-// GET /v1/uploads/{id} and DELETE /v1/uploads/{id}.
+// Upload is the Upload object, a multipart upload session: a file of
+// SizeBytes bytes sent in PartCount parts of PartSize bytes (the last
+// holds the rest), then assembled into a file. The response of
+// POST /v1/uploads, GET /v1/uploads/{id} and DELETE /v1/uploads/{id}.
 type Upload struct {
-	ID          string           `json:"id"`
-	Object      string           `json:"object"`
-	Path        string           `json:"path"`
-	SizeBytes   int64            `json:"size_bytes"`
-	ContentType string           `json:"content_type"`
-	IfExists    string           `json:"if_exists"`
-	SHA256      *string          `json:"sha256"`
-	PartSize    int64            `json:"part_size"`
-	PartCount   int              `json:"part_count"`
-	Status      string           `json:"status"`
-	Parts       []Part           `json:"parts"`
-	ExpiresAt   time.Time        `json:"expires_at"`
-	File        *File            `json:"file"`
-	Error       *problem.Problem `json:"error"`
-	ExpiresIn   *int64           `json:"expires_in"`
-	AgentID     *string          `json:"agent_id"`
-	RunID       *string          `json:"run_id"`
-	CreatedAt   time.Time        `json:"created_at"`
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Path        string `json:"path"`
+	SizeBytes   int64  `json:"size_bytes"`
+	ContentType string `json:"content_type"`
+	// IfExists is "error" or "replace": what the complete does when a live
+	// file holds the path.
+	IfExists string `json:"if_exists"`
+	// SHA256 is the whole file's SHA-256 declared at the start; nil when
+	// none was.
+	SHA256 *string `json:"sha256"`
+	// PartSize is chosen by the server: every part but the last has
+	// exactly this many bytes.
+	PartSize  int64 `json:"part_size"`
+	PartCount int   `json:"part_count"`
+	// Status is one of UploadPending, UploadCompleting, UploadCompleted,
+	// UploadAborted, UploadExpired and UploadFailed.
+	Status string `json:"status"`
+	// Parts are the parts received so far, by part number: what a resume
+	// need not send again. Their Object and UploadID are empty.
+	Parts     []UploadPart `json:"parts"`
+	ExpiresAt time.Time    `json:"expires_at"`
+	// File is the file the session completed into; nil until completed.
+	File *File `json:"file"`
+	// Error is the problem that failed the session (CHECKSUM_MISMATCH);
+	// nil unless failed.
+	Error *Problem `json:"error"`
+	// ExpiresIn is the expiry, in seconds, that the file gets when the
+	// session completes; nil for none.
+	ExpiresIn *int64    `json:"expires_in"`
+	AgentID   *string   `json:"agent_id"`
+	RunID     *string   `json:"run_id"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
-// Part is one part of an upload session as the session lists it, and (with
-// Object and UploadID set) the response of PUT /v1/uploads/{id}/parts/{n}.
-type Part struct {
+// Upload session states (Upload.Status).
+const (
+	UploadPending    = "pending"
+	UploadCompleting = "completing"
+	UploadCompleted  = "completed"
+	UploadAborted    = "aborted"
+	UploadExpired    = "expired"
+	UploadFailed     = "failed"
+)
+
+// UploadPart is the UploadPart object, one stored part of an upload
+// session: the response of PUT /v1/uploads/{id}/parts/{n}, and (without
+// Object and UploadID) an element of Upload.Parts.
+type UploadPart struct {
 	Object     string `json:"object,omitempty"`
 	UploadID   string `json:"upload_id,omitempty"`
 	PartNumber int    `json:"part_number"`
 	SizeBytes  int64  `json:"size_bytes"`
-	SHA256     string `json:"sha256"`
+	// SHA256 is the lowercase hex SHA-256 of the part as the server stored it.
+	SHA256 string `json:"sha256"`
 }
 
-// NewPart shows a part just received by upload uploadID.
-func NewPart(uploadID string, p *agentfs.Part) Part {
-	return Part{Object: "upload_part", UploadID: uploadID, PartNumber: p.Number, SizeBytes: p.SizeBytes, SHA256: p.SHA256}
+// UploadList is a page of upload sessions, newest first: the response of
+// GET /v1/uploads.
+type UploadList struct {
+	Data    []Upload `json:"data"`
+	HasMore bool     `json:"has_more"`
+	// NextCursor is the cursor of the next page; nil on the last.
+	NextCursor *string `json:"next_cursor"`
 }
 
-// NewUpload shows u at time now; f is its file once completed (else nil)
-// and requestID the request that asks, named by a failed session's error.
-func NewUpload(base string, u *agentfs.Upload, f *agentfs.File, requestID string, now time.Time) Upload {
-	out := Upload{
-		ID: u.ID, Object: "upload", Path: u.Path, SizeBytes: u.SizeBytes, ContentType: u.ContentType,
-		IfExists: "error", SHA256: nullable(u.SHA256), PartSize: u.PartSize, PartCount: u.PartCount,
-		Status: u.Status, Parts: make([]Part, 0, len(u.Parts)), ExpiresAt: u.ExpiresAt.UTC(),
-		AgentID: nullable(u.By.AgentID), RunID: nullable(u.By.RunID), CreatedAt: u.CreatedAt.UTC(),
-	}
-	if u.Replace {
-		out.IfExists = "replace"
-	}
-	if u.ExpiresIn > 0 {
-		secs := int64(u.ExpiresIn.Seconds())
-		out.ExpiresIn = &secs
-	}
-	if out.Status == agentfs.UploadPending && !u.ExpiresAt.After(now) {
-		out.Status = agentfs.UploadExpired // the sweeper has not got to it yet
-	}
-	for _, p := range u.Parts {
-		out.Parts = append(out.Parts, Part{PartNumber: p.Number, SizeBytes: p.SizeBytes, SHA256: p.SHA256})
-	}
-	if f != nil {
-		fj := NewFile(base, f)
-		out.File = &fj
-	}
-	if u.Status == agentfs.UploadFailed {
-		p := problem.New(problem.ChecksumMismatch, "the assembled content does not match the declared sha256")
-		p.RequestID = requestID
-		p.Instance = "/v1/uploads/" + u.ID
-		out.Error = p
-	}
-	return out
-}
-
-// Batch is the Batch object: the response of POST /v1/batch and
-// GET /v1/batch/{id}.
+// Batch is the Batch object, many operations run in order in the
+// background: the response of POST /v1/batch, GET /v1/batch/{id},
+// POST /v1/batch/{id}/cancel and POST /v1/runs/{run_id}/revert.
 type Batch struct {
-	ID          string      `json:"id"`
-	Object      string      `json:"object"`
-	Status      string      `json:"status"`
-	Counts      BatchCounts `json:"counts"`
-	Items       []BatchItem `json:"items,omitempty"` // absent when batches are listed
+	ID     string `json:"id"`
+	Object string `json:"object"`
+	// Status is BatchQueued or BatchRunning until it is terminal:
+	// BatchSucceeded, BatchPartiallySucceeded, BatchFailed or
+	// BatchCanceled.
+	Status string      `json:"status"`
+	Counts BatchCounts `json:"counts"`
+	// Items are the operations and their outcomes; nil (absent) in a
+	// listing, which counts them only.
+	Items       []BatchItem `json:"items,omitempty"`
 	CreatedAt   time.Time   `json:"created_at"`
 	StartedAt   *time.Time  `json:"started_at"`
 	CompletedAt *time.Time  `json:"completed_at"`
 }
 
-// BatchCounts tallies a batch's items by state.
+// Batch and batch item states.
+const (
+	BatchQueued             = "queued"
+	BatchRunning            = "running"
+	BatchSucceeded          = "succeeded"
+	BatchPartiallySucceeded = "partially_succeeded"
+	BatchFailed             = "failed"
+	BatchCanceled           = "canceled"
+	BatchItemPending        = "pending"
+	BatchItemSucceeded      = "succeeded"
+	BatchItemFailed         = "failed"
+	BatchItemCanceled       = "canceled"
+)
+
+// Terminal reports whether the batch has ended: every item has run, or
+// the batch was canceled and nothing runs any more.
+func (b *Batch) Terminal() bool {
+	switch b.Status {
+	case BatchSucceeded, BatchPartiallySucceeded, BatchFailed, BatchCanceled:
+		return true
+	}
+	return false
+}
+
+// FailedItems returns the items that failed, in order.
+func (b *Batch) FailedItems() []BatchItem {
+	var out []BatchItem
+	for _, it := range b.Items {
+		if it.Status == BatchItemFailed {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// BatchCounts are a batch's items by status; Total is the sum of the rest.
 type BatchCounts struct {
 	Total     int `json:"total"`
 	Succeeded int `json:"succeeded"`
 	Failed    int `json:"failed"`
 	Pending   int `json:"pending"`
-	Canceled  int `json:"canceled"`
+	// Canceled counts the items a cancel stopped before they ran.
+	Canceled int `json:"canceled"`
 }
 
-// BatchItem is one item of a batch and its outcome.
+// BatchItem is one operation of a batch and its outcome.
 type BatchItem struct {
-	Index    int             `json:"index"`
-	Op       string          `json:"op"`
-	Path     *string         `json:"path"`
-	Status   string          `json:"status"`
-	Replayed bool            `json:"replayed"`
-	File     *File           `json:"file"`
-	Error    json.RawMessage `json:"error"`
+	// Index is the operation's position in the request, from 0.
+	Index int    `json:"index"`
+	Op    string `json:"op"`
+	// Path is a put's or copy's target; nil for delete and restore.
+	Path *string `json:"path"`
+	// Status is BatchItemPending, BatchItemSucceeded, BatchItemFailed or
+	// BatchItemCanceled.
+	Status string `json:"status"`
+	// Replayed: the put's idempotency_key already held this outcome.
+	Replayed bool `json:"replayed"`
+	// File is the file the item left; nil unless it succeeded.
+	File *File `json:"file"`
+	// Error is the problem a standalone request would have returned
+	// (PATH_EXISTS, NOT_FOUND, ...); nil unless the item failed.
+	Error *Problem `json:"error"`
 }
 
-// NewBatch shows b; files holds the files its items left, by id (an item
-// whose file is missing there shows none; its status still says what
-// happened).
-func NewBatch(base string, b *agentfs.Batch, files map[string]*agentfs.File) Batch {
-	out := Batch{ID: b.ID, Object: "batch", Status: b.Status,
-		CreatedAt: b.CreatedAt.UTC(), StartedAt: utc(b.StartedAt), CompletedAt: utc(b.CompletedAt)}
-	n := b.Counts()
-	out.Counts = BatchCounts{Total: n.Total, Succeeded: n.Succeeded, Failed: n.Failed, Pending: n.Pending, Canceled: n.Canceled}
-	if b.Items != nil {
-		out.Items = make([]BatchItem, 0, len(b.Items))
-	}
-	for _, it := range b.Items {
-		j := BatchItem{Index: it.Index, Op: it.Op, Path: nullable(it.Path), Status: it.Status,
-			Replayed: it.Replayed, Error: json.RawMessage("null")}
-		if f := files[it.ResultID]; f != nil {
-			fj := NewFile(base, f)
-			j.File = &fj
-		}
-		if len(it.Error) > 0 {
-			j.Error = it.Error
-		}
-		out.Items = append(out.Items, j)
-	}
-	return out
+// BatchList is a page of batches, newest first, without their items: the
+// response of GET /v1/batch.
+type BatchList struct {
+	Data    []Batch `json:"data"`
+	HasMore bool    `json:"has_more"`
+	// NextCursor is the cursor of the next page; nil on the last.
+	NextCursor *string `json:"next_cursor"`
 }
 
-// Operation is the Operation object: the response of
-// GET /v1/operations/{idempotency_key}.
+// Operation is the Operation object, what an Idempotency-Key holds for
+// the calling subject: the request that claimed it and, once completed,
+// its recorded response. The response of GET /v1/operations/{key}.
 type Operation struct {
-	Object         string                `json:"object"`
-	IdempotencyKey string                `json:"idempotency_key"`
-	Status         string                `json:"status"`
-	Method         string                `json:"method"`
-	Route          string                `json:"route"`
-	ResponseStatus *int                  `json:"response_status"`
-	Response       json.RawMessage       `json:"response"`
-	Resource       *idempotency.Resource `json:"resource"`
+	Object         string `json:"object"`
+	IdempotencyKey string `json:"idempotency_key"`
+	// Status is OperationInProgress or OperationCompleted.
+	Status string `json:"status"`
+	Method string `json:"method"`
+	// Route is the server's route template, e.g. "/v1/files/:id/restore".
+	Route string `json:"route"`
+	// ResponseStatus and Response are the recorded answer; nil while in
+	// progress. Outcome decodes them.
+	ResponseStatus *int               `json:"response_status"`
+	Response       json.RawMessage    `json:"response"`
+	Resource       *OperationResource `json:"resource"`
 	// Redacted names the members of Response shown null because they hold
-	// a secret (a share link's url): only a replay of the request by the
-	// token that made it shows them.
+	// a secret (a share link's url): only the request itself, sent again
+	// with the same key by the token that made it, answers them.
 	Redacted    []string   `json:"redacted"`
 	CreatedAt   time.Time  `json:"created_at"`
 	CompletedAt *time.Time `json:"completed_at"`
 	ExpiresAt   *time.Time `json:"expires_at"`
 }
 
-// NewOperation shows what a key holds, its secrets redacted.
-func NewOperation(r *idempotency.Record) Operation {
-	out := Operation{
-		Object: "operation", IdempotencyKey: r.Key, Status: "in_progress", Method: r.Method, Route: r.Route,
-		Response: json.RawMessage("null"), Redacted: []string{}, CreatedAt: r.CreatedAt.UTC(),
-		CompletedAt: utc(r.CompletedAt), ExpiresAt: utc(r.ExpiresAt),
+// Operation statuses.
+const (
+	OperationInProgress = "in_progress"
+	OperationCompleted  = "completed"
+)
+
+// errNotCompleted is Operation.Outcome's answer while a key is in progress.
+var errNotCompleted = errors.New("the operation is still in progress")
+
+// RecordedStatus is the status of a completed operation's recorded
+// answer; a recorded error comes back as its *Problem.
+func (o *Operation) RecordedStatus() (int, error) {
+	if o.Status != OperationCompleted {
+		return 0, errNotCompleted
 	}
-	if r.Completed {
-		out.Status = "completed"
-		status := r.Outcome.Status
-		out.ResponseStatus = &status
-		out.Response = json.RawMessage(r.Outcome.Body) // as recorded: its secrets are null
-		if len(r.Outcome.Secrets) > 0 {
-			out.Redacted = r.Outcome.Secrets
-		}
-		if r.Outcome.Resource.ID != "" {
-			res := r.Outcome.Resource
-			out.Resource = &res
-		}
+	if o.ResponseStatus == nil {
+		return 0, errors.New("completed operation without a response status")
 	}
-	return out
+	status := *o.ResponseStatus
+	if status >= 400 {
+		p := &Problem{}
+		if err := json.Unmarshal(o.Response, p); err != nil {
+			return 0, fmt.Errorf("recorded %d response: %w", status, err)
+		}
+		p.Status = status
+		return 0, p
+	}
+	return status, nil
 }
 
-// FileVersion is the FileVersion object: the response of
-// GET /v1/files/{id}/versions/{n}, and an element of the version listing.
+// Outcome decodes a completed operation's recorded response: a 2xx body
+// into v (a *File for file writes), a recorded error as its *Problem.
+func (o *Operation) Outcome(v any) error {
+	status, err := o.RecordedStatus()
+	if err != nil {
+		return err
+	}
+	if err := json.NewDecoder(bytes.NewReader(o.Response)).Decode(v); err != nil {
+		return fmt.Errorf("decode %d response: %w", status, err)
+	}
+	return nil
+}
+
+// OperationResource is the resource an operation produced or acted on.
+type OperationResource struct {
+	Object string `json:"object"`
+	ID     string `json:"id"`
+}
+
+// FileVersion is the FileVersion object, one version of a file's content
+// (every write that changed the bytes or the content type made one): the
+// response of GET /v1/files/{id}/versions/{n}, and an element of the
+// version listing.
 type FileVersion struct {
-	Object      string    `json:"object"`
-	FileID      string    `json:"file_id"`
-	Version     int       `json:"version"`
-	SizeBytes   int64     `json:"size_bytes"`
-	ContentType string    `json:"content_type"`
-	SHA256      string    `json:"sha256"`
-	ETag        string    `json:"etag"`
-	URL         string    `json:"url"`
-	AgentID     *string   `json:"agent_id"`
-	RunID       *string   `json:"run_id"`
-	CreatedAt   time.Time `json:"created_at"`
-	Current     bool      `json:"current"`
-}
-
-// NewFileVersion shows v; its url serves its bytes.
-func NewFileVersion(base string, v *agentfs.FileVersion) FileVersion {
-	return FileVersion{Object: "file_version", FileID: v.FileID, Version: v.Version, SizeBytes: v.SizeBytes,
-		ContentType: v.ContentType, SHA256: v.SHA256, ETag: v.ETag(),
-		URL:     base + "/v1/files/" + v.FileID + "/versions/" + strconv.Itoa(v.Version) + "/content",
-		AgentID: nullable(v.By.AgentID), RunID: nullable(v.By.RunID), CreatedAt: v.CreatedAt.UTC(), Current: v.Current}
+	Object      string `json:"object"`
+	FileID      string `json:"file_id"`
+	Version     int64  `json:"version"`
+	SizeBytes   int64  `json:"size_bytes"`
+	ContentType string `json:"content_type"`
+	// SHA256 is the lowercase hex SHA-256 of this version's content.
+	SHA256 string `json:"sha256"`
+	// ETag is the quoted SHA256.
+	ETag string `json:"etag"`
+	// URL serves this version's bytes, with a token.
+	URL string `json:"url"`
+	// AgentID and RunID are those of the write that made this version.
+	AgentID   *string   `json:"agent_id"`
+	RunID     *string   `json:"run_id"`
+	CreatedAt time.Time `json:"created_at"`
+	// Current: this version is the file's content now.
+	Current bool `json:"current"`
 }
 
 // VersionList is a page of a file's versions, newest first: the response
 // of GET /v1/files/{id}/versions.
 type VersionList struct {
-	Data       []FileVersion `json:"data"`
-	HasMore    bool          `json:"has_more"`
-	NextCursor *string       `json:"next_cursor"`
+	Data    []FileVersion `json:"data"`
+	HasMore bool          `json:"has_more"`
+	// NextCursor is the cursor of the next page; nil on the last.
+	NextCursor *string `json:"next_cursor"`
 }
 
-// Link is the Link object: the response of POST /v1/files/{id}/links (the
-// only time url is shown) and DELETE /v1/links/{id}, and an element of
-// GET /v1/files/{id}/links.
+// Link is the Link object, a share link (a URL that serves one file's
+// content without a token until it expires or is revoked): the response
+// of POST /v1/files/{id}/links (the only time URL is shown) and
+// DELETE /v1/links/{id}, and an element of GET /v1/files/{id}/links.
 type Link struct {
-	ID        string     `json:"id"`
-	Object    string     `json:"object"`
-	FileID    string     `json:"file_id"`
-	Version   *int       `json:"version"`
+	ID     string `json:"id"`
+	Object string `json:"object"`
+	FileID string `json:"file_id"`
+	// Version is the version the link serves; nil: always the file's
+	// current content.
+	Version *int64 `json:"version"`
+	// URL is PUBLIC_URL/s/{secret}. It is shown once, in the answer that
+	// created the link (and a replay of it); listings never carry it.
 	URL       *string    `json:"url"`
 	ExpiresAt time.Time  `json:"expires_at"`
 	RevokedAt *time.Time `json:"revoked_at"`
 	CreatedAt time.Time  `json:"created_at"`
-}
-
-// NewLink shows l; its url only when l carries its secret.
-func NewLink(base string, l *agentfs.Link) Link {
-	out := Link{ID: l.ID, Object: "link", FileID: l.FileID, ExpiresAt: l.ExpiresAt.UTC(),
-		RevokedAt: utc(l.RevokedAt), CreatedAt: l.CreatedAt.UTC()}
-	if l.Version != 0 {
-		v := l.Version
-		out.Version = &v
-	}
-	if l.Secret != "" {
-		u := base + "/s/" + l.Secret
-		out.URL = &u
-	}
-	return out
 }
 
 // LinkList is a file's links, newest first: the response of
@@ -302,77 +354,73 @@ type LinkList struct {
 	Data []Link `json:"data"`
 }
 
-// UploadList is a page of upload sessions: the response of GET /v1/uploads.
-type UploadList struct {
-	Data       []Upload `json:"data"`
-	HasMore    bool     `json:"has_more"`
-	NextCursor *string  `json:"next_cursor"`
-}
-
-// BatchList is a page of batches, without their items: the response of
-// GET /v1/batch.
-type BatchList struct {
-	Data       []Batch `json:"data"`
-	HasMore    bool    `json:"has_more"`
-	NextCursor *string `json:"next_cursor"`
-}
-
-// Event is the Event object: one effect on a file, as GET /v1/events lists
-// it.
+// Event is the Event object, one effect on a file, committed in the same
+// transaction as the effect itself: an element of GET /v1/events.
 type Event struct {
-	ID             string    `json:"id"`
-	Object         string    `json:"object"`
-	Type           string    `json:"type"`
-	FileID         string    `json:"file_id"`
-	Path           string    `json:"path"`
-	PreviousPath   *string   `json:"previous_path"`
-	Version        *int      `json:"version"`
-	SizeBytes      *int64    `json:"size_bytes"`
-	SHA256         *string   `json:"sha256"`
-	AgentID        *string   `json:"agent_id"`
-	RunID          *string   `json:"run_id"`
-	IdempotencyKey *string   `json:"idempotency_key"`
-	RequestID      *string   `json:"request_id"`
-	BatchID        *string   `json:"batch_id"`
-	At             time.Time `json:"at"`
+	ID     string `json:"id"`
+	Object string `json:"object"`
+	// Type is one of the Event* constants.
+	Type   string `json:"type"`
+	FileID string `json:"file_id"`
+	Path   string `json:"path"`
+	// PreviousPath is the path a move left; nil for other events.
+	PreviousPath *string `json:"previous_path"`
+	// Version, SizeBytes and SHA256 describe the content the event left;
+	// nil for events that leave none (a delete, a purge).
+	Version   *int64  `json:"version"`
+	SizeBytes *int64  `json:"size_bytes"`
+	SHA256    *string `json:"sha256"`
+	// AgentID and RunID are those of the request that caused the event.
+	AgentID        *string `json:"agent_id"`
+	RunID          *string `json:"run_id"`
+	IdempotencyKey *string `json:"idempotency_key"`
+	RequestID      *string `json:"request_id"`
+	// BatchID is the batch whose item caused the event, if any.
+	BatchID *string   `json:"batch_id"`
+	At      time.Time `json:"at"`
 }
 
-// NewEvent shows e.
-func NewEvent(e *agentfs.Event) Event {
-	out := Event{ID: e.ID, Object: "event", Type: e.Type, FileID: e.FileID, Path: e.Path,
-		PreviousPath: nullable(e.PreviousPath), SHA256: nullable(e.SHA256),
-		AgentID: nullable(e.Origin.By.AgentID), RunID: nullable(e.Origin.By.RunID),
-		IdempotencyKey: nullable(e.Origin.Key), RequestID: nullable(e.Origin.RequestID), BatchID: nullable(e.Origin.BatchID),
-		At: e.At.UTC()}
-	if e.Version != 0 {
-		v, n := e.Version, e.SizeBytes
-		out.Version, out.SizeBytes = &v, &n
-	}
-	return out
-}
+// Event types (Event.Type).
+const (
+	EventFileCreated  = "file.created"
+	EventFileReplaced = "file.replaced"
+	EventFileDeleted  = "file.deleted"
+	EventFileRestored = "file.restored"
+	EventFileMoved    = "file.moved"
+	EventFileReverted = "file.reverted"
+	EventFileExpired  = "file.expired"
+	EventFilePurged   = "file.purged"
+)
 
 // EventList is a page of events, oldest first: the response of
-// GET /v1/events. next_cursor is always present.
+// GET /v1/events.
 type EventList struct {
-	Data       []Event `json:"data"`
-	HasMore    bool    `json:"has_more"`
-	NextCursor string  `json:"next_cursor"`
+	Data    []Event `json:"data"`
+	HasMore bool    `json:"has_more"`
+	// NextCursor is always set: the cursor to continue after this page,
+	// or to wait for the next events when Data was empty.
+	NextCursor string `json:"next_cursor"`
 }
 
-// Run is the Run object: what one run did, the response of
-// GET /v1/runs/{run_id}.
+// Run is the Run object, what one run did, from its events: the response
+// of GET /v1/runs/{run_id}.
 type Run struct {
-	Object       string    `json:"object"`
-	RunID        string    `json:"run_id"`
-	AgentIDs     []string  `json:"agent_ids"`
-	FirstAt      time.Time `json:"first_at"`
-	LastAt       time.Time `json:"last_at"`
-	Counts       RunCounts `json:"counts"`
-	BytesWritten int64     `json:"bytes_written"`
-	LiveFiles    int       `json:"live_files"`
+	Object string `json:"object"`
+	RunID  string `json:"run_id"`
+	// AgentIDs are the X-Agent-IDs its requests carried.
+	AgentIDs []string  `json:"agent_ids"`
+	FirstAt  time.Time `json:"first_at"`
+	LastAt   time.Time `json:"last_at"`
+	Counts   RunCounts `json:"counts"`
+	// BytesWritten adds up the sizes of the versions its creates and
+	// replaces made.
+	BytesWritten int64 `json:"bytes_written"`
+	// LiveFiles counts the files it created or last wrote that are live
+	// now.
+	LiveFiles int `json:"live_files"`
 }
 
-// RunCounts tallies a run's effects by kind.
+// RunCounts are a run's effects by kind.
 type RunCounts struct {
 	Created  int `json:"created"`
 	Replaced int `json:"replaced"`
@@ -382,30 +430,175 @@ type RunCounts struct {
 	Reverted int `json:"reverted"`
 }
 
-// NewRun shows a run's summary.
-func NewRun(r *agentfs.RunSummary) Run {
-	c := r.Counts
-	agents := r.AgentIDs
-	if agents == nil {
-		agents = []string{}
-	}
-	return Run{Object: "run", RunID: r.RunID, AgentIDs: agents, FirstAt: r.FirstAt, LastAt: r.LastAt,
-		BytesWritten: r.BytesWritten, LiveFiles: r.LiveFiles,
-		Counts: RunCounts{Created: c[agentfs.EventCreated], Replaced: c[agentfs.EventReplaced], Deleted: c[agentfs.EventDeleted],
-			Restored: c[agentfs.EventRestored], Moved: c[agentfs.EventMoved], Reverted: c[agentfs.EventReverted]}}
+// Problem is an RFC 9457 problem document (application/problem+json): the
+// body of every error answer, and the error of a failed upload session or
+// batch item. Its Code is the stable thing to branch on; /problems/{code}
+// explains each one. It is an error, so a client can return it as one.
+type Problem struct {
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail,omitempty"`
+	Instance  string `json:"instance,omitempty"`
+	Code      string `json:"code"`
+	Retryable bool   `json:"retryable"`
+	RequestID string `json:"request_id"`
+	// Errors names the offending fields, with VALIDATION_FAILED and others.
+	Errors []FieldError `json:"errors,omitempty"`
+	// ExistingFileID is the live file holding the path, with PATH_EXISTS.
+	ExistingFileID string `json:"existing_file_id,omitempty"`
+	// MissingParts lists the parts an upload still lacks, with PARTS_MISSING.
+	MissingParts []int `json:"missing_parts,omitempty"`
+	// MissingScope names the scope the token lacks, with FORBIDDEN.
+	MissingScope string `json:"missing_scope,omitempty"`
+	// RetryAfter is the answer's Retry-After header as a client read it
+	// (zero when absent); it is no member of the document.
+	RetryAfter time.Duration `json:"-"`
 }
 
-func nullable(s string) *string {
-	if s == "" {
-		return nil
+// Error reads like "409 PATH_EXISTS: a live file already holds path
+// "a.txt" (request req_…)". It names no program: the program that prints
+// it adds its own prefix, once.
+func (p *Problem) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d", p.Status)
+	if p.Code != "" {
+		b.WriteString(" " + p.Code)
 	}
-	return &s
+	switch {
+	case p.Detail != "":
+		b.WriteString(": " + p.Detail)
+	case p.Title != "":
+		b.WriteString(": " + p.Title)
+	}
+	if p.ExistingFileID != "" {
+		b.WriteString(" (existing_file_id " + p.ExistingFileID + ")")
+	}
+	if p.RequestID != "" {
+		b.WriteString(" (request " + p.RequestID + ")")
+	}
+	return b.String()
 }
 
-func utc(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
+// FieldError is one offending field, query parameter or header of a
+// request, as a problem's errors list it.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// ProblemType is the ProblemType object, what a problem code means: the
+// response of GET /problems/{code}.
+type ProblemType struct {
+	Code        string `json:"code"`
+	Status      int    `json:"status"`
+	Title       string `json:"title"`
+	Retryable   bool   `json:"retryable"`
+	Description string `json:"description"`
+}
+
+// Health is the Health object: the response of GET /healthz ("ok") and
+// GET /readyz ("ready").
+type Health struct {
+	Status string `json:"status"`
+}
+
+// Protocol is the Protocol object, what the server guarantees (its
+// idempotency rules, recommended retry policy, limits and MCP door): the
+// response of GET /v1/protocol. Members here and below are in
+// alphabetical order, the order the answer has always had.
+type Protocol struct {
+	APIVersion  string              `json:"api_version"`
+	Idempotency ProtocolIdempotency `json:"idempotency"`
+	Limits      ProtocolLimits      `json:"limits"`
+	// MCP says where the MCP tools are served; nil when they are not.
+	MCP   *ProtocolMCP  `json:"mcp"`
+	Retry ProtocolRetry `json:"retry"`
+	// Raw is the document as a client received it, including members
+	// this package does not name; it is no member of the document.
+	Raw json.RawMessage `json:"-"`
+}
+
+// ProtocolIdempotency describes Idempotency-Key.
+type ProtocolIdempotency struct {
+	Header           string   `json:"header"`
+	KeyPattern       string   `json:"key_pattern"`
+	ReplayHeader     string   `json:"replay_header"`
+	RequiredOn       []string `json:"required_on"`
+	RetentionSeconds int64    `json:"retention_seconds"`
+	Scope            string   `json:"scope"`
+}
+
+// ProtocolLimits are the server's limits.
+type ProtocolLimits struct {
+	// Batches: the largest body, the largest decoded content of one item,
+	// the most items.
+	BatchMaxBytes     int64 `json:"batch_max_bytes"`
+	BatchMaxItemBytes int64 `json:"batch_max_item_bytes"`
+	BatchMaxItems     int   `json:"batch_max_items"`
+	// BodyIdleTimeoutSeconds is how long a request body may stall before
+	// the request is 408 REQUEST_TIMEOUT (0: no bound).
+	BodyIdleTimeoutSeconds  int64 `json:"body_idle_timeout_seconds"`
+	DeletedRetentionSeconds int64 `json:"deleted_retention_seconds"`
+	// EventRetentionSeconds is how long events are kept;
+	// EventsWaitMaxSeconds the longest wait of GET /v1/events.
+	EventRetentionSeconds int64 `json:"event_retention_seconds"`
+	EventsWaitMaxSeconds  int   `json:"events_wait_max_seconds"`
+	// The bounds of a file's expires_in, and of a share link's (with its
+	// default).
+	ExpiresInMaxSeconds         int64 `json:"expires_in_max_seconds"`
+	ExpiresInMinSeconds         int64 `json:"expires_in_min_seconds"`
+	LinkExpiresInDefaultSeconds int64 `json:"link_expires_in_default_seconds"`
+	LinkExpiresInMaxSeconds     int64 `json:"link_expires_in_max_seconds"`
+	LinkExpiresInMinSeconds     int64 `json:"link_expires_in_min_seconds"`
+	ListLimitDefault            int   `json:"list_limit_default"`
+	ListLimitMax                int   `json:"list_limit_max"`
+	MaxPathBytes                int   `json:"max_path_bytes"`
+	// MaxPendingUploads is how many upload sessions a subject may have
+	// open at once (0: no bound; past it a new session is 429
+	// QUOTA_EXCEEDED).
+	MaxPendingUploads int `json:"max_pending_uploads"`
+	// MaxUploadBytes bounds one POST /v1/files; larger files go through
+	// upload sessions, up to MaxUploadSessionBytes.
+	MaxUploadBytes        int64 `json:"max_upload_bytes"`
+	MaxUploadSessionBytes int64 `json:"max_upload_session_bytes"`
+	// MaxVersions and VersionRetentionSeconds bound the non-current
+	// versions kept of a file (0: no bound).
+	MaxVersions int `json:"max_versions"`
+	// QuotaBytes bounds the bytes a subject writes per
+	// QuotaWindowSeconds (0: no quota).
+	QuotaBytes         int64 `json:"quota_bytes"`
+	QuotaWindowSeconds int64 `json:"quota_window_seconds"`
+	// RateLimitBurst and RateLimitPerSecond bound a subject's requests
+	// (0: no limit), kept as RateLimitScope says.
+	RateLimitBurst     int     `json:"rate_limit_burst"`
+	RateLimitPerSecond float64 `json:"rate_limit_per_second"`
+	RateLimitScope     string  `json:"rate_limit_scope"`
+	// Upload sessions: the most parts, the preferred part size, how long
+	// a session lives.
+	UploadMaxParts          int   `json:"upload_max_parts"`
+	UploadPartSize          int64 `json:"upload_part_size"`
+	UploadTTLSeconds        int64 `json:"upload_ttl_seconds"`
+	VersionRetentionSeconds int64 `json:"version_retention_seconds"`
+	// WriteIdleTimeoutSeconds is how long a download may take nothing
+	// before it is cut (0: no bound).
+	WriteIdleTimeoutSeconds int64 `json:"write_idle_timeout_seconds"`
+}
+
+// ProtocolMCP says where and how the MCP tools are served.
+type ProtocolMCP struct {
+	Auth      string `json:"auth"`
+	Endpoint  string `json:"endpoint"`
+	Stateless bool   `json:"stateless"`
+	Transport string `json:"transport"`
+}
+
+// ProtocolRetry is the server's recommended retry policy.
+type ProtocolRetry struct {
+	InitialDelayMS    int64    `json:"initial_delay_ms"`
+	Jitter            string   `json:"jitter"`
+	MaxAttempts       int      `json:"max_attempts"`
+	MaxDelayMS        int64    `json:"max_delay_ms"`
+	RetryableStatuses []int    `json:"retryable_statuses"`
+	SafeOperations    []string `json:"safe_operations"`
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentfs/agentfs/api"
 )
 
 // BatchOp is one operation of a batch (schema BatchOperation). Build it
@@ -78,85 +80,27 @@ func BatchRestore(id string) BatchOp { return BatchOp{Op: BatchOpRestore, FileID
 func BatchCopy(id, path string) BatchOp { return BatchOp{Op: BatchOpCopy, FileID: id, Path: path} }
 
 // Batch is many operations run in order in the background (schema Batch).
-type Batch struct {
-	ID     string `json:"id"`
-	Object string `json:"object"`
-	// Status is BatchQueued or BatchRunning until it is terminal:
-	// BatchSucceeded, BatchPartiallySucceeded, BatchFailed or
-	// BatchCanceled.
-	Status string      `json:"status"`
-	Counts BatchCounts `json:"counts"`
-	// Items are the operations and their outcomes; nil in a listing
-	// (ListBatches), which counts them only.
-	Items       []BatchItem `json:"items"`
-	CreatedAt   time.Time   `json:"created_at"`
-	StartedAt   *time.Time  `json:"started_at"`
-	CompletedAt *time.Time  `json:"completed_at"`
-}
+type Batch = api.Batch
 
 // BatchCounts are a batch's items by status; Total is the sum of the rest.
-type BatchCounts struct {
-	Total     int `json:"total"`
-	Succeeded int `json:"succeeded"`
-	Failed    int `json:"failed"`
-	Pending   int `json:"pending"`
-	// Canceled counts the items CancelBatch stopped before they ran.
-	Canceled int `json:"canceled"`
-}
+type BatchCounts = api.BatchCounts
 
 // BatchItem is one operation of a batch and its outcome.
-type BatchItem struct {
-	// Index is the operation's position in the request, from 0.
-	Index int    `json:"index"`
-	Op    string `json:"op"`
-	// Path is a put's or copy's target; nil for delete and restore.
-	Path *string `json:"path"`
-	// Status is BatchItemPending, BatchItemSucceeded, BatchItemFailed or
-	// BatchItemCanceled.
-	Status string `json:"status"`
-	// Replayed: the put's idempotency_key already held this outcome.
-	Replayed bool `json:"replayed"`
-	// File is the file the item left; nil unless it succeeded.
-	File *File `json:"file"`
-	// Error is the problem a standalone request would have returned
-	// (PATH_EXISTS, NOT_FOUND, ...); nil unless the item failed.
-	Error *Problem `json:"error"`
-}
+type BatchItem = api.BatchItem
 
 // Batch and batch item states.
 const (
-	BatchQueued             = "queued"
-	BatchRunning            = "running"
-	BatchSucceeded          = "succeeded"
-	BatchPartiallySucceeded = "partially_succeeded"
-	BatchFailed             = "failed"
-	BatchCanceled           = "canceled"
-	BatchItemPending        = "pending"
-	BatchItemSucceeded      = "succeeded"
-	BatchItemFailed         = "failed"
-	BatchItemCanceled       = "canceled"
+	BatchQueued             = api.BatchQueued
+	BatchRunning            = api.BatchRunning
+	BatchSucceeded          = api.BatchSucceeded
+	BatchPartiallySucceeded = api.BatchPartiallySucceeded
+	BatchFailed             = api.BatchFailed
+	BatchCanceled           = api.BatchCanceled
+	BatchItemPending        = api.BatchItemPending
+	BatchItemSucceeded      = api.BatchItemSucceeded
+	BatchItemFailed         = api.BatchItemFailed
+	BatchItemCanceled       = api.BatchItemCanceled
 )
-
-// Terminal reports whether the batch has ended: every item has run, or
-// the batch was canceled and nothing runs any more.
-func (b *Batch) Terminal() bool {
-	switch b.Status {
-	case BatchSucceeded, BatchPartiallySucceeded, BatchFailed, BatchCanceled:
-		return true
-	}
-	return false
-}
-
-// FailedItems returns the items that failed, in order.
-func (b *Batch) FailedItems() []BatchItem {
-	var out []BatchItem
-	for _, it := range b.Items {
-		if it.Status == BatchItemFailed {
-			out = append(out, it)
-		}
-	}
-	return out
-}
 
 // MaxBatchWait is the longest BatchOptions.Wait the server accepts.
 const MaxBatchWait = 30 * time.Second
@@ -229,14 +173,9 @@ func (c *Client) batchCall(ctx context.Context, r *request) (*Batch, error) {
 }
 
 // BatchList is one page of batches, newest first, without their items
-// (schema BatchList).
-type BatchList struct {
-	Data    []Batch `json:"data"`
-	HasMore bool    `json:"has_more"`
-	// NextCursor is BatchListOptions.Cursor for the next page; nil on the
-	// last.
-	NextCursor *string `json:"next_cursor"`
-}
+// (schema BatchList); its NextCursor is BatchListOptions.Cursor for the
+// next page.
+type BatchList = api.BatchList
 
 // BatchListOptions filter and page ListBatches.
 type BatchListOptions struct {

@@ -257,6 +257,18 @@ func TestFiles(t *testing.T) {
 		}
 	})
 
+	t.Run("ProtocolNamesEveryLimit", func(t *testing.T) {
+		p, err := c.Protocol(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := p.Limits
+		if l.LinkExpiresInDefaultSeconds != 3600 || l.LinkExpiresInMaxSeconds != 604800 || l.ExpiresInMaxSeconds != 31536000 ||
+			l.EventsWaitMaxSeconds != 30 || l.RateLimitScope != "subject, per instance" || l.ExpiresInMinSeconds != 60 {
+			t.Fatalf("protocol limits %+v", l)
+		}
+	})
+
 	t.Run("Unauthenticated", func(t *testing.T) {
 		anon, err := client.New(b.proxy.URL, "not-a-token")
 		if err != nil {

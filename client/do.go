@@ -3,7 +3,6 @@ package client
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -129,7 +128,7 @@ func (c *Client) pollOnce(ctx context.Context, r *request, busy *Problem, waits 
 	if len(op.Redacted) > 0 {
 		return nil, nil // the same key replays it, secret and all
 	}
-	res, err := op.response()
+	res, err := recordedResponse(op)
 	if err != nil {
 		return nil, backoff.Permanent(c.opError(r, err))
 	}
@@ -172,21 +171,13 @@ func (c *Client) opError(r *request, err error) error {
 	return fmt.Errorf("%s %s: %w", r.method, r.path, err)
 }
 
-// response rebuilds the HTTP response an operation recorded: the answer
-// to a write whose own response never arrived. A recorded error is
+// recordedResponse rebuilds the HTTP response an operation recorded: the
+// answer to a write whose own response never arrived. A recorded error is
 // returned as its *Problem.
-func (o *Operation) response() (*http.Response, error) {
-	if o.ResponseStatus == nil {
-		return nil, errors.New("completed operation without a response status")
-	}
-	status := *o.ResponseStatus
-	if status >= 400 {
-		p := &Problem{}
-		if err := json.Unmarshal(o.Response, p); err != nil {
-			return nil, fmt.Errorf("recorded %d response: %w", status, err)
-		}
-		p.Status = status
-		return nil, p
+func recordedResponse(o *Operation) (*http.Response, error) {
+	status, err := o.RecordedStatus()
+	if err != nil {
+		return nil, err
 	}
 	return &http.Response{
 		StatusCode: status,

@@ -12,55 +12,31 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentfs/agentfs/api"
 )
 
 // Event is one effect on a file (schema Event), committed in the same
 // transaction as the effect itself: the feed shows exactly what
 // happened, once. A replay or a no-op makes none.
-type Event struct {
-	ID     string `json:"id"`
-	Object string `json:"object"`
-	// Type is one of the Event* constants.
-	Type   string `json:"type"`
-	FileID string `json:"file_id"`
-	Path   string `json:"path"`
-	// PreviousPath is the path a move left; nil for other events.
-	PreviousPath *string `json:"previous_path"`
-	// Version, SizeBytes and SHA256 describe the content the event left;
-	// nil for events that leave none (a delete, a purge).
-	Version   *int64  `json:"version"`
-	SizeBytes *int64  `json:"size_bytes"`
-	SHA256    *string `json:"sha256"`
-	// AgentID and RunID are those of the request that caused the event.
-	AgentID        *string `json:"agent_id"`
-	RunID          *string `json:"run_id"`
-	IdempotencyKey *string `json:"idempotency_key"`
-	RequestID      *string `json:"request_id"`
-	// BatchID is the batch whose item caused the event, if any.
-	BatchID *string   `json:"batch_id"`
-	At      time.Time `json:"at"`
-}
+type Event = api.Event
 
 // Event types (Event.Type, EventOptions.Types).
 const (
-	EventFileCreated  = "file.created"
-	EventFileReplaced = "file.replaced"
-	EventFileDeleted  = "file.deleted"
-	EventFileRestored = "file.restored"
-	EventFileMoved    = "file.moved"
-	EventFileReverted = "file.reverted"
-	EventFileExpired  = "file.expired"
-	EventFilePurged   = "file.purged"
+	EventFileCreated  = api.EventFileCreated
+	EventFileReplaced = api.EventFileReplaced
+	EventFileDeleted  = api.EventFileDeleted
+	EventFileRestored = api.EventFileRestored
+	EventFileMoved    = api.EventFileMoved
+	EventFileReverted = api.EventFileReverted
+	EventFileExpired  = api.EventFileExpired
+	EventFilePurged   = api.EventFilePurged
 )
 
-// EventList is one page of events, oldest first (schema EventList).
-type EventList struct {
-	Data    []Event `json:"data"`
-	HasMore bool    `json:"has_more"`
-	// NextCursor is always set: EventOptions.After for the next page, or
-	// for the next poll when Data was empty.
-	NextCursor string `json:"next_cursor"`
-}
+// EventList is one page of events, oldest first (schema EventList); its
+// NextCursor is EventOptions.After for the next page, or for the next
+// poll when Data was empty.
+type EventList = api.EventList
 
 // EventsNow is the EventOptions.After that starts at the current end of
 // the feed: exactly the events that commit from then on.
@@ -333,31 +309,10 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // Run is what one run did, from its events (schema Run).
-type Run struct {
-	Object string `json:"object"`
-	RunID  string `json:"run_id"`
-	// AgentIDs are the X-Agent-IDs its requests carried.
-	AgentIDs []string  `json:"agent_ids"`
-	FirstAt  time.Time `json:"first_at"`
-	LastAt   time.Time `json:"last_at"`
-	Counts   RunCounts `json:"counts"`
-	// BytesWritten adds up the sizes of the versions its creates and
-	// replaces made.
-	BytesWritten int64 `json:"bytes_written"`
-	// LiveFiles counts the files it created or last wrote that are live
-	// now.
-	LiveFiles int `json:"live_files"`
-}
+type Run = api.Run
 
 // RunCounts are a run's effects by kind.
-type RunCounts struct {
-	Created  int `json:"created"`
-	Replaced int `json:"replaced"`
-	Deleted  int `json:"deleted"`
-	Restored int `json:"restored"`
-	Moved    int `json:"moved"`
-	Reverted int `json:"reverted"`
-}
+type RunCounts = api.RunCounts
 
 // Run returns the summary of the run runID (GET /v1/runs/{run_id}); a
 // run with no event of this subject is NOT_FOUND. A "/" in the run id is

@@ -13,46 +13,16 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentfs/agentfs/api"
 )
 
 // File is a stored file's metadata (openapi.yaml, schema File).
-type File struct {
-	ID          string `json:"id"`
-	Object      string `json:"object"`
-	Path        string `json:"path"`
-	SizeBytes   int64  `json:"size_bytes"`
-	ContentType string `json:"content_type"`
-	// SHA256 is the lowercase hex SHA-256 of the whole content.
-	SHA256 string `json:"sha256"`
-	// ETag is the quoted SHA256, as the ETag header carries it.
-	ETag    string `json:"etag"`
-	Version int64  `json:"version"`
-	// URL is the stable content URL; it survives replaces.
-	URL string `json:"url"`
-	// AgentID and RunID are those of the request that created the file
-	// (what ListOptions filters on); nil when it sent none.
-	AgentID *string `json:"agent_id"`
-	RunID   *string `json:"run_id"`
-	// LastAgentID and LastRunID are those of the latest write.
-	LastAgentID *string    `json:"last_agent_id"`
-	LastRunID   *string    `json:"last_run_id"`
-	CreatedAt   time.Time  `json:"created_at"`
-	UpdatedAt   time.Time  `json:"updated_at"`
-	DeletedAt   *time.Time `json:"deleted_at"`
-	PurgeAfter  *time.Time `json:"purge_after"`
-	// ExpiresAt is when the file stops being served and counts as
-	// deleted (see PutOptions.ExpiresIn and SetExpiry); nil: never.
-	ExpiresAt *time.Time `json:"expires_at"`
-	Blocked   bool       `json:"blocked"`
-}
+type File = api.File
 
-// FileList is one page of files, newest first (schema FileList).
-type FileList struct {
-	Data    []File `json:"data"`
-	HasMore bool   `json:"has_more"`
-	// NextCursor is ListOptions.Cursor for the next page; nil on the last.
-	NextCursor *string `json:"next_cursor"`
-}
+// FileList is one page of files, newest first (schema FileList); its
+// NextCursor is ListOptions.Cursor for the next page.
+type FileList = api.FileList
 
 // PutOptions adjust PutFile. The zero value creates a new file and fails
 // with PATH_EXISTS if a live file holds the path.

@@ -7,41 +7,20 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/agentfs/agentfs/api"
 )
 
 // FileVersion is one version of a file's content (schema FileVersion):
 // every write that changed the bytes or the content type made one, and
 // the previous ones stay readable until the server's version retention
 // drops them.
-type FileVersion struct {
-	Object      string `json:"object"`
-	FileID      string `json:"file_id"`
-	Version     int64  `json:"version"`
-	SizeBytes   int64  `json:"size_bytes"`
-	ContentType string `json:"content_type"`
-	// SHA256 is the lowercase hex SHA-256 of this version's content.
-	SHA256 string `json:"sha256"`
-	// ETag is the quoted SHA256.
-	ETag string `json:"etag"`
-	// URL serves this version's bytes (VersionContent), with a token.
-	URL string `json:"url"`
-	// AgentID and RunID are those of the write that made this version.
-	AgentID   *string   `json:"agent_id"`
-	RunID     *string   `json:"run_id"`
-	CreatedAt time.Time `json:"created_at"`
-	// Current: this version is the file's content now.
-	Current bool `json:"current"`
-}
+type FileVersion = api.FileVersion
 
 // VersionList is one page of a file's versions, newest first (schema
-// VersionList).
-type VersionList struct {
-	Data    []FileVersion `json:"data"`
-	HasMore bool          `json:"has_more"`
-	// NextCursor is VersionListOptions.Cursor for the next page; nil on
-	// the last.
-	NextCursor *string `json:"next_cursor"`
-}
+// VersionList); its NextCursor is VersionListOptions.Cursor for the next
+// page.
+type VersionList = api.VersionList
 
 // VersionListOptions page ListVersions.
 type VersionListOptions struct {

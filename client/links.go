@@ -5,25 +5,14 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/agentfs/agentfs/api"
 )
 
 // Link is a share link (schema Link): a URL that serves one file's
 // content without a token until it expires or is revoked, for people and
 // tools that have no AgentFS token.
-type Link struct {
-	ID     string `json:"id"`
-	Object string `json:"object"`
-	FileID string `json:"file_id"`
-	// Version is the version the link serves; nil: always the file's
-	// current content.
-	Version *int64 `json:"version"`
-	// URL is PUBLIC_URL/s/{secret}. It is shown once, in the answer to
-	// CreateLink (and to a replay of it); listings never carry it.
-	URL       *string    `json:"url"`
-	ExpiresAt time.Time  `json:"expires_at"`
-	RevokedAt *time.Time `json:"revoked_at"`
-	CreatedAt time.Time  `json:"created_at"`
-}
+type Link = api.Link
 
 // Bounds of LinkOptions.ExpiresIn (lifecycle).
 const (

@@ -3,67 +3,23 @@ package client
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentfs/agentfs/api"
 )
 
 // Problem is an error the server answered with: an RFC 9457
-// application/problem+json document. Its Code is the stable thing to
-// branch on; /problems/{code} on the server explains each one.
-type Problem struct {
-	Type      string `json:"type"`
-	Title     string `json:"title"`
-	Status    int    `json:"status"`
-	Detail    string `json:"detail,omitempty"`
-	Instance  string `json:"instance,omitempty"`
-	Code      string `json:"code"`
-	Retryable bool   `json:"retryable"`
-	RequestID string `json:"request_id"`
-	// ExistingFileID is the live file holding the path, with PATH_EXISTS.
-	ExistingFileID string `json:"existing_file_id,omitempty"`
-	// MissingParts lists the parts an upload still lacks, with PARTS_MISSING.
-	MissingParts []int `json:"missing_parts,omitempty"`
-	// MissingScope names the scope the token lacks, with FORBIDDEN.
-	MissingScope string `json:"missing_scope,omitempty"`
-	// Errors names the offending fields, with VALIDATION_FAILED and others.
-	Errors []FieldError `json:"errors,omitempty"`
-	// RetryAfter is the response's Retry-After hint (zero when absent).
-	RetryAfter time.Duration `json:"-"`
-}
+// application/problem+json document (schema Problem), with the answer's
+// Retry-After hint. Its Code is the stable thing to branch on;
+// /problems/{code} on the server explains each one.
+type Problem = api.Problem
 
 // FieldError is one offending field, query parameter or header of a request.
-type FieldError struct {
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
-
-// Error reads like "409 PATH_EXISTS: a live file already holds path
-// "a.txt" (request req_…)". It names no program: the program that prints
-// it adds its own prefix, once.
-func (p *Problem) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d", p.Status)
-	if p.Code != "" {
-		b.WriteString(" " + p.Code)
-	}
-	switch {
-	case p.Detail != "":
-		b.WriteString(": " + p.Detail)
-	case p.Title != "":
-		b.WriteString(": " + p.Title)
-	}
-	if p.ExistingFileID != "" {
-		b.WriteString(" (existing_file_id " + p.ExistingFileID + ")")
-	}
-	if p.RequestID != "" {
-		b.WriteString(" (request " + p.RequestID + ")")
-	}
-	return b.String()
-}
+type FieldError = api.FieldError
 
 // ErrorCode returns the problem code carried by err (for example
 // "PATH_EXISTS"), or "" when err is not a *Problem.

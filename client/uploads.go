@@ -9,66 +9,27 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/agentfs/agentfs/api"
 )
 
 // Upload is a multipart upload session (openapi.yaml, schema Upload): a
 // file of SizeBytes bytes sent in PartCount parts of PartSize bytes (the
 // last holds the rest), then assembled into a file by CompleteUpload.
-type Upload struct {
-	ID          string `json:"id"`
-	Object      string `json:"object"`
-	Path        string `json:"path"`
-	SizeBytes   int64  `json:"size_bytes"`
-	ContentType string `json:"content_type"`
-	// IfExists is "error" or "replace": what the complete does when a live
-	// file holds the path.
-	IfExists string `json:"if_exists"`
-	// SHA256 is the whole file's SHA-256 declared at the start; nil when
-	// none was.
-	SHA256 *string `json:"sha256"`
-	// PartSize is chosen by the server: every part but the last has
-	// exactly this many bytes.
-	PartSize  int64 `json:"part_size"`
-	PartCount int   `json:"part_count"`
-	// Status is one of UploadPending, UploadCompleting, UploadCompleted,
-	// UploadAborted, UploadExpired and UploadFailed.
-	Status string `json:"status"`
-	// Parts are the parts received so far, by part number: what a resume
-	// need not send again.
-	Parts     []UploadPart `json:"parts"`
-	ExpiresAt time.Time    `json:"expires_at"`
-	// File is the file the session completed into; nil until completed.
-	File *File `json:"file"`
-	// Error is the problem that failed the session (CHECKSUM_MISMATCH);
-	// nil unless failed.
-	Error *Problem `json:"error"`
-	// ExpiresIn is the expiry, in seconds, that the file gets when the
-	// session completes (CreateUploadOptions.ExpiresIn); nil for none.
-	ExpiresIn *int64    `json:"expires_in"`
-	AgentID   *string   `json:"agent_id"`
-	RunID     *string   `json:"run_id"`
-	CreatedAt time.Time `json:"created_at"`
-}
+type Upload = api.Upload
 
 // UploadPart is one stored part of an upload session (schema UploadPart;
 // Object and UploadID are set on the answer to PutPart only).
-type UploadPart struct {
-	Object     string `json:"object,omitempty"`
-	UploadID   string `json:"upload_id,omitempty"`
-	PartNumber int    `json:"part_number"`
-	SizeBytes  int64  `json:"size_bytes"`
-	// SHA256 is the lowercase hex SHA-256 of the part as the server stored it.
-	SHA256 string `json:"sha256"`
-}
+type UploadPart = api.UploadPart
 
 // Upload session states (Upload.Status).
 const (
-	UploadPending    = "pending"
-	UploadCompleting = "completing"
-	UploadCompleted  = "completed"
-	UploadAborted    = "aborted"
-	UploadExpired    = "expired"
-	UploadFailed     = "failed"
+	UploadPending    = api.UploadPending
+	UploadCompleting = api.UploadCompleting
+	UploadCompleted  = api.UploadCompleted
+	UploadAborted    = api.UploadAborted
+	UploadExpired    = api.UploadExpired
+	UploadFailed     = api.UploadFailed
 )
 
 // CreateUploadOptions adjust CreateUpload.
@@ -275,14 +236,9 @@ func (c *Client) uploadCall(ctx context.Context, r *request) (*Upload, error) {
 func uploadPath(id string) string { return "/v1/uploads/" + url.PathEscape(id) }
 
 // UploadList is one page of upload sessions, newest first (schema
-// UploadList).
-type UploadList struct {
-	Data    []Upload `json:"data"`
-	HasMore bool     `json:"has_more"`
-	// NextCursor is UploadListOptions.Cursor for the next page; nil on the
-	// last.
-	NextCursor *string `json:"next_cursor"`
-}
+// UploadList); its NextCursor is UploadListOptions.Cursor for the next
+// page.
+type UploadList = api.UploadList
 
 // UploadListOptions filter and page ListUploads.
 type UploadListOptions struct {

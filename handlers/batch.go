@@ -20,6 +20,7 @@ import (
 	"github.com/agentfs/agentfs/jsonscan"
 	"github.com/agentfs/agentfs/offheap"
 	"github.com/agentfs/agentfs/problem"
+	"github.com/agentfs/agentfs/render"
 )
 
 // maxBatchWait bounds ?wait on POST /v1/batch.
@@ -388,7 +389,7 @@ func (a *API) getBatch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, api.NewBatch(a.deps.PublicURL, b, files))
+	return c.JSON(http.StatusOK, render.Batch(a.deps.PublicURL, b, files))
 }
 
 // listBatches is GET /v1/batch: the subject's batches, newest first,
@@ -419,7 +420,7 @@ func (a *API) listBatches(c echo.Context) error {
 		out.NextCursor = nextCursor(batches[limit-1].CreatedAt, batches[limit-1].ID)
 	}
 	for _, b := range batches {
-		out.Data = append(out.Data, api.NewBatch(a.deps.PublicURL, b, nil))
+		out.Data = append(out.Data, render.Batch(a.deps.PublicURL, b, nil))
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -73,7 +73,7 @@ func TestEvents(t *testing.T) {
 			t.Fatalf("events of the file: %s", got)
 		}
 		wantReq := []string{"req-create", "req-replace", "req-revert", "req-move", "req-delete", "req-restore"}
-		wantVersion := []int{1, 2, 3, 3, 3, 3}
+		wantVersion := []int64{1, 2, 3, 3, 3, 3}
 		wantBody := []string{"one", "two", "one", "one", "one", "one"}
 		for i, e := range evs {
 			if e.Object != "event" || e.FileID != f.ID || str(e.RequestID) != wantReq[i] || str(e.RunID) != "run-e" ||

@@ -14,6 +14,7 @@ import (
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/problem"
+	"github.com/agentfs/agentfs/render"
 )
 
 // createFile is POST /v1/files: a raw body, or multipart/form-data whose
@@ -174,7 +175,7 @@ func (a *API) listFiles(c echo.Context) error {
 		out.NextCursor = &next
 	}
 	for _, f := range files {
-		out.Data = append(out.Data, api.NewFile(a.deps.PublicURL, f))
+		out.Data = append(out.Data, render.File(a.deps.PublicURL, f))
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -255,7 +256,7 @@ func (a *API) getFile(c echo.Context) error {
 	if inm := c.Request().Header.Get("If-None-Match"); inm != "" && agentfs.ETagMatchesWeak(inm, f.ETag()) {
 		return c.NoContent(http.StatusNotModified)
 	}
-	return c.JSON(http.StatusOK, api.NewFile(a.deps.PublicURL, f))
+	return c.JSON(http.StatusOK, render.File(a.deps.PublicURL, f))
 }
 
 // deleteFile is DELETE /v1/files/{id}: a soft delete, safe to repeat.

@@ -14,6 +14,7 @@ import (
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/problem"
+	"github.com/agentfs/agentfs/render"
 )
 
 // listVersions is GET /v1/files/{id}/versions: newest first, in pages.
@@ -41,7 +42,7 @@ func (a *API) listVersions(c echo.Context) error {
 		out.NextCursor = &next
 	}
 	for _, v := range versions {
-		out.Data = append(out.Data, api.NewFileVersion(a.deps.PublicURL, v))
+		out.Data = append(out.Data, render.FileVersion(a.deps.PublicURL, v))
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -70,7 +71,7 @@ func (a *API) getVersion(c echo.Context) error {
 		return err
 	}
 	c.Response().Header().Set("ETag", v.ETag())
-	return c.JSON(http.StatusOK, api.NewFileVersion(a.deps.PublicURL, v))
+	return c.JSON(http.StatusOK, render.FileVersion(a.deps.PublicURL, v))
 }
 
 // getVersionContent is GET and HEAD /v1/files/{id}/versions/{n}/content:

@@ -52,7 +52,7 @@ func TestHistoryRaces(t *testing.T) {
 				results[i] = revert(c, f.ID, 1)
 			}
 		})
-		named := map[int]string{} // version -> sha256, as the answers name them
+		named := map[int64]string{} // version -> sha256, as the answers name them
 		for i, res := range results {
 			if res.Status != http.StatusOK {
 				t.Fatalf("request %d: %d %s", i, res.Status, res.Body)
@@ -76,7 +76,7 @@ func TestHistoryRaces(t *testing.T) {
 		l := versionList(t, c, f.ID, "")
 		final := l.Data[0].Version
 		for i, v := range l.Data {
-			if v.Version != final-i {
+			if v.Version != final-int64(i) {
 				t.Fatalf("versions have a gap: %v", versionNumbers(l))
 			}
 			if want, ok := named[v.Version]; ok && v.SHA256 != want {
@@ -90,13 +90,13 @@ func TestHistoryRaces(t *testing.T) {
 			t.Fatalf("%d versions after %d replaces and %d reverts", final, n/2, n/2)
 		}
 		evs := eventList(t, b, c, "file_id="+f.ID).Data
-		if len(evs) != final {
+		if int64(len(evs)) != final {
 			t.Fatalf("%d events for %d versions: %v", len(evs), final, eventTypes(evs))
 		}
 		// Each version has its one event. (The feed lists events in the
 		// order their transactions began, which under contention is not
 		// always the order of the versions they made.)
-		once := map[int]bool{}
+		once := map[int64]bool{}
 		for _, e := range evs {
 			if e.Version == nil || once[*e.Version] || *e.Version < 1 || *e.Version > final {
 				t.Fatalf("events name versions %v", evs)

@@ -34,7 +34,7 @@ func versionList(t *testing.T, c *apitest.Client, id, query string) api.VersionL
 func versionNumbers(l api.VersionList) []int {
 	out := make([]int, len(l.Data))
 	for i, v := range l.Data {
-		out[i] = v.Version
+		out[i] = int(v.Version)
 	}
 	return out
 }
@@ -51,8 +51,8 @@ func move(c *apitest.Client, id, path, ifExists string, headers ...string) *apit
 	return send(c, "POST", "/v1/files/"+id+"/move", body, headers...)
 }
 
-func versionContent(id string, n int) string {
-	return "/v1/files/" + id + "/versions/" + strconv.Itoa(n) + "/content"
+func versionContent[N int | int64](id string, n N) string {
+	return "/v1/files/" + id + "/versions/" + strconv.FormatInt(int64(n), 10) + "/content"
 }
 
 // objectKeys is the sorted set of objects in the test's bucket.

@@ -19,6 +19,7 @@ import (
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/problem"
+	"github.com/agentfs/agentfs/render"
 )
 
 // maxEventWait bounds ?wait on GET /v1/events.
@@ -52,7 +53,7 @@ func (a *API) listEvents(c echo.Context) error {
 		next.Position, next.At = events[limit-1].Position, events[limit-1].At
 	}
 	for _, e := range events {
-		out.Data = append(out.Data, api.NewEvent(e))
+		out.Data = append(out.Data, render.Event(e))
 	}
 	out.NextCursor = next.String()
 	return c.JSON(http.StatusOK, out)
@@ -150,7 +151,7 @@ func (a *API) getRun(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, api.NewRun(r))
+	return c.JSON(http.StatusOK, render.Run(r))
 }
 
 // revertRunBody is the optional body of POST /v1/runs/{run_id}/revert.

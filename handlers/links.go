@@ -10,6 +10,7 @@ import (
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/problem"
+	"github.com/agentfs/agentfs/render"
 )
 
 // createLinkBody is the body of POST /v1/files/{id}/links.
@@ -49,7 +50,7 @@ func (a *API) listLinks(c echo.Context) error {
 	}
 	out := api.LinkList{Data: make([]api.Link, 0, len(links))}
 	for _, l := range links {
-		out.Data = append(out.Data, api.NewLink(a.deps.PublicURL, l))
+		out.Data = append(out.Data, render.Link(a.deps.PublicURL, l))
 	}
 	return c.JSON(http.StatusOK, out)
 }

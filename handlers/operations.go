@@ -7,9 +7,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
+	"github.com/agentfs/agentfs/render"
 )
 
 // getOperation is GET /v1/operations/{key}: what the key holds. A key that
@@ -23,7 +23,7 @@ func (a *API) getOperation(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, api.NewOperation(rec))
+	return c.JSON(http.StatusOK, render.Operation(rec))
 }
 
 // writeResult answers with how a write ended: its outcome (replayed or

@@ -20,6 +20,7 @@ import (
 	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/jsonutf8"
 	"github.com/agentfs/agentfs/problem"
+	"github.com/agentfs/agentfs/render"
 )
 
 // maxJSONBytes bounds the JSON bodies of upload routes.
@@ -274,7 +275,7 @@ func (a *API) getUpload(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, api.NewUpload(a.deps.PublicURL, u, f, c.Response().Header().Get(problem.RequestIDHeader), time.Now()))
+	return c.JSON(http.StatusOK, render.Upload(a.deps.PublicURL, u, f, c.Response().Header().Get(problem.RequestIDHeader), time.Now()))
 }
 
 // putPart is PUT /v1/uploads/{id}/parts/{n}: one part, streamed to S3.
@@ -365,7 +366,7 @@ func (a *API) listUploads(c echo.Context) error {
 	}
 	reqID := c.Response().Header().Get(problem.RequestIDHeader)
 	for _, u := range uploads {
-		out.Data = append(out.Data, api.NewUpload(a.deps.PublicURL, u, nil, reqID, time.Now()))
+		out.Data = append(out.Data, render.Upload(a.deps.PublicURL, u, nil, reqID, time.Now()))
 	}
 	return c.JSON(http.StatusOK, out)
 }

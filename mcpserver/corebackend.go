@@ -13,11 +13,11 @@ import (
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/admission"
-	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
 	"github.com/agentfs/agentfs/quota"
 	"github.com/agentfs/agentfs/reads"
+	"github.com/agentfs/agentfs/render"
 )
 
 // CoreBackend runs the tools in the API server's own process: writes go
@@ -128,8 +128,7 @@ func (b *CoreBackend) FileAt(ctx context.Context, path string) (*File, error) {
 
 // fileOfDomain shows a stored file as the API does.
 func fileOfDomain(core *admission.Core, f *agentfs.File) *File {
-	var out File
-	_ = convert(core.FileJSON(f), &out) // the same fields: it cannot fail
+	out := render.File(core.PublicURL(), f)
 	return &out
 }
 
@@ -288,11 +287,7 @@ func (b *CoreBackend) Versions(ctx context.Context, fileID string, page VersionP
 		out.NextCursor = strconv.Itoa(versions[page.Limit-1].Version)
 	}
 	for _, v := range versions {
-		var fv FileVersion
-		if err := convert(api.NewFileVersion(b.Core.PublicURL(), v), &fv); err != nil {
-			return nil, err
-		}
-		out.Versions = append(out.Versions, fv)
+		out.Versions = append(out.Versions, render.FileVersion(b.Core.PublicURL(), v))
 	}
 	return out, nil
 }
@@ -355,23 +350,8 @@ func (b *CoreBackend) Run(ctx context.Context, runID string) (*Run, error) {
 	if err != nil {
 		return nil, problemOfCore(err)
 	}
-	var out Run
-	if err := convert(api.NewRun(r), &out); err != nil {
-		return nil, err
-	}
+	out := render.Run(r)
 	return &out, nil
-}
-
-// convert copies an API object into the tools' type of the same fields.
-func convert(from, to any) error {
-	body, err := json.Marshal(from)
-	if err != nil {
-		return fmt.Errorf("mcpserver: %w", err)
-	}
-	if err := json.Unmarshal(body, to); err != nil {
-		return fmt.Errorf("mcpserver: %w", err)
-	}
-	return nil
 }
 
 // Operation says what a key holds for the subject, or nil for nothing.

@@ -12,35 +12,25 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/api"
 )
 
 // ContentType is the media type of every error response.
 const ContentType = "application/problem+json"
 
 // FieldError names one field of a request and what is wrong with it.
-type FieldError struct {
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
+type FieldError = api.FieldError
 
-// Problem is an error response. It is an error itself, so handlers can
-// return one to answer with exactly that problem.
+// Problem is an error response: the document a client reads (api.Problem,
+// its members written once) and the headers that go with it. It is an
+// error itself, so handlers can return one to answer with exactly that
+// problem.
 type Problem struct {
-	Type           string       `json:"type"`
-	Title          string       `json:"title"`
-	Status         int          `json:"status"`
-	Detail         string       `json:"detail,omitempty"`
-	Instance       string       `json:"instance,omitempty"`
-	Code           string       `json:"code"`
-	Retryable      bool         `json:"retryable"`
-	RequestID      string       `json:"request_id"`
-	Errors         []FieldError `json:"errors,omitempty"`
-	ExistingFileID string       `json:"existing_file_id,omitempty"`
-	MissingParts   []int        `json:"missing_parts,omitempty"`
-	// MissingScope names the scope a FORBIDDEN request's token lacks.
-	MissingScope string `json:"missing_scope,omitempty"`
+	api.Problem
 
-	// RetryAfter, in seconds, is sent as the Retry-After header when positive.
+	// RetryAfter, in seconds, is sent as the Retry-After header when
+	// positive. (It stands for the document's RetryAfter, which a client
+	// fills in from that header.)
 	RetryAfter int `json:"-"`
 	// Header holds further response headers (WWW-Authenticate, Content-Range).
 	Header http.Header `json:"-"`
@@ -53,14 +43,14 @@ func New(code, detail string) *Problem {
 	if !ok {
 		k = catalog[Internal]
 	}
-	p := &Problem{
+	p := &Problem{Problem: api.Problem{
 		Type:      "/problems/" + k.Code,
 		Title:     k.Title,
 		Status:    k.Status,
 		Detail:    detail,
 		Code:      k.Code,
 		Retryable: retryable(k.Status, k.Code),
-	}
+	}}
 	if k.Status == http.StatusServiceUnavailable || k.Status == http.StatusTooManyRequests {
 		p.RetryAfter = 1
 	}

@@ -178,3 +178,9 @@ def test_unauthenticated_and_bad_input(bundle: Bundle) -> None:
     with pytest.raises(ValueError):
         c.put_file("ok.txt", b"x", sha256="abc")
     assert len(bundle.proxy.seen()) == before
+
+
+def test_protocol_names_the_mcp_door(bundle: Bundle) -> None:
+    """The protocol says where the server serves its MCP tools."""
+    mcp = bundle.client().protocol().mcp
+    assert mcp is not None and mcp["endpoint"] == "/mcp" and mcp["transport"] == "streamable-http"

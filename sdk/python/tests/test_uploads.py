@@ -292,3 +292,11 @@ def test_answers_before_the_body_is_read(bundle: Bundle, tmp_path: Path) -> None
         c.put_file("early-big.bin", big)
     expect_problem(ei.value, 413, "PAYLOAD_TOO_LARGE")
     c.close()
+
+
+def test_session_shows_its_expiry(bundle: Bundle) -> None:
+    """A session carries the expires_in its file will get (None without one)."""
+    c = bundle.client()
+    assert c.create_upload("exp/session-2h.bin", 10, expires_in=7200).expires_in == 7200
+    plain = c.create_upload("exp/session-plain.bin", 10)
+    assert plain.expires_in is None and c.get_upload(plain.id).expires_in is None

@@ -208,6 +208,8 @@ class Upload:
     agent_id: Optional[str]
     run_id: Optional[str]
     created_at: Optional[datetime]
+    #: Seconds after it is written that the file this session makes expires; None: never.
+    expires_in: Optional[int] = None
     object: str = "upload"
 
     @classmethod
@@ -668,14 +670,18 @@ class Protocol:
     limits: dict[str, Any]
     #: The document as the server sent it, including members this client does not know.
     raw: dict[str, Any]
+    #: Where and how the server serves its MCP tools; None when it does not.
+    mcp: Optional[dict[str, Any]] = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Protocol":
         """Build a Protocol from its JSON object."""
+        m = d.get("mcp")
         return cls(
             api_version=_s(d, "api_version"),
             idempotency=dict(_map(d.get("idempotency"))),
             retry=dict(_map(d.get("retry"))),
             limits=dict(_map(d.get("limits"))),
             raw=dict(d),
+            mcp=dict(m) if isinstance(m, Mapping) else None,
         )
