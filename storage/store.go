@@ -15,6 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/agentfs/agentfs/storage/pgnotify"
+	"github.com/agentfs/agentfs/storage/tokencache"
 )
 
 // Config says where the metadata and the bytes live.
@@ -93,11 +96,11 @@ type Store struct {
 	s3Long     *minio.Client // for operations S3 answers only when done (copy, complete)
 	bucket     string
 	cfg        Config
-	notify     *notifier
-	waiters    *eventWaiters // requests waiting for events
-	window     *hashWindow   // parts ahead of uploads' running hashes
-	tokens     *tokenCache   // nil when Config.TokenCacheTTL is negative
-	tokensOnce sync.Once     // follows ChannelToken from the first lookup on
+	notify     *pgnotify.Listener
+	waiters    *eventWaiters     // requests waiting for events
+	window     *hashWindow       // parts ahead of uploads' running hashes
+	tokens     *tokencache.Cache // nil when Config.TokenCacheTTL is negative
+	tokensOnce sync.Once         // follows ChannelToken from the first lookup on
 	counters   counters
 	// draining is closed by Drain: waits end early.
 	draining  chan struct{}
@@ -213,12 +216,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxWaitersPerSubject == 0 {
 		cfg.MaxWaitersPerSubject = DefaultMaxWaitersPerSubject
 	}
-	notify := newNotifier(cfg.DatabaseURL)
+	notify := pgnotify.New(cfg.DatabaseURL)
 	st := &Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket, cfg: cfg,
 		notify: notify, waiters: newEventWaiters(notify, cfg.MaxWaitersPerSubject),
 		window: newHashWindow(cfg.UploadHashWindow), draining: make(chan struct{})}
 	if cfg.TokenCacheTTL > 0 {
-		st.tokens = newTokenCache(cfg.TokenCacheTTL, tokenCacheMax, time.Now)
+		st.tokens = tokencache.New(cfg.TokenCacheTTL, tokenCacheMax, time.Now)
 	}
 	return st, nil
 }
@@ -280,7 +283,7 @@ func s3Transport(secure bool, limit, answerWait time.Duration) http.RoundTripper
 
 // Close releases the database connections.
 func (s *Store) Close() {
-	s.notify.close()
+	s.notify.Close()
 	s.pool.Close()
 	s.queuePool.Close()
 }
