@@ -158,9 +158,13 @@ func (c *Cache) evictLocked() {
 // when payload is not one: a notification of the tokens' channel.
 func (c *Cache) Notified(payload string) {
 	var sum [32]byte
-	if n, err := hex.Decode(sum[:], []byte(payload)); err == nil && n == len(sum) {
-		c.forget(sum)
-		return
+	// Only a payload of a hash's length is decoded: hex.Decode writes past
+	// sum for a longer one.
+	if len(payload) == hex.EncodedLen(len(sum)) {
+		if _, err := hex.Decode(sum[:], []byte(payload)); err == nil {
+			c.forget(sum)
+			return
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -106,6 +106,19 @@ func TestTokenCacheRules(t *testing.T) {
 		}
 	})
 
+	// A payload longer than a hash (sent by hand: NOTIFY agentfs_token,
+	// '...') names no token: it forgets all, and the listener's goroutine,
+	// which delivers it, goes on.
+	t.Run("APayloadLongerThanAHashForgetsAll", func(t *testing.T) {
+		c, _ := newListeningCache(time.Minute, 10)
+		keep(c, "a", "alice")
+		sum := sumOf("a")
+		c.Notified(hex.EncodeToString(sum[:]) + "00")
+		if taken, _ := c.size(); taken != 0 {
+			t.Fatalf("a payload longer than a hash left %d tokens", taken)
+		}
+	})
+
 	t.Run("HoldsAtMostItsSize", func(t *testing.T) {
 		c, _ := newListeningCache(time.Minute, 20)
 		for i := range 100 {
