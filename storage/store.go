@@ -17,6 +17,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/agentfs/agentfs/storage/pgnotify"
+	"github.com/agentfs/agentfs/storage/splice"
 	"github.com/agentfs/agentfs/storage/tokencache"
 )
 
@@ -64,7 +65,7 @@ type Config struct {
 	Tracers []pgx.QueryTracer
 	// S3Transport, when set, wraps the transport of every request the S3
 	// client sends (metrics and traces). Large ranged reads that go over a
-	// connection of their own (direct.go) do not pass through it.
+	// connection of their own (package splice) do not pass through it.
 	S3Transport func(http.RoundTripper) http.RoundTripper
 	// TokenCacheTTL is how long an instance trusts a token it looked up
 	// (0: DefaultTokenCacheTTL; negative: it looks up every request's). A
@@ -99,6 +100,7 @@ type Store struct {
 	notify     *pgnotify.Listener
 	waiters    *eventWaiters     // requests waiting for events
 	window     *hashWindow       // parts ahead of uploads' running hashes
+	relay      *splice.Relay     // large reads, socket to socket
 	tokens     *tokencache.Cache // nil when Config.TokenCacheTTL is negative
 	tokensOnce sync.Once         // follows ChannelToken from the first lookup on
 	counters   counters
@@ -120,7 +122,6 @@ type counters struct {
 	tokenLookups  atomic.Int64
 	tokenHits     atomic.Int64
 	readBackBytes atomic.Int64
-	slowSplices   atomic.Int64
 	eventLooks    atomic.Int64
 }
 
@@ -151,7 +152,7 @@ func (s *Store) Counters() Counters {
 		TokenLookups:   s.counters.tokenLookups.Load(),
 		TokenCacheHits: s.counters.tokenHits.Load(),
 		ReadBackBytes:  s.counters.readBackBytes.Load(),
-		SlowSplices:    s.counters.slowSplices.Load(),
+		SlowSplices:    s.relay.SlowChunks(),
 		EventLooks:     s.counters.eventLooks.Load(),
 	}
 }
@@ -219,7 +220,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	notify := pgnotify.New(cfg.DatabaseURL)
 	st := &Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket, cfg: cfg,
 		notify: notify, waiters: newEventWaiters(notify, cfg.MaxWaitersPerSubject),
-		window: newHashWindow(cfg.UploadHashWindow), draining: make(chan struct{})}
+		window: newHashWindow(cfg.UploadHashWindow), relay: &splice.Relay{Idle: cfg.S3Timeout},
+		draining: make(chan struct{})}
 	if cfg.TokenCacheTTL > 0 {
 		st.tokens = tokencache.New(cfg.TokenCacheTTL, tokenCacheMax, time.Now)
 	}
