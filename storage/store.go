@@ -16,6 +16,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/agentfs/agentfs/storage/hashwindow"
 	"github.com/agentfs/agentfs/storage/pgnotify"
 	"github.com/agentfs/agentfs/storage/splice"
 	"github.com/agentfs/agentfs/storage/tokencache"
@@ -98,11 +99,11 @@ type Store struct {
 	bucket     string
 	cfg        Config
 	notify     *pgnotify.Listener
-	waiters    *eventWaiters     // requests waiting for events
-	window     *hashWindow       // parts ahead of uploads' running hashes
-	relay      *splice.Relay     // large reads, socket to socket
-	tokens     *tokencache.Cache // nil when Config.TokenCacheTTL is negative
-	tokensOnce sync.Once         // follows ChannelToken from the first lookup on
+	waiters    *eventWaiters      // requests waiting for events
+	window     *hashwindow.Window // parts ahead of uploads' running hashes
+	relay      *splice.Relay      // large reads, socket to socket
+	tokens     *tokencache.Cache  // nil when Config.TokenCacheTTL is negative
+	tokensOnce sync.Once          // follows ChannelToken from the first lookup on
 	counters   counters
 	// draining is closed by Drain: waits end early.
 	draining  chan struct{}
@@ -220,7 +221,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	notify := pgnotify.New(cfg.DatabaseURL)
 	st := &Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket, cfg: cfg,
 		notify: notify, waiters: newEventWaiters(notify, cfg.MaxWaitersPerSubject),
-		window: newHashWindow(cfg.UploadHashWindow), relay: &splice.Relay{Idle: cfg.S3Timeout},
+		window: hashwindow.New(cfg.UploadHashWindow), relay: &splice.Relay{Idle: cfg.S3Timeout},
 		draining: make(chan struct{})}
 	if cfg.TokenCacheTTL > 0 {
 		st.tokens = tokencache.New(cfg.TokenCacheTTL, tokenCacheMax, time.Now)

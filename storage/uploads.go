@@ -17,7 +17,12 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/storage/hashwindow"
 )
+
+// DefaultUploadHashWindow is Config.UploadHashWindow when zero: parts of a
+// few sessions sending 4 at a time, well within the memory budget of 64 MiB.
+const DefaultUploadHashWindow = 32 << 20
 
 const uploadColumns = `id, subject, path, size_bytes, content_type, replace, sha256, part_size, part_count,
 	status, s3_upload_id, blob_key, hashed_parts, coalesce(hash_state, ''::bytea), assembled,
@@ -197,7 +202,7 @@ type PendingPart struct {
 // digest, if given, is sent upstream so S3 itself rejects a mismatch. A
 // repeated part overwrites the earlier one. The part's bytes also extend
 // the session's running hash of the whole content, at once or, for a part
-// ahead of it, when its turn comes (upload_hash.go).
+// ahead of it, when its turn comes (package hashwindow).
 //
 // While its bytes stream the part holds a lease on the session, so no
 // complete takes the part list meanwhile; a part that comes while a
@@ -268,14 +273,14 @@ func (s *Store) receivePart(ctx context.Context, u *agentfs.Upload, n int, body 
 	if u.Assembled {
 		return s.compareAssembled(ctx, u, n, body, size, digest)
 	}
-	sc := s.window.session(u.ID)
-	sc.learn(u.HashedParts, u.HashState)
-	sink := newPartSink(sc, n)
+	chain := s.window.Chain(u.ID)
+	chain.Learn(u.HashedParts, u.HashState)
+	sink := chain.Sink(n)
 	part, err := s.sendPart(ctx, u, n, body, size, digest, sink)
 	if err == nil {
-		sink.seal(true, part.SHA256)
+		sink.Stored(part.SHA256)
 	} else {
-		sink.seal(false, "")
+		sink.Dropped()
 	}
 	if errors.Is(err, agentfs.ErrChecksumMismatch) {
 		// Some S3 servers replace the stored part before they check it: the
@@ -426,7 +431,7 @@ func (s *Store) recordHash(ctx context.Context, tx pgx.Tx, u *agentfs.Upload, p 
 	if previous != "" && previous != p.Part.SHA256 && p.Part.Number <= k {
 		k, state = 0, nil
 	}
-	k, state, err := s.window.session(u.ID).advance(k, state, recordedSums(ctx, tx, u.ID))
+	k, state, err := s.window.Chain(u.ID).Advance(k, state, recordedSums(ctx, tx, u.ID))
 	if err != nil {
 		return err
 	}
@@ -580,7 +585,7 @@ func (pc *PendingComplete) Finish(ctx context.Context, err error) {
 		return
 	}
 	pc.put.Finish(ctx, nil) // the file already held these bytes: the assembled object goes
-	pc.store.window.forget(pc.u.ID)
+	pc.store.window.Forget(pc.u.ID)
 }
 
 // beginComplete decides a complete against the session and the path, and
@@ -808,7 +813,7 @@ func (s *Store) contentHash(ctx context.Context, u *agentfs.Upload) (string, err
 	if k > 0 && len(state) == 0 {
 		k = 0 // no state to extend: read everything back
 	}
-	if sc := s.window.existing(u.ID); sc != nil {
+	if chain := s.window.Known(u.ID); chain != nil {
 		recorded := func(from, to int) (map[int]string, error) {
 			out := map[int]string{}
 			for _, p := range u.Parts {
@@ -817,11 +822,11 @@ func (s *Store) contentHash(ctx context.Context, u *agentfs.Upload) (string, err
 			return out, nil
 		}
 		var err error
-		if k, state, err = sc.advance(k, state, recorded); err != nil {
+		if k, state, err = chain.Advance(k, state, recorded); err != nil {
 			return "", err
 		}
 	}
-	h, err := restoreHash(state)
+	h, err := hashwindow.Restore(state)
 	if err != nil {
 		return "", err
 	}
@@ -852,7 +857,7 @@ func (s *Store) failUpload(ctx context.Context, u *agentfs.Upload, fence int64) 
 	if tag.RowsAffected() == 0 {
 		return agentfs.ErrUploadCompleting
 	}
-	s.window.forget(u.ID)
+	s.window.Forget(u.ID)
 	s.removeBlob(ctx, u.BlobKey)
 	return agentfs.ErrChecksumMismatch
 }
@@ -909,7 +914,7 @@ func (s *Store) DropMultipart(ctx context.Context, u *agentfs.Upload) { _ = s.dr
 
 // dropMultipart removes a session's parts (or its assembled object) from S3.
 func (s *Store) dropMultipart(ctx context.Context, u *agentfs.Upload) error {
-	s.window.forget(u.ID)
+	s.window.Forget(u.ID)
 	if u.Assembled {
 		s.removeBlob(ctx, u.BlobKey)
 		return nil
@@ -1012,4 +1017,22 @@ func (s *Store) loadPartsOf(ctx context.Context, uploads []*agentfs.Upload) erro
 		byID[id].Parts = append(byID[id].Parts, p)
 	}
 	return Translate(rows.Err())
+}
+
+// recordedSums returns the SHA-256 of the recorded parts from..to.
+func recordedSums(ctx context.Context, q querier, id string) func(from, to int) (map[int]string, error) {
+	return func(from, to int) (map[int]string, error) {
+		rows, err := q.Query(ctx, `SELECT part_number, sha256 FROM upload_parts
+			WHERE upload_id = $1 AND part_number BETWEEN $2 AND $3`, id, from, to)
+		if err != nil {
+			return nil, Translate(err)
+		}
+		out := map[int]string{}
+		var (
+			n   int
+			sum string
+		)
+		_, err = pgx.ForEachRow(rows, []any{&n, &sum}, func() error { out[n] = sum; return nil })
+		return out, Translate(err)
+	}
 }
