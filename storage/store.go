@@ -209,6 +209,16 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
+	return withMechanisms(&Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket,
+		cfg: cfg, draining: make(chan struct{})}), nil
+}
+
+// withMechanisms gives a store the mechanisms beneath it, after their
+// defaults: the listener (package pgnotify) and its followers, the token
+// cache (package tokencache) and the event waiters, the upload hash window
+// (package hashwindow) and the splice relay (package splice).
+func withMechanisms(st *Store) *Store {
+	cfg := &st.cfg
 	if cfg.TokenCacheTTL == 0 {
 		cfg.TokenCacheTTL = DefaultTokenCacheTTL
 	}
@@ -218,15 +228,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxWaitersPerSubject == 0 {
 		cfg.MaxWaitersPerSubject = DefaultMaxWaitersPerSubject
 	}
-	notify := pgnotify.New(cfg.DatabaseURL)
-	st := &Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket, cfg: cfg,
-		notify: notify, waiters: newEventWaiters(notify, cfg.MaxWaitersPerSubject),
-		window: hashwindow.New(cfg.UploadHashWindow), relay: &splice.Relay{Idle: cfg.S3Timeout},
-		draining: make(chan struct{})}
+	st.notify = pgnotify.New(cfg.DatabaseURL)
+	st.waiters = newEventWaiters(st.notify, cfg.MaxWaitersPerSubject)
+	st.window = hashwindow.New(cfg.UploadHashWindow)
+	st.relay = &splice.Relay{Idle: cfg.S3Timeout}
 	if cfg.TokenCacheTTL > 0 {
 		st.tokens = tokencache.New(cfg.TokenCacheTTL, tokenCacheMax, time.Now)
 	}
-	return st, nil
+	return st
 }
 
 // newS3 is an S3 client that waits at most answerWait for S3 to start
