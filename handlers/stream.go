@@ -16,7 +16,7 @@ import (
 
 // errClientStalled is the error of a write the client took nothing of for
 // the idle limit. It wraps nothing on purpose: a timeout the store sees
-// from a splice is its own S3 read's (direct.go), and this one must not
+// from a splice is its own S3 read's (storage/splice), and this one must not
 // look like it.
 var errClientStalled = errors.New("the client took nothing for the write idle limit")
 

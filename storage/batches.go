@@ -18,6 +18,11 @@ import (
 // applied it, so this attempt must not.
 var ErrItemDone = errors.New("batch item is no longer pending")
 
+// ChannelBatch carries the id of a batch that reached a terminal state
+// (Postgres NOTIFY, delivered when the notifying transaction commits):
+// FinishBatch notifies it, and AwaitBatch wakes by it.
+const ChannelBatch = "agentfs_batch"
+
 const batchColumns = `id, subject, status, coalesce(agent_id, ''), coalesce(run_id, ''), coalesce(request_id, ''),
 	created_at, started_at, completed_at`
 
@@ -111,7 +116,7 @@ func (s *Store) AwaitBatch(ctx context.Context, subject, id string, wait time.Du
 	if wait <= 0 {
 		return s.Batch(ctx, subject, id)
 	}
-	ended, stop := s.notify.subscribe(ChannelBatch)
+	ended, stop := s.notify.Subscribe(ChannelBatch)
 	defer stop()
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()

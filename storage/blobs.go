@@ -18,6 +18,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/tags"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/storage/splice"
 )
 
 func errUnavailable() error { return agentfs.ErrUnavailable }
@@ -171,10 +172,10 @@ func (s *Store) OpenBlob(ctx context.Context, key string, offset, length int64) 
 			return nil, fmt.Errorf("open blob: %w", err)
 		}
 	}
-	switch b, err := s.openDirect(ctx, key, offset, length); {
+	switch b, err := s.openSpliced(ctx, key, offset, length); {
 	case err == nil:
 		return b, nil
-	case !errors.Is(err, errNoDirect):
+	case !errors.Is(err, splice.ErrNotPossible):
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -187,6 +188,21 @@ func (s *Store) OpenBlob(ctx context.Context, key string, offset, length int64) 
 	b.watchdog = time.AfterFunc(time.Hour, func() { b.stalled.Store(true); cancel() })
 	b.watchdog.Stop()
 	return b, nil
+}
+
+// openSpliced opens a large ranged read over a connection of its own, so
+// a download can move socket to socket (package splice), or fails with
+// splice.ErrNotPossible: smaller reads and TLS to S3 use the ordinary
+// client.
+func (s *Store) openSpliced(ctx context.Context, key string, offset, length int64) (*splice.Body, error) {
+	if s.cfg.S3UseSSL || length < splice.MinLength {
+		return nil, splice.ErrNotPossible
+	}
+	u, err := s.s3.PresignedGetObject(ctx, s.bucket, key, 5*time.Minute, nil)
+	if err != nil {
+		return nil, splice.ErrNotPossible
+	}
+	return s.relay.Open(ctx, u, offset, length)
 }
 
 // blobReader translates S3 errors met while reading, and gives up on a read

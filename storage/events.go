@@ -12,7 +12,8 @@ import (
 
 // ChannelEvents carries, for each statement that inserted events, the md5
 // of their subject and what filters look at of each (a trigger on events
-// notifies it as the statement's transaction commits; eventwait.go).
+// notifies it as the statement's transaction commits); the event waiters
+// (eventwait.go) follow it.
 const ChannelEvents = "agentfs_events"
 
 const eventColumns = `pos, id, subject, type, file_id, path, coalesce(previous_path, ''),

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/storage/pgnotify"
 )
 
 // DefaultMaxWaitersPerSubject bounds the requests of one subject that wait
@@ -24,8 +25,12 @@ const DefaultMaxWaitersPerSubject = 100
 // the listening connection is down, and when it listens again every waiter
 // looks once more. So the database sees a query per waiter per event it
 // can match, and per reconnect, not per waiter per event or per second.
+//
+// They follow the fan-out (package pgnotify) but stay here, beside the two
+// things they must agree with: the trigger whose payload they read and
+// ListEvents, whose WHERE their match repeats.
 type eventWaiters struct {
-	notify *notifier
+	notify *pgnotify.Listener
 	max    int // per subject; 0 or less: no bound
 
 	follow    sync.Once
@@ -41,7 +46,7 @@ type eventWaiter struct {
 	woke   chan struct{}
 }
 
-func newEventWaiters(n *notifier, max int) *eventWaiters {
+func newEventWaiters(n *pgnotify.Listener, max int) *eventWaiters {
 	return &eventWaiters{notify: n, max: max, bySubject: map[string]map[*eventWaiter]struct{}{}}
 }
 
@@ -56,11 +61,9 @@ func subjectTag(subject string) string {
 // agentfs.ErrTooManyWaiters when the subject has its bound of waiters here.
 // What commits after add returns wakes the waiter if it can match.
 func (w *eventWaiters) add(subject string, filter agentfs.EventFilter) (*eventWaiter, error) {
-	// Outside w.mu: the notifier calls heard and listening under its own
-	// lock, and they take w.mu.
-	w.follow.Do(func() {
-		w.notify.follow(ChannelEvents, &follower{notify: w.heard, listening: w.listening})
-	})
+	// Outside w.mu: the listener calls Notified and Listening under its
+	// own lock, and they take w.mu.
+	w.follow.Do(func() { w.notify.Follow(ChannelEvents, w) })
 	x := &eventWaiter{tag: subjectTag(subject), filter: filter, woke: make(chan struct{}, 1)}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -93,10 +96,10 @@ func (x *eventWaiter) wake() {
 	}
 }
 
-// heard wakes the waiters a notification concerns. A payload that is not
-// one the trigger sends wakes everyone: a spare look costs less than a
+// Notified wakes the waiters a notification concerns. A payload that is
+// not one the trigger sends wakes everyone: a spare look costs less than a
 // missed event.
-func (w *eventWaiters) heard(payload string) {
+func (w *eventWaiters) Notified(payload string) {
 	note, ok := parseEventNotice(payload)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -111,9 +114,9 @@ func (w *eventWaiters) heard(payload string) {
 	}
 }
 
-// listening wakes every waiter when the connection listens again: whatever
+// Listening wakes every waiter when the connection listens again: whatever
 // committed while it did not was not heard.
-func (w *eventWaiters) listening(live bool) {
+func (w *eventWaiters) Listening(live bool) {
 	if !live {
 		return
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -16,7 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -253,35 +251,6 @@ func TestPutFile(t *testing.T) {
 		}
 	})
 
-	// A large read spliced to a TCP socket, as the HTTP server's response
-	// writer does: the S3 socket's low-water mark (1 MiB, 4 MiB a splice)
-	// is set only while enough of the body is still to come, so lengths on
-	// either side of where it is dropped arrive whole, without waiting on
-	// a mark they cannot reach. S3 is reached through a proxy that never
-	// passes on S3's closing the connection (S3 need not close it), so
-	// such a wait would last until S3Timeout and fail the read.
-	t.Run("LargeReadsSplicedToASocketArriveWhole", func(t *testing.T) {
-		t.Parallel()
-		cfg := storagetest.Config(t)
-		cfg.S3Endpoint = keepOpenProxy(t, cfg.S3Endpoint)
-		cfg.S3Timeout = 10 * time.Second // far more than a chunk takes through the trickle
-		store := storagetest.OpenConfig(t, cfg)
-		data := randomBytes(13<<20+7, 61)
-		res, err := putFile(ctx, store, put("spliced.bin", false), bytes.NewReader(data), alone)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, span := range [][2]int64{{0, int64(len(data))}, {1, 5<<20 - 1}, {2, 5 << 20}, {3, 5<<20 + 1}, {4, 9<<20 + 1}} {
-			got := spliceToSocket(t, store, res.File.BlobKey, span[0], span[1])
-			if !bytes.Equal(got, data[span[0]:span[0]+span[1]]) {
-				t.Fatalf("%d bytes from %d: got %d bytes that differ", span[1], span[0], len(got))
-			}
-		}
-		if n := store.Counters().SlowSplices; n != 0 {
-			t.Fatalf("%d chunks waited out S3Timeout though S3 kept sending and the client kept reading", n)
-		}
-	})
-
 	t.Run("LargeReadsComeOverTheirOwnConnection", func(t *testing.T) {
 		store, _ := setup(t)
 		data := bytes.Repeat([]byte("0123456789abcdef"), 1<<19) // 8 MiB
@@ -360,100 +329,6 @@ func TestMigrateConcurrently(t *testing.T) {
 		t.Fatalf("schema unusable after concurrent migrations: %v", err)
 	}
 }
-
-// spliceToSocket reads length bytes of a blob from offset into one end of a
-// loopback TCP connection, as a response writer would, and returns what
-// the other end received.
-func spliceToSocket(t *testing.T, store *storage.Store, key string, offset, length int64) []byte {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	received := make(chan []byte, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			received <- nil
-			return
-		}
-		defer c.Close()
-		b, _ := io.ReadAll(c)
-		received <- b
-	}()
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := store.OpenBlob(context.Background(), key, offset, length)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wt, ok := r.(io.WriterTo)
-	if !ok {
-		t.Fatalf("a read of %d bytes is a %T, which cannot splice", length, r)
-	}
-	n, err := wt.WriteTo(conn.(*net.TCPConn))
-	r.Close()
-	conn.Close()
-	if err != nil || n != length {
-		t.Fatalf("spliced %d of %d bytes: %v", n, length, err)
-	}
-	return <-received
-}
-
-// keepOpenProxy forwards TCP connections to target, but when target closes
-// one it leaves the client's side open: a client that waits for more bytes
-// than an answer holds then waits for good. It passes target's bytes on a
-// little at a time (trickle), so the client keeps catching up with them and
-// waiting for more, as it does with a slow S3.
-func keepOpenProxy(t *testing.T, target string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			t.Cleanup(func() { in.Close(); out.Close() })
-			go func() { _, _ = io.Copy(out, in); out.Close() }()
-			go func() { trickle(in, out) }() // target's close is not passed on
-		}
-	}()
-	return ln.Addr().String()
-}
-
-// trickle copies src to dst 64 KiB at a time with a pause in between. The
-// pause is the point: it makes src a slow sender, so the reader at dst
-// finds nothing to read and waits, over and over, which is where a wait
-// for bytes that never come would show.
-func trickle(dst, src net.Conn) {
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
 // TestABucketCheckThatFailsOnceIsTriedAgain: instances that start at once
 // race to create a new bucket, and an S3 server may answer the check of a
 // bucket another instance is creating with an internal error (versitygw

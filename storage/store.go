@@ -15,6 +15,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/agentfs/agentfs/storage/hashwindow"
+	"github.com/agentfs/agentfs/storage/pgnotify"
+	"github.com/agentfs/agentfs/storage/splice"
+	"github.com/agentfs/agentfs/storage/tokencache"
 )
 
 // Config says where the metadata and the bytes live.
@@ -61,7 +66,7 @@ type Config struct {
 	Tracers []pgx.QueryTracer
 	// S3Transport, when set, wraps the transport of every request the S3
 	// client sends (metrics and traces). Large ranged reads that go over a
-	// connection of their own (direct.go) do not pass through it.
+	// connection of their own (package splice) do not pass through it.
 	S3Transport func(http.RoundTripper) http.RoundTripper
 	// TokenCacheTTL is how long an instance trusts a token it looked up
 	// (0: DefaultTokenCacheTTL; negative: it looks up every request's). A
@@ -93,11 +98,12 @@ type Store struct {
 	s3Long     *minio.Client // for operations S3 answers only when done (copy, complete)
 	bucket     string
 	cfg        Config
-	notify     *notifier
-	waiters    *eventWaiters // requests waiting for events
-	window     *hashWindow   // parts ahead of uploads' running hashes
-	tokens     *tokenCache   // nil when Config.TokenCacheTTL is negative
-	tokensOnce sync.Once     // follows ChannelToken from the first lookup on
+	notify     *pgnotify.Listener
+	waiters    *eventWaiters      // requests waiting for events
+	window     *hashwindow.Window // parts ahead of uploads' running hashes
+	relay      *splice.Relay      // large reads, socket to socket
+	tokens     *tokencache.Cache  // nil when Config.TokenCacheTTL is negative
+	tokensOnce sync.Once          // follows ChannelToken from the first lookup on
 	counters   counters
 	// draining is closed by Drain: waits end early.
 	draining  chan struct{}
@@ -117,7 +123,6 @@ type counters struct {
 	tokenLookups  atomic.Int64
 	tokenHits     atomic.Int64
 	readBackBytes atomic.Int64
-	slowSplices   atomic.Int64
 	eventLooks    atomic.Int64
 }
 
@@ -148,7 +153,7 @@ func (s *Store) Counters() Counters {
 		TokenLookups:   s.counters.tokenLookups.Load(),
 		TokenCacheHits: s.counters.tokenHits.Load(),
 		ReadBackBytes:  s.counters.readBackBytes.Load(),
-		SlowSplices:    s.counters.slowSplices.Load(),
+		SlowSplices:    s.relay.SlowChunks(),
 		EventLooks:     s.counters.eventLooks.Load(),
 	}
 }
@@ -204,6 +209,16 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
+	return withMechanisms(&Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket,
+		cfg: cfg, draining: make(chan struct{})}), nil
+}
+
+// withMechanisms gives a store the mechanisms beneath it, after their
+// defaults: the listener (package pgnotify) and its followers, the token
+// cache (package tokencache) and the event waiters, the upload hash window
+// (package hashwindow) and the splice relay (package splice).
+func withMechanisms(st *Store) *Store {
+	cfg := &st.cfg
 	if cfg.TokenCacheTTL == 0 {
 		cfg.TokenCacheTTL = DefaultTokenCacheTTL
 	}
@@ -213,14 +228,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxWaitersPerSubject == 0 {
 		cfg.MaxWaitersPerSubject = DefaultMaxWaitersPerSubject
 	}
-	notify := newNotifier(cfg.DatabaseURL)
-	st := &Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket, cfg: cfg,
-		notify: notify, waiters: newEventWaiters(notify, cfg.MaxWaitersPerSubject),
-		window: newHashWindow(cfg.UploadHashWindow), draining: make(chan struct{})}
+	st.notify = pgnotify.New(cfg.DatabaseURL)
+	st.waiters = newEventWaiters(st.notify, cfg.MaxWaitersPerSubject)
+	st.window = hashwindow.New(cfg.UploadHashWindow)
+	st.relay = &splice.Relay{Idle: cfg.S3Timeout}
 	if cfg.TokenCacheTTL > 0 {
-		st.tokens = newTokenCache(cfg.TokenCacheTTL, tokenCacheMax, time.Now)
+		st.tokens = tokencache.New(cfg.TokenCacheTTL, tokenCacheMax, time.Now)
 	}
-	return st, nil
+	return st
 }
 
 // newS3 is an S3 client that waits at most answerWait for S3 to start
@@ -280,7 +295,7 @@ func s3Transport(secure bool, limit, answerWait time.Duration) http.RoundTripper
 
 // Close releases the database connections.
 func (s *Store) Close() {
-	s.notify.close()
+	s.notify.Close()
 	s.pool.Close()
 	s.queuePool.Close()
 }

@@ -20,6 +20,20 @@ import (
 // secret scanner.
 const tokenPrefix = "afs_"
 
+// ChannelToken carries the hex SHA-256 of a token that was created,
+// revoked, changed or deleted (a trigger on tokens sends it, whoever
+// changes the row, as that transaction commits), or an empty payload when
+// every token may have changed. The token cache follows it.
+const ChannelToken = "agentfs_token"
+
+// tokenCacheMax bounds how many tokens an instance remembers, of each kind
+// (taken and refused).
+const tokenCacheMax = 10_000
+
+// DefaultTokenCacheTTL is how long a looked-up token is trusted at most when
+// Config.TokenCacheTTL is zero.
+const DefaultTokenCacheTTL = 10 * time.Second
+
 // CreateToken makes a bearer token for subject with the given scopes. The
 // token itself is returned once; only its SHA-256 is stored.
 func (s *Store) CreateToken(ctx context.Context, subject string, scopes []string) (token, id string, err error) {
@@ -39,7 +53,7 @@ func (s *Store) CreateToken(ctx context.Context, subject string, scopes []string
 		return "", "", Translate(fmt.Errorf("create token: %w", err))
 	}
 	if s.tokens != nil {
-		s.tokens.invalidate(hex.EncodeToString(sum[:])) // now, not when the notification comes back
+		s.tokens.Notified(hex.EncodeToString(sum[:])) // now, not when the notification comes back
 	}
 	return token, id, nil
 }
@@ -66,7 +80,7 @@ func (s *Store) RevokeToken(ctx context.Context, tokenOrID string) error {
 		// This instance forgets it now, not when its own notification
 		// comes back.
 		for _, h := range revoked {
-			s.tokens.invalidate(hex.EncodeToString(h))
+			s.tokens.Notified(hex.EncodeToString(h))
 		}
 	}
 	return nil
@@ -76,8 +90,8 @@ func (s *Store) RevokeToken(ctx context.Context, tokenOrID string) error {
 // revoked token is agentfs.ErrNotFound. The lookup is by the token's
 // SHA-256, so the time it takes says nothing about the token. A token
 // looked up lately, taken or refused, is answered from the instance's
-// cache (see tokencache.go), which forgets it as soon as a change to it
-// commits on any instance.
+// cache (package tokencache), which forgets it as soon as a change to it
+// commits on any instance: it follows ChannelToken.
 func (s *Store) Authenticate(ctx context.Context, token string) (agentfs.Principal, error) {
 	if !strings.HasPrefix(token, tokenPrefix) || len(token) > 128 {
 		return agentfs.Principal{}, agentfs.ErrNotFound
@@ -87,25 +101,23 @@ func (s *Store) Authenticate(ctx context.Context, token string) (agentfs.Princip
 	if c == nil {
 		return s.lookupToken(ctx, sum)
 	}
-	s.tokensOnce.Do(func() {
-		s.notify.follow(ChannelToken, &follower{notify: c.invalidate, listening: c.setListening})
-	})
-	if p, ok := c.get(sum); ok {
+	s.tokensOnce.Do(func() { s.notify.Follow(ChannelToken, c) })
+	if p, ok := c.Get(sum); ok {
 		s.counters.tokenHits.Add(1)
 		return p, nil
 	}
-	if c.isRefused(sum) {
+	if c.Refused(sum) {
 		s.counters.tokenHits.Add(1)
 		return agentfs.Principal{}, agentfs.ErrNotFound
 	}
-	gen, keep := c.begin()
+	gen, keep := c.Begin()
 	p, err := s.lookupToken(ctx, sum)
 	switch {
 	case !keep:
 	case err == nil:
-		c.put(sum, p, gen)
+		c.Put(sum, p, gen)
 	case errors.Is(err, agentfs.ErrNotFound):
-		c.refuse(sum, gen)
+		c.Refuse(sum, gen)
 	}
 	return p, err
 }
@@ -116,7 +128,7 @@ func (s *Store) Trusted(token string) (agentfs.Principal, bool) {
 	if s.tokens == nil || !strings.HasPrefix(token, tokenPrefix) || len(token) > 128 {
 		return agentfs.Principal{}, false
 	}
-	return s.tokens.get(sha256.Sum256([]byte(token)))
+	return s.tokens.Get(sha256.Sum256([]byte(token)))
 }
 
 func (s *Store) lookupToken(ctx context.Context, sum [32]byte) (agentfs.Principal, error) {

@@ -1,4 +1,17 @@
-package storage
+// Package pgnotify keeps one Postgres LISTEN connection per process and
+// fans its notifications out to the process's waiters, so a request that
+// waits for something another instance commits (a batch ending, a token
+// revoked, an event) wakes when it happens instead of polling.
+//
+// A lost connection is dialled again, and everyone is told, since a
+// notification may have gone by unheard meanwhile: a subscriber is woken
+// to look again, and a follower is told the connection no longer listens
+// until it listens again. The connection is asked a trivial query after a
+// few seconds of silence, so one that died without a word is found soon.
+//
+// The package knows no channel of its own: the store names them and
+// defines what their payloads say.
+package pgnotify
 
 import (
 	"context"
@@ -9,30 +22,17 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Channels the store notifies on (Postgres NOTIFY, delivered when the
-// notifying transaction commits).
-const (
-	// ChannelBatch carries the id of a batch that reached a terminal state.
-	ChannelBatch = "agentfs_batch"
-	// ChannelToken carries the hex SHA-256 of a token that was revoked,
-	// changed or deleted (a trigger on tokens sends it, whoever changes the
-	// row), or an empty payload when every token may have changed.
-	ChannelToken = "agentfs_token"
-)
-
 // listenerHeartbeat is how long the listening connection may sit silent
 // before it is asked a trivial query: a connection that died without a word
 // (a network that drops packets) is found within about this long, and its
 // followers told they may have missed notifications.
 const listenerHeartbeat = 5 * time.Second
 
-// notifier listens for Postgres notifications on one connection of its own
-// and hands them to the waiters of this process, so a request that waits
-// for something another instance commits (a batch ending) wakes when it
-// happens instead of polling. It starts with its first waiter and keeps the
-// connection until the store closes; a lost connection is dialled again,
-// and every waiter is woken then, since it may have missed a notification.
-type notifier struct {
+// Listener listens for Postgres notifications on one connection of its own
+// and hands them to the followers and subscribers of this process. It
+// starts with its first one and keeps the connection until Close; it is
+// safe for concurrent use.
+type Listener struct {
 	url string
 
 	mu        sync.Mutex
@@ -50,46 +50,52 @@ type notifier struct {
 	done      chan struct{}
 }
 
-func newNotifier(url string) *notifier {
-	return &notifier{url: url, waiters: map[string]map[chan string]struct{}{},
+// New is a listener that connects to the database at url once it has its
+// first follower or subscriber.
+func New(url string) *Listener {
+	return &Listener{url: url, waiters: map[string]map[chan string]struct{}{},
 		followers: map[string]map[*follower]struct{}{},
 		listening: map[string]chan struct{}{}, live: map[string]bool{}, listen: make(chan string, 16),
 		poll: time.Second, readyWait: 2 * time.Second}
 }
 
-// follower is told every notification on its channel, in order, from the
-// notifier's own goroutine (so it must not block), and whether the
-// connection listens: from listening(false) until the next
-// listening(true) notifications may be missed, so a follower that keeps
+// Follower is told every notification on its channel, in order, from the
+// listener's own goroutine (so it must not block), and whether the
+// connection listens: from Listening(false) until the next
+// Listening(true) notifications may be missed, so a follower that keeps
 // state others may change (a cache) must not trust it meanwhile.
-type follower struct {
-	notify    func(payload string)
-	listening func(bool)
+type Follower interface {
+	Notified(payload string)
+	Listening(live bool)
 }
 
-// follow starts telling f about channel, without waiting for the
-// connection (f.listening(true) says when it listens); stop ends it.
-func (n *notifier) follow(channel string, f *follower) (stop func()) {
+// follower is one Follow: the same Follower may follow twice.
+type follower struct{ Follower }
+
+// Follow starts telling f about channel, without waiting for the
+// connection (f.Listening(true) says when it listens); stop ends it.
+func (n *Listener) Follow(channel string, f Follower) (stop func()) {
+	x := &follower{f}
 	n.mu.Lock()
 	n.startLocked()
 	n.channelLocked(channel)
 	if n.followers[channel] == nil {
 		n.followers[channel] = map[*follower]struct{}{}
 	}
-	n.followers[channel][f] = struct{}{}
+	n.followers[channel][x] = struct{}{}
 	if n.live[channel] {
-		f.listening(true) // under n.mu, so no lost() can come in between
+		f.Listening(true) // under n.mu, so no lost() can come in between
 	}
 	n.mu.Unlock()
 	return func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		delete(n.followers[channel], f)
+		delete(n.followers[channel], x)
 	}
 }
 
 // startLocked starts the listening loop once; n.mu is held.
-func (n *notifier) startLocked() {
+func (n *Listener) startLocked() {
 	if n.started {
 		return
 	}
@@ -100,7 +106,7 @@ func (n *notifier) startLocked() {
 }
 
 // channelLocked has the loop LISTEN on channel, once; n.mu is held.
-func (n *notifier) channelLocked(channel string) {
+func (n *Listener) channelLocked(channel string) {
 	if _, ok := n.listening[channel]; ok {
 		return
 	}
@@ -114,10 +120,11 @@ func (n *notifier) channelLocked(channel string) {
 	}
 }
 
-// subscribe returns a channel that receives the payload of each
+// Subscribe returns a channel that receives the payload of each
 // notification on channel (dropping some when the reader is slow: a wake-up
-// only says "look again"), and a function that ends the subscription.
-func (n *notifier) subscribe(channel string) (<-chan string, func()) {
+// only says "look again"; an empty payload also comes when notifications
+// may have been missed), and a function that ends the subscription.
+func (n *Listener) Subscribe(channel string) (<-chan string, func()) {
 	ch := make(chan string, 1)
 	n.mu.Lock()
 	n.startLocked()
@@ -139,8 +146,8 @@ func (n *notifier) subscribe(channel string) (<-chan string, func()) {
 	}
 }
 
-// close stops listening.
-func (n *notifier) close() {
+// Close stops listening.
+func (n *Listener) Close() {
 	n.mu.Lock()
 	started := n.started
 	n.mu.Unlock()
@@ -150,7 +157,7 @@ func (n *notifier) close() {
 	}
 }
 
-func (n *notifier) run(ctx context.Context) {
+func (n *Listener) run(ctx context.Context) {
 	defer close(n.done)
 	for wait := time.Duration(0); ctx.Err() == nil; wait = min(2*wait+100*time.Millisecond, 5*time.Second) {
 		select {
@@ -167,82 +174,107 @@ func (n *notifier) run(ctx context.Context) {
 
 // session listens on one connection until it fails; ok says it got as far
 // as listening.
-func (n *notifier) session(ctx context.Context) (ok bool) {
+func (n *Listener) session(ctx context.Context) (ok bool) {
 	conn, err := pgx.Connect(ctx, n.url)
 	if err != nil {
 		return false
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	n.mu.Lock()
-	channels := make([]string, 0, len(n.waiters))
-	for c := range n.waiters {
-		channels = append(channels, c)
-	}
-	n.mu.Unlock()
-	for _, c := range channels {
+	for _, c := range n.channels() {
 		if !n.listenOn(ctx, conn, c) {
 			return false
 		}
 	}
+	n.serve(ctx, conn)
+	return true
+}
+
+// channels are the channels followed or subscribed to.
+func (n *Listener) channels() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	channels := make([]string, 0, len(n.waiters))
+	for c := range n.waiters {
+		channels = append(channels, c)
+	}
+	return channels
+}
+
+// serve hands on the connection's notifications, takes new channels' LISTENs
+// and keeps the heartbeat, until the connection fails or ctx ends.
+func (n *Listener) serve(ctx context.Context, conn *pgx.Conn) {
 	heard := time.Now()
 	for {
 		select {
 		case c := <-n.listen:
 			if !n.listenOn(ctx, conn, c) {
-				return true
+				return
 			}
 			continue
 		default:
 		}
 		if time.Since(heard) >= listenerHeartbeat {
 			if !n.heartbeat(ctx, conn) {
-				return true
+				return
 			}
 			heard = time.Now()
 		}
-		// The wait ends after poll (for the heartbeat), or at once when
-		// a new channel asks for its LISTEN (channelLocked).
-		waitCtx, cancel := context.WithTimeout(ctx, n.poll)
-		n.mu.Lock()
-		n.interrupt = cancel
-		pending := len(n.listen) > 0 // sent before the interrupt was set
-		n.mu.Unlock()
-		if n.onWait != nil && !pending {
-			n.onWait()
+		msg, ok := n.await(ctx, conn)
+		if !ok {
+			return
 		}
-		var msg *pgconn.Notification
-		var err error
-		if !pending {
-			msg, err = conn.WaitForNotification(waitCtx)
-		}
-		timedOut := waitCtx.Err() != nil // read before cancel, which sets it
-		n.mu.Lock()
-		n.interrupt = nil
-		n.mu.Unlock()
-		cancel()
-		switch {
-		case pending: // LISTEN first
-		case err == nil:
+		if msg != nil {
 			heard = time.Now()
 			n.deliver(msg.Channel, msg.Payload)
-		case ctx.Err() != nil:
-			return true
-		case !timedOut || conn.IsClosed(): // the connection failed, not the wait
-			return true
 		}
 	}
 }
 
+// await waits for one notification. The wait ends after poll (for the
+// heartbeat), or at once when a new channel asks for its LISTEN
+// (channelLocked): then msg is nil. ok is false when the connection
+// failed, not the wait, or ctx ended.
+func (n *Listener) await(ctx context.Context, conn *pgx.Conn) (msg *pgconn.Notification, ok bool) {
+	waitCtx, cancel := context.WithTimeout(ctx, n.poll)
+	n.mu.Lock()
+	n.interrupt = cancel
+	pending := len(n.listen) > 0 // sent before the interrupt was set
+	n.mu.Unlock()
+	if n.onWait != nil && !pending {
+		n.onWait()
+	}
+	var err error
+	if !pending {
+		msg, err = conn.WaitForNotification(waitCtx)
+	}
+	timedOut := waitCtx.Err() != nil // read before cancel, which sets it
+	n.mu.Lock()
+	n.interrupt = nil
+	n.mu.Unlock()
+	cancel()
+	switch {
+	case pending: // LISTEN first
+		return nil, true
+	case err == nil:
+		return msg, true
+	case ctx.Err() != nil:
+		return nil, false
+	case !timedOut || conn.IsClosed(): // the connection failed, not the wait
+		return nil, false
+	}
+	return nil, true
+}
+
 // heartbeat asks the listening connection a trivial query, bounded, and
 // reports whether it answered.
-func (n *notifier) heartbeat(ctx context.Context, conn *pgx.Conn) bool {
+func (n *Listener) heartbeat(ctx context.Context, conn *pgx.Conn) bool {
 	ctx, cancel := context.WithTimeout(ctx, listenerHeartbeat)
 	defer cancel()
 	_, err := conn.Exec(ctx, "SELECT 1")
 	return err == nil
 }
 
-func (n *notifier) listenOn(ctx context.Context, conn *pgx.Conn, channel string) bool {
+func (n *Listener) listenOn(ctx context.Context, conn *pgx.Conn, channel string) bool {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return false
 	}
@@ -255,16 +287,16 @@ func (n *notifier) listenOn(ctx context.Context, conn *pgx.Conn, channel string)
 	}
 	n.live[channel] = true
 	for f := range n.followers[channel] {
-		f.listening(true)
+		f.Listening(true)
 	}
 	return true
 }
 
-func (n *notifier) deliver(channel, payload string) {
+func (n *Listener) deliver(channel, payload string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for f := range n.followers[channel] {
-		f.notify(payload)
+		f.Notified(payload)
 	}
 	for ch := range n.waiters[channel] {
 		select {
@@ -277,13 +309,13 @@ func (n *notifier) deliver(channel, payload string) {
 // lost tells everyone that notifications may have gone by unheard: the
 // followers that the connection no longer listens, the waiters to look
 // again.
-func (n *notifier) lost() {
+func (n *Listener) lost() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	clear(n.live)
 	for _, fs := range n.followers {
 		for f := range fs {
-			f.listening(false)
+			f.Listening(false)
 		}
 	}
 	for _, ws := range n.waiters {

@@ -1,4 +1,14 @@
-package storage
+// Package splice reads a ranged object from S3 over a connection of its
+// own, so the bytes can go from the S3 socket to the client's socket
+// inside the kernel (splice) instead of being copied through the process
+// twice. On the two cores a relay shares with its client and S3, those
+// copies are most of the cost of a download.
+//
+// It takes a presigned plain-HTTP URL and speaks just enough HTTP/1.1 to
+// send one GET and read the head of its answer; anything but the expected
+// 206 is ErrNotPossible, and the caller reads through its ordinary S3
+// client instead (smaller reads, TLS to S3 and proxied S3 always do).
+package splice
 
 import (
 	"bufio"
@@ -17,19 +27,12 @@ import (
 	"github.com/agentfs/agentfs"
 )
 
-// Large reads of a blob are fetched over a connection of their own, so the
-// bytes can go from the S3 socket to the client's socket inside the kernel
-// (splice) instead of being copied through the process twice. On the two
-// cores a relay shares with its client and S3, those copies are most of the
-// cost of a download. Smaller reads, TLS to S3 and proxied S3 use the
-// ordinary client.
-
-// directMin is the smallest read worth a connection of its own.
-const directMin = 4 << 20
+// MinLength is the smallest read worth a connection of its own.
+const MinLength = 4 << 20
 
 // spliceChunk is how much one splice call may move; the idle bound is set
-// again before each, so a stalled S3 is noticed within Config.S3Timeout of
-// its last chunk.
+// again before each, so a stalled S3 is noticed within Relay.Idle of its
+// last chunk.
 const spliceChunk = 4 << 20
 
 // spliceLowWater is how many bytes the S3 socket holds before the relay is
@@ -40,42 +43,53 @@ const spliceChunk = 4 << 20
 // 1 MiB pipe).
 const spliceLowWater = 1 << 20
 
-// errNoDirect says the direct path does not apply; the caller falls back.
-var errNoDirect = errors.New("direct read not possible")
+// ErrNotPossible says a read cannot go over a connection of its own; the
+// caller reads through its ordinary client.
+var ErrNotPossible = errors.New("direct read not possible")
 
-// openDirect sends a presigned ranged GET on a new connection and returns
-// the body, positioned at its first byte. Any answer but the expected 206
-// is errNoDirect: the ordinary client asks again and reports the error in
-// its own terms.
-func (s *Store) openDirect(ctx context.Context, key string, offset, length int64) (*directBlob, error) {
-	if s.cfg.S3UseSSL || length < directMin {
-		return nil, errNoDirect
+// Relay opens ranged reads over connections of their own, and counts the
+// chunks that were slow. It is safe for concurrent use.
+type Relay struct {
+	// Idle bounds how long S3 may send nothing: to answer, or in the
+	// middle of a body. Past it a read fails as agentfs.ErrUnavailable.
+	Idle time.Duration
+	slow atomic.Int64
+}
+
+// SlowChunks is how many times a chunk relayed socket to socket took
+// longer than Idle yet moved bytes: a client slower than that, or a relay
+// that waited for bytes S3 had already sent.
+func (r *Relay) SlowChunks() int64 { return r.slow.Load() }
+
+// Open sends a ranged GET of the presigned URL get on a new connection and
+// returns the body, positioned at its first byte. Any answer but the
+// expected 206 is ErrNotPossible: the ordinary client asks again and
+// reports the error in its own terms.
+func (r *Relay) Open(ctx context.Context, get *url.URL, offset, length int64) (*Body, error) {
+	if get.Scheme != "http" || length < MinLength {
+		return nil, ErrNotPossible
 	}
-	u, err := s.s3.PresignedGetObject(ctx, s.bucket, key, 5*time.Minute, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, get.String(), nil)
 	if err != nil {
-		return nil, errNoDirect
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, errNoDirect
+		return nil, ErrNotPossible
 	}
 	if proxy, err := http.ProxyFromEnvironment(req); err != nil || proxy != nil {
-		return nil, errNoDirect
+		return nil, ErrNotPossible
 	}
 	req.Header.Set("Range", "bytes="+strconv.FormatInt(offset, 10)+"-"+strconv.FormatInt(offset+length-1, 10))
 	req.Close = true
 	// A failed dial falls back too: the ordinary client retries it and
 	// reports the outage in its own terms.
-	conn, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", dialAddr(u))
+	conn, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", dialAddr(get))
 	if err != nil {
-		return nil, errNoDirect
+		return nil, ErrNotPossible
 	}
 	tcp, ok := conn.(*net.TCPConn)
 	if !ok {
 		conn.Close()
-		return nil, errNoDirect
+		return nil, ErrNotPossible
 	}
-	b := &directBlob{ctx: ctx, conn: tcp, left: length, limit: s.cfg.S3Timeout, slow: &s.counters.slowSplices}
+	b := &Body{ctx: ctx, conn: tcp, left: length, limit: r.Idle, slow: &r.slow}
 	b.stopWatch = context.AfterFunc(ctx, func() { tcp.Close() }) // the client left
 	if err := b.start(req); err != nil {
 		b.Close()
@@ -94,8 +108,10 @@ func dialAddr(u *url.URL) string {
 	return net.JoinHostPort(u.Hostname(), port)
 }
 
-// directBlob is a ranged blob body read straight off its own connection.
-type directBlob struct {
+// Body is a ranged object's body read straight off its own connection.
+// Its WriteTo moves the bytes socket to socket when the writer can read
+// from a socket itself.
+type Body struct {
 	ctx       context.Context // the read's: when it ends, conn is closed
 	conn      *net.TCPConn
 	head      []byte // body bytes that arrived with the headers
@@ -106,31 +122,33 @@ type directBlob struct {
 	stopWatch func() bool
 }
 
-func (b *directBlob) start(req *http.Request) error {
+// start sends req and reads the head of the answer, bounded by b.limit.
+func (b *Body) start(req *http.Request) error {
 	if err := b.conn.SetDeadline(time.Now().Add(b.limit)); err != nil {
-		return errNoDirect
+		return ErrNotPossible
 	}
 	if err := req.Write(b.conn); err != nil {
-		return translateS3(fmt.Errorf("open blob: %w", err))
+		return outage(fmt.Errorf("open blob: %w", err))
 	}
 	br := bufio.NewReaderSize(b.conn, 64<<10)
 	res, err := http.ReadResponse(br, req)
 	if err != nil {
-		return translateS3(fmt.Errorf("open blob: %w", err))
+		return outage(fmt.Errorf("open blob: %w", err))
 	}
 	if res.StatusCode != http.StatusPartialContent || res.ContentLength != b.left || len(res.TransferEncoding) > 0 {
-		return errNoDirect
+		return ErrNotPossible
 	}
 	head, _ := br.Peek(br.Buffered())
 	if int64(len(head)) > b.left {
-		return errNoDirect
+		return ErrNotPossible
 	}
 	b.head = head
 	b.left -= int64(len(head))
 	return b.conn.SetDeadline(time.Time{})
 }
 
-func (b *directBlob) Read(p []byte) (int, error) {
+// Read reads the body, waiting at most b.limit for S3 to send a byte.
+func (b *Body) Read(p []byte) (int, error) {
 	if len(b.head) > 0 {
 		n := copy(p, b.head)
 		b.head = b.head[n:]
@@ -156,7 +174,7 @@ func (b *directBlob) Read(p []byte) (int, error) {
 // WriteTo sends the rest of the body to w. When w can read from a socket
 // itself (an HTTP server's response writer on a TCP connection can), the
 // bytes move socket to socket in the kernel.
-func (b *directBlob) WriteTo(w io.Writer) (int64, error) {
+func (b *Body) WriteTo(w io.Writer) (int64, error) {
 	var total int64
 	if len(b.head) > 0 {
 		n, err := w.Write(b.head)
@@ -206,7 +224,7 @@ func (b *directBlob) WriteTo(w io.Writer) (int64, error) {
 // after the chunk, so a wait inside the chunk always ends with the mark
 // reached; the default (a byte) for the tail, so the last bytes never wait
 // for a mark they cannot reach. Failing to set it costs only speed.
-func (b *directBlob) wakeAfter() {
+func (b *Body) wakeAfter() {
 	mark := 1
 	if b.left >= spliceChunk+spliceLowWater {
 		mark = spliceLowWater
@@ -220,7 +238,7 @@ func (b *directBlob) wakeAfter() {
 // fail names what went wrong on the S3 connection: S3 stalling, closing
 // early or failing is an outage, unless the read's context ended, which
 // closed the connection (the client left).
-func (b *directBlob) fail(err error) error {
+func (b *Body) fail(err error) error {
 	switch {
 	case b.ctx.Err() != nil:
 		return fmt.Errorf("reading a blob: %w (%v)", context.Cause(b.ctx), err)
@@ -229,13 +247,28 @@ func (b *directBlob) fail(err error) error {
 	case err == io.EOF && b.left > 0:
 		err = io.ErrUnexpectedEOF
 	}
-	if err = translateS3(err); !errors.Is(err, agentfs.ErrUnavailable) {
+	if err = outage(err); !errors.Is(err, agentfs.ErrUnavailable) {
 		err = fmt.Errorf("%w: reading a blob: %w", agentfs.ErrUnavailable, err)
 	}
 	return err
 }
 
-func (b *directBlob) Close() error {
+// Close ends the read and its connection.
+func (b *Body) Close() error {
 	b.stopWatch()
 	return b.conn.Close()
+}
+
+// outage marks a failure of the connection to S3 as agentfs.ErrUnavailable,
+// as the store's translation of its S3 client's errors does: a network
+// error or a body cut short.
+func outage(err error) error {
+	var (
+		netErr net.Error
+		urlErr *url.Error
+	)
+	if errors.As(err, &netErr) || errors.As(err, &urlErr) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: %w", agentfs.ErrUnavailable, err)
+	}
+	return err
 }

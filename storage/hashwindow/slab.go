@@ -1,8 +1,8 @@
-package storage
+package hashwindow
 
 import "github.com/agentfs/agentfs/offheap"
 
-// newSlab makes a slab of the hash window outside the Go heap (package
+// newSlab makes a slab of the window outside the Go heap (package
 // offheap): the window's memory then counts once in the process's size,
 // and does not raise the garbage collector's target for everything else.
 // nil when the kernel refuses.

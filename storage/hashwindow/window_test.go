@@ -1,4 +1,4 @@
-package storage
+package hashwindow
 
 import (
 	"bytes"
@@ -27,16 +27,16 @@ func shaHex(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(
 // stateOf is the marshalled SHA-256 state after the given bytes.
 func stateOf(t *testing.T, parts ...[]byte) []byte {
 	t.Helper()
-	h, _ := restoreHash(nil)
+	h, _ := Restore(nil)
 	for _, p := range parts {
 		h.Write(p)
 	}
-	pt := (&partSink{h: h}).after()
+	pt := (&PartSink{h: h}).after()
 	return pt.state
 }
 
 // write sends b to s in writes of at most chunk bytes.
-func write(s *partSink, b []byte, chunk int) {
+func write(s *PartSink, b []byte, chunk int) {
 	for len(b) > 0 {
 		n := min(chunk, len(b))
 		s.Write(b[:n])
@@ -50,12 +50,12 @@ func TestHashWindow(t *testing.T) {
 	t.Run("PartsInAnyOrderEndInOneChain", func(t *testing.T) {
 		parts := testParts(4, size, 1)
 		for _, order := range [][]int{{1, 2, 3, 4}, {4, 3, 2, 1}, {2, 4, 1, 3}, {3, 1, 4, 2}} {
-			w := newHashWindow(64 * windowSlab)
-			sc := w.session("upl")
+			w := New(64 * windowSlab)
+			sc := w.Chain("upl")
 			for _, n := range order {
-				s := newPartSink(sc, n)
+				s := sc.Sink(n)
 				write(s, parts[n-1], 64<<10)
-				s.seal(true, shaHex(parts[n-1]))
+				s.Stored(shaHex(parts[n-1]))
 			}
 			pt, ok := sc.point(4)
 			if !ok || !bytes.Equal(pt.state, stateOf(t, parts...)) {
@@ -71,21 +71,21 @@ func TestHashWindow(t *testing.T) {
 	// bytes: it hashes what it kept and the rest as it comes.
 	t.Run("APartStopsKeepingBytesWhenItsTurnComes", func(t *testing.T) {
 		parts := testParts(2, size, 2)
-		w := newHashWindow(64 * windowSlab)
-		sc := w.session("upl")
-		first, second := newPartSink(sc, 1), newPartSink(sc, 2)
+		w := New(64 * windowSlab)
+		sc := w.Chain("upl")
+		first, second := sc.Sink(1), sc.Sink(2)
 		write(first, parts[0][:10], 10)         // part 1 knows point 0: it hashes at once
 		write(second, parts[1][:size/2], 1<<16) // part 2 keeps its first half
 		if w.inUse == 0 {
 			t.Fatal("part 2 kept nothing while part 1 streamed")
 		}
 		write(first, parts[0][10:], 1<<16)
-		first.seal(true, shaHex(parts[0]))
+		first.Stored(shaHex(parts[0]))
 		write(second, parts[1][size/2:], 1<<16)
 		if w.inUse != 0 {
 			t.Fatalf("part 2 still keeps %d slabs after point 1 appeared", w.inUse)
 		}
-		second.seal(true, shaHex(parts[1]))
+		second.Stored(shaHex(parts[1]))
 		if pt, ok := sc.point(2); !ok || !bytes.Equal(pt.state, stateOf(t, parts...)) || pt.sha != shaHex(parts[1]) {
 			t.Fatal("the point after part 2 is not the state of both parts")
 		}
@@ -94,11 +94,11 @@ func TestHashWindow(t *testing.T) {
 	t.Run("NeverHoldsMoreThanItsBudget", func(t *testing.T) {
 		parts := testParts(5, size, 3)
 		budget := int64(6 * windowSlab) // one part and a half
-		w := newHashWindow(budget)
-		sc := w.session("upl")
-		var sinks []*partSink
+		w := New(budget)
+		sc := w.Chain("upl")
+		var sinks []*PartSink
 		for n := 5; n >= 2; n-- {
-			s := newPartSink(sc, n)
+			s := sc.Sink(n)
 			for off := 0; off < size; off += 1 << 16 {
 				s.Write(parts[n-1][off:min(off+1<<16, size)])
 				if w.allocated > budget {
@@ -112,14 +112,14 @@ func TestHashWindow(t *testing.T) {
 			if s.lost {
 				lost++
 			}
-			s.seal(true, shaHex(parts[s.n-1]))
+			s.Stored(shaHex(parts[s.n-1]))
 		}
 		if lost == 0 {
 			t.Fatal("four parts ahead fit in a budget of one and a half")
 		}
-		first := newPartSink(sc, 1)
+		first := sc.Sink(1)
 		write(first, parts[0], 1<<16)
-		first.seal(true, shaHex(parts[0]))
+		first.Stored(shaHex(parts[0]))
 		if _, ok := sc.point(5); ok {
 			t.Fatal("a point after part 5 though parts were lost")
 		}
@@ -134,9 +134,9 @@ func TestHashWindow(t *testing.T) {
 	// which frees the room.
 	t.Run("APartAheadWaitsForRoomWhileAPartBeforeItStreams", func(t *testing.T) {
 		parts := testParts(3, size, 6)
-		w := newHashWindow(4 * windowSlab) // one part
-		sc := w.session("upl")
-		first, second, third := newPartSink(sc, 1), newPartSink(sc, 2), newPartSink(sc, 3)
+		w := New(4 * windowSlab) // one part
+		sc := w.Chain("upl")
+		first, second, third := sc.Sink(1), sc.Sink(2), sc.Sink(3)
 		write(first, parts[0][:size/2], 1<<16)
 		write(second, parts[1][:size-1], 1<<16) // fills the window
 		done := make(chan struct{})
@@ -145,14 +145,14 @@ func TestHashWindow(t *testing.T) {
 			write(third, parts[2], 1<<16) // waits for room
 		}()
 		write(first, parts[0][size/2:], 1<<16)
-		first.seal(true, shaHex(parts[0]))
+		first.Stored(shaHex(parts[0]))
 		write(second, parts[1][size-1:], 1<<16) // hashes what it kept: room for part 3
-		second.seal(true, shaHex(parts[1]))
+		second.Stored(shaHex(parts[1]))
 		<-done
 		if third.lost {
 			t.Fatal("part 3 gave up though a part before it was streaming")
 		}
-		third.seal(true, shaHex(parts[2]))
+		third.Stored(shaHex(parts[2]))
 		if pt, ok := sc.point(3); !ok || !bytes.Equal(pt.state, stateOf(t, parts...)) {
 			t.Fatal("no point after part 3 of the whole content")
 		}
@@ -166,37 +166,37 @@ func TestHashWindow(t *testing.T) {
 	// nothing, until the part is sent again and hashed.
 	t.Run("ALostPartLetsGoOfThePartsAfterIt", func(t *testing.T) {
 		parts := testParts(4, size, 7)
-		w := newHashWindow(4 * windowSlab) // one part
-		sc := w.session("upl")
-		fourth := newPartSink(sc, 4)
+		w := New(4 * windowSlab) // one part
+		sc := w.Chain("upl")
+		fourth := sc.Sink(4)
 		write(fourth, parts[3], 1<<16)
-		fourth.seal(true, shaHex(parts[3])) // held
-		third := newPartSink(sc, 3)
+		fourth.Stored(shaHex(parts[3])) // held
+		third := sc.Sink(3)
 		write(third, parts[2], 1<<16) // no room, and nothing before it streams
 		if !third.lost {
 			t.Fatal("part 3 found room in a full window")
 		}
-		third.seal(true, shaHex(parts[2]))
+		third.Stored(shaHex(parts[2]))
 		if w.inUse != 0 {
 			t.Fatalf("part 4, which can no longer be hashed, still holds %d slabs", w.inUse)
 		}
-		later := newPartSink(sc, 4)
+		later := sc.Sink(4)
 		write(later, parts[3][:10], 10)
 		if !later.lost || w.inUse != 0 {
 			t.Fatal("a part after the broken one kept bytes")
 		}
-		later.seal(true, shaHex(parts[3]))
+		later.Stored(shaHex(parts[3]))
 		for n := 1; n <= 3; n++ {
-			s := newPartSink(sc, n)
+			s := sc.Sink(n)
 			write(s, parts[n-1], 1<<16)
-			s.seal(true, shaHex(parts[n-1]))
+			s.Stored(shaHex(parts[n-1]))
 		}
 		if _, ok := sc.point(3); !ok {
 			t.Fatal("part 3 sent again in turn was not hashed")
 		}
-		again := newPartSink(sc, 4)
+		again := sc.Sink(4)
 		write(again, parts[3], 1<<16)
-		again.seal(true, shaHex(parts[3]))
+		again.Stored(shaHex(parts[3]))
 		if pt, ok := sc.point(4); !ok || !bytes.Equal(pt.state, stateOf(t, parts...)) {
 			t.Fatal("the chain did not go on once the broken part was sent again")
 		}
@@ -204,14 +204,14 @@ func TestHashWindow(t *testing.T) {
 
 	t.Run("APartS3DidNotTakeMakesNoPoint", func(t *testing.T) {
 		parts := testParts(2, size, 4)
-		w := newHashWindow(64 * windowSlab)
-		sc := w.session("upl")
-		second := newPartSink(sc, 2)
+		w := New(64 * windowSlab)
+		sc := w.Chain("upl")
+		second := sc.Sink(2)
 		write(second, parts[1], 1<<16)
-		second.seal(false, "")
-		first := newPartSink(sc, 1)
+		second.Dropped()
+		first := sc.Sink(1)
 		write(first, parts[0], 1<<16)
-		first.seal(true, shaHex(parts[0]))
+		first.Stored(shaHex(parts[0]))
 		if _, ok := sc.point(2); ok {
 			t.Fatal("a point after a part S3 did not take")
 		}
@@ -224,21 +224,21 @@ func TestHashWindow(t *testing.T) {
 	// their SHA-256, move the running hash.
 	t.Run("AdvanceTakesOnlyPointsThatMatchTheRecord", func(t *testing.T) {
 		parts := testParts(3, size, 5)
-		w := newHashWindow(64 * windowSlab)
-		sc := w.session("upl")
+		w := New(64 * windowSlab)
+		sc := w.Chain("upl")
 		for n := 1; n <= 3; n++ {
-			s := newPartSink(sc, n)
+			s := sc.Sink(n)
 			write(s, parts[n-1], 1<<16)
-			s.seal(true, shaHex(parts[n-1]))
+			s.Stored(shaHex(parts[n-1]))
 		}
 		recorded := map[int]string{1: shaHex(parts[0]), 2: "another part 2", 3: shaHex(parts[2])}
 		lookup := func(from, to int) (map[int]string, error) { return recorded, nil }
-		k, state, err := sc.advance(0, nil, lookup)
+		k, state, err := sc.Advance(0, nil, lookup)
 		if err != nil || k != 1 || !bytes.Equal(state, stateOf(t, parts[0])) {
 			t.Fatalf("advance over a part 2 recorded with other bytes: k %d err %v, want 1", k, err)
 		}
 		// A recorded state the points do not extend moves nothing.
-		k, _, err = sc.advance(1, stateOf(t, parts[1]), lookup)
+		k, _, err = sc.Advance(1, stateOf(t, parts[1]), lookup)
 		if err != nil || k != 1 {
 			t.Fatalf("advance from a state no point extends: k %d err %v, want 1", k, err)
 		}

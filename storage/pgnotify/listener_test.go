@@ -1,4 +1,4 @@
-package storage
+package pgnotify
 
 import (
 	"context"
@@ -20,7 +20,7 @@ func TestNotifierTakesANewListenAtOnce(t *testing.T) {
 		t.Fatal("AGENTFS_TEST_DATABASE_URL is not set: run the tests with make test, which starts Postgres and exports it")
 	}
 	ctx := context.Background()
-	n := newNotifier(url)
+	n := New(url)
 	n.poll, n.readyWait = time.Hour, time.Minute
 	waiting := make(chan struct{}, 1)
 	n.onWait = func() {
@@ -29,14 +29,14 @@ func TestNotifierTakesANewListenAtOnce(t *testing.T) {
 		default:
 		}
 	}
-	defer n.close()
+	defer n.Close()
 	live := func(channel string) bool {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		return n.live[channel]
 	}
 
-	_, stopA := n.subscribe("agentfs_test_first")
+	_, stopA := n.Subscribe("agentfs_test_first")
 	defer stopA()
 	if !live("agentfs_test_first") {
 		t.Fatal("the first channel is not listened on when its subscriber returns")
@@ -44,7 +44,7 @@ func TestNotifierTakesANewListenAtOnce(t *testing.T) {
 	// Once the loop has set up its wait, only an interrupt can end that
 	// wait before the hour is up.
 	<-waiting
-	woke, stopB := n.subscribe("agentfs_test_second")
+	woke, stopB := n.Subscribe("agentfs_test_second")
 	defer stopB()
 	if !live("agentfs_test_second") {
 		t.Fatal("the second subscriber returned before its LISTEN: the loop's wait was not interrupted")

@@ -1,4 +1,4 @@
-package storage
+package tokencache
 
 import (
 	"crypto/sha256"
@@ -17,17 +17,17 @@ func (c *clock) now() time.Time { return c.t }
 
 func sumOf(s string) [32]byte { return sha256.Sum256([]byte(s)) }
 
-func newListeningCache(ttl time.Duration, max int) (*tokenCache, *clock) {
+func newListeningCache(ttl time.Duration, max int) (*Cache, *clock) {
 	clk := &clock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	c := newTokenCache(ttl, max, clk.now)
-	c.setListening(true)
+	c := New(ttl, max, clk.now)
+	c.Listening(true)
 	return c, clk
 }
 
-func keep(c *tokenCache, tok, subject string) {
-	gen, ok := c.begin()
+func keep(c *Cache, tok, subject string) {
+	gen, ok := c.Begin()
 	if ok {
-		c.put(sumOf(tok), agentfs.Principal{Subject: subject, Scopes: []string{"read"}}, gen)
+		c.Put(sumOf(tok), agentfs.Principal{Subject: subject, Scopes: []string{"read"}}, gen)
 	}
 }
 
@@ -36,11 +36,11 @@ func TestTokenCacheRules(t *testing.T) {
 		c, clk := newListeningCache(10*time.Second, 10)
 		keep(c, "a", "alice")
 		clk.t = clk.t.Add(9 * time.Second)
-		if p, ok := c.get(sumOf("a")); !ok || p.Subject != "alice" {
+		if p, ok := c.Get(sumOf("a")); !ok || p.Subject != "alice" {
 			t.Fatalf("within the TTL: %+v %v", p, ok)
 		}
 		clk.t = clk.t.Add(time.Second)
-		if _, ok := c.get(sumOf("a")); ok {
+		if _, ok := c.Get(sumOf("a")); ok {
 			t.Fatal("answered past the TTL")
 		}
 	})
@@ -48,16 +48,16 @@ func TestTokenCacheRules(t *testing.T) {
 	t.Run("KeepsNothingWhileNotListening", func(t *testing.T) {
 		c, _ := newListeningCache(time.Minute, 10)
 		keep(c, "a", "alice")
-		c.setListening(false)
-		if _, ok := c.get(sumOf("a")); ok {
+		c.Listening(false)
+		if _, ok := c.Get(sumOf("a")); ok {
 			t.Fatal("answered after the connection was lost")
 		}
-		if _, ok := c.begin(); ok {
+		if _, ok := c.Begin(); ok {
 			t.Fatal("a lookup may be kept while not listening")
 		}
 		keep(c, "b", "bob")
-		c.setListening(true)
-		if _, ok := c.get(sumOf("b")); ok {
+		c.Listening(true)
+		if _, ok := c.Get(sumOf("b")); ok {
 			t.Fatal("kept a lookup made while not listening")
 		}
 	})
@@ -66,21 +66,21 @@ func TestTokenCacheRules(t *testing.T) {
 	// back after its notification, must not be kept.
 	t.Run("DropsALookupThatAnInvalidationOvertook", func(t *testing.T) {
 		c, _ := newListeningCache(time.Minute, 10)
-		gen, ok := c.begin()
+		gen, ok := c.Begin()
 		if !ok {
 			t.Fatal("not listening")
 		}
-		c.invalidate(hex.EncodeToString(func() []byte { s := sumOf("other"); return s[:] }()))
-		c.put(sumOf("a"), agentfs.Principal{Subject: "alice"}, gen)
-		if _, ok := c.get(sumOf("a")); ok {
+		c.Notified(hex.EncodeToString(func() []byte { s := sumOf("other"); return s[:] }()))
+		c.Put(sumOf("a"), agentfs.Principal{Subject: "alice"}, gen)
+		if _, ok := c.Get(sumOf("a")); ok {
 			t.Fatal("kept a lookup an invalidation overtook")
 		}
 		// A lost connection in between drops it too.
-		gen, _ = c.begin()
-		c.setListening(false)
-		c.setListening(true)
-		c.put(sumOf("a"), agentfs.Principal{Subject: "alice"}, gen)
-		if _, ok := c.get(sumOf("a")); ok {
+		gen, _ = c.Begin()
+		c.Listening(false)
+		c.Listening(true)
+		c.Put(sumOf("a"), agentfs.Principal{Subject: "alice"}, gen)
+		if _, ok := c.Get(sumOf("a")); ok {
 			t.Fatal("kept a lookup a reconnection overtook")
 		}
 	})
@@ -90,19 +90,32 @@ func TestTokenCacheRules(t *testing.T) {
 		keep(c, "a", "alice")
 		keep(c, "b", "bob")
 		sum := sumOf("a")
-		c.invalidate(hex.EncodeToString(sum[:]))
-		if _, ok := c.get(sumOf("a")); ok {
+		c.Notified(hex.EncodeToString(sum[:]))
+		if _, ok := c.Get(sumOf("a")); ok {
 			t.Fatal("the invalidated token is still answered")
 		}
-		if _, ok := c.get(sumOf("b")); !ok {
+		if _, ok := c.Get(sumOf("b")); !ok {
 			t.Fatal("another token was forgotten")
 		}
 		for _, payload := range []string{"", "zz", "abcd"} {
 			keep(c, "b", "bob")
-			c.invalidate(payload)
+			c.Notified(payload)
 			if taken, _ := c.size(); taken != 0 {
 				t.Fatalf("payload %q left %d tokens; a payload that names no token must forget all", payload, taken)
 			}
+		}
+	})
+
+	// A payload longer than a hash (sent by hand: NOTIFY agentfs_token,
+	// '...') names no token: it forgets all, and the listener's goroutine,
+	// which delivers it, goes on.
+	t.Run("APayloadLongerThanAHashForgetsAll", func(t *testing.T) {
+		c, _ := newListeningCache(time.Minute, 10)
+		keep(c, "a", "alice")
+		sum := sumOf("a")
+		c.Notified(hex.EncodeToString(sum[:]) + "00")
+		if taken, _ := c.size(); taken != 0 {
+			t.Fatalf("a payload longer than a hash left %d tokens", taken)
 		}
 	})
 
@@ -122,10 +135,10 @@ func TestTokenCacheRules(t *testing.T) {
 	t.Run("AnswersACopyOfTheScopes", func(t *testing.T) {
 		c, _ := newListeningCache(time.Minute, 10)
 		scopes := []string{"read"}
-		gen, _ := c.begin()
-		c.put(sumOf("a"), agentfs.Principal{Subject: "alice", Scopes: scopes}, gen)
+		gen, _ := c.Begin()
+		c.Put(sumOf("a"), agentfs.Principal{Subject: "alice", Scopes: scopes}, gen)
 		scopes[0] = "write"
-		if p, _ := c.get(sumOf("a")); !p.Can("read") || p.Can("write") {
+		if p, _ := c.Get(sumOf("a")); !p.Can("read") || p.Can("write") {
 			t.Fatalf("the cached scopes changed with the caller's slice: %v", p.Scopes)
 		}
 	})
@@ -134,14 +147,14 @@ func TestTokenCacheRules(t *testing.T) {
 		c, clk := newListeningCache(10*time.Second, 10)
 		refuse(c, "bogus")
 		clk.t = clk.t.Add(9 * time.Second)
-		if !c.isRefused(sumOf("bogus")) {
+		if !c.Refused(sumOf("bogus")) {
 			t.Fatal("a refusal within the TTL was forgotten")
 		}
-		if _, ok := c.get(sumOf("bogus")); ok {
+		if _, ok := c.Get(sumOf("bogus")); ok {
 			t.Fatal("a refused token is taken")
 		}
 		clk.t = clk.t.Add(time.Second)
-		if c.isRefused(sumOf("bogus")) {
+		if c.Refused(sumOf("bogus")) {
 			t.Fatal("a refusal is remembered past the TTL")
 		}
 	})
@@ -154,18 +167,18 @@ func TestTokenCacheRules(t *testing.T) {
 		refuse(c, "new")
 		refuse(c, "other")
 		sum := sumOf("new")
-		c.invalidate(hex.EncodeToString(sum[:]))
-		if c.isRefused(sum) || !c.isRefused(sumOf("other")) {
+		c.Notified(hex.EncodeToString(sum[:]))
+		if c.Refused(sum) || !c.Refused(sumOf("other")) {
 			t.Fatal("the insert's notification did not forget exactly its token")
 		}
-		gen, _ := c.begin()
-		c.invalidate(hex.EncodeToString(sum[:]))
-		c.refuse(sum, gen)
-		if c.isRefused(sum) {
+		gen, _ := c.Begin()
+		c.Notified(hex.EncodeToString(sum[:]))
+		c.Refuse(sum, gen)
+		if c.Refused(sum) {
 			t.Fatal("kept a refusal that an insert overtook")
 		}
-		c.invalidate("")
-		if c.isRefused(sumOf("other")) {
+		c.Notified("")
+		if c.Refused(sumOf("other")) {
 			t.Fatal("a payload that names no token left a refusal")
 		}
 	})
@@ -173,14 +186,14 @@ func TestTokenCacheRules(t *testing.T) {
 	t.Run("RemembersNoRefusalWhileNotListening", func(t *testing.T) {
 		c, _ := newListeningCache(time.Minute, 10)
 		refuse(c, "a")
-		c.setListening(false)
-		if c.isRefused(sumOf("a")) {
+		c.Listening(false)
+		if c.Refused(sumOf("a")) {
 			t.Fatal("answered a refusal after the connection was lost")
 		}
-		gen, _ := c.begin()
-		c.refuse(sumOf("b"), gen)
-		c.setListening(true)
-		if c.isRefused(sumOf("b")) {
+		gen, _ := c.Begin()
+		c.Refuse(sumOf("b"), gen)
+		c.Listening(true)
+		if c.Refused(sumOf("b")) {
 			t.Fatal("kept a refusal made while not listening")
 		}
 	})
@@ -197,15 +210,15 @@ func TestTokenCacheRules(t *testing.T) {
 		if taken, refused := c.size(); refused == 0 || taken != 1 {
 			t.Fatalf("%d taken and %d refused after a flood of refusals", taken, refused)
 		}
-		if _, ok := c.get(sumOf("good")); !ok {
+		if _, ok := c.Get(sumOf("good")); !ok {
 			t.Fatal("a flood of refused tokens pushed out a good one")
 		}
 	})
 }
 
-func refuse(c *tokenCache, tok string) {
-	gen, ok := c.begin()
+func refuse(c *Cache, tok string) {
+	gen, ok := c.Begin()
 	if ok {
-		c.refuse(sumOf(tok), gen)
+		c.Refuse(sumOf(tok), gen)
 	}
 }
