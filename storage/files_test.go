@@ -329,6 +329,7 @@ func TestMigrateConcurrently(t *testing.T) {
 		t.Fatalf("schema unusable after concurrent migrations: %v", err)
 	}
 }
+
 // TestABucketCheckThatFailsOnceIsTriedAgain: instances that start at once
 // race to create a new bucket, and an S3 server may answer the check of a
 // bucket another instance is creating with an internal error (versitygw
