@@ -63,8 +63,8 @@ type Store interface {
 // settings from (package envconfig); the quota window and the version
 // bounds are the API's (handlers.Limits), handed over by server.New.
 type Config struct {
-	// Interval is how often every task runs (Run; server.New runs none
-	// periodically when it is 0).
+	// Interval is how often every task runs (Run); when it is 0 a server
+	// runs none periodically (its tests run them with Sweep).
 	Interval time.Duration `env:"AGENTFS_SWEEP_INTERVAL" envDefault:"5m"`
 	// BlobGrace is how old an unreferenced blob must be before it goes:
 	// longer than any write in flight.
