@@ -3,6 +3,7 @@ module github.com/agentfs/agentfs
 go 1.26.8
 
 require (
+	github.com/caarlos0/env/v11 v11.4.2
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/exaring/otelpgx v0.13.0
 	github.com/getkin/kin-openapi v0.153.0

@@ -62,21 +62,22 @@ func (e *Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, batchID string) error
 	return nil
 }
 
-// Config tunes the runner.
+// Config tunes the runner. The env tags name the variables agentfs serve
+// reads each setting from (package envconfig).
 type Config struct {
 	// Workers is how many batches run at once on this instance.
-	Workers int
+	Workers int `env:"AGENTFS_BATCH_WORKERS" envDefault:"2"`
 	// RescueAfter bounds how long a batch orphaned by a dead process waits
 	// before another worker resumes it (plus the queue's 30 s rescue
 	// interval). River rescues only jobs with a finite timeout, so a worker
 	// runs a batch in slices of two thirds of it and re-queues the rest at
 	// once: a long batch is never cut off, only continued.
-	RescueAfter time.Duration
+	RescueAfter time.Duration `env:"AGENTFS_BATCH_RESCUE_AFTER" envDefault:"30s"`
 	// ItemConcurrency bounds the items prepared at once (key claimed, bytes
 	// on their way to S3) on this instance, shared by the batches it runs
 	// (0: 8). Each holds a Postgres connection for a moment; the
 	// transactions that commit them are one per running batch.
-	ItemConcurrency int
+	ItemConcurrency int `env:"AGENTFS_BATCH_ITEM_CONCURRENCY" envDefault:"8" envMax:"1024"`
 	Log             *slog.Logger
 }
 

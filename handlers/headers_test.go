@@ -18,9 +18,7 @@ import (
 // order).
 func TestRepeatedHeadersAreRefused(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{MCP: func(apitest.Door) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) })
-	}})
+	srv := apitest.NewServer(t, apitest.Options{})
 	c := srv.Client(t, "alice")
 	f := upload(t, c, "h.txt", "0123456789").Expect(t, http.StatusCreated).File(t)
 	link := c.Do("POST", "/v1/files/"+f.ID+"/links", nil).Expect(t, http.StatusCreated)

@@ -94,49 +94,52 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// Limits are the configurable bounds the API enforces and advertises.
+// Limits are the configurable bounds the API enforces and advertises. The
+// env tags name the variables agentfs serve reads them from (package
+// envconfig); the retentions are the store's, handed over by server.New.
 type Limits struct {
-	MaxUploadBytes int64
+	MaxUploadBytes int64 `env:"AGENTFS_MAX_UPLOAD_BYTES" envDefault:"5368709120"`
 	// Upload sessions: the largest file, the preferred part size, how
 	// long a session lives, and how many a subject may have open at once
 	// (0: no bound).
-	MaxUploadSessionBytes int64
-	UploadPartSize        int64
-	UploadTTL             time.Duration
-	MaxPendingUploads     int
+	MaxUploadSessionBytes int64         `env:"AGENTFS_MAX_UPLOAD_SESSION_BYTES" envDefault:"5497558138880"`
+	UploadPartSize        int64         `env:"AGENTFS_UPLOAD_PART_SIZE" envDefault:"8388608" envMin:"5242880"`
+	UploadTTL             time.Duration `env:"AGENTFS_UPLOAD_TTL" envDefault:"24h"`
+	MaxPendingUploads     int           `env:"AGENTFS_MAX_PENDING_UPLOADS" envDefault:"100" envZero:"0: no bound" envMax:"1073741824"`
 	// Batches: most items, largest body, largest decoded item content.
-	BatchMaxItems        int
-	BatchMaxBytes        int64
-	BatchMaxItemBytes    int64
+	BatchMaxItems        int   `env:"AGENTFS_BATCH_MAX_ITEMS" envDefault:"1000"`
+	BatchMaxBytes        int64 `env:"AGENTFS_BATCH_MAX_BYTES" envDefault:"33554432"`
+	BatchMaxItemBytes    int64 `env:"AGENTFS_BATCH_MAX_ITEM_BYTES" envDefault:"1048576"`
 	IdempotencyRetention time.Duration
 	DeletedRetention     time.Duration
 	// BodyIdleTimeout fails a request whose body stalls longer (408); 0
 	// disables it.
-	BodyIdleTimeout time.Duration
+	BodyIdleTimeout time.Duration `env:"AGENTFS_BODY_IDLE_TIMEOUT" envDefault:"60s"`
 	// WriteIdleTimeout cuts a download (content, a share link, a run's
 	// archive) whose client takes nothing of one write (or one spliced
 	// chunk, at most 4 MiB) for longer, closing its S3 body; 0 disables
 	// it. Keep it above the store's S3 timeout, so that S3 stalling in the
 	// middle of a spliced chunk is told apart from the client stalling.
-	WriteIdleTimeout time.Duration
+	WriteIdleTimeout time.Duration `env:"AGENTFS_WRITE_IDLE_TIMEOUT" envDefault:"60s" envZero:"0: downloads are never cut"`
 	// RatePerSecond and RateBurst bound each subject's requests per
 	// instance (429 RATE_LIMITED); 0 disables it.
-	RatePerSecond float64
-	RateBurst     int
+	RatePerSecond float64 `env:"AGENTFS_RATE_LIMIT" envDefault:"200"`
+	RateBurst     int     `env:"AGENTFS_RATE_BURST" envDefault:"400"`
 	// AuthFailuresPerSecond and AuthFailureBurst bound the failed
 	// authentications of each client address per instance: past them, a
 	// token this instance does not already trust is answered 429
 	// RATE_LIMITED without being looked up. 0 disables it.
-	AuthFailuresPerSecond float64
-	AuthFailureBurst      int
+	AuthFailuresPerSecond float64 `env:"AGENTFS_AUTH_FAILURE_LIMIT" envDefault:"10"`
+	AuthFailureBurst      int     `env:"AGENTFS_AUTH_FAILURE_BURST" envDefault:"100" envMax:"1048576"`
 	// QuotaBytes bounds the bytes each subject writes per QuotaWindow, across
 	// instances (429 QUOTA_EXCEEDED); 0 disables it.
-	QuotaBytes  int64
-	QuotaWindow time.Duration
+	QuotaBytes  int64         `env:"AGENTFS_QUOTA_BYTES" envDefault:"0" envZero:"0: no quota"`
+	QuotaWindow time.Duration `env:"AGENTFS_QUOTA_WINDOW" envDefault:"1h"`
 	// VersionRetention and MaxVersions bound the non-current versions kept
-	// per file; EventRetention how long events (and cursors) last.
-	VersionRetention time.Duration
-	MaxVersions      int
+	// per file (the sweeper applies them); EventRetention how long events
+	// (and cursors) last.
+	VersionRetention time.Duration `env:"AGENTFS_VERSION_RETENTION" envDefault:"720h"`
+	MaxVersions      int           `env:"AGENTFS_MAX_VERSIONS" envDefault:"100" envMax:"1048576"`
 	EventRetention   time.Duration
 }
 

@@ -104,6 +104,17 @@ func ParseRecordKeys(s string) (*RecordKeys, error) {
 	return NewRecordKeys(keys...)
 }
 
+// UnmarshalText reads the keys as ParseRecordKeys does, so that a
+// configuration struct can hold them (server.Config, AGENTFS_RECORD_KEY).
+func (k *RecordKeys) UnmarshalText(text []byte) error {
+	keys, err := ParseRecordKeys(string(text))
+	if err != nil {
+		return err
+	}
+	*k = *keys
+	return nil
+}
+
 func decodeKey(s string) ([]byte, error) {
 	if s == "" {
 		return nil, errors.New("empty")

@@ -1,4 +1,4 @@
-package mcpserver
+package mcpserver_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/agentfs/agentfs/client"
 	"github.com/agentfs/agentfs/handlers/apitest"
 	"github.com/agentfs/agentfs/jsonutf8"
+	"github.com/agentfs/agentfs/mcpserver"
 )
 
 // FuzzToolArguments feeds arbitrary arguments to every tool, through the
@@ -36,21 +37,19 @@ func FuzzToolArguments(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	backend, err := NewClientBackend(c)
+	backend, err := mcpserver.NewClientBackend(c)
 	if err != nil {
 		f.Fatal(err)
 	}
 	logs := &lockedLog{}
-	opts, err := Options{MaxReadBytes: 4096, MaxMediaBytes: 4096, MaxWriteBytes: 8192, ScanFiles: 50, RunID: "fuzz-run",
-		Logger: slog.New(slog.NewTextHandler(logs, nil))}.withDefaults()
+	tools, handlers, err := mcpserver.ToolHandlers(backend, mcpserver.Options{MaxReadBytes: 4096, MaxMediaBytes: 4096,
+		MaxWriteBytes: 8192, ScanFiles: 50, RunID: "fuzz-run", Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		f.Fatal(err)
 	}
-	tb := &toolbox{b: backend, opts: opts}
-	specs := toolSpecs()
-	outputs := make([]*jsonschema.Resolved, len(specs))
-	for i, s := range specs {
-		raw, err := json.Marshal(s.tool.OutputSchema)
+	outputs := make([]*jsonschema.Resolved, len(tools))
+	for i, tool := range tools {
+		raw, err := json.Marshal(tool.OutputSchema)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -74,8 +73,8 @@ func FuzzToolArguments(f *testing.F) {
 	}
 
 	index := map[string]uint8{}
-	for i, s := range specs {
-		index[s.tool.Name] = uint8(i)
+	for i, tool := range tools {
+		index[tool.Name] = uint8(i)
 	}
 	for _, seed := range []struct{ tool, args string }{
 		{"read_text_file", `{"path":"a.txt"}`},
@@ -162,39 +161,39 @@ func FuzzToolArguments(f *testing.F) {
 	}
 	code := regexp.MustCompile(`^[A-Z][A-Z_]*$`)
 	f.Fuzz(func(t *testing.T, which uint8, args []byte) {
-		i := int(which) % len(specs)
-		s := specs[i]
-		req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: s.tool.Name, Arguments: args}}
-		res, err := s.bind(tb)(context.Background(), req)
+		i := int(which) % len(tools)
+		tool := tools[i]
+		req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: tool.Name, Arguments: args}}
+		res, err := handlers[i](context.Background(), req)
 		if logs.has("panicked") {
-			t.Fatalf("%s(%q) panicked:\n%s", s.tool.Name, args, logs)
+			t.Fatalf("%s(%q) panicked:\n%s", tool.Name, args, logs)
 		}
 		if err != nil {
 			var rpc *jsonrpc.Error
 			if !errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInvalidParams || res != nil {
-				t.Fatalf("%s(%q): error %v is not an invalid-params protocol error", s.tool.Name, args, err)
+				t.Fatalf("%s(%q): error %v is not an invalid-params protocol error", tool.Name, args, err)
 			}
 			return
 		}
 		if res == nil || len(res.Content) == 0 {
-			t.Fatalf("%s(%q): no result", s.tool.Name, args)
+			t.Fatalf("%s(%q): no result", tool.Name, args)
 		}
 		first, ok := res.Content[0].(*mcp.TextContent)
 		if !ok {
-			t.Fatalf("%s(%q): first content is %T", s.tool.Name, args, res.Content[0])
+			t.Fatalf("%s(%q): first content is %T", tool.Name, args, res.Content[0])
 		}
 		if f := jsonutf8.Check(args); f != nil {
-			if p, ok := res.StructuredContent.(*Problem); !res.IsError || !ok || p.Code != CodeInvalidPath && p.Code != CodeValidationFailed {
-				t.Fatalf("%s(%q) with a string that is not text (%v): %q", s.tool.Name, args, f, first.Text)
+			if p, ok := res.StructuredContent.(*mcpserver.Problem); !res.IsError || !ok || p.Code != mcpserver.CodeInvalidPath && p.Code != mcpserver.CodeValidationFailed {
+				t.Fatalf("%s(%q) with a string that is not text (%v): %q", tool.Name, args, f, first.Text)
 			}
 		}
 		if res.IsError {
-			p, ok := res.StructuredContent.(*Problem)
+			p, ok := res.StructuredContent.(*mcpserver.Problem)
 			if !ok || !code.MatchString(p.Code) || !strings.HasPrefix(first.Text, p.Code+": ") {
-				t.Fatalf("%s(%q): error result %T %q", s.tool.Name, args, res.StructuredContent, first.Text)
+				t.Fatalf("%s(%q): error result %T %q", tool.Name, args, res.StructuredContent, first.Text)
 			}
-			if p.Code == CodeInternal || p.Status >= 500 {
-				t.Fatalf("%s(%q): %s\n%s", s.tool.Name, args, first.Text, logs)
+			if p.Code == mcpserver.CodeInternal || p.Status >= 500 {
+				t.Fatalf("%s(%q): %s\n%s", tool.Name, args, first.Text, logs)
 			}
 			return
 		}
@@ -207,7 +206,7 @@ func FuzzToolArguments(f *testing.F) {
 			t.Fatal(err)
 		}
 		if err := outputs[i].Validate(v); err != nil {
-			t.Fatalf("%s(%q): output does not match its schema: %v\n%s", s.tool.Name, args, err, raw)
+			t.Fatalf("%s(%q): output does not match its schema: %v\n%s", tool.Name, args, err, raw)
 		}
 	})
 }

@@ -31,27 +31,27 @@ import (
 	"github.com/agentfs/agentfs/jsonutf8"
 )
 
-// Options adjust the tools. Zero fields take their defaults.
+// Options adjust the tools. Zero fields take their defaults. The env tags
+// name the variables agentfs serve and agentfs mcp read them from (package
+// envconfig).
 type Options struct {
 	// MaxReadBytes is how much text read_text_file (and each file of
 	// read_multiple_files) returns; a longer file is cut with a note saying
-	// how to read the rest. Default 256 KiB (AGENTFS_MCP_MAX_READ_BYTES).
-	MaxReadBytes int64
+	// how to read the rest. Default 256 KiB.
+	MaxReadBytes int64 `env:"AGENTFS_MCP_MAX_READ_BYTES" envMin:"1024"`
 	// MaxMediaBytes caps the base64 that read_media_file returns. Default
-	// 4 MiB (AGENTFS_MCP_MAX_MEDIA_BYTES).
-	MaxMediaBytes int64
+	// 4 MiB.
+	MaxMediaBytes int64 `env:"AGENTFS_MCP_MAX_MEDIA_BYTES" envMin:"1024"`
 	// MaxWriteBytes caps the content of write_file and the size of a file
-	// edit_file edits. Default 4 MiB (AGENTFS_MCP_MAX_WRITE_BYTES).
-	MaxWriteBytes int64
+	// edit_file edits. Default 4 MiB.
+	MaxWriteBytes int64 `env:"AGENTFS_MCP_MAX_WRITE_BYTES"`
 	// MaxBatchCalls is the most calls one JSON-RPC batch to the /mcp door
-	// may hold (where the protocol has batches). Default 32
-	// (AGENTFS_MCP_MAX_BATCH_CALLS).
-	MaxBatchCalls int
+	// may hold (where the protocol has batches). Default 32.
+	MaxBatchCalls int `env:"AGENTFS_MCP_MAX_BATCH_CALLS" envMax:"1048576"`
 	// MaxAnswerBytes bounds what the calls of one /mcp request answer
 	// together: once their answers hold this much, its further calls
-	// answer PAYLOAD_TOO_LARGE without running. Default 16 MiB
-	// (AGENTFS_MCP_MAX_ANSWER_BYTES).
-	MaxAnswerBytes int64
+	// answer PAYLOAD_TOO_LARGE without running. Default 16 MiB.
+	MaxAnswerBytes int64 `env:"AGENTFS_MCP_MAX_ANSWER_BYTES"`
 	// ScanFiles is how many files one call of list_directory or
 	// directory_tree reads before it answers with a cursor to continue
 	// (search_files reads ten times as many). Default 1000.
@@ -59,8 +59,8 @@ type Options struct {
 	// AgentID and RunID attribute the backend's writes; list_run_files
 	// called without run_id or agent_id lists RunID's files (else
 	// AgentID's).
-	AgentID string
-	RunID   string
+	AgentID string `env:"AGENTFS_AGENT_ID"`
+	RunID   string `env:"AGENTFS_RUN_ID"`
 	// OnCall, when set, is called once per tool call with the tool's name
 	// and its outcome (OutcomeOK, OutcomeError or OutcomeProtocolError),
 	// for a counter such as CountCalls. Both values come from closed sets.

@@ -25,7 +25,6 @@ import (
 	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/handlers/apitest"
 	"github.com/agentfs/agentfs/mcpserver"
-	"github.com/agentfs/agentfs/quota"
 )
 
 // config adjusts setup.
@@ -83,12 +82,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// doors is a test server's /mcp door: one HTTPHandler per session (by its
-// token), each made with that session's Options.
+// doors is a test server's /mcp door: one door per session (by its
+// token), each made with that session's Options (Server.NewDoor).
 type doors struct {
-	door apitest.Door
-	mu   sync.Mutex
-	by   map[string]http.Handler
+	mu sync.Mutex
+	by map[string]http.Handler
 }
 
 func (d *doors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -107,10 +105,7 @@ var doorsOf sync.Map // test server URL → *doors
 func setup(t *testing.T, cfg config) *bundle {
 	t.Helper()
 	d := &doors{by: map[string]http.Handler{}}
-	srv := apitest.NewServer(t, apitest.Options{Limits: cfg.limits, MCP: func(door apitest.Door) http.Handler {
-		d.door = door
-		return d
-	}})
+	srv := apitest.NewServer(t, apitest.Options{Limits: cfg.limits, MCP: d})
 	doorsOf.Store(srv.URL, d)
 	return connect(t, srv, cfg)
 }
@@ -137,9 +132,7 @@ func session(t *testing.T, srv *apitest.Server, cfg config, token string, backen
 		d, _ := doorsOf.Load(srv.URL)
 		door := d.(*doors)
 		door.mu.Lock()
-		dd := door.door
-		handler, err := mcpserver.HTTPHandler(mcpserver.HTTPDeps{Core: dd.Core, Reads: dd.Reads, MaxUploadBytes: dd.Limits.MaxUploadBytes,
-			Quota: dd.Store, QuotaLimit: quota.Limit{Bytes: dd.Limits.QuotaBytes, Window: dd.Limits.QuotaWindow}, Rate: dd.Rates.Take}, opts)
+		handler, err := srv.Server.NewDoor(opts)
 		if err != nil {
 			door.mu.Unlock()
 			t.Fatal(err)

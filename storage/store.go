@@ -22,47 +22,48 @@ import (
 	"github.com/agentfs/agentfs/storage/tokencache"
 )
 
-// Config says where the metadata and the bytes live.
+// Config says where the metadata and the bytes live. The env tags name the
+// variables agentfs serve reads each setting from (package envconfig).
 type Config struct {
-	DatabaseURL string
-	S3Endpoint  string // host:port
-	S3AccessKey string
-	S3SecretKey string
-	S3Bucket    string
-	S3UseSSL    bool
-	S3Region    string
+	DatabaseURL string `env:"AGENTFS_DATABASE_URL"`
+	S3Endpoint  string `env:"AGENTFS_S3_ENDPOINT"` // host:port
+	S3AccessKey string `env:"AGENTFS_S3_ACCESS_KEY"`
+	S3SecretKey string `env:"AGENTFS_S3_SECRET_KEY"`
+	S3Bucket    string `env:"AGENTFS_S3_BUCKET" envDefault:"agentfs"`
+	S3UseSSL    bool   `env:"AGENTFS_S3_USE_SSL" envDefault:"false"`
+	S3Region    string `env:"AGENTFS_S3_REGION" envDefault:"us-east-1"`
 	// DeletedRetention is how long a deleted file is kept before it is purged.
-	DeletedRetention time.Duration
+	DeletedRetention time.Duration `env:"AGENTFS_DELETED_RETENTION" envDefault:"168h"`
 	// PartSize bounds the memory minio-go uses per streamed upload whose size
 	// is unknown; it buffers one part at a time.
-	PartSize uint64
+	PartSize uint64 `env:"AGENTFS_S3_PART_SIZE" envDefault:"16777216" envMin:"5242880"`
 	// MaxConns sizes the Postgres pool (0: 32). Each running batch holds one
 	// connection for its lock and uses another for its items.
-	MaxConns int32
+	MaxConns int32 `env:"AGENTFS_DB_MAX_CONNS" envDefault:"32" envMax:"10000"`
 	// DBTimeout bounds each Postgres statement (0: 10 s); S3Timeout bounds
 	// how long S3 may take to answer a request and how long it may stall
 	// in the middle of a body (0: 30 s). Past either, the operation fails as
 	// unavailable (503), so a dependency that hangs cannot pin requests.
-	DBTimeout time.Duration
-	S3Timeout time.Duration
+	DBTimeout time.Duration `env:"AGENTFS_DB_TIMEOUT" envDefault:"10s"`
+	S3Timeout time.Duration `env:"AGENTFS_S3_TIMEOUT" envDefault:"30s"`
 	// IdempotencyLease is how long a claim on a key lives without renewal
 	// (0: 30 s); a claim of a process that died is taken over after it.
 	// IdempotencyRetention is how long recorded outcomes are kept (0: 7 days).
-	IdempotencyLease     time.Duration
-	IdempotencyRetention time.Duration
+	IdempotencyLease     time.Duration `env:"AGENTFS_IDEMPOTENCY_LEASE" envDefault:"30s" envMin:"1s"`
+	IdempotencyRetention time.Duration `env:"AGENTFS_IDEMPOTENCY_RETENTION" envDefault:"168h" envMin:"24h"`
 	// EventRetention is how long events are kept (0: 720h); a cursor older
 	// than that has expired.
-	EventRetention time.Duration
+	EventRetention time.Duration `env:"AGENTFS_EVENT_RETENTION" envDefault:"720h"`
 	// UploadCompleteLease is how long a complete holds its upload session
 	// without renewal (0: 30 s); it is renewed every third of that while
 	// the complete runs. A complete of a process that died frees the
 	// session after it, and a request told to wait for a complete waits at
 	// most that long. A part on its way holds its session for a third of
 	// it (at least 1 s), renewed likewise.
-	UploadCompleteLease time.Duration
+	UploadCompleteLease time.Duration `env:"AGENTFS_UPLOAD_COMPLETE_LEASE" envDefault:"30s" envMin:"3s"`
 	// Tracers hear every statement, batch, COPY and connection wait of
 	// AgentFS's own pool (not the batch queue's), each after the statement
-	// bound has set its deadline: metrics and traces, wired by cmd/agentfs.
+	// bound has set its deadline: metrics and traces, wired by server.New.
 	Tracers []pgx.QueryTracer
 	// S3Transport, when set, wraps the transport of every request the S3
 	// client sends (metrics and traces). Large ranged reads that go over a
@@ -73,17 +74,17 @@ type Config struct {
 	// revoked token is forgotten by every instance as soon as the
 	// revocation commits (Postgres notifies them); the TTL only bounds an
 	// instance whose notifications stopped without its noticing.
-	TokenCacheTTL time.Duration
+	TokenCacheTTL time.Duration `env:"AGENTFS_TOKEN_CACHE_TTL" envDefault:"10s" envZero:"-1: every request looks its token up"`
 	// UploadHashWindow is how many bytes of upload parts that arrive ahead
 	// of the running hash an instance keeps in memory at once, to fold them
 	// into the hash when their turn comes instead of reading them back at
 	// complete (0: DefaultUploadHashWindow; negative: none).
-	UploadHashWindow int64
+	UploadHashWindow int64 `env:"AGENTFS_UPLOAD_HASH_WINDOW" envDefault:"33554432" envZero:"-1: parts ahead are read back at complete"`
 	// MaxWaitersPerSubject bounds the requests of one subject waiting for
 	// events (GET /v1/events?wait=) on this instance at once (0:
 	// DefaultMaxWaitersPerSubject; negative: no bound); past it
 	// AwaitEvents fails with agentfs.ErrTooManyWaiters.
-	MaxWaitersPerSubject int
+	MaxWaitersPerSubject int `env:"AGENTFS_MAX_WAITERS_PER_SUBJECT" envDefault:"100" envZero:"-1: no bound" envMax:"1048576"`
 }
 
 // Store is the AgentFS state: a Postgres pool and an S3 bucket. It is safe
@@ -163,33 +164,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.DatabaseURL == "" || cfg.S3Endpoint == "" || cfg.S3Bucket == "" {
 		return nil, errors.New("storage: database url, S3 endpoint and bucket are required")
 	}
-	if cfg.DeletedRetention <= 0 {
-		cfg.DeletedRetention = 7 * 24 * time.Hour
-	}
-	if cfg.PartSize == 0 {
-		cfg.PartSize = 16 << 20
-	}
-	if cfg.MaxConns == 0 {
-		cfg.MaxConns = 32
-	}
-	if cfg.DBTimeout <= 0 {
-		cfg.DBTimeout = 10 * time.Second
-	}
-	if cfg.S3Timeout <= 0 {
-		cfg.S3Timeout = 30 * time.Second
-	}
-	if cfg.IdempotencyLease <= 0 {
-		cfg.IdempotencyLease = 30 * time.Second
-	}
-	if cfg.UploadCompleteLease <= 0 {
-		cfg.UploadCompleteLease = 30 * time.Second
-	}
-	if cfg.IdempotencyRetention <= 0 {
-		cfg.IdempotencyRetention = 7 * 24 * time.Hour
-	}
-	if cfg.EventRetention <= 0 {
-		cfg.EventRetention = 720 * time.Hour
-	}
+	cfg = cfg.withDefaults()
 	s3, err := newS3(cfg, cfg.S3Timeout)
 	if err != nil {
 		return nil, err
@@ -213,12 +188,42 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		cfg: cfg, draining: make(chan struct{})}), nil
 }
 
-// withMechanisms gives a store the mechanisms beneath it, after their
-// defaults: the listener (package pgnotify) and its followers, the token
-// cache (package tokencache) and the event waiters, the upload hash window
-// (package hashwindow) and the splice relay (package splice).
+// withMechanisms gives a store the mechanisms beneath it: the listener
+// (package pgnotify) and its followers, the token cache (package
+// tokencache) and the event waiters, the upload hash window (package
+// hashwindow) and the splice relay (package splice).
 func withMechanisms(st *Store) *Store {
-	cfg := &st.cfg
+	cfg := st.cfg
+	st.notify = pgnotify.New(cfg.DatabaseURL)
+	st.waiters = newEventWaiters(st.notify, cfg.MaxWaitersPerSubject)
+	st.window = hashwindow.New(cfg.UploadHashWindow)
+	st.relay = &splice.Relay{Idle: cfg.S3Timeout}
+	if cfg.TokenCacheTTL > 0 {
+		st.tokens = tokencache.New(cfg.TokenCacheTTL, tokenCacheMax, time.Now)
+	}
+	return st
+}
+
+// withDefaults fills in the settings left zero.
+func (cfg Config) withDefaults() Config {
+	orDuration := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
+	}
+	orDuration(&cfg.DeletedRetention, 7*24*time.Hour)
+	orDuration(&cfg.DBTimeout, 10*time.Second)
+	orDuration(&cfg.S3Timeout, 30*time.Second)
+	orDuration(&cfg.IdempotencyLease, 30*time.Second)
+	orDuration(&cfg.UploadCompleteLease, 30*time.Second)
+	orDuration(&cfg.IdempotencyRetention, 7*24*time.Hour)
+	orDuration(&cfg.EventRetention, 720*time.Hour)
+	if cfg.PartSize == 0 {
+		cfg.PartSize = 16 << 20
+	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = 32
+	}
 	if cfg.TokenCacheTTL == 0 {
 		cfg.TokenCacheTTL = DefaultTokenCacheTTL
 	}
@@ -228,14 +233,7 @@ func withMechanisms(st *Store) *Store {
 	if cfg.MaxWaitersPerSubject == 0 {
 		cfg.MaxWaitersPerSubject = DefaultMaxWaitersPerSubject
 	}
-	st.notify = pgnotify.New(cfg.DatabaseURL)
-	st.waiters = newEventWaiters(st.notify, cfg.MaxWaitersPerSubject)
-	st.window = hashwindow.New(cfg.UploadHashWindow)
-	st.relay = &splice.Relay{Idle: cfg.S3Timeout}
-	if cfg.TokenCacheTTL > 0 {
-		st.tokens = tokencache.New(cfg.TokenCacheTTL, tokenCacheMax, time.Now)
-	}
-	return st
+	return cfg
 }
 
 // newS3 is an S3 client that waits at most answerWait for S3 to start

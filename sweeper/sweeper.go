@@ -1,5 +1,5 @@
 // Package sweeper runs the periodic clean-up tasks of AgentFS in one place
-// (serve wires them: expired idempotency records, expired upload sessions,
+// (server.New wires them: expired idempotency records, expired upload sessions,
 // deleted files past purge_after, old quota windows, unreferenced blobs).
 // Every task is safe to run on several instances at once, so no leader is
 // needed: each removes only what has expired or what no row references,
@@ -58,11 +58,17 @@ type Store interface {
 	SweepBlobs(ctx context.Context, grace time.Duration) (int64, error)
 }
 
-// Config is how long things are kept.
+// Config is how often the sweeper runs and how long things are kept. The
+// env tags name the variables agentfs serve reads the sweeper's own
+// settings from (package envconfig); the quota window and the version
+// bounds are the API's (handlers.Limits), handed over by server.New.
 type Config struct {
+	// Interval is how often every task runs (Run); when it is 0 a server
+	// runs none periodically (its tests run them with Sweep).
+	Interval time.Duration `env:"AGENTFS_SWEEP_INTERVAL" envDefault:"5m"`
 	// BlobGrace is how old an unreferenced blob must be before it goes:
 	// longer than any write in flight.
-	BlobGrace time.Duration
+	BlobGrace time.Duration `env:"AGENTFS_BLOB_GRACE" envDefault:"6h"`
 	// QuotaWindow is the byte quota's window; windows that ended more than
 	// an hour ago go.
 	QuotaWindow time.Duration

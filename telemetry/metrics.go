@@ -7,8 +7,8 @@
 // It hooks into the other packages without their knowing Prometheus or
 // OpenTelemetry: a pgx tracer and an S3 transport wrapper in
 // storage.Config, the admission core's Observer, and wrapped sweeper tasks.
-// cmd/agentfs wires it; handlers/apitest wires the same, so the handler
-// tests see the series serve exports.
+// server.New wires it, for agentfs serve and handlers/apitest alike, so the
+// handler tests see the series serve exports.
 //
 // Every label value comes from a closed set (an operation, an outcome, a
 // task, a status), never a subject, path, id or key, so the number of series

@@ -7,6 +7,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/agentfs/agentfs/envconfig"
+	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/server"
 )
 
 // TestConfigErrorsNameWhatIsExpected checks that a bad value is refused
@@ -91,6 +95,17 @@ func TestServeNeedsARecordKey(t *testing.T) {
 	}
 }
 
+// recordKeys reads AGENTFS_RECORD_KEY as serve does: server.Load parses
+// it, and server.New refuses to start without it (at once, before it
+// connects to anything).
+func recordKeys(getenv func(string) string) (*idempotency.RecordKeys, error) {
+	cfg, err := server.Load(getenv)
+	if err == nil && cfg.RecordKeys == nil {
+		_, err = server.New(context.Background(), cfg)
+	}
+	return cfg.RecordKeys, err
+}
+
 func TestMaxPendingUploadsDefaultsToABound(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"AGENTFS_DATABASE_URL": "postgres://x", "AGENTFS_S3_ENDPOINT": "127.0.0.1:9000"}
@@ -105,7 +120,9 @@ func TestMaxPendingUploadsDefaultsToABound(t *testing.T) {
 
 // TestEveryVariableIsDocumented: each AGENTFS_* variable the binary reads
 // is in docs/operating.md (the server's) or docs/clients.md (the client
-// verbs'), so the documentation cannot fall behind the code.
+// verbs'), so the documentation cannot fall behind the code. The server's
+// variables (and agentfs mcp's) are the env tags of its config structs;
+// the client verbs read theirs by name in this package.
 func TestEveryVariableIsDocumented(t *testing.T) {
 	var docs strings.Builder
 	for _, name := range []string{"../../docs/operating.md", "../../docs/clients.md"} {
@@ -115,12 +132,20 @@ func TestEveryVariableIsDocumented(t *testing.T) {
 		}
 		docs.Write(b)
 	}
+	readBy := map[string]string{} // variable → what reads it
+	for _, v := range envconfig.Variables(&server.Config{}) {
+		readBy[v.Name] = "server.Config"
+	}
+	for _, v := range envconfig.Variables(&mcpConfig{}) {
+		readBy[v.Name] = "agentfs mcp"
+	}
+	tagged := len(readBy)
 	sources, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	variable := regexp.MustCompile(`"(AGENTFS_[A-Z0-9_]*[A-Z0-9])"`)
-	seen := 0
+	named := 0
 	for _, name := range sources {
 		if strings.HasSuffix(name, "_test.go") {
 			continue
@@ -130,13 +155,56 @@ func TestEveryVariableIsDocumented(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range variable.FindAllStringSubmatch(string(b), -1) {
-			seen++
-			if !regexp.MustCompile("`" + m[1] + "[`=]").MatchString(docs.String()) {
-				t.Errorf("%s reads %s, which neither docs/operating.md nor docs/clients.md names", name, m[1])
+			named++
+			if readBy[m[1]] == "" {
+				readBy[m[1]] = name
 			}
 		}
 	}
-	if seen < 30 {
-		t.Fatalf("found only %d variables in the sources: the pattern no longer matches how they are read", seen)
+	for name, where := range readBy {
+		if !regexp.MustCompile("`" + name + "[`=]").MatchString(docs.String()) {
+			t.Errorf("%s reads %s, which neither docs/operating.md nor docs/clients.md names", where, name)
+		}
+	}
+	if tagged < 40 || named < 5 {
+		t.Fatalf("found only %d variables in env tags and %d named in the sources: "+
+			"the test no longer finds how they are read", tagged, named)
+	}
+	t.Logf("%d variables: %d from env tags, %d more named in the sources", len(readBy), tagged, len(readBy)-tagged)
+}
+
+// TestDocumentedDefaultsAreTheDefaults: the row of docs/operating.md's
+// table that names a variable gives the default its env tag has, so the
+// table cannot fall behind a changed default either.
+func TestDocumentedDefaultsAreTheDefaults(t *testing.T) {
+	b, err := os.ReadFile("../../docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{} // variable → its table row
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "| `AGENTFS_") {
+			continue
+		}
+		names, _, _ := strings.Cut(line[1:], "|")
+		for _, m := range regexp.MustCompile("`(AGENTFS_[A-Z0-9_]+)`").FindAllStringSubmatch(names, -1) {
+			rows[m[1]] = line
+		}
+	}
+	checked := 0
+	for _, v := range append(envconfig.Variables(&server.Config{}), envconfig.Variables(&mcpConfig{})...) {
+		if v.Default == "" {
+			continue
+		}
+		checked++
+		row, ok := rows[v.Name]
+		if !ok {
+			t.Errorf("%s (default %s) has no row in docs/operating.md's table", v.Name, v.Default)
+		} else if !strings.Contains(row, "`"+v.Default+"`") {
+			t.Errorf("docs/operating.md gives %s another default than %s:\n%s", v.Name, v.Default, row)
+		}
+	}
+	if checked < 40 {
+		t.Fatalf("only %d variables have a default in their env tag", checked)
 	}
 }

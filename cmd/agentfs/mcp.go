@@ -9,7 +9,9 @@ import (
 	"math"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/agentfs/agentfs/envconfig"
 	"github.com/agentfs/agentfs/mcpserver"
 )
 
@@ -82,10 +84,11 @@ func mcpCmd(ctx context.Context, p *proc, args []string) error {
 	if len(args) > 0 {
 		return usagef("mcp takes no arguments")
 	}
-	opts, err := mcpOptions(getenv)
-	if err != nil {
+	var cfg mcpConfig
+	if err := envconfig.Read(getenv, &cfg); err != nil {
 		return err
 	}
+	opts := cfg.Tools
 	c, err := newCLIClient(getenv, false)
 	if err != nil {
 		return err
@@ -102,13 +105,7 @@ func mcpCmd(ctx context.Context, p *proc, args []string) error {
 	if isTerminal(os.Stdin) {
 		fmt.Fprintln(stderr, "agentfs mcp: speaking MCP on stdin/stdout; it is meant to be started by an MCP client (agentfs mcp --help)")
 	}
-	drain := mcpserver.DefaultDrain
-	if v := strings.TrimSpace(getenv("AGENTFS_MCP_DRAIN_TIMEOUT")); v != "" {
-		if err := parseDuration(v, "AGENTFS_MCP_DRAIN_TIMEOUT", &drain); err != nil {
-			return err
-		}
-	}
-	stdio := &mcpserver.StdioTransport{In: os.Stdin, Out: os.Stdout, Drain: drain,
+	stdio := &mcpserver.StdioTransport{In: os.Stdin, Out: os.Stdout, Drain: cfg.Drain,
 		MaxLine: int(min(mcpserver.MaxBodyBytes(opts.MaxWriteBytes), math.MaxInt32))}
 	if err := server.Run(ctx, stdio); err != nil && ctx.Err() == nil && !isClosed(err) {
 		return fmt.Errorf("mcp: %w", err)
@@ -121,30 +118,10 @@ func isClosed(err error) bool {
 	return err == io.EOF || strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "closed")
 }
 
-// mcpOptions reads the tools' limits and attribution from the environment.
-func mcpOptions(getenv func(string) string) (mcpserver.Options, error) {
-	opts := mcpserver.Options{AgentID: getenv("AGENTFS_AGENT_ID"), RunID: getenv("AGENTFS_RUN_ID")}
-	var calls int64
-	for _, v := range []struct {
-		name  string
-		dst   *int64
-		parse func(v, name string, dst *int64) error
-	}{
-		{"AGENTFS_MCP_MAX_READ_BYTES", &opts.MaxReadBytes, parseBytes},
-		{"AGENTFS_MCP_MAX_MEDIA_BYTES", &opts.MaxMediaBytes, parseBytes},
-		{"AGENTFS_MCP_MAX_WRITE_BYTES", &opts.MaxWriteBytes, parseBytes},
-		{"AGENTFS_MCP_MAX_ANSWER_BYTES", &opts.MaxAnswerBytes, parseBytes},
-		{"AGENTFS_MCP_MAX_BATCH_CALLS", &calls, parseCount},
-	} {
-		if s := strings.TrimSpace(getenv(v.name)); s != "" {
-			if err := v.parse(s, v.name, v.dst); err != nil {
-				return opts, err
-			}
-		}
-	}
-	opts.MaxBatchCalls = int(min(calls, 1<<20))
-	if opts.MaxReadBytes != 0 && opts.MaxReadBytes < 1024 || opts.MaxMediaBytes != 0 && opts.MaxMediaBytes < 1024 {
-		return opts, fmt.Errorf("AGENTFS_MCP_MAX_READ_BYTES and AGENTFS_MCP_MAX_MEDIA_BYTES must be at least 1024")
-	}
-	return opts, nil
+// mcpConfig is what agentfs mcp reads from the environment (package
+// envconfig): the tools' limits and attribution, and how long calls in
+// flight may finish once stdin ends (0: mcpserver.DefaultDrain).
+type mcpConfig struct {
+	Tools mcpserver.Options
+	Drain time.Duration `env:"AGENTFS_MCP_DRAIN_TIMEOUT"`
 }

@@ -5,6 +5,7 @@ package apitest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -23,7 +24,6 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/admission"
@@ -33,10 +33,10 @@ import (
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
 	"github.com/agentfs/agentfs/reads"
+	"github.com/agentfs/agentfs/server"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
 	"github.com/agentfs/agentfs/sweeper"
-	"github.com/agentfs/agentfs/telemetry"
 )
 
 var (
@@ -65,7 +65,8 @@ func Spec(t testing.TB) (*openapi3.T, routers.Router) {
 	return specDoc, specRouter
 }
 
-// Server is a running API on fresh storage.
+// Server is a running API on fresh storage: what agentfs serve runs
+// (server.New), served by an httptest server.
 type Server struct {
 	URL    string
 	Store  *storage.Store
@@ -73,9 +74,9 @@ type Server struct {
 	Config storage.Config
 	API    *handlers.API
 	Logs   fmt.Stringer // everything the server logged so far
-
-	sweeps []sweeper.Task
-	log    *slog.Logger
+	// Server is the server.New the test server runs (NewDoor makes
+	// another /mcp door on it).
+	Server *server.Server
 }
 
 // Options adjust a test server.
@@ -89,104 +90,34 @@ type Options struct {
 	// Config, when set, is the storage to use instead of a fresh schema and
 	// bucket on the shared test servers (outage tests bring their own).
 	Config *storage.Config
-	// MCP, when set, makes the /mcp door (as serve does with
-	// mcpserver.HTTPHandler, which this package cannot import).
-	MCP func(Door) http.Handler
+	// MCP, when set, is served at /mcp instead of the tool door serve
+	// makes: for tests that make a door per session (Server.NewDoor).
+	MCP http.Handler
 	// RecordKeys seal the secrets of recorded answers (AGENTFS_RECORD_KEY);
 	// nil: a new random key for this server.
 	RecordKeys *idempotency.RecordKeys
 }
 
-// Door is what a test server hands Options.MCP to make its /mcp door with:
-// the same core, read gate, store, limits and rate limit as its routes.
-type Door struct {
-	Core   *admission.Core
-	Reads  *reads.Gate
-	Store  *storage.Store
-	Limits handlers.Limits
-	Rates  *handlers.RateLimits
-}
-
 // NewServer starts the API on a fresh schema and bucket.
 func NewServer(t testing.TB, opts Options) *Server {
 	t.Helper()
-	var cfg storage.Config
-	if opts.Config != nil {
-		cfg = *opts.Config
-	} else {
-		cfg = storagetest.Config(t)
-	}
-	if opts.Lease == 0 {
-		opts.Lease = 30 * time.Second
-	}
-	cfg.IdempotencyLease = opts.Lease
-	if opts.Limits.IdempotencyRetention == 0 {
-		opts.Limits.IdempotencyRetention = 7 * 24 * time.Hour
-	}
-	cfg.IdempotencyRetention = opts.Limits.IdempotencyRetention
-	reg := prometheus.NewRegistry()
-	metrics := telemetry.NewMetrics(reg) // the series serve exports
-	metrics.Instrument(&cfg)
-	store := storagetest.OpenConfig(t, cfg)
-	opts.Limits = withDefaults(opts.Limits)
-	opts.Limits.DeletedRetention = cfg.DeletedRetention
-	var read reads.Store = store
-	if opts.Wrap != nil {
-		read = opts.Wrap(store)
-	}
+	cfg := config(t, opts)
+	hs := httptest.NewUnstartedServer(nil)
+	cfg.PublicURL = "http://" + hs.Listener.Addr().String()
 	logs := &lockedBuffer{}
-	srv := httptest.NewUnstartedServer(nil)
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	publicURL := "http://" + srv.Listener.Addr().String()
-	enqueuer, err := batch.NewEnqueuer(store.QueuePool(), log)
+	cfg.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv, err := server.New(context.Background(), cfg)
 	if err != nil {
-		t.Fatal(err)
+		hs.Close()
+		t.Fatalf("server.New: %v (start the test servers with `make test`, or `scripts/test.sh ./...`)", err)
 	}
-	if opts.RecordKeys == nil {
-		keys, err := idempotency.ParseRecordKeys(NewRecordKey(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		opts.RecordKeys = keys
-	}
-	core, err := admission.New(admission.Config{Store: store, Queue: enqueuer, PublicURL: publicURL, Log: log, Observer: metrics,
-		RecordKeys: opts.RecordKeys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runner, err := batch.NewRunner(store, core, batch.Config{Workers: 2, RescueAfter: 30 * time.Second, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := runner.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = runner.Stop(context.Background()) })
-	gate, err := reads.New(read, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rates := handlers.NewRateLimits(opts.Limits.RatePerSecond, opts.Limits.RateBurst)
-	var door http.Handler
-	if opts.MCP != nil {
-		door = opts.MCP(Door{Core: core, Reads: gate, Store: store, Limits: opts.Limits, Rates: rates})
-	}
-	api, err := handlers.New(handlers.Deps{
-		Files: gate, Sessions: gate, Ledger: gate, Writes: core, Quota: store, Tokens: store, Health: store,
-		MCP: door, Rates: rates,
-		Log:       log,
-		PublicURL: publicURL,
-		Limits:    opts.Limits, Registry: reg,
-	})
-	if err != nil {
-		t.Fatalf("handlers.New: %v", err)
-	}
-	metrics.WatchState(store, log)
-	sweeps := metrics.CountSweeps(sweeper.Tasks(store, sweeper.Config{BlobGrace: 6 * time.Hour,
-		QuotaWindow: time.Hour, VersionRetention: 30 * 24 * time.Hour, MaxVersions: 100}))
-	srv.Config.Handler = api
-	srv.Start()
 	t.Cleanup(srv.Close)
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hs.Config.Handler = srv.Handler()
+	hs.Start()
+	t.Cleanup(hs.Close)
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, line := range strings.Split(logs.String(), "\n") {
@@ -196,8 +127,35 @@ func NewServer(t testing.TB, opts Options) *Server {
 			}
 		}
 	})
-	return &Server{URL: srv.URL, Store: store, Core: core, Config: cfg, API: api, Logs: logs,
-		sweeps: sweeps, log: log}
+	return &Server{URL: hs.URL, Store: srv.Store(), Core: srv.Core(), Config: cfg.Storage, API: srv.API(), Logs: logs,
+		Server: srv}
+}
+
+// config is a test server's configuration: fresh storage (or
+// opts.Config), the limits of withDefaults, two batch workers and no
+// periodic sweeps (Sweep runs them).
+func config(t testing.TB, opts Options) server.Config {
+	t.Helper()
+	var store storage.Config
+	if opts.Config != nil {
+		store = *opts.Config
+	} else {
+		store = storagetest.Config(t)
+	}
+	store.IdempotencyLease = cmp.Or(opts.Lease, 30*time.Second)
+	limits := withDefaults(opts.Limits)
+	store.IdempotencyRetention = limits.IdempotencyRetention
+	keys := opts.RecordKeys
+	if keys == nil {
+		var err error
+		if keys, err = idempotency.ParseRecordKeys(NewRecordKey(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return server.Config{Storage: store, Limits: limits, RecordKeys: keys,
+		Batch:     batch.Config{Workers: 2, RescueAfter: 30 * time.Second},
+		Sweeper:   sweeper.Config{BlobGrace: 6 * time.Hour},
+		ReadStore: opts.Wrap, MCPDoor: opts.MCP}
 }
 
 // NewRecordKey returns a new random record key, as AGENTFS_RECORD_KEY
@@ -213,7 +171,7 @@ func NewRecordKey(t testing.TB) string {
 
 // Sweep runs every sweeper task once, counted in /metrics as serve's
 // periodic sweeps are.
-func (s *Server) Sweep() { sweeper.Once(context.Background(), s.log, s.sweeps...) }
+func (s *Server) Sweep() { s.Server.Sweep(context.Background()) }
 
 // withDefaults fills in the limits a test left zero.
 func withDefaults(l handlers.Limits) handlers.Limits {
@@ -243,6 +201,18 @@ func withDefaults(l handlers.Limits) handlers.Limits {
 	}
 	if l.BatchMaxItemBytes == 0 {
 		l.BatchMaxItemBytes = 64 << 10
+	}
+	if l.IdempotencyRetention == 0 {
+		l.IdempotencyRetention = 7 * 24 * time.Hour
+	}
+	if l.QuotaWindow == 0 {
+		l.QuotaWindow = time.Hour
+	}
+	if l.VersionRetention == 0 {
+		l.VersionRetention = 30 * 24 * time.Hour
+	}
+	if l.MaxVersions == 0 {
+		l.MaxVersions = 100
 	}
 	return l
 }
