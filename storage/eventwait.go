@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/storage/pgnotify"
@@ -36,6 +37,8 @@ type eventWaiters struct {
 	follow    sync.Once
 	mu        sync.Mutex
 	bySubject map[string]map[*eventWaiter]struct{} // by subjectTag
+	// broadWakes counts the wakes no filter decided (Counters.BroadWakes).
+	broadWakes atomic.Int64
 }
 
 // eventWaiter is one waiting request: woke receives a token whenever it
@@ -89,10 +92,14 @@ func (w *eventWaiters) remove(x *eventWaiter) {
 	}
 }
 
-func (x *eventWaiter) wake() {
+// wake tells x to look again; false when it had been told already and has
+// not looked since.
+func (x *eventWaiter) wake() bool {
 	select {
 	case x.woke <- struct{}{}:
+		return true
 	default:
+		return false
 	}
 }
 
@@ -108,7 +115,10 @@ func (w *eventWaiters) Notified(payload string) {
 		return
 	}
 	for x := range w.bySubject[note.tag] {
-		if note.all || note.matches(x.filter) {
+		switch {
+		case note.all:
+			w.wakeBroadly(x)
+		case note.matches(x.filter):
 			x.wake()
 		}
 	}
@@ -128,8 +138,15 @@ func (w *eventWaiters) Listening(live bool) {
 func (w *eventWaiters) wakeAllLocked() {
 	for _, ws := range w.bySubject {
 		for x := range ws {
-			x.wake()
+			w.wakeBroadly(x)
 		}
+	}
+}
+
+// wakeBroadly wakes x without a filter's say, and counts it.
+func (w *eventWaiters) wakeBroadly(x *eventWaiter) {
+	if x.wake() {
+		w.broadWakes.Add(1)
 	}
 }
 

@@ -121,7 +121,7 @@ func TestEventWaitersWakeOnlyForWhatTheyCanMatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := store.Counters().EventLooks
+	base, broad := store.Counters().EventLooks, store.Counters().BroadWakes
 	never := await(ctx, store, subject, start, agentfs.EventFilter{RunID: "run-never"}, 2*time.Minute)
 	looksReach(t, store, base+1)
 	waiters := []struct {
@@ -155,9 +155,14 @@ func TestEventWaitersWakeOnlyForWhatTheyCanMatch(t *testing.T) {
 		}
 	}
 	// Each waiter looked as it started and once more when its event woke
-	// it; the one that matches nothing only as it started.
-	if n := store.Counters().EventLooks - base; n != int64(1+2*len(waiters)) {
-		t.Fatalf("the waiters looked at the feed %d times, want %d: events they cannot match woke them", n, 1+2*len(waiters))
+	// it; the one that matches nothing only as it started. A wake no
+	// filter decided (the listener listening again after a lost
+	// connection, as a loaded machine can make it) costs each waiter then
+	// waiting one look more: counted apart, it is not a filter's doing.
+	extra := store.Counters().BroadWakes - broad
+	if n := store.Counters().EventLooks - base - extra; n != int64(1+2*len(waiters)) {
+		t.Fatalf("the waiters looked at the feed %d times (and %d more after broad wakes), want %d: events they cannot match woke them",
+			n, extra, 1+2*len(waiters))
 	}
 	cancel()
 	if r := <-never; len(r.events) != 0 || !errors.Is(r.err, context.Canceled) {

@@ -146,6 +146,11 @@ type Counters struct {
 	// at the feed (counted as each look returns): once as it starts, then
 	// once each time it was woken.
 	EventLooks int64
+	// BroadWakes is how many times a waiting request was woken without a
+	// filter deciding it: the listener listened again after a lost
+	// connection (what committed meanwhile was not heard), or a statement
+	// inserted more events than a notification lists.
+	BroadWakes int64
 }
 
 // Counters returns the running totals.
@@ -156,6 +161,7 @@ func (s *Store) Counters() Counters {
 		ReadBackBytes:  s.counters.readBackBytes.Load(),
 		SlowSplices:    s.relay.SlowChunks(),
 		EventLooks:     s.counters.eventLooks.Load(),
+		BroadWakes:     s.waiters.broadWakes.Load(),
 	}
 }
 
