@@ -71,6 +71,9 @@ type Faults struct {
 	// MidComplete: in the middle of an upload's complete (the session is
 	// completing and assembled; nothing is committed).
 	MidComplete string `env:"AGENTFS_FAULT_MID_COMPLETE"`
+	// AfterItems, when positive: once this many batch items have been
+	// applied, at the next one's end (its effect and status committed).
+	AfterItems int `env:"AGENTFS_FAULT_AFTER_ITEMS" envZero:"0: never"`
 }
 
 // Load reads the configuration from getenv, filling in defaults, and

@@ -106,7 +106,7 @@ func (s *Server) wire() error {
 	}
 	s.core, err = admission.New(admission.Config{Store: s.store, Queue: enqueuer, PublicURL: s.cfg.PublicURL, Log: s.log,
 		AfterCommit: faultExit(s.cfg.Faults.AfterCommit), MidComplete: faultExit(s.cfg.Faults.MidComplete),
-		Observer: s.metrics, RecordKeys: s.cfg.RecordKeys})
+		Observer: faultAfterItems(s.metrics, s.cfg.Faults.AfterItems), RecordKeys: s.cfg.RecordKeys})
 	if err != nil {
 		return err
 	}
@@ -248,6 +248,34 @@ func faultExit(mode string) func() {
 		return nil
 	}
 	return func() { os.Exit(137) }
+}
+
+// faultAfterItems is obs, which dies like a killed process once n batch
+// items were applied (n ≤ 0: obs alone).
+func faultAfterItems(obs admission.Observer, n int) admission.Observer {
+	if n <= 0 {
+		return obs
+	}
+	return &itemFault{Observer: obs, left: int64(n)}
+}
+
+// itemFault counts applied batch items down to a crash.
+type itemFault struct {
+	admission.Observer
+	left int64
+	mu   sync.Mutex
+}
+
+func (f *itemFault) ItemOutcome(op, outcome string) {
+	f.Observer.ItemOutcome(op, outcome)
+	if outcome != admission.ItemApplied {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.left--; f.left <= 0 {
+		os.Exit(137)
+	}
 }
 
 // Serve answers requests on ln, running the background work (Start),

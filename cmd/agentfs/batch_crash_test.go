@@ -159,14 +159,21 @@ func TestRunRevertSurvivesSIGKILL(t *testing.T) {
 	if end := waitBatch(t, ca, made.ID, terminal, 2*time.Minute); end.Counts.Succeeded != n {
 		t.Fatalf("the run's batch: %+v", end)
 	}
-	var undo batchState
-	ca.Do("POST", "/v1/runs/doomed/revert", `{}`, "Content-Type", "application/json", "Idempotency-Key", "undo-doomed",
-		"X-Run-ID", "undo").Expect(t, http.StatusAccepted).JSON(t, &undo)
-	waitBatch(t, ca, undo.ID, func(s batchState) bool { return s.Counts.Succeeded >= 20 }, time.Minute)
+	// The revert runs on a server that dies like a killed process once 20
+	// of its items are applied (AGENTFS_FAULT_AFTER_ITEMS): mid-revert,
+	// however fast the items go.
 	if err := a.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = a.cmd.Wait()
+	doomed := startServe(t, bin, cfg, append(env, "AGENTFS_FAULT_AFTER_ITEMS=20")...)
+	doomed.waitReady(t)
+	var undo batchState
+	apitest.NewClient(t, doomed.url, token).Do("POST", "/v1/runs/doomed/revert", `{}`, "Content-Type", "application/json",
+		"Idempotency-Key", "undo-doomed", "X-Run-ID", "undo").Expect(t, http.StatusAccepted).JSON(t, &undo)
+	if err := doomed.cmd.Wait(); err == nil {
+		t.Fatal("the server running the revert exited cleanly, not as killed mid-revert")
+	}
 	b := startServe(t, bin, cfg, env...)
 	b.waitReady(t)
 	cb := apitest.NewClient(t, b.url, token)
