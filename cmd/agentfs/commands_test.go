@@ -97,7 +97,6 @@ func TestWrongInvocationExits2(t *testing.T) {
 		want  string
 	}{
 		{nil, "Usage: agentfs COMMAND", "no command given"},
-		{[]string{"frobnicate"}, "Usage: agentfs COMMAND", `unknown command "frobnicate"`},
 		{[]string{"put", "a.txt"}, "Usage: agentfs put LOCAL REMOTE_PATH", "put needs LOCAL and REMOTE_PATH"},
 		{[]string{"ls", "--colour"}, "Usage: agentfs ls", "ls: flag provided but not defined: -colour"},
 		{[]string{"token"}, "Usage: agentfs token create", "token needs a command"},
@@ -114,6 +113,12 @@ func TestWrongInvocationExits2(t *testing.T) {
 		if !strings.Contains(stderr, tc.usage) || stdout != "" {
 			t.Errorf("agentfs %s: stderr %q, want %q (stdout %q)", strings.Join(tc.args, " "), stderr, tc.usage, stdout)
 		}
+	}
+	// An unknown command is one line, which main prints: no usage, no help.
+	stdout, stderr, err := env.run("frobnicate")
+	if !errors.Is(err, errUsage) || exitCode(err) != 2 || !strings.Contains(err.Error(), `unknown command "frobnicate"; agentfs help lists the commands`) ||
+		stdout != "" || stderr != "" {
+		t.Errorf("agentfs frobnicate: %v (exit %d), stdout %q, stderr %q", err, exitCode(err), stdout, stderr)
 	}
 	if code := exitCode(context.Canceled); code != 130 {
 		t.Errorf("an interrupted command exits %d", code)
