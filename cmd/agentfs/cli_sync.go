@@ -429,11 +429,10 @@ func (s treeSummary) text() string {
 	if s.Direction == "download" {
 		moved, verb = s.Downloaded, "downloaded"
 	}
-	div, unit := byteUnit(s.Bytes)
 	if s.DryRun {
 		verb = "would " + strings.TrimSuffix(verb, "ed")
 	}
-	parts = append(parts, fmt.Sprintf("%s %d %s (%.1f %s)", verb, moved, plural(moved, "file"), float64(s.Bytes)/div, unit))
+	parts = append(parts, fmt.Sprintf("%s %d %s (%s)", verb, moved, plural(moved, "file"), sizeText(s.Bytes)))
 	if s.Deleted > 0 {
 		del := "deleted"
 		if s.DryRun {
@@ -451,6 +450,15 @@ func (s treeSummary) text() string {
 		}
 	}
 	return fmt.Sprintf("%s: %s in %s", s.Command, strings.Join(parts, ", "), waitText(time.Duration(s.Seconds*float64(time.Second))))
+}
+
+// sizeText is a number of bytes for a person: "21 bytes", "3.5 MiB".
+func sizeText(n int64) string {
+	div, unit := byteUnit(n)
+	if unit == "B" {
+		return fmt.Sprintf("%d %s", n, plural(int(n), "byte"))
+	}
+	return fmt.Sprintf("%.1f %s", float64(n)/div, unit)
 }
 
 func plural(n int, word string) string {
