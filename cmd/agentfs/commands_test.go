@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -164,6 +166,17 @@ func TestVersion(t *testing.T) {
 			if !strings.Contains(got, w) {
 				t.Errorf("%s: %q, want %q", tc.name, got, w)
 			}
+		}
+	}
+}
+
+// TestGeneralHelpListsEveryCommand: agentfs help names every command.
+func TestGeneralHelpListsEveryCommand(t *testing.T) {
+	var help bytes.Buffer
+	generalHelp(&help)
+	for _, c := range commands {
+		if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(c.name) + ` `).Match(help.Bytes()) {
+			t.Errorf("agentfs help does not list %s:\n%s", c.name, help.String())
 		}
 	}
 }
