@@ -62,7 +62,11 @@ func (c *Client) do(ctx context.Context, r *request) (*http.Response, error) {
 		}
 	}
 	b := backoff.WithContext(backoff.WithMaxRetries(waits, uint64(c.policy.MaxAttempts-1)), ctx)
-	return backoff.RetryNotifyWithData(attempt, b, notify)
+	res, err := backoff.RetryNotifyWithData(attempt, b, notify)
+	if err == nil {
+		recordAnswer(ctx, r, res)
+	}
+	return res, err
 }
 
 // attempt sends the request once and classifies the outcome.

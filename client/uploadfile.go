@@ -172,9 +172,17 @@ type partJob struct {
 // stops at the first failure, which it returns.
 func (c *Client) sendParts(ctx context.Context, u *Upload, r io.ReaderAt, parallel int, prog *progress) error {
 	stored := map[int]string{}
+	var held int64
 	for _, p := range u.Parts {
-		stored[p.PartNumber] = p.SHA256
+		if p.PartNumber >= 1 && p.PartNumber <= u.PartCount {
+			stored[p.PartNumber] = p.SHA256
+			held += partLen(u, p.PartNumber)
+		}
 	}
+	// What the session holds counts as sent from the start, so a resumed
+	// upload's progress starts where the last one stopped; a stored part
+	// found wrong is taken back when it is sent again.
+	prog.add(held)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	jobs := make(chan partJob)
@@ -205,11 +213,17 @@ func feedParts(ctx context.Context, u *Upload, stored map[int]string, jobs chan<
 	for n := 1; n <= u.PartCount; n++ {
 		off := int64(n-1) * u.PartSize
 		select {
-		case jobs <- partJob{n: n, off: off, size: min(u.PartSize, u.SizeBytes-off), stored: stored[n]}:
+		case jobs <- partJob{n: n, off: off, size: partLen(u, n), stored: stored[n]}:
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// partLen is the size of part n of the session's plan.
+func partLen(u *Upload, n int) int64 {
+	off := int64(n-1) * u.PartSize
+	return min(u.PartSize, u.SizeBytes-off)
 }
 
 // sendPart hashes one part, and sends it unless the session holds it
@@ -220,8 +234,10 @@ func (c *Client) sendPart(ctx context.Context, id string, r io.ReaderAt, j partJ
 		return err
 	}
 	if sum == j.stored {
-		prog.add(j.size)
-		return nil
+		return nil // counted as sent from the start
+	}
+	if j.stored != "" {
+		prog.add(-j.size)
 	}
 	body := &countedReader{r: io.NewSectionReader(r, j.off, j.size), prog: prog}
 	raw, _ := hex.DecodeString(sum)

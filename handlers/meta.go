@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -56,7 +57,7 @@ func (a *API) protocolDoc() api.Protocol {
 			KeyPattern:       idempotency.KeyPattern,
 			Scope:            "subject",
 			RetentionSeconds: int64(a.deps.Limits.IdempotencyRetention.Seconds()),
-			RequiredOn:       []string{"POST /v1/batch"},
+			RequiredOn:       slices.Clone(keyRequiredOn),
 			ReplayHeader:     "Idempotent-Replayed",
 		},
 		Retry: api.ProtocolRetry{
@@ -76,6 +77,12 @@ func (a *API) protocolDoc() api.Protocol {
 		Limits: a.protocolLimits(),
 	}
 }
+
+// keyRequiredOn is every route that answers 400 IDEMPOTENCY_KEY_REQUIRED
+// without an Idempotency-Key, as openapi.yaml spells it, for
+// /v1/protocol's required_on: a client learns from it where it must send
+// one. TestProtocolListsEveryKeyedRoute holds it to the routes.
+var keyRequiredOn = []string{"POST /v1/batch", "POST /v1/runs/{run_id}/revert"}
 
 // protocolLimits are the bounds this server enforces, as /v1/protocol
 // advertises them.

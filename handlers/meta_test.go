@@ -149,3 +149,55 @@ func TestInternalErrorsDoNotLeak(t *testing.T) {
 		t.Fatalf("body %v err %v", body, err)
 	}
 }
+
+// TestProtocolListsEveryKeyedRoute: /v1/protocol's required_on names
+// exactly the routes that answer 400 IDEMPOTENCY_KEY_REQUIRED without a
+// key, and openapi.yaml marks exactly those with the required key.
+func TestProtocolListsEveryKeyedRoute(t *testing.T) {
+	c, b := setup(t)
+	var p struct {
+		Idempotency struct {
+			RequiredOn []string `json:"required_on"`
+		} `json:"idempotency"`
+	}
+	c.Do("GET", "/v1/protocol", nil).Expect(t, 200).JSON(t, &p)
+	listed := map[string]bool{}
+	for _, r := range p.Idempotency.RequiredOn {
+		listed[r] = true
+	}
+	doc, _ := apitest.Spec(t)
+	param := regexp.MustCompile(`:([a-z_]+)`)
+	answered := map[string]bool{}
+	for _, r := range b.srv.API.Routes() {
+		if r.Method == "GET" || r.Method == "HEAD" || r.Method == "OPTIONS" || !strings.HasPrefix(r.Path, "/v1/") {
+			continue
+		}
+		route := r.Method + " " + param.ReplaceAllString(r.Path, "{$1}")
+		if answered[route] {
+			continue
+		}
+		answered[route] = true
+		// Well-formed ids of every kind: the key is checked before them.
+		path := param.ReplaceAllStringFunc(r.Path, func(string) string { return "file_" + strings.Repeat("0", 26) })
+		res := c.Do(r.Method, path, `{}`, "Content-Type", "application/json")
+		needsKey := res.Status == 400 && res.Problem(t).Code == "IDEMPOTENCY_KEY_REQUIRED"
+		if needsKey != listed[route] {
+			t.Errorf("%s answered %d without a key; required_on lists it: %v", route, res.Status, listed[route])
+		}
+		op := doc.Paths.Find(param.ReplaceAllString(r.Path, "{$1}")).GetOperation(r.Method)
+		specRequires := false
+		for _, prm := range op.Parameters {
+			if prm.Value != nil && prm.Value.In == "header" && prm.Value.Name == "Idempotency-Key" && prm.Value.Required {
+				specRequires = true
+			}
+		}
+		if specRequires != listed[route] {
+			t.Errorf("openapi.yaml requires the key on %s: %v; required_on lists it: %v", route, specRequires, listed[route])
+		}
+	}
+	for r := range listed {
+		if !answered[r] {
+			t.Errorf("required_on lists %s, which is no write route", r)
+		}
+	}
+}

@@ -144,6 +144,7 @@ Example:
 `,
 		footer: serverEnvHelp,
 		flags:  tokenListFlags,
+		output: true,
 	}
 }
 
@@ -216,7 +217,7 @@ func tokenListFlags(fs *flag.FlagSet) action {
 			if err != nil {
 				return err
 			}
-			if isTerminal(p.stdout) {
+			if p.humanOutput() {
 				return tokenTable(p.stdout, list)
 			}
 			if list == nil {

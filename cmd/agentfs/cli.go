@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,7 +12,6 @@ import (
 	"io"
 	"mime"
 	"net"
-	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -43,10 +43,12 @@ Output is JSON when stdout is not a terminal; a failure prints the problem
 // verbFunc runs one client verb.
 type verbFunc func(ctx context.Context, cli *cliRun, args []string) error
 
-// clientCommand makes a client verb a command: it parses its flags, then
-// gets a client configured from the environment.
+// clientCommand makes a client verb a command: it parses its flags (with
+// --json and --output), then gets a client configured from the
+// environment. A write the server answered as a replay says so on stderr.
 func clientCommand(c command, anonymous bool, setup func(fs *flag.FlagSet) verbFunc) *command {
 	c.footer = clientEnvHelp
+	c.output = true
 	c.flags = func(fs *flag.FlagSet) action {
 		runVerb := setup(fs)
 		return func(ctx context.Context, p *proc, args []string) error {
@@ -54,28 +56,14 @@ func clientCommand(c command, anonymous bool, setup func(fs *flag.FlagSet) verbF
 			if err != nil {
 				return err
 			}
-			err = runVerb(ctx, cli, args)
-			if len(args) > 0 && strings.HasPrefix(c.usage, "agentfs "+c.name+" ID") {
-				err = notAnID(err, c.name, args[0])
+			err = runVerb(client.WithAnswer(ctx, &cli.answer), cli, args)
+			if err == nil {
+				cli.noteReplay()
 			}
 			return cli.report(err)
 		}
 	}
 	return &c
-}
-
-// notAnID adds, to the 404 of a verb whose first argument names a file by
-// id, how to find the id when that argument is not one (a path, say).
-func notAnID(err error, verb, arg string) error {
-	var p *client.Problem
-	if strings.HasPrefix(arg, "file_") || !errors.As(err, &p) || p.Status != http.StatusNotFound {
-		return err
-	}
-	next := fmt.Sprintf("%q is not a file id (ids start with file_): agentfs ls --path %s shows the id of the live file there", arg, arg)
-	if verb == "get" {
-		next += ", and agentfs get --path " + arg + " downloads it"
-	}
-	return withNext(err, next)
 }
 
 // clientCommands are the verbs that talk to a running server through
@@ -86,6 +74,9 @@ func clientCommands() []*command {
 		uploadCommand(),
 		batchCommand(),
 		getCommand(),
+		catCommand(),
+		cpCommand(),
+		syncCommand(),
 		lsCommand(),
 		rmCommand(),
 		restoreCommand(),
@@ -100,13 +91,21 @@ type cliRun struct {
 	client *client.Client
 	stdout io.Writer
 	stderr io.Writer
-	// human: stdout is a terminal, so print tables and short lines.
+	// human: stdout is a terminal (or --output table), so print tables
+	// and short lines.
 	human bool
+	// forcedJSON: --json (or --output json) asked for JSON, also where a
+	// verb prints something else by default.
+	forcedJSON bool
 	// stderrTTY: stderr is a terminal, so problems are printed as lines
-	// and large transfers show a progress bar.
+	// (unless JSON was asked for) and large transfers show a progress bar.
 	stderrTTY   bool
 	base        string // the server, for messages
 	maxAttempts int    // AGENTFS_MAX_ATTEMPTS
+	getenv      func(string) string
+	// answer is what the server said about the verb's last request: a
+	// write answered as a replay is announced.
+	answer client.Answer
 
 	mu       sync.Mutex
 	bar      *progress // the bar being drawn on stderr, if any
@@ -116,8 +115,8 @@ type cliRun struct {
 // newCLIRun configures a verb's client from the AGENTFS_* variables; its
 // retries are announced on stderr.
 func newCLIRun(name string, p *proc, anonymous bool) (*cliRun, error) {
-	cli := &cliRun{name: name, stdout: p.stdout, stderr: p.stderr, human: isTerminal(p.stdout),
-		stderrTTY: isTerminal(p.stderr), base: cmpOr(p.getenv("AGENTFS_URL"), defaultURL)}
+	cli := &cliRun{name: name, stdout: p.stdout, stderr: p.stderr, human: p.humanOutput(), forcedJSON: p.format == formatJSON,
+		stderrTTY: isTerminal(p.stderr), base: cmpOr(p.getenv("AGENTFS_URL"), defaultURL), getenv: p.getenv}
 	var err error
 	if cli.maxAttempts, err = maxAttempts(p.getenv); err != nil {
 		return nil, err
@@ -313,7 +312,7 @@ func (cli *cliRun) report(err error) error {
 	if !errors.As(err, &p) {
 		return &verbError{msg: cli.describe(err, next), err: err}
 	}
-	if cli.stderrTTY {
+	if cli.stderrTTY && !cli.forcedJSON {
 		fmt.Fprintf(cli.stderr, "agentfs %s: %d %s: %s\n", cli.name, p.Status, p.Code, cmpOr(p.Detail, p.Title))
 		for _, fe := range p.Errors {
 			fmt.Fprintf(cli.stderr, "  %s: %s\n", fe.Field, fe.Message)
@@ -399,12 +398,16 @@ func putFlags(fs *flag.FlagSet) verbFunc {
 		if len(args) != 2 {
 			return usagef("put needs LOCAL and REMOTE_PATH")
 		}
-		local, remote := args[0], args[1]
+		local := args[0]
+		remote, err := intoFolder(remotePathArg(args[1]), local)
+		if err != nil {
+			return err
+		}
+		if err := notADirectory("put", local); err != nil {
+			return err
+		}
 		t := &transfer{verb: "put", remote: remote, key: cmpOr(*key, client.NewIdempotencyKey())}
-		var (
-			f   *client.File
-			err error
-		)
+		var f *client.File
 		if local == "-" {
 			in := &stdinBody{r: os.Stdin}
 			f, err = cli.client.PutFile(ctx, remote, in, client.PutOptions{
@@ -526,72 +529,64 @@ func getCommand() *command {
 	return clientCommand(command{
 		name:    "get",
 		summary: "download a file by id or by path (stdout without LOCAL)",
-		usage: `agentfs get ID [LOCAL]
-agentfs get --path REMOTE_PATH [LOCAL]`,
+		usage:   "agentfs get FILE [LOCAL]",
 		help: `Downloads a live file's content to LOCAL (a file or a directory), or to
-stdout without LOCAL or with -. Written to LOCAL, the content's SHA-256 is
-checked before the file appears, and the file's metadata is printed.
+stdout without LOCAL or with -. FILE is a file id (file_ and 26 characters)
+or the path of a live file (agentfs:PATH says it is a path). Written to
+LOCAL, the content's SHA-256 is checked before the file appears, and the
+file's metadata is printed. agentfs cat prints files; agentfs cp -r
+downloads a folder.
 
 Examples:
-  agentfs get file_01jd8x2m4k9q7v3t5r6w8y0z1a ./summary.md
-  agentfs get --path reports/summary.md > summary.md
+  agentfs get reports/summary.md ./summary.md
+  agentfs get file_01jd8x2m4k9q7v3t5r6w8y0z1a > summary.md
 `}, false, getFlags)
 }
 
 func getFlags(fs *flag.FlagSet) verbFunc {
-	byPath := fs.String("path", "", "download the live file at this `REMOTE_PATH` instead of by ID")
+	byPath := fs.String("path", "", "the `REMOTE_PATH` of the live file, as FILE can give it")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
-		var (
-			f     *client.File
-			local string
-			err   error
-		)
-		switch {
-		case *byPath != "" && len(args) <= 1:
-			if f, err = liveFileAt(ctx, cli.client, *byPath); err != nil {
-				return err
-			}
-			local = strings.Join(args, "")
-		case *byPath == "" && (len(args) == 1 || len(args) == 2):
-			if f, err = cli.client.File(ctx, args[0]); err != nil {
-				return err
-			}
-			local = strings.Join(args[1:], "")
-		default:
-			return usagef("get needs ID or --path REMOTE_PATH, and at most one LOCAL")
+		if *byPath != "" {
+			args = append([]string{"agentfs:" + *byPath}, args...)
 		}
-		content, err := cli.client.FileContent(ctx, f.ID, client.ContentOptions{})
+		if len(args) != 1 && len(args) != 2 {
+			return usagef("get needs FILE (a file id or a path) and at most one LOCAL")
+		}
+		f, err := cli.resolve(ctx, args[0])
 		if err != nil {
 			return err
 		}
-		defer content.Close()
+		local := strings.Join(args[1:], "")
 		if local == "" || local == "-" {
-			_, err := copyVerified(cli.stdout, content)
+			content, err := cli.client.FileContent(ctx, f.ID, client.ContentOptions{})
+			if err != nil {
+				return err
+			}
+			defer content.Close()
+			_, err = copyVerified(cli.stdout, content)
 			return err
 		}
-		dest, n, err := download(content, local, f)
+		d, err := cli.client.DownloadFile(ctx, f, localTarget(local, f.Path), client.DownloadOptions{})
 		if err != nil {
 			return err
 		}
-		if content.ETag != f.ETag { // replaced while we looked: show what was written
+		if d.ETag != f.ETag { // replaced while we looked: show what was written
 			if f, err = cli.client.File(ctx, f.ID); err != nil {
 				return err
 			}
 		}
-		return cli.printFile(f, fmt.Sprintf("wrote %d bytes to %s (%s  %s)", n, dest, f.ID, f.Path))
+		return cli.printFile(f, fmt.Sprintf("wrote %d bytes to %s (%s  %s)", d.Bytes, d.Path, f.ID, f.Path))
 	}
 }
 
-// liveFileAt finds the live file that holds path.
-func liveFileAt(ctx context.Context, c *client.Client, p string) (*client.File, error) {
-	l, err := c.ListFiles(ctx, client.ListOptions{Path: p, Limit: 1})
-	if err != nil {
-		return nil, err
+// localTarget is where a download of the remote path goes when asked to
+// go to local: into it when it is a directory (or ends with a separator),
+// under the remote path's last segment; else local itself.
+func localTarget(local, remote string) string {
+	if fi, err := os.Stat(local); err == nil && fi.IsDir() || strings.HasSuffix(local, string(filepath.Separator)) {
+		return filepath.Join(local, path.Base(remote))
 	}
-	if len(l.Data) == 0 {
-		return nil, fmt.Errorf("no live file holds path %q", p)
-	}
-	return &l.Data[0], nil
+	return local
 }
 
 // copyVerified copies the whole content to w and checks it against the
@@ -606,33 +601,6 @@ func copyVerified(w io.Writer, content *client.Content) (int64, error) {
 		return n, fmt.Errorf("the content received has SHA-256 %s, the server announced %s", got, content.SHA256)
 	}
 	return n, nil
-}
-
-// download writes the content next to local and renames it into place
-// once it is whole and verified, so a failed download leaves nothing.
-func download(content *client.Content, local string, f *client.File) (string, int64, error) {
-	if fi, err := os.Stat(local); err == nil && fi.IsDir() || strings.HasSuffix(local, string(filepath.Separator)) {
-		local = filepath.Join(local, path.Base(f.Path))
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(local), "."+filepath.Base(local)+".part-*")
-	if err != nil {
-		return "", 0, fmt.Errorf("write %s: %w", local, err)
-	}
-	n, err := copyVerified(tmp, content)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), local)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return "", 0, err
-	}
-	return local, n, nil
 }
 
 // lsCommand is agentfs ls: the files, newest first, through every page.
@@ -680,11 +648,13 @@ func rmCommand() *command {
 	return clientCommand(command{
 		name:    "rm",
 		summary: "delete a file (restorable until its purge_after)",
-		usage:   "agentfs rm ID [--if-match ETAG] [--key KEY]",
+		usage:   "agentfs rm FILE [--if-match ETAG] [--key KEY]",
 		help: `Deletes a file (soft: it can be restored until its purge_after) and prints
-it. Deleting a deleted file again is safe.
+it. FILE is a file id or the path of a live file. Deleting a deleted file
+again is safe.
 
-Example:
+Examples:
+  agentfs rm reports/draft.md
   agentfs rm file_01jd8x2m4k9q7v3t5r6w8y0z1a
 `}, false, rmFlags)
 }
@@ -694,9 +664,13 @@ func rmFlags(fs *flag.FlagSet) verbFunc {
 	key := fs.String("key", "", "the Idempotency-Key of this delete, a `KEY` (default: a new random one)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 1 {
-			return usagef("rm needs one file ID")
+			return usagef("rm needs one FILE (a file id or a path)")
 		}
-		f, err := cli.client.DeleteFile(ctx, args[0], client.DeleteOptions{IfMatch: *ifMatch, IdempotencyKey: *key})
+		id, err := cli.fileID(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		f, err := cli.client.DeleteFile(ctx, id, client.DeleteOptions{IfMatch: *ifMatch, IdempotencyKey: *key})
 		if err != nil {
 			return err
 		}
@@ -713,11 +687,13 @@ func restoreCommand() *command {
 	return clientCommand(command{
 		name:    "restore",
 		summary: "undo a delete",
-		usage:   "agentfs restore ID [--key KEY]",
-		help: `Undoes a delete and prints the file. 409 PATH_EXISTS means another live
-file took its path meanwhile.
+		usage:   "agentfs restore FILE [--key KEY]",
+		help: `Undoes a delete and prints the file. FILE is a file id, or a path: the file
+deleted (or expired) last among those that held it. 409 PATH_EXISTS means
+another live file took its path meanwhile.
 
-Example:
+Examples:
+  agentfs restore reports/draft.md
   agentfs restore file_01jd8x2m4k9q7v3t5r6w8y0z1a
 `}, false, restoreFlags)
 }
@@ -726,9 +702,13 @@ func restoreFlags(fs *flag.FlagSet) verbFunc {
 	key := fs.String("key", "", "the Idempotency-Key of this restore, a `KEY` (default: a new random one)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 1 {
-			return usagef("restore needs one file ID")
+			return usagef("restore needs one FILE (a file id or a path)")
 		}
-		f, err := cli.client.RestoreFile(ctx, args[0], client.RestoreOptions{IdempotencyKey: *key})
+		id, err := cli.deletedFileID(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		f, err := cli.client.RestoreFile(ctx, id, client.RestoreOptions{IdempotencyKey: *key})
 		if err != nil {
 			return err
 		}
@@ -779,5 +759,38 @@ func (cli *cliRun) printFile(f *client.File, line string) error {
 		_, err := fmt.Fprintln(cli.stdout, line)
 		return err
 	}
-	return json.NewEncoder(cli.stdout).Encode(f)
+	return cli.printJSON(f, "")
+}
+
+// printJSON prints v as one JSON document (indented by indent, if any),
+// with "replayed": true when the server answered the verb's write as a
+// replay.
+func (cli *cliRun) printJSON(v any, indent string) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if cli.answer.Replayed() && len(b) > 2 && b[0] == '{' && b[len(b)-1] == '}' {
+		b = append(b[:len(b)-1], []byte(`,"replayed":true}`)...)
+	}
+	if indent != "" {
+		var out bytes.Buffer
+		if err := json.Indent(&out, b, "", indent); err != nil {
+			return err
+		}
+		b = out.Bytes()
+	}
+	_, err = fmt.Fprintf(cli.stdout, "%s\n", b)
+	return err
+}
+
+// noteReplay says on stderr that the server answered the verb's write
+// with the outcome its Idempotency-Key had recorded: nothing was done
+// again.
+func (cli *cliRun) noteReplay() {
+	if !cli.answer.Replayed() {
+		return
+	}
+	cli.note(fmt.Sprintf("agentfs: %s replayed: Idempotency-Key %s had recorded this answer, so nothing was done again",
+		cli.name, cli.answer.IdempotencyKey()))
 }

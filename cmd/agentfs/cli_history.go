@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -31,14 +32,16 @@ func versionsCommand() *command {
 	return clientCommand(command{
 		name:    "versions",
 		summary: "list a file's versions, newest first",
-		usage:   "agentfs versions ID [--limit N]",
+		usage:   "agentfs versions FILE [--limit N]",
 		help: `Lists the versions of a file, newest first, through every page: a table on a
 terminal, a JSON array otherwise (as ls prints files). Every write that
 changed the bytes or the content type made one; the current one is marked.
-The versions of a deleted file stay listed until it is purged. agentfs get
-reads the current content; agentfs revert brings an old version back.
+FILE is a file id or the path of a live file. The versions of a deleted
+file stay listed (by its id) until it is purged. agentfs get reads the
+current content; agentfs revert brings an old version back.
 
-Example:
+Examples:
+  agentfs versions reports/summary.md
   agentfs versions file_01jd8x2m4k9q7v3t5r6w8y0z1a
 `}, false, versionsFlags)
 }
@@ -47,7 +50,11 @@ func versionsFlags(fs *flag.FlagSet) verbFunc {
 	limit := fs.Int("limit", 0, "at most `N` versions (default: all)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 1 || *limit < 0 {
-			return usagef("versions needs one file ID")
+			return usagef("versions needs one FILE (a file id or a path)")
+		}
+		id, err := cli.fileID(ctx, args[0])
+		if err != nil {
+			return err
 		}
 		opts := client.VersionListOptions{Limit: pageSize(*limit)}
 		out := cli.lister("VERSION\tSIZE\tCREATED\tSHA256\tRUN\t", func(v any) string {
@@ -59,7 +66,7 @@ func versionsFlags(fs *flag.FlagSet) verbFunc {
 			return fmt.Sprintf("%d\t%d\t%s\t%s\t%s\t%s", fv.Version, fv.SizeBytes, fv.CreatedAt.Local().Format(time.DateTime),
 				shortHash(fv.SHA256), deref(fv.RunID), current)
 		})
-		return listAll(cli.client.AllVersions(ctx, args[0], opts), *limit, out)
+		return listAll(cli.client.AllVersions(ctx, id, opts), *limit, out)
 	}
 }
 
@@ -129,14 +136,16 @@ func revertCommand() *command {
 	return clientCommand(command{
 		name:    "revert",
 		summary: "make an old version the current content, as a new version",
-		usage:   "agentfs revert ID N [--if-match ETAG] [--key KEY]",
+		usage:   "agentfs revert FILE N [--if-match ETAG] [--key KEY]",
 		help: `Makes version N of a file its current content again, as a new version (no
-bytes are copied), and prints the file. Reverting to the content the file
-already has changes nothing. With --if-match, only while the current
-content has that etag, so a write made meanwhile is not undone unseen.
-A deleted file must be restored first (agentfs restore ID).
+bytes are copied), and prints the file. FILE is a file id or the path of a
+live file. Reverting to the content the file already has changes nothing.
+With --if-match, only while the current content has that etag, so a write
+made meanwhile is not undone unseen. A deleted file must be restored first
+(agentfs restore FILE).
 
-Example:
+Examples:
+  agentfs revert reports/summary.md 2
   agentfs revert file_01jd8x2m4k9q7v3t5r6w8y0z1a 2
 `}, false, revertFlags)
 }
@@ -146,19 +155,23 @@ func revertFlags(fs *flag.FlagSet) verbFunc {
 	key := fs.String("key", "", "the Idempotency-Key of this revert, a `KEY` (default: a new random one)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 2 {
-			return usagef("revert needs a file ID and a version number N")
+			return usagef("revert needs FILE (a file id or a path) and a version number N")
 		}
 		n, err := strconv.ParseInt(args[1], 10, 64)
 		if err != nil || n < 1 {
-			return usagef("revert: version %q is not a version number (1 or more; agentfs versions %s lists them)", args[1], args[0])
+			return usagef("revert: version %q is not a version number (1 or more; agentfs versions %s lists them)", args[1], shellQuote(args[0]))
 		}
-		f, err := cli.client.Revert(ctx, args[0], n, client.RevertOptions{IfMatch: *ifMatch, IdempotencyKey: *key})
+		id, err := cli.fileID(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		f, err := cli.client.Revert(ctx, id, n, client.RevertOptions{IfMatch: *ifMatch, IdempotencyKey: *key})
 		switch code := client.ErrorCode(err); code {
 		case "":
 		case "NOT_FOUND":
-			return withNext(err, fmt.Sprintf("agentfs versions %s lists the versions kept; a deleted file must be restored first (agentfs restore %s)", args[0], args[0]))
+			return withNext(err, fmt.Sprintf("agentfs versions %s lists the versions kept; a deleted file must be restored first (agentfs restore %s)", id, id))
 		case "PRECONDITION_FAILED":
-			return withNext(err, fmt.Sprintf("the file changed since %s: agentfs versions %s shows what it holds now", *ifMatch, args[0]))
+			return withNext(err, fmt.Sprintf("the file changed since %s: agentfs versions %s shows what it holds now", *ifMatch, id))
 		default:
 			return err
 		}
@@ -171,14 +184,16 @@ func mvCommand() *command {
 	return clientCommand(command{
 		name:    "mv",
 		summary: "give a file another path (keeps its id, url and history)",
-		usage:   "agentfs mv ID NEWPATH [--replace] [--if-match ETAG] [--key KEY]",
+		usage:   "agentfs mv FILE NEWPATH [--replace] [--if-match ETAG] [--key KEY]",
 		help: `Moves a file to NEWPATH and prints it: it keeps its id, url, version and
-history, and no bytes are copied. Without --replace a live file at NEWPATH
-is 409 PATH_EXISTS; with it that file is deleted (restorable, history kept)
-in the same step.
+history, and no bytes are copied. FILE is a file id or the path of a live
+file; a NEWPATH ending with / is a folder, the file keeps its name in it.
+Without --replace a live file at NEWPATH is 409 PATH_EXISTS; with it that
+file is deleted (restorable, history kept) in the same step.
 
-Example:
-  agentfs mv file_01jd8x2m4k9q7v3t5r6w8y0z1a notes/final.md
+Examples:
+  agentfs mv notes/draft.md notes/final.md
+  agentfs mv file_01jd8x2m4k9q7v3t5r6w8y0z1a archive/
 `}, false, mvFlags)
 }
 
@@ -188,13 +203,17 @@ func mvFlags(fs *flag.FlagSet) verbFunc {
 	key := fs.String("key", "", "the Idempotency-Key of this move, a `KEY` (default: a new random one)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 2 {
-			return usagef("mv needs a file ID and NEWPATH")
+			return usagef("mv needs FILE (a file id or a path) and NEWPATH")
 		}
-		f, err := cli.client.Move(ctx, args[0], args[1], client.MoveOptions{Replace: *replace, IfMatch: *ifMatch, IdempotencyKey: *key})
+		id, dest, err := cli.moveTarget(ctx, args[0], remotePathArg(args[1]))
+		if err != nil {
+			return err
+		}
+		f, err := cli.client.Move(ctx, id, dest, client.MoveOptions{Replace: *replace, IfMatch: *ifMatch, IdempotencyKey: *key})
 		var p *client.Problem
 		if errors.As(err, &p) && p.Code == "PATH_EXISTS" {
 			return withNext(err, fmt.Sprintf("%s holds %s: run the same command with --replace to delete it (restorable) and move there",
-				cmpOr(p.ExistingFileID, "a live file"), args[1]))
+				cmpOr(p.ExistingFileID, "a live file"), dest))
 		}
 		if err != nil {
 			return err
@@ -203,21 +222,37 @@ func mvFlags(fs *flag.FlagSet) verbFunc {
 	}
 }
 
+// moveTarget is the id of the file to move and its new path: a folder
+// (ending with '/', or empty: the top) keeps the file's name.
+func (cli *cliRun) moveTarget(ctx context.Context, arg, dest string) (string, string, error) {
+	if dest != "" && !strings.HasSuffix(dest, "/") {
+		id, err := cli.fileID(ctx, arg)
+		return id, dest, err
+	}
+	src, err := cli.resolve(ctx, arg)
+	if err != nil {
+		return "", "", err
+	}
+	return src.ID, dest + path.Base(src.Path), nil
+}
+
 // shareCommand is agentfs share: a link for someone without a token.
 func shareCommand() *command {
 	return clientCommand(command{
 		name:    "share",
 		summary: "print a share link to a file, for someone without a token",
-		usage:   "agentfs share ID [--expires-in DURATION] [--version N] [--json] [--key KEY]",
+		usage:   "agentfs share FILE [--expires-in DURATION] [--version N] [--json] [--key KEY]",
 		help: `Creates a share link to a file and prints its URL, which serves the content
 without a token until the link expires (--expires-in, 1m to 7d, default 1h)
-or is revoked. The URL is shown only now: keep it. --version N shares that
-version; without it the link serves whatever the content is when opened.
---json prints the whole link instead, with its id (lnk_...), which
+or is revoked. FILE is a file id or the path of a live file. The URL is
+shown only now: keep it. --version N shares that version; without it the
+link serves whatever the content is when opened. --json prints the whole
+link instead (also when piped), with its id (lnk_...), which
 DELETE /v1/links/{id} revokes.
 
-Example:
-  agentfs share file_01jd8x2m4k9q7v3t5r6w8y0z1a --expires-in 24h
+Examples:
+  agentfs share reports/summary.md --expires-in 24h
+  agentfs share file_01jd8x2m4k9q7v3t5r6w8y0z1a --json
 `}, false, shareFlags)
 }
 
@@ -225,13 +260,16 @@ func shareFlags(fs *flag.FlagSet) verbFunc {
 	var expiresIn durationValue
 	fs.Var(&expiresIn, "expires-in", "how long the link works, a `DURATION` from 1m to 7d (default 1h)")
 	version := fs.Int64("version", 0, "share version `N` only (default: the current content, whatever it is)")
-	asJSON := fs.Bool("json", false, "print the whole link as JSON, with its id, instead of the URL")
 	key := fs.String("key", "", "the Idempotency-Key of this link, a `KEY` (default: a new random one)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 1 || *version < 0 {
-			return usagef("share needs one file ID")
+			return usagef("share needs one FILE (a file id or a path)")
 		}
-		l, err := cli.client.CreateLink(ctx, args[0], client.LinkOptions{
+		id, err := cli.fileID(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		l, err := cli.client.CreateLink(ctx, id, client.LinkOptions{
 			ExpiresIn: time.Duration(expiresIn), Version: *version, IdempotencyKey: *key})
 		var p *client.Problem
 		if errors.As(err, &p) && p.Code == "VALIDATION_FAILED" && expiresIn != 0 {
@@ -240,12 +278,12 @@ func shareFlags(fs *flag.FlagSet) verbFunc {
 		if err != nil {
 			return err
 		}
-		if *asJSON || l.URL == nil {
-			enc := json.NewEncoder(cli.stdout)
-			if cli.human {
-				enc.SetIndent("", "  ")
+		if cli.forcedJSON || l.URL == nil {
+			indent := ""
+			if isTerminal(cli.stdout) {
+				indent = "  "
 			}
-			return enc.Encode(l)
+			return cli.printJSON(l, indent)
 		}
 		_, err = fmt.Fprintln(cli.stdout, *l.URL)
 		return err
@@ -257,16 +295,17 @@ func expireCommand() *command {
 	return clientCommand(command{
 		name:    "expire",
 		summary: "make a file expire after a while, or never",
-		usage: `agentfs expire ID DURATION [--if-match ETAG] [--key KEY]
-agentfs expire ID --never`,
+		usage: `agentfs expire FILE DURATION [--if-match ETAG] [--key KEY]
+agentfs expire FILE --never`,
 		help: `Makes a file expire DURATION from now (60s to 365d: 90m, 24h, 7d, 1d12h, or
-seconds), or never with --never, and prints it. From then on the file counts
-as deleted (its content is gone from reads and listings, its path is free),
-and it can be restored until it is purged. agentfs rm deletes it now;
-put --expires-in sets an expiry at upload.
+seconds), or never with --never, and prints it. FILE is a file id or the
+path of a live file. From then on the file counts as deleted (its content
+is gone from reads and listings, its path is free), and it can be restored
+until it is purged. agentfs rm deletes it now; put --expires-in sets an
+expiry at upload.
 
 Examples:
-  agentfs expire file_01jd8x2m4k9q7v3t5r6w8y0z1a 7d
+  agentfs expire scratch/notes.txt 7d
   agentfs expire file_01jd8x2m4k9q7v3t5r6w8y0z1a --never
 `}, false, expireFlags)
 }
@@ -287,11 +326,15 @@ func expireFlags(fs *flag.FlagSet) verbFunc {
 			t := time.Now().Add(d)
 			at = &t
 		default:
-			return usagef("expire needs a file ID and a DURATION, or --never")
+			return usagef("expire needs FILE (a file id or a path) and a DURATION, or --never")
 		}
-		f, err := cli.client.SetExpiry(ctx, args[0], at, client.ExpiryOptions{IfMatch: *ifMatch, IdempotencyKey: *key})
+		id, err := cli.fileID(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		f, err := cli.client.SetExpiry(ctx, id, at, client.ExpiryOptions{IfMatch: *ifMatch, IdempotencyKey: *key})
 		if client.ErrorCode(err) == "VALIDATION_FAILED" {
-			return withNext(err, fmt.Sprintf("DURATION takes 60s to 365d; agentfs rm %s deletes it now", args[0]))
+			return withNext(err, fmt.Sprintf("DURATION takes 60s to 365d; agentfs rm %s deletes it now", shellQuote(args[0])))
 		}
 		if err != nil {
 			return err

@@ -232,14 +232,14 @@ func TestCLIHistoryUsage(t *testing.T) {
 		usage string
 		want  string
 	}{
-		{[]string{"versions"}, "Usage: agentfs versions ID", "one file ID"},
-		{[]string{"revert", "file_x"}, "Usage: agentfs revert ID N", "a version number N"},
-		{[]string{"revert", "file_x", "0"}, "Usage: agentfs revert ID N", "not a version number"},
-		{[]string{"mv", "file_x"}, "Usage: agentfs mv ID NEWPATH", "NEWPATH"},
-		{[]string{"share"}, "Usage: agentfs share ID", "one file ID"},
-		{[]string{"share", "file_x", "--expires-in", "0"}, "Usage: agentfs share ID", "positive duration"},
-		{[]string{"expire", "file_x"}, "Usage: agentfs expire ID DURATION", "DURATION, or --never"},
-		{[]string{"expire", "file_x", "5x"}, "Usage: agentfs expire ID DURATION", "positive duration"},
+		{[]string{"versions"}, "Usage: agentfs versions FILE", "one FILE"},
+		{[]string{"revert", "file_x"}, "Usage: agentfs revert FILE N", "a version number N"},
+		{[]string{"revert", "file_x", "0"}, "Usage: agentfs revert FILE N", "not a version number"},
+		{[]string{"mv", "file_x"}, "Usage: agentfs mv FILE NEWPATH", "NEWPATH"},
+		{[]string{"share"}, "Usage: agentfs share FILE", "one FILE"},
+		{[]string{"share", "file_x", "--expires-in", "0"}, "Usage: agentfs share FILE", "positive duration"},
+		{[]string{"expire", "file_x"}, "Usage: agentfs expire FILE DURATION", "DURATION, or --never"},
+		{[]string{"expire", "file_x", "5x"}, "Usage: agentfs expire FILE DURATION", "positive duration"},
 		{[]string{"put", "a", "b", "--expires-in", "later"}, "Usage: agentfs put", "positive duration"},
 		{[]string{"uploads", "x"}, "Usage: agentfs uploads", "flags only"},
 		{[]string{"batches", "--limit", "-1"}, "Usage: agentfs batches", "flags only"},

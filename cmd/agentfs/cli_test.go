@@ -166,31 +166,20 @@ func TestCLIFiles(t *testing.T) {
 		}
 	})
 	t.Run("GetUnknownID", func(t *testing.T) {
-		env.expectFailure(t, "NOT_FOUND", "get", "file_nope", filepath.Join(t.TempDir(), "x"))
-		_, _, err := env.run("get", "file_nope")
-		if strings.Contains(err.Error(), "is not a file id") {
-			t.Fatalf("error %q: an id that names no file is no path", err)
-		}
+		env.expectFailure(t, "NOT_FOUND", "get", noSuchID, filepath.Join(t.TempDir(), "x"))
 	})
-	t.Run("APathWhereAnIDGoes", func(t *testing.T) {
-		for _, args := range [][]string{
-			{"get", "reports/data.json"},
-			{"versions", "reports/data.json"},
-			{"mv", "reports/data.json", "reports/moved.json"},
-			{"rm", "reports/data.json"},
-		} {
-			env.expectFailure(t, "NOT_FOUND", args...)
-			_, _, err := env.run(args...)
-			msg := err.Error()
-			if !strings.Contains(msg, `"reports/data.json" is not a file id`) || !strings.Contains(msg, "agentfs ls --path reports/data.json") {
-				t.Fatalf("agentfs %s: error %q, want how to find the id", strings.Join(args, " "), msg)
-			}
-			if wantGet := args[0] == "get"; strings.Contains(msg, "agentfs get --path") != wantGet {
-				t.Fatalf("agentfs %s: error %q (get --path named: want %v)", strings.Join(args, " "), msg, wantGet)
-			}
+	t.Run("GetPathOfNoFile", func(t *testing.T) {
+		// Spelled almost like an id, file_nope is a path: it names no file.
+		stdout, _, err := env.run("get", "file_nope")
+		if err == nil || !strings.Contains(err.Error(), `no live file holds path "file_nope"`) ||
+			!strings.Contains(err.Error(), "a file id is file_ and 26 characters") || stdout != "" || exitCode(err) != 1 {
+			t.Fatalf("get of a path no file holds: %v, stdout %q", err, stdout)
 		}
 	})
 }
+
+// noSuchID is spelled as a file id and names no file.
+const noSuchID = "file_00000000000000000000000000"
 
 func TestCLIListDeleteRestore(t *testing.T) {
 	t.Parallel()
@@ -236,7 +225,7 @@ func TestCLIListDeleteRestore(t *testing.T) {
 	if r.ID != a1.ID || r.DeletedAt != nil {
 		t.Fatalf("restore printed %+v", r)
 	}
-	env.expectFailure(t, "NOT_FOUND", "rm", "file_nope")
+	env.expectFailure(t, "NOT_FOUND", "rm", noSuchID)
 	env.expectFailure(t, "PRECONDITION_FAILED", "rm", a2.ID, "--if-match", `"0000000000000000000000000000000000000000000000000000000000000000"`)
 	env.with("AGENTFS_TOKEN", "not-a-token").expectFailure(t, "UNAUTHENTICATED", "ls")
 
@@ -327,10 +316,10 @@ func TestCLIUsage(t *testing.T) {
 		want string
 	}{
 		{"PutOneArgument", env, []string{"put", "a.txt"}, "LOCAL and REMOTE_PATH"},
-		{"GetNothing", env, []string{"get"}, "ID or --path"},
-		{"GetIDAndPath", env, []string{"get", "file_x", "--path", "p", "local"}, "ID or --path"},
+		{"GetNothing", env, []string{"get"}, "get needs FILE"},
+		{"GetIDAndPath", env, []string{"get", "file_x", "--path", "p", "local"}, "get needs FILE"},
 		{"LsPositional", env, []string{"ls", "x"}, "flags only"},
-		{"RmNoID", env, []string{"rm"}, "one file ID"},
+		{"RmNoID", env, []string{"rm"}, "one FILE"},
 		{"UnknownFlag", env, []string{"ls", "--colour"}, "colour"},
 		{"NoToken", cliEnv{}, []string{"ls"}, "AGENTFS_TOKEN"},
 		{"BadRunID", env.with("AGENTFS_RUN_ID", "has space"), []string{"ls"}, "run id"},

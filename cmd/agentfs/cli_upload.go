@@ -51,9 +51,16 @@ func uploadFlags(fs *flag.FlagSet) verbFunc {
 		if *parallel < 1 {
 			return usagef("--parallel must be at least 1")
 		}
-		local, remote := args[0], args[1]
+		local := args[0]
 		if local == "-" {
 			return usagef("upload needs a file, not stdin: its parts are read at their offsets (use put for stdin)")
+		}
+		if err := notADirectory("upload", local); err != nil {
+			return err
+		}
+		remote, err := intoFolder(remotePathArg(args[1]), local)
+		if err != nil {
+			return err
 		}
 		fi, err := os.Stat(local)
 		if err != nil {
@@ -133,6 +140,9 @@ type progress struct {
 	sent0 int64
 	drawn time.Time // when the bar was last drawn
 	line  string    // what was drawn last
+	// extra, when set, is appended to every line drawn (cp -r: the
+	// files done).
+	extra func() string
 }
 
 // update redraws the bar, at most ten times a second, at once when the
@@ -161,7 +171,29 @@ func (p *progress) update(phase string, sent, total int64) {
 		rate = float64(sent-p.sent0) / secs
 	}
 	p.line = progressLine(phase, sent, total, rate)
+	if p.extra != nil {
+		p.line += p.extra()
+	}
 	fmt.Fprintf(p.w, "\r%s\x1b[K", p.line)
+}
+
+// above prints a line on w (stdout, on the same terminal) with the bar
+// out of its way, and draws the bar again under it. A nil bar just
+// prints.
+func (p *progress) above(w io.Writer, line string) {
+	if p == nil {
+		fmt.Fprintln(w, line)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.line != "" {
+		fmt.Fprint(p.w, "\r\x1b[K")
+	}
+	fmt.Fprintln(w, line)
+	if p.line != "" {
+		fmt.Fprintf(p.w, "\r%s\x1b[K", p.line)
+	}
 }
 
 // final draws the bar once more, whenever it was drawn last: the end of

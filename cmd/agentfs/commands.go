@@ -23,6 +23,9 @@ type command struct {
 	// for a group, which runs one of subs.
 	flags func(fs *flag.FlagSet) action
 	subs  []*command
+	// output: what it prints on stdout depends on whether stdout is a
+	// terminal (a table, or JSON), so it takes --json and --output.
+	output bool
 }
 
 // action runs a command with its positional arguments.
@@ -34,6 +37,47 @@ type proc struct {
 	getenv func(string) string
 	stdout io.Writer
 	stderr io.Writer
+	// format is what --json or --output asked for: "json", "table", or ""
+	// for the default (a table on a terminal, JSON otherwise).
+	format string
+}
+
+// humanOutput reports whether stdout gets what a person reads (tables and
+// short lines) rather than JSON.
+func (p *proc) humanOutput() bool {
+	switch p.format {
+	case formatJSON:
+		return false
+	case formatTable:
+		return true
+	}
+	return isTerminal(p.stdout)
+}
+
+// The output formats of --output.
+const (
+	formatJSON  = "json"
+	formatTable = "table"
+)
+
+// outputFlags declares --json and --output on a command whose output
+// depends on the terminal; the returned function applies them to p.
+func outputFlags(fs *flag.FlagSet) func(p *proc) error {
+	asJSON := fs.Bool("json", false, "print JSON, also on a terminal (the same as --output json)")
+	output := fs.String("output", "", "print `FORMAT`: json, or table (what a terminal gets), also when piped")
+	return func(p *proc) error {
+		switch {
+		case *asJSON && *output != "" && *output != formatJSON:
+			return usagef("--json and --output %s contradict each other", *output)
+		case *asJSON:
+			p.format = formatJSON
+		case *output == "", *output == formatJSON, *output == formatTable:
+			p.format = *output
+		default:
+			return usagef("--output takes json or table, not %q", *output)
+		}
+		return nil
+	}
 }
 
 // errUsage marks a wrong invocation: the command's usage was printed on
@@ -105,11 +149,21 @@ func (c *command) execute(ctx context.Context, p *proc, args []string) error {
 	fs.SetOutput(io.Discard) // errors are reported once, by main
 	fs.Usage = func() {}
 	run := c.flags(fs)
+	format := func(*proc) error { return nil }
+	if c.output {
+		format = outputFlags(fs)
+	}
 	pos, err := parseInterleaved(fs, args)
+	if err == nil {
+		err = format(p)
+	}
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		c.printHelp(p.stdout, fs)
 		return errHelpShown
+	case errors.Is(err, errUsage):
+		c.printShortUsage(p.stderr)
+		return err
 	case err != nil:
 		c.printShortUsage(p.stderr)
 		return usagef("%s: %v", c.name, err)
@@ -191,6 +245,9 @@ func (c *command) printHelp(w io.Writer, fs *flag.FlagSet) {
 		if fs == nil {
 			fs = flag.NewFlagSet(c.name, flag.ContinueOnError)
 			c.flags(fs)
+			if c.output {
+				outputFlags(fs)
+			}
 		}
 		if flags := flagHelp(fs); flags != "" {
 			fmt.Fprint(w, "\nFlags:\n", flags)
@@ -208,6 +265,9 @@ func flagHelp(fs *flag.FlagSet) string {
 	fs.VisitAll(func(f *flag.Flag) {
 		value, usage := flag.UnquoteUsage(f)
 		left := "--" + f.Name
+		if len(f.Name) == 1 {
+			left = "-" + f.Name
+		}
 		if value != "" {
 			left += " " + value
 		}
@@ -254,7 +314,7 @@ Usage: agentfs COMMAND [ARGUMENTS] [FLAGS]
 		names []string
 	}{
 		{"Server and administration (read AGENTFS_DATABASE_URL and AGENTFS_S3_*)", []string{"serve", "migrate", "token", "admin", "healthcheck"}},
-		{"Client (talks to AGENTFS_URL with AGENTFS_TOKEN; retries only what is safe to repeat)", []string{"put", "upload", "batch", "get", "ls", "rm", "restore", "protocol", "mcp"}},
+		{"Client (talks to AGENTFS_URL with AGENTFS_TOKEN; retries only what is safe to repeat)", []string{"put", "upload", "get", "cat", "cp", "sync", "ls", "rm", "restore", "batch", "protocol", "mcp"}},
 		{"History, sharing and what happened (the same client)", []string{"versions", "revert", "mv", "share", "expire", "uploads", "batches", "events", "run"}},
 		{"Other", []string{"help", "version"}},
 	} {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -97,7 +99,6 @@ func TestWrongInvocationExits2(t *testing.T) {
 		want  string
 	}{
 		{nil, "Usage: agentfs COMMAND", "no command given"},
-		{[]string{"frobnicate"}, "Usage: agentfs COMMAND", `unknown command "frobnicate"`},
 		{[]string{"put", "a.txt"}, "Usage: agentfs put LOCAL REMOTE_PATH", "put needs LOCAL and REMOTE_PATH"},
 		{[]string{"ls", "--colour"}, "Usage: agentfs ls", "ls: flag provided but not defined: -colour"},
 		{[]string{"token"}, "Usage: agentfs token create", "token needs a command"},
@@ -114,6 +115,12 @@ func TestWrongInvocationExits2(t *testing.T) {
 		if !strings.Contains(stderr, tc.usage) || stdout != "" {
 			t.Errorf("agentfs %s: stderr %q, want %q (stdout %q)", strings.Join(tc.args, " "), stderr, tc.usage, stdout)
 		}
+	}
+	// An unknown command is one line, which main prints: no usage, no help.
+	stdout, stderr, err := env.run("frobnicate")
+	if !errors.Is(err, errUsage) || exitCode(err) != 2 || !strings.Contains(err.Error(), `unknown command "frobnicate"; agentfs help lists the commands`) ||
+		stdout != "" || stderr != "" {
+		t.Errorf("agentfs frobnicate: %v (exit %d), stdout %q, stderr %q", err, exitCode(err), stdout, stderr)
 	}
 	if code := exitCode(context.Canceled); code != 130 {
 		t.Errorf("an interrupted command exits %d", code)
@@ -159,6 +166,17 @@ func TestVersion(t *testing.T) {
 			if !strings.Contains(got, w) {
 				t.Errorf("%s: %q, want %q", tc.name, got, w)
 			}
+		}
+	}
+}
+
+// TestGeneralHelpListsEveryCommand: agentfs help names every command.
+func TestGeneralHelpListsEveryCommand(t *testing.T) {
+	var help bytes.Buffer
+	generalHelp(&help)
+	for _, c := range commands {
+		if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(c.name) + ` `).Match(help.Bytes()) {
+			t.Errorf("agentfs help does not list %s:\n%s", c.name, help.String())
 		}
 	}
 }

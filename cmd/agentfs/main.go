@@ -7,7 +7,7 @@
 //	agentfs admin block|unblock
 //	agentfs healthcheck           exit 0 when the server is ready (for containers)
 //	agentfs mcp                   serve the MCP tools over stdio (see agentfs mcp --help)
-//	agentfs put|upload|batch|get|ls|rm|restore|protocol   the client verbs
+//	agentfs put|upload|batch|get|cat|cp|sync|ls|rm|restore|protocol   the client verbs
 //	agentfs versions|revert|mv|share|expire               file history, sharing, expiry
 //	agentfs uploads|batches|events                        what happened: sessions, batches, the event feed
 //	agentfs run show|archive|revert                       what one run did, its files as one archive, undoing it
@@ -74,8 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	default:
 		c, _ := find(commands, args[:1])
 		if c == nil {
-			generalHelp(stderr)
-			return usagef("unknown command %q", args[0])
+			return unknownCommand(args[0])
 		}
 		err = c.execute(ctx, p, args[1:])
 	}
@@ -83,6 +82,49 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	}
 	return err
+}
+
+// unknownCommand is the one line a mistyped command gets: what was not
+// found, the nearest command if one is near, and where the list is.
+func unknownCommand(name string) error {
+	hint := "agentfs help lists the commands"
+	if near := nearestCommand(name); near != "" {
+		hint = fmt.Sprintf("did you mean %s? (%s)", near, hint)
+	}
+	return usagef("unknown command %q; %s", name, hint)
+}
+
+// nearestCommand is the command whose name is within two edits of name,
+// and fewer than name has letters (the closest, the first of equals), or "".
+func nearestCommand(name string) string {
+	best, bestDist := "", min(3, len(name))
+	for _, c := range commands {
+		if d := editDistance(name, c.name); d < bestDist {
+			best, bestDist = c.name, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // commands is every command of the binary, in the order of the general
