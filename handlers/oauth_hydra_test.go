@@ -5,6 +5,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -159,5 +162,61 @@ func TestHydraAuthorizationCode(t *testing.T) {
 	upload(t, apitest.NewClient(t, srv.URL, tok), "signed-in.txt", "x").Expect(t, http.StatusCreated)
 	if l := list(t, srv.Client(t, "user-ada"), ""); len(l.Data) != 1 || l.Data[0].Path != "signed-in.txt" {
 		t.Fatalf("the user's files: %+v", l.Data)
+	}
+}
+
+// TestMCPClientSignsInThroughHydra: the official MCP TypeScript SDK,
+// given only /mcp's URL and a client registered at Hydra, starts from a
+// bare 401 and follows the discovery chain of the MCP authorization spec
+// (WWW-Authenticate's resource_metadata → the protected resource
+// metadata → Hydra's metadata → its token endpoint), then calls tools
+// with the token (tools/node/mcp-oauth.mjs).
+func TestMCPClientSignsInThroughHydra(t *testing.T) {
+	t.Parallel()
+	node, tools := os.Getenv("AGENTFS_TEST_NODE"), os.Getenv("AGENTFS_TEST_NODE_TOOLS")
+	if node == "" || tools == "" {
+		t.Fatal("AGENTFS_TEST_NODE and AGENTFS_TEST_NODE_TOOLS are not set: run the tests with `make test` or " +
+			"`scripts/test.sh ./handlers/`, which install Node 24 and tools/node (scripts/lib.sh: ensure_deps node npm)")
+	}
+	srv, h, _ := hydraServer(t)
+	c := h.CreateClient(t, oauthtest.ClientSpec{Scope: "read write", Audience: []string{srv.URL + "/mcp"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := osexec.CommandContext(ctx, node, filepath.Join(tools, "mcp-oauth.mjs"))
+	cmd.Dir = tools
+	cmd.Env = append(os.Environ(), "MCP_URL="+srv.URL+"/mcp", "OAUTH_ISSUER="+h.Issuer,
+		"OAUTH_CLIENT_ID="+c.ID, "OAUTH_CLIENT_SECRET="+c.Secret, "OAUTH_SCOPE=read write", "MCP_TOOL_PATH=ts/hello.txt")
+	out, err := cmd.CombinedOutput()
+	transcript := string(out)
+	t.Logf("transcript:\n%s", transcript)
+	if err != nil {
+		t.Fatalf("the MCP client failed: %v", err)
+	}
+	// The chain, in order.
+	want := []string{
+		"> POST " + srv.URL + "/mcp",
+		`< 401 WWW-Authenticate: Bearer scope="read write", resource_metadata="` + srv.URL + `/.well-known/oauth-protected-resource/mcp"`,
+		"> GET " + srv.URL + "/.well-known/oauth-protected-resource/mcp",
+		"< 200",
+		"/.well-known/openid-configuration",
+		"< 200",
+		"> POST " + strings.TrimSuffix(h.Public, "/") + "/oauth2/token (grant_type=client_credentials scope=read write",
+		"resource=" + srv.URL + "/mcp",
+		"< 200",
+		"> POST " + srv.URL + "/mcp",
+		"< 200",
+		"read_text_file: signed in through OAuth",
+		"\nok\n",
+	}
+	rest := transcript
+	for _, w := range want {
+		i := strings.Index(rest, w)
+		if i < 0 {
+			t.Fatalf("the transcript lacks %q after what came before", w)
+		}
+		rest = rest[i+len(w):]
+	}
+	if l := list(t, srv.Client(t, c.ID), "prefix=ts/"); len(l.Data) != 1 {
+		t.Fatalf("the tool's file is not the client's: %+v", l.Data)
 	}
 }

@@ -43,12 +43,28 @@ func NewHydra(t testing.TB) *Hydra {
 	var meta struct {
 		Issuer string `json:"issuer"`
 	}
-	if err := h.do(http.MethodGet, h.Public+"/.well-known/openid-configuration", nil, &meta); err != nil || meta.Issuer == "" {
-		t.Fatalf("Hydra at %s does not answer its discovery metadata (%v): is it running? `make test` starts it", h.Public, err)
+	// scripts/test.sh builds and starts Hydra while go test compiles: it
+	// may be a little late the first time (a cold build).
+	deadline := time.Now().Add(hydraStartTimeout)
+	for {
+		err := h.do(http.MethodGet, h.Public+"/.well-known/openid-configuration", nil, &meta)
+		if err == nil && meta.Issuer != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Hydra at %s did not answer its discovery metadata within %s (%v): is it running? `make test` "+
+				"starts it (its log: hydra-start.log and hydra.log in the test servers' log directory)", h.Public, hydraStartTimeout, err)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 	h.Issuer = meta.Issuer
 	return h
 }
+
+// hydraStartTimeout bounds the wait for the Hydra the scripts start: a
+// cold build of it takes about 80 s of two cores, more while go test
+// compiles beside it.
+const hydraStartTimeout = 4 * time.Minute
 
 // do sends a JSON request (body nil: none) and decodes a 2xx answer into
 // out (nil: discarded).
