@@ -512,7 +512,10 @@ type Protocol struct {
 	Idempotency ProtocolIdempotency `json:"idempotency"`
 	Limits      ProtocolLimits      `json:"limits"`
 	// MCP says where the MCP tools are served; nil when they are not.
-	MCP   *ProtocolMCP  `json:"mcp"`
+	MCP *ProtocolMCP `json:"mcp"`
+	// OAuth says where an OAuth client learns how to get an access token
+	// for this server.
+	OAuth ProtocolOAuth `json:"oauth"`
 	Retry ProtocolRetry `json:"retry"`
 	// Raw is the document as a client received it, including members
 	// this package does not name; it is no member of the document.
@@ -591,6 +594,32 @@ type ProtocolMCP struct {
 	Endpoint  string `json:"endpoint"`
 	Stateless bool   `json:"stateless"`
 	Transport string `json:"transport"`
+}
+
+// ProtocolOAuth points OAuth clients at the protected resource metadata
+// (RFC 9728) and the authorization servers it names.
+type ProtocolOAuth struct {
+	// AuthorizationServers are the issuers whose JWT access tokens the
+	// server takes beside its own tokens; empty when it takes none.
+	AuthorizationServers []string `json:"authorization_servers"`
+	// ResourceMetadata is the URL of the protected resource metadata.
+	ResourceMetadata string `json:"resource_metadata"`
+}
+
+// ProtectedResource is the protected resource metadata of RFC 9728, which
+// OAuth clients (MCP clients among them) discover the authorization
+// server by: the response of GET /.well-known/oauth-protected-resource and
+// of its form under /mcp's path.
+type ProtectedResource struct {
+	// Resource is the resource identifier tokens must be meant for (their
+	// aud, RFC 8707): the public URL, or /mcp's under its path.
+	Resource string `json:"resource"`
+	// AuthorizationServers are the issuers of the access tokens taken;
+	// empty when the server takes only its own tokens.
+	AuthorizationServers   []string `json:"authorization_servers"`
+	ScopesSupported        []string `json:"scopes_supported"`
+	BearerMethodsSupported []string `json:"bearer_methods_supported"`
+	ResourceName           string   `json:"resource_name"`
 }
 
 // ProtocolRetry is the server's recommended retry policy.

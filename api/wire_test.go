@@ -73,6 +73,7 @@ var wire = []mapping{
 	{schema: "Run", goType: reflect.TypeFor[api.Run](), py: []string{"Run"}},
 	{schema: "Protocol", goType: reflect.TypeFor[api.Protocol](), py: []string{"Protocol"}},
 	{schema: "Problem", goType: reflect.TypeFor[api.Problem](), py: []string{"Problem"}},
+	{schema: "ProtectedResource", goType: reflect.TypeFor[api.ProtectedResource](), why: "Python: OAuth clients read it; the SDK takes a token, it does not get one"},
 	{schema: "ProblemType", goType: reflect.TypeFor[api.ProblemType](), why: "Python: the SDK does not read /problems/{code}"},
 	{schema: "Health", goType: reflect.TypeFor[api.Health](), why: "Python: the SDK does not call /healthz or /readyz"},
 	{schema: "ProblemCode", why: "a string enum, the type of Problem.code"},
@@ -113,6 +114,7 @@ var allowed = []struct {
 	},
 	{
 		keys: []string{"py Protocol.idempotency (type)", "py Protocol.retry (type)", "py Protocol.limits (type)", "py Protocol.mcp (type)",
+			"py Protocol.oauth (type)",
 			"py Protocol.raw (extra)"},
 		why: "the Python Protocol keeps each member as the dict the server sent (code reads them by name, limits grows with the server) and the whole document as raw",
 	},

@@ -74,6 +74,7 @@ func (a *API) protocolDoc() api.Protocol {
 			Jitter:         "full",
 		},
 		MCP:    a.mcpProtocol(),
+		OAuth:  a.oauthProtocol(),
 		Limits: a.protocolLimits(),
 	}
 }
@@ -128,5 +129,5 @@ func (a *API) mcpProtocol() *api.ProtocolMCP {
 		return nil
 	}
 	return &api.ProtocolMCP{Endpoint: "/mcp", Transport: "streamable-http", Stateless: true,
-		Auth: "the same Bearer tokens and scopes as the REST API"}
+		Auth: "the same Bearer tokens and scopes as the REST API (AgentFS tokens, or OAuth access tokens: see oauth)"}
 }

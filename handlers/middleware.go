@@ -173,8 +173,9 @@ func linkInstance(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// authenticate requires a valid bearer token and remembers its principal.
-// A client address past its failed authentications (tokens guessed at
+// authenticate requires a valid bearer token and remembers its principal:
+// an AgentFS token, or a JWT access token of the configured OAuth issuer
+// (lookupToken). A client address past its failed authentications (tokens guessed at
 // random, which no cache can answer) is answered 429 without a lookup,
 // unless this instance already trusts its token.
 func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
@@ -186,17 +187,19 @@ func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		token = strings.TrimSpace(token)
 		addr := clientAddress(c.Request().RemoteAddr)
 		if wait := a.authFails.waitFor(addr); wait > 0 {
-			p, ok := a.deps.Tokens.Trusted(token)
+			p, ok := a.trustedToken(c, token)
 			if !ok {
 				return a.tooManyFailures(wait)
 			}
 			c.Set(principalKey, p)
 			return next(c)
 		}
-		p, err := a.deps.Tokens.Authenticate(c.Request().Context(), token)
-		if errors.Is(err, agentfs.ErrNotFound) {
+		p, err := a.lookupToken(c, token)
+		if refusal, refused := refusedToken(err); refused {
 			a.authFails.spend(addr)
-			return problem.New(problem.Unauthenticated, "the token is unknown or revoked")
+			return refusal
+		} else if refusal != nil {
+			return refusal
 		}
 		if err != nil {
 			return err

@@ -162,6 +162,9 @@ type Deps struct {
 	// it sends a W3C traceparent; the storage calls the request makes
 	// become its children. Nil leaves the API untraced.
 	Traces trace.TracerProvider
+	// OAuth, when set, verifies the JWT access tokens of an OAuth 2.1
+	// authorization server beside Tokens; nil takes AgentFS tokens only.
+	OAuth OAuth
 	// MCP, when set, is the MCP tool door served at /mcp (Streamable HTTP)
 	// behind this API's authentication; it finds the caller with
 	// agentfs.CallerFromContext.
@@ -234,7 +237,7 @@ func (a *API) RouteOperation(method, path string) (op string, ok bool) {
 func (a *API) addRoutes() {
 	e := a.echo
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = problem.ErrorHandler(a.deps.Log)
+	e.HTTPErrorHandler = problem.ErrorHandler(a.deps.Log, a.challenge)
 	if a.deps.Traces != nil {
 		e.Use(traceRequests(a.deps.Traces))
 	}
@@ -246,6 +249,12 @@ func (a *API) addRoutes() {
 	getAndHead(e, "/openapi.yaml", a.openAPI)
 	getAndHead(e, "/problems/:code", a.problemKind)
 	getAndHead(e, "/v1/protocol", a.protocol)
+	// OAuth clients (MCP clients among them) find the authorization
+	// server here, from the resource_metadata of a 401 (RFC 9728).
+	getAndHead(e, resourceMetadataPath, a.protectedResource)
+	if a.deps.MCP != nil {
+		getAndHead(e, mcpResourceMetadataPath, a.protectedResource)
+	}
 
 	a.addV1(e.Group("/v1"))
 
@@ -259,7 +268,7 @@ func (a *API) addRoutes() {
 	// FORBIDDEN), and the byte quota is charged for what a tool stores, not
 	// for the request's body.
 	if a.deps.MCP != nil {
-		e.POST("/mcp", a.mcp, singleHeaders, a.authenticate, a.limitRate, attribution, a.bodyIdle)
+		e.POST(mcpPath, a.mcp, singleHeaders, a.authenticate, a.limitRate, attribution, a.bodyIdle)
 	}
 }
 

@@ -88,8 +88,10 @@ const RequestIDHeader = "X-Request-ID"
 
 // ErrorHandler is Echo's HTTPErrorHandler: it writes every error as a
 // problem, and logs the ones it did not expect with their cause (which never
-// reaches the client).
-func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+// reaches the client). Each of before, in turn, may add to a copy of the
+// problem before it is written (the HTTP door adds the OAuth challenge of
+// a 401 or 403).
+func ErrorHandler(log *slog.Logger, before ...func(echo.Context, *Problem)) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		p, unexpected := From(err)
 		req := c.Request()
@@ -103,7 +105,12 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		if c.Response().Committed {
 			return
 		}
-		Write(c, p)
+		out := *p
+		out.Header = p.Header.Clone()
+		for _, f := range before {
+			f(c, &out)
+		}
+		Write(c, &out)
 	}
 }
 
@@ -148,7 +155,7 @@ func Write(c echo.Context, p *Problem) {
 	if out.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(out.RetryAfter))
 	}
-	if out.Status == http.StatusUnauthorized {
+	if out.Status == http.StatusUnauthorized && h.Get("WWW-Authenticate") == "" {
 		h.Set("WWW-Authenticate", `Bearer realm="agentfs"`)
 	}
 	h.Set(echo.HeaderContentType, ContentType)

@@ -16,6 +16,13 @@
 #   AGENTFS_DEV_DATA_DIR  where the data lives (default .data)
 #   AGENTFS_DEV_PG_PORT   Postgres port (default 54329)
 #   AGENTFS_DEV_S3_PORT   S3 server port (default 7070)
+#   AGENTFS_DEV_OAUTH=1   also start Ory Hydra (built into bin/ the first time)
+#                         on the same Postgres, in its own database, and
+#                         take its JWT access tokens (AGENTFS_OAUTH_ISSUER);
+#                         prints a client id and secret and the curl line
+#                         that gets a token. Its data stays in .data/hydra
+#                         and .data/hydra-client.json
+#   AGENTFS_DEV_HYDRA_PORT Hydra's public port (default 4444; admin: +1)
 #   AGENTFS_*             passed to agentfs as set; defaults are filled in
 #                         for the local servers. When AGENTFS_DATABASE_URL or
 #                         AGENTFS_S3_ENDPOINT is set, that server is used and
@@ -39,6 +46,12 @@ RUN_PIDFILE=$LOG_DIR/run.pid
 AGENTFS_PIDFILE=$LOG_DIR/agentfs.pid
 
 pg_port=${AGENTFS_DEV_PG_PORT:-54329}
+dev_oauth=0
+[[ "${AGENTFS_DEV_OAUTH:-0}" == 1 ]] && dev_oauth=1
+hydra_pub=${AGENTFS_DEV_HYDRA_PORT:-4444}
+hydra_adm=$((hydra_pub + 1))
+HYDRA_DIR=$DATA_DIR/hydra
+HYDRA_CLIENT_FILE=$DATA_DIR/hydra-client.json
 s3_port=${AGENTFS_DEV_S3_PORT:-7070}
 
 start_pg=1
@@ -72,6 +85,7 @@ export AGENTFS_LISTEN_ADDR AGENTFS_PUBLIC_URL AGENTFS_DATABASE_URL \
 deps=()
 ((start_pg)) && deps+=(pg)
 ((start_s3)) && deps+=(s3)
+((dev_oauth)) && deps+=(hydra jq)
 if ((${#deps[@]} > 0)); then
 	ensure_deps "${deps[@]}"
 fi
@@ -107,6 +121,7 @@ fi
 agentfs_pid=""
 pg_started=0
 s3_started=0
+hydra_started=0
 
 # shellcheck disable=SC2317 # invoked via trap
 cleanup() {
@@ -116,6 +131,9 @@ cleanup() {
 	if [[ -n "$agentfs_pid" ]]; then
 		stop_pid "$agentfs_pid" agentfs 20
 		rm -f "$AGENTFS_PIDFILE"
+	fi
+	if ((hydra_started)); then
+		hydra_stop "$HYDRA_DIR"
 	fi
 	if ((s3_started)); then
 		s3_stop "$S3_DIR"
@@ -160,6 +178,17 @@ if [[ -z "${AGENTFS_RECORD_KEY:-}" ]]; then
 fi
 export AGENTFS_RECORD_KEY
 
+if ((dev_oauth)); then
+	hydra_started=1
+	# No login app: the URLs only complete Hydra's configuration; client
+	# credentials need none.
+	URLS_LOGIN="http://127.0.0.1:$hydra_pub/oauth2/fallbacks/login" \
+		URLS_CONSENT="http://127.0.0.1:$hydra_pub/oauth2/fallbacks/consent" \
+		hydra_start "$HYDRA_DIR" "$hydra_pub" "$hydra_adm" "$(pg_create_database "$AGENTFS_DATABASE_URL" hydra)"
+	: "${AGENTFS_OAUTH_ISSUER:=http://127.0.0.1:$hydra_pub/}"
+	export AGENTFS_OAUTH_ISSUER
+fi
+
 log "running migrations ..."
 bin/agentfs migrate
 
@@ -202,6 +231,30 @@ if [[ -z "$token" ]]; then
 	(umask 077 && printf '%s\n' "$token" >"$TOKEN_FILE")
 fi
 
+# The OAuth client of an earlier run, while Hydra still knows it.
+oauth_text=""
+if ((dev_oauth)); then
+	hydra_admin="http://127.0.0.1:$hydra_adm"
+	client_id=$(jq -r '.client_id // empty' "$HYDRA_CLIENT_FILE" 2>/dev/null || true)
+	if [[ -z "$client_id" ]] || ! curl -sf -o /dev/null "$hydra_admin/admin/clients/$client_id"; then
+		(umask 077 && "$HYDRA_BIN" create oauth2-client --endpoint "$hydra_admin" --name agentfs-dev \
+			--grant-type client_credentials --scope read,write --audience "$AGENTFS_URL,$AGENTFS_URL/mcp" \
+			--format json >"$HYDRA_CLIENT_FILE") || die "could not register an OAuth client at Hydra"
+	fi
+	client_id=$(jq -r .client_id "$HYDRA_CLIENT_FILE")
+	client_secret=$(jq -r .client_secret "$HYDRA_CLIENT_FILE")
+	oauth_text="
+OAuth: Ory Hydra, issuer $AGENTFS_OAUTH_ISSUER (admin http://127.0.0.1:$hydra_adm); AGENTFS_OAUTH_ISSUER is set.
+Client (client credentials, kept in $HYDRA_CLIENT_FILE):
+  client id:     $client_id
+  client secret: $client_secret
+Get a token for this server (Hydra takes the resource as audience) and use it:
+  TOKEN=\$(curl -sS -u '$client_id:$client_secret' -d grant_type=client_credentials -d 'scope=read write' -d audience=$AGENTFS_URL http://127.0.0.1:$hydra_pub/oauth2/token | jq -r .access_token)
+  curl -sS $AGENTFS_URL/v1/files -H \"Authorization: Bearer \$TOKEN\"
+MCP clients: point them at $AGENTFS_URL/mcp with this client id and secret (audience $AGENTFS_URL/mcp).
+"
+fi
+
 # The environment of these servers, for another shell.
 (
 	umask 077
@@ -238,7 +291,8 @@ Another shell, against these servers (the file also names the database):
   bin/agentfs ls
   bin/agentfs token create --subject alice      # another token
 
-Press Ctrl-C to stop AgentFS, Postgres and $S3_SERVER.
+${oauth_text}
+Press Ctrl-C to stop AgentFS, Postgres$( ((dev_oauth)) && printf ', Hydra') and $S3_SERVER.
 
 EOF
 

@@ -17,6 +17,13 @@
 # that server is used instead of starting one. AGENTFS_TEST_KEEP=1 keeps
 # the temporary directory (server data and logs) for inspection.
 # AGENTFS_S3_SERVER=minio starts MinIO instead of versitygw (`make test-minio`).
+# Ory Hydra (the OAuth authorization server of the OAuth tests) is built if
+# missing and started on the test Postgres, in a database of its own, in the
+# background while go test compiles; it exports AGENTFS_TEST_HYDRA_PUBLIC_URL
+# and AGENTFS_TEST_HYDRA_ADMIN_URL (set both to use a running Hydra instead),
+# and AGENTFS_TEST_NODE and AGENTFS_TEST_NODE_TOOLS for the tests that drive
+# the MCP TypeScript SDK (tools/node). AGENTFS_TEST_HYDRA=0 starts no Hydra
+# (for packages without OAuth tests; those tests then fail saying so).
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -43,6 +50,10 @@ deps=()
 ((start_pg)) && deps+=(pg)
 ((start_s3)) && deps+=(s3)
 ((run_python)) && deps+=(python)
+deps+=(node npm)
+start_hydra=1
+[[ -n "${AGENTFS_TEST_HYDRA_PUBLIC_URL:-}" && -n "${AGENTFS_TEST_HYDRA_ADMIN_URL:-}" ]] && start_hydra=0
+[[ "${AGENTFS_TEST_HYDRA:-1}" == 0 ]] && start_hydra=0
 if ((${#deps[@]} > 0)); then
 	ensure_deps "${deps[@]}"
 fi
@@ -50,12 +61,21 @@ fi
 TEST_TMP=""
 pg_dir=""
 s3_dir=""
+hydra_dir=""
+hydra_db=""
+hydra_job=""
 
 # shellcheck disable=SC2317 # invoked via trap
 cleanup() {
 	local status=$?
 	trap - EXIT INT TERM
 	set +e
+	if [[ -n "$hydra_job" ]]; then
+		wait "$hydra_job" 2>/dev/null
+	fi
+	[[ -n "$hydra_dir" ]] && hydra_stop "$hydra_dir"
+	# A database of this run on a Postgres that outlives it.
+	[[ -n "$hydra_db" ]] && psql -X -q "$AGENTFS_TEST_DATABASE_URL" -c "drop database if exists $hydra_db" >/dev/null 2>&1
 	[[ -n "$s3_dir" ]] && s3_stop "$s3_dir"
 	[[ -n "$pg_dir" ]] && pg_stop "$pg_dir"
 	if [[ -n "$TEST_TMP" ]]; then
@@ -122,7 +142,32 @@ else
 	s3_where="S3 at $AGENTFS_TEST_S3_ENDPOINT (from AGENTFS_TEST_S3_ENDPOINT)"
 fi
 
-echo "test servers: $pg_where; $s3_where; logs in $LOG_DIR"
+export AGENTFS_TEST_NODE=$NODE24 AGENTFS_TEST_NODE_TOOLS=$NODE_TOOLS_DIR
+
+hydra_where="Hydra from AGENTFS_TEST_HYDRA_PUBLIC_URL"
+if ((start_hydra)); then
+	hydra_dir=$TEST_TMP/hydra
+	hydra_name=hydra_$(basename "$TEST_TMP" | tr -c 'a-zA-Z0-9\n' _ | tr 'A-Z' 'a-z')
+	((start_pg)) || hydra_db=$hydra_name
+	hydra_pub=$(free_port "${used_ports[@]}")
+	hydra_adm=$(free_port "${used_ports[@]}" "$hydra_pub")
+	export AGENTFS_TEST_HYDRA_PUBLIC_URL="http://127.0.0.1:$hydra_pub"
+	export AGENTFS_TEST_HYDRA_ADMIN_URL="http://127.0.0.1:$hydra_adm"
+	# Built (the first time) and started while go test compiles; the
+	# tests wait for it (oauthtest.NewHydra). The login and consent URLs
+	# are never fetched: the tests read the challenges from Hydra's
+	# redirects and accept them through its admin API.
+	(
+		ensure_deps hydra
+		dsn=$(pg_create_database "$AGENTFS_TEST_DATABASE_URL" "$hydra_name")
+		URLS_LOGIN=http://127.0.0.1:9/login URLS_CONSENT=http://127.0.0.1:9/consent \
+			hydra_start "$hydra_dir" "$hydra_pub" "$hydra_adm" "$dsn"
+	) >"$LOG_DIR/hydra-start.log" 2>&1 &
+	hydra_job=$!
+	hydra_where="hydra 127.0.0.1:$hydra_pub (throwaway, starting; log in $LOG_DIR/hydra-start.log)"
+fi
+
+echo "test servers: $pg_where; $s3_where; $hydra_where; logs in $LOG_DIR"
 
 set +e
 go test -race -count=1 -timeout 9m "${GO_TEST_ARGS[@]}"

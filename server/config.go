@@ -12,6 +12,7 @@ import (
 	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/mcpserver"
+	"github.com/agentfs/agentfs/oauth"
 	"github.com/agentfs/agentfs/reads"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/sweeper"
@@ -40,8 +41,14 @@ type Config struct {
 	Sweeper sweeper.Config
 	// MCP are the options of the /mcp door's tools (Logger and OnCall are
 	// New's).
-	MCP  mcpserver.Options
-	Logs telemetry.Logs
+	MCP mcpserver.Options
+	// OAuth names the authorization server whose JWT access tokens are
+	// taken beside AgentFS's (none when its Issuer is empty); OAuthOptions
+	// are what New hands its verifier besides (tests set the clock and the
+	// refetch interval; New sets the log).
+	OAuth        oauth.Config
+	OAuthOptions oauth.Options
+	Logs         telemetry.Logs
 	// RecordKeys seal the secrets kept in idempotency records (a share
 	// link's url): the one secret that must not live in the database it
 	// protects, the same on every instance. New refuses to start without.
@@ -115,6 +122,11 @@ func (c *Config) check() []string {
 		// longer bound tells which of the two stalled.
 		out = append(out, fmt.Sprintf("%s must be longer than %s (or 0)",
 			name(&c.Limits.WriteIdleTimeout), name(&c.Storage.S3Timeout)))
+	}
+	if c.OAuth.Issuer != "" {
+		if err := oauth.CheckIssuer(c.OAuth.Issuer); err != nil {
+			out = append(out, name(&c.OAuth.Issuer)+" must be the authorization server's issuer identifier, an absolute https (or http) URL without query or fragment")
+		}
 	}
 	for _, f := range []*string{&c.Faults.AfterCommit, &c.Faults.MidComplete} {
 		if *f != "" && *f != "exit" {

@@ -23,6 +23,7 @@ import (
 	"github.com/agentfs/agentfs/batch"
 	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/mcpserver"
+	"github.com/agentfs/agentfs/oauth"
 	"github.com/agentfs/agentfs/quota"
 	"github.com/agentfs/agentfs/reads"
 	"github.com/agentfs/agentfs/storage"
@@ -127,11 +128,19 @@ func (s *Server) wire() error {
 	if err != nil {
 		return err
 	}
-	s.api, err = handlers.New(handlers.Deps{
+	deps := handlers.Deps{
 		Files: s.gate, Sessions: s.gate, Ledger: s.gate, Writes: s.core, Quota: s.store, Tokens: s.store, Health: s.store,
 		Log: s.log, PublicURL: s.cfg.PublicURL, Limits: s.cfg.Limits, Registry: s.reg, Traces: s.tracing.Provider(),
 		MCP: door, Rates: s.rates,
-	})
+	}
+	if s.cfg.OAuth.Issuer != "" {
+		opts := s.cfg.OAuthOptions
+		opts.Log = s.log
+		if deps.OAuth, err = oauth.NewVerifier(s.cfg.OAuth, opts); err != nil {
+			return err
+		}
+	}
+	s.api, err = handlers.New(deps)
 	if err != nil {
 		return err
 	}

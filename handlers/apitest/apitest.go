@@ -31,6 +31,7 @@ import (
 	"github.com/agentfs/agentfs/batch"
 	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/oauth"
 	"github.com/agentfs/agentfs/problem"
 	"github.com/agentfs/agentfs/reads"
 	"github.com/agentfs/agentfs/server"
@@ -96,6 +97,11 @@ type Options struct {
 	// RecordKeys seal the secrets of recorded answers (AGENTFS_RECORD_KEY);
 	// nil: a new random key for this server.
 	RecordKeys *idempotency.RecordKeys
+	// OAuth, with an Issuer, makes the server take that authorization
+	// server's JWT access tokens (AGENTFS_OAUTH_ISSUER); OAuthOptions are
+	// its verifier's clock and refetch interval.
+	OAuth        oauth.Config
+	OAuthOptions oauth.Options
 }
 
 // NewServer starts the API on a fresh schema and bucket.
@@ -155,7 +161,7 @@ func config(t testing.TB, opts Options) server.Config {
 	return server.Config{Storage: store, Limits: limits, RecordKeys: keys,
 		Batch:     batch.Config{Workers: 2, RescueAfter: 30 * time.Second},
 		Sweeper:   sweeper.Config{BlobGrace: 6 * time.Hour},
-		ReadStore: opts.Wrap, MCPDoor: opts.MCP}
+		ReadStore: opts.Wrap, MCPDoor: opts.MCP, OAuth: opts.OAuth, OAuthOptions: opts.OAuthOptions}
 }
 
 // NewRecordKey returns a new random record key, as AGENTFS_RECORD_KEY

@@ -672,11 +672,15 @@ class Protocol:
     raw: dict[str, Any]
     #: Where and how the server serves its MCP tools; None when it does not.
     mcp: Optional[dict[str, Any]] = None
+    #: Where an OAuth client learns how to get an access token: ``resource_metadata``
+    #: (the RFC 9728 metadata's URL) and ``authorization_servers``.
+    oauth: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Protocol":
         """Build a Protocol from its JSON object."""
         m = d.get("mcp")
+        o = d.get("oauth")
         return cls(
             api_version=_s(d, "api_version"),
             idempotency=dict(_map(d.get("idempotency"))),
@@ -684,4 +688,5 @@ class Protocol:
             limits=dict(_map(d.get("limits"))),
             raw=dict(d),
             mcp=dict(m) if isinstance(m, Mapping) else None,
+            oauth=dict(o) if isinstance(o, Mapping) else {},
         )
