@@ -20,6 +20,7 @@ import (
 	"github.com/agentfs/agentfs/problem"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
+	"github.com/agentfs/agentfs/telemetry/logtest"
 )
 
 // by is the attribution of every batch request in these tests.
@@ -37,25 +38,7 @@ type instance struct {
 
 type testBundle struct {
 	cfg  storage.Config
-	logs *logBuffer
-}
-
-// logBuffer is a log sink safe for the runner's goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	logs *logtest.Buffer
 }
 
 // setup opens a fresh schema and bucket and one instance on it, whose
@@ -63,17 +46,8 @@ func (b *logBuffer) String() string {
 func setup(t *testing.T) (*instance, *testBundle) {
 	t.Helper()
 	t.Parallel()
-	b := &testBundle{cfg: storagetest.Config(t), logs: &logBuffer{}}
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		for _, line := range strings.Split(b.logs.String(), "\n") {
-			if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
-				t.Log(line)
-			}
-		}
-	})
+	b := &testBundle{cfg: storagetest.Config(t), logs: &logtest.Buffer{}}
+	b.logs.ShowOnFailure(t, "")
 	return newInstance(t, b), b
 }
 
