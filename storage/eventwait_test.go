@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -252,13 +251,7 @@ func TestEventWaitersAfterALostNotification(t *testing.T) {
 	cfg := storagetest.Config(t)
 	writer := storagetest.OpenConfig(t, cfg)
 	proxy := storagetest.NewProxy(t, storagetest.PostgresAddr(t))
-	viaProxy := cfg
-	u, err := url.Parse(cfg.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = proxy.Addr()
-	viaProxy.DatabaseURL = u.String()
+	viaProxy := storagetest.WithPostgresAt(t, cfg, proxy.Addr())
 	waiter := storagetest.OpenConfig(t, viaProxy)
 	ctx := context.Background()
 	subject := uniqueSubject(t)

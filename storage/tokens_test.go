@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -111,13 +110,7 @@ func TestTokenCache(t *testing.T) {
 		cfg.TokenCacheTTL = time.Hour
 		a := storagetest.OpenConfig(t, cfg)
 		proxy := storagetest.NewProxy(t, storagetest.PostgresAddr(t))
-		viaProxy := cfg
-		u, err := url.Parse(cfg.DatabaseURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.Host = proxy.Addr()
-		viaProxy.DatabaseURL = u.String()
+		viaProxy := storagetest.WithPostgresAt(t, cfg, proxy.Addr())
 		b := storagetest.OpenConfig(t, viaProxy)
 		tok, id, err := a.CreateToken(ctx, "carol", []string{"read"})
 		if err != nil {
