@@ -140,19 +140,6 @@ func (b *failingBody) Read([]byte) (int, error) {
 	return 0, errors.New("this body must not be read")
 }
 
-// onFirstRead runs fn when the body is first read: after the write was
-// admitted and decided, before it commits.
-type onFirstRead struct {
-	io.Reader
-	once sync.Once
-	fn   func()
-}
-
-func (r *onFirstRead) Read(p []byte) (int, error) {
-	r.once.Do(r.fn)
-	return r.Reader.Read(p)
-}
-
 func TestPut(t *testing.T) {
 	ctx := context.Background()
 
@@ -322,7 +309,7 @@ func TestPut(t *testing.T) {
 	t.Run("ALapsedClaimTakenOverLeavesTheLateOwnerNothing", func(t *testing.T) {
 		core, b := setup(t)
 		var taker idempotency.Result
-		late := &onFirstRead{Reader: strings.NewReader("late"), fn: func() {
+		late := storagetest.OnFirstRead(strings.NewReader("late"), func() {
 			// The owner pauses while its body streams; its lease lapses and
 			// a repeat of the request takes the key over and commits.
 			if _, err := b.store.Pool().Exec(ctx, `UPDATE idempotency_keys
@@ -333,7 +320,7 @@ func TestPut(t *testing.T) {
 			if taker, err = putContent(ctx, core, keyed("k1"), "l.txt", "taker", true); err != nil {
 				t.Errorf("takeover: %v", err)
 			}
-		}}
+		})
 		_, err := core.Put(ctx, keyed("k1"), newPut("l.txt", "late", true), late)
 		var busy *agentfs.InProgressError
 		if !errors.As(err, &busy) {

@@ -424,13 +424,13 @@ func TestSendPart(t *testing.T) {
 		u, _ := openUpload(t, store, newUpload("stale.bin", int64(len(whole)), ""))
 		putPart(t, store, u.ID, 1, string(p1))
 		b1, d1 := randomBytes(minPart, 9), randomBytes(minPart, 10)
-		body := &onFirstRead{Reader: bytes.NewReader(p2), fn: func() {
+		body := storagetest.OnFirstRead(bytes.NewReader(p2), func() {
 			for _, p := range [][]byte{b1, d1} {
 				if _, err := sendPart(ctx, store, "s", u.ID, 1, string(p)); err != nil {
 					t.Errorf("resend part 1: %v", err)
 				}
 			}
-		}}
+		})
 		pending, err := store.SendPart(ctx, "s", u.ID, 2, body, int64(len(p2)), nil)
 		if err != nil {
 			t.Fatal(err)
