@@ -395,18 +395,10 @@ func TestRunner(t *testing.T) {
 
 	t.Run("AnItemKeyInProgressElsewhereIsWaitedFor", func(t *testing.T) {
 		in, b := setup(t)
-		item := putItem("busy.txt", "content")
-		item.Key = "busy"
-		request := idempotency.PutRequest(agentfs.Put{Path: "busy.txt", ContentType: "text/plain", By: by}).Sum()
-		claim, _, err := in.store.BeginKey(context.Background(), "s", "busy", "POST", "/v1/files", request)
-		if err != nil || claim == nil {
-			t.Fatalf("hold the key: %v", err)
-		}
+		item, claim := in.heldItem(t, "busy.txt")
 		id := in.createBatch(t, caller, item)
 		in.start(t)
-		storagetest.Eventually(t, time.Minute, "the runner to meet the key in progress", func() bool {
-			return strings.Contains(b.logs.String(), "batch item will be retried")
-		})
+		b.awaitKeyWait(t)
 		got, err := in.store.Batch(context.Background(), "s", id)
 		if err != nil || got.Status != agentfs.BatchRunning || got.Items[0].Status != agentfs.ItemPending {
 			t.Fatalf("while the key is held elsewhere: %v %s %s", err, got.Status, describe(got))
@@ -428,6 +420,29 @@ func seed(t *testing.T, store *storage.Store, sql string, args ...any) {
 	if _, err := store.Pool().Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("seed %q: %v", sql, err)
 	}
+}
+
+// heldItem is a keyed put of path (key "busy") whose key a standalone
+// request holds, in progress, until the test releases the claim.
+func (in *instance) heldItem(t *testing.T, path string) (agentfs.BatchItem, *storage.Claim) {
+	t.Helper()
+	item := putItem(path, "content")
+	item.Key = "busy"
+	request := idempotency.PutRequest(agentfs.Put{Path: path, ContentType: "text/plain", By: by}).Sum()
+	claim, _, err := in.store.BeginKey(context.Background(), "s", item.Key, "POST", "/v1/files", request)
+	if err != nil || claim == nil {
+		t.Fatalf("hold the key: %v", err)
+	}
+	return item, claim
+}
+
+// awaitKeyWait waits until a runner met an item's key in progress and
+// put the item off for a retry.
+func (b *testBundle) awaitKeyWait(t *testing.T) {
+	t.Helper()
+	storagetest.Eventually(t, time.Minute, "the runner to meet the key in progress", func() bool {
+		return strings.Contains(b.logs.String(), "batch item will be retried")
+	})
 }
 
 func replaceItem(path, content string) agentfs.BatchItem {
@@ -571,13 +586,7 @@ func TestRunnerOrder(t *testing.T) {
 
 	t.Run("AnItemThatMustWaitHoldsBackTheItemsAfterIt", func(t *testing.T) {
 		in, b := setup(t)
-		held := putItem("held.txt", "content")
-		held.Key = "busy"
-		request := idempotency.PutRequest(agentfs.Put{Path: "held.txt", ContentType: "text/plain", By: by}).Sum()
-		claim, _, err := in.store.BeginKey(context.Background(), "s", "busy", "POST", "/v1/files", request)
-		if err != nil || claim == nil {
-			t.Fatalf("hold the key: %v", err)
-		}
+		held, claim := in.heldItem(t, "held.txt")
 		items := []agentfs.BatchItem{putItem("first.txt", "runs")}
 		items = append(items, held)
 		for i := range 20 {
@@ -585,9 +594,7 @@ func TestRunnerOrder(t *testing.T) {
 		}
 		id := in.createBatch(t, caller, items...)
 		in.start(t)
-		storagetest.Eventually(t, time.Minute, "the runner to meet the key in progress", func() bool {
-			return strings.Contains(b.logs.String(), "batch item will be retried")
-		})
+		b.awaitKeyWait(t)
 		// The item before the one that waits commits (it was under way).
 		var got *agentfs.Batch
 		storagetest.Eventually(t, time.Minute, "the first item to commit", func() bool {
@@ -620,22 +627,14 @@ func TestRunnerOrder(t *testing.T) {
 
 	t.Run("ACancelWhileAnItemWaitsCancelsTheItemsAfterIt", func(t *testing.T) {
 		in, b := setup(t)
-		held := putItem("held.txt", "content")
-		held.Key = "busy"
-		request := idempotency.PutRequest(agentfs.Put{Path: "held.txt", ContentType: "text/plain", By: by}).Sum()
-		claim, _, err := in.store.BeginKey(context.Background(), "s", "busy", "POST", "/v1/files", request)
-		if err != nil || claim == nil {
-			t.Fatalf("hold the key: %v", err)
-		}
+		held, claim := in.heldItem(t, "held.txt")
 		items := []agentfs.BatchItem{held}
 		for i := range 20 {
 			items = append(items, putItem(fmt.Sprintf("after/%02d", i), "never"))
 		}
 		id := in.createBatch(t, caller, items...)
 		in.start(t)
-		storagetest.Eventually(t, time.Minute, "the runner to meet the key in progress", func() bool {
-			return strings.Contains(b.logs.String(), "batch item will be retried")
-		})
+		b.awaitKeyWait(t)
 		if _, err := in.core.CancelBatch(context.Background(), caller, id); err != nil {
 			t.Fatal(err)
 		}
