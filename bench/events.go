@@ -244,15 +244,11 @@ func (b *bench) feed(ctx context.Context) ([]row, error) {
 			{name: runName, agentfs: "skipped: no -database-url", budget: "flat (≤ 1.5×)"},
 		}, nil
 	}
-	conn, err := pgx.Connect(ctx, c.databaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("connect to Postgres: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	subject, err := b.subjectOf(ctx, conn)
+	conn, subject, err := b.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
+	defer conn.Close(context.WithoutCancel(ctx))
 
 	// The events trigger notifies waiting followers, once per row; the
 	// seeding session turns triggers off for itself (a superuser setting,
@@ -339,18 +335,9 @@ FROM generate_series($3::bigint, $4::bigint) AS g`, b.tag, subject, seeded+1, to
 		return p, err
 	}
 
-	var points []point
-	for _, upto := range []int{c.feedSmall, c.feedLarge} {
-		t0 := time.Now()
-		if err := seed(upto); err != nil {
-			return nil, err
-		}
-		logf("  seeded %d events in %s", seeded, time.Since(t0).Round(time.Millisecond))
-		p, err := measure()
-		if err != nil {
-			return nil, err
-		}
-		points = append(points, p)
+	points, err := atPoints([]int{c.feedSmall, c.feedLarge}, "events", &seeded, seed, measure)
+	if err != nil {
+		return nil, err
 	}
 	s, l := points[0], points[1]
 	b.notes = append(b.notes, fmt.Sprintf("event feed: the events table held %d, then %d rows; the cursor sat after seeded event %d, then %d; "+
