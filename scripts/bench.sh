@@ -56,13 +56,7 @@ cleanup() {
 	# directory; should it have gone meanwhile, stop them by pid.
 	[[ -n "$s3_pid" ]] && stop_pid "$s3_pid" "$S3_SERVER" 15
 	[[ -n "$pg_pid" ]] && stop_pid "$pg_pid" postgres 30
-	if [[ -n "$BENCH_TMP" ]]; then
-		if [[ "${BENCH_KEEP:-}" == 1 ]]; then
-			log "kept $BENCH_TMP (BENCH_KEEP=1)"
-		else
-			rm -rf "$BENCH_TMP"
-		fi
-	fi
+	remove_tmp "$BENCH_TMP" BENCH_KEEP
 	exit "$status"
 }
 trap cleanup EXIT

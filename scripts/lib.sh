@@ -703,6 +703,19 @@ _pid_alive() {
 	return 0
 }
 
+# remove_tmp DIR KEEP_VAR: remove a script's temporary directory (nothing
+# when DIR is empty), unless the variable named KEEP_VAR is 1: then say
+# where it is kept.
+remove_tmp() {
+	local dir=$1 keep=$2
+	[[ -n "$dir" ]] || return 0
+	if [[ "${!keep:-}" == 1 ]]; then
+		log "kept $dir ($keep=1)"
+	else
+		rm -rf "$dir"
+	fi
+}
+
 # stop_pid PID [COMM] [TIMEOUT_SECONDS]: TERM, wait, then KILL.
 stop_pid() {
 	local pid=$1 comm=${2:-} timeout=${3:-15} i

@@ -58,13 +58,7 @@ cleanup() {
 	set +e
 	[[ -n "$s3_dir" ]] && s3_stop "$s3_dir"
 	[[ -n "$pg_dir" ]] && pg_stop "$pg_dir"
-	if [[ -n "$TEST_TMP" ]]; then
-		if [[ "${AGENTFS_TEST_KEEP:-}" == 1 ]]; then
-			log "kept $TEST_TMP (AGENTFS_TEST_KEEP=1)"
-		else
-			rm -rf "$TEST_TMP"
-		fi
-	fi
+	remove_tmp "$TEST_TMP" AGENTFS_TEST_KEEP
 	exit "$status"
 }
 trap cleanup EXIT

@@ -59,13 +59,7 @@ cleanup() {
 		psql -X -q "$hydra_db_url" -c "drop database if exists $hydra_db" >/dev/null 2>&1
 	fi
 	[[ -n "$pg_dir" ]] && pg_stop "$pg_dir"
-	if [[ -n "$TOOLS_TMP" ]]; then
-		if [[ "${TOOLS_KEEP:-}" == 1 ]]; then
-			log "kept $TOOLS_TMP (TOOLS_KEEP=1)"
-		else
-			rm -rf "$TOOLS_TMP"
-		fi
-	fi
+	remove_tmp "$TOOLS_TMP" TOOLS_KEEP
 	exit "$status"
 }
 trap cleanup EXIT
