@@ -35,11 +35,7 @@ type VersionListOptions struct {
 func (c *Client) ListVersions(ctx context.Context, fileID string, opts VersionListOptions) (*VersionList, error) {
 	r := newRequest(routeListVersions, filePath(fileID)+"/versions")
 	r.query = pageQuery(opts.Limit, opts.Cursor)
-	var l VersionList
-	if err := c.jsonCall(ctx, r, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	return callJSON[VersionList](ctx, c, r)
 }
 
 // AllVersions iterates over every version of a file, newest first, page
@@ -59,11 +55,7 @@ func (c *Client) AllVersions(ctx context.Context, fileID string, opts VersionLis
 // Version returns version n of a file (GET /v1/files/{id}/versions/{n});
 // a version the retention dropped is NOT_FOUND.
 func (c *Client) Version(ctx context.Context, fileID string, n int64) (*FileVersion, error) {
-	var v FileVersion
-	if err := c.jsonCall(ctx, newRequest(routeVersion, versionPath(fileID, n)), &v); err != nil {
-		return nil, err
-	}
-	return &v, nil
+	return callJSON[FileVersion](ctx, c, newRequest(routeVersion, versionPath(fileID, n)))
 }
 
 // VersionContent opens the bytes of version n of a file (GET
@@ -99,7 +91,7 @@ func (c *Client) Revert(ctx context.Context, fileID string, n int64, opts Revert
 		return nil, err
 	}
 	setIf(r.header, "If-Match", opts.IfMatch)
-	return c.fileCall(ctx, r)
+	return callJSON[File](ctx, c, r)
 }
 
 // MoveOptions adjust Move.
@@ -127,7 +119,7 @@ func (c *Client) Move(ctx context.Context, fileID, newPath string, opts MoveOpti
 		return nil, err
 	}
 	setIf(r.header, "If-Match", opts.IfMatch)
-	return c.fileCall(ctx, r)
+	return callJSON[File](ctx, c, r)
 }
 
 // ExpiryOptions adjust SetExpiry.
@@ -155,16 +147,7 @@ func (c *Client) SetExpiry(ctx context.Context, fileID string, at *time.Time, op
 		return nil, err
 	}
 	setIf(r.header, "If-Match", opts.IfMatch)
-	return c.fileCall(ctx, r)
-}
-
-// jsonCall sends r and decodes its successful answer into v.
-func (c *Client) jsonCall(ctx context.Context, r *request, v any) error {
-	res, err := c.do(ctx, r)
-	if err != nil {
-		return err
-	}
-	return decodeJSON(res, v)
+	return callJSON[File](ctx, c, r)
 }
 
 // pageQuery is the query of a keyset page.
