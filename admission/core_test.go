@@ -80,6 +80,17 @@ func putContent(ctx context.Context, core *admission.Core, who agentfs.Caller, p
 	return core.Put(ctx, who, newPut(path, content, replace), strings.NewReader(content))
 }
 
+// seedFile puts path unkeyed, as another writer would before the test
+// begins, and returns the file's id.
+func seedFile(t *testing.T, core *admission.Core, path, content string) string {
+	t.Helper()
+	res, err := putContent(context.Background(), core, unkeyed, path, content, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Resource.ID
+}
+
 func fileOf(t *testing.T, res idempotency.Result) api.File {
 	t.Helper()
 	var f api.File
@@ -255,11 +266,8 @@ func TestPut(t *testing.T) {
 
 	t.Run("ARecordedFailureReplaysAsTheSameProblem", func(t *testing.T) {
 		core, b := setup(t)
-		holder, err := putContent(ctx, core, unkeyed, "taken.txt", "first", false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = putContent(ctx, core, keyed("k1"), "taken.txt", "second", false)
+		holderID := seedFile(t, core, "taken.txt", "first")
+		_, err := putContent(ctx, core, keyed("k1"), "taken.txt", "second", false)
 		var exists *agentfs.PathExistsError
 		if !errors.As(err, &exists) {
 			t.Fatalf("put onto a live path: %v", err)
@@ -269,11 +277,11 @@ func TestPut(t *testing.T) {
 			t.Fatalf("the key holds %+v (%v), want the recorded 409", rec, err)
 		}
 		p := problemOf(t, rec.Outcome.Body)
-		if p.Code != problem.PathExists || p.ExistingFileID != holder.Resource.ID || p.RequestID != "req_k1" {
+		if p.Code != problem.PathExists || p.ExistingFileID != holderID || p.RequestID != "req_k1" {
 			t.Fatalf("recorded problem %+v", p)
 		}
 		// Freeing the path does not change the answer: the key replays.
-		if _, err := core.Delete(ctx, unkeyed, holder.Resource.ID, ""); err != nil {
+		if _, err := core.Delete(ctx, unkeyed, holderID, ""); err != nil {
 			t.Fatal(err)
 		}
 		again, err := putContent(ctx, core, keyed("k1"), "taken.txt", "second", false)
@@ -391,11 +399,7 @@ func TestDeleteAndRestore(t *testing.T) {
 
 	t.Run("AKeyedDeleteReplaysWithoutDeletingAgain", func(t *testing.T) {
 		core, b := setup(t)
-		created, err := putContent(ctx, core, unkeyed, "d.txt", "x", false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := created.Resource.ID
+		id := seedFile(t, core, "d.txt", "x")
 		first, err := core.Delete(ctx, keyed("del"), id, "")
 		if err != nil || first.Status != 200 || fileOf(t, first).DeletedAt == nil {
 			t.Fatalf("delete: %d %s %v", first.Status, first.Body, err)
@@ -417,11 +421,7 @@ func TestDeleteAndRestore(t *testing.T) {
 
 	t.Run("AKeyedRestoreReplays", func(t *testing.T) {
 		core, b := setup(t)
-		created, err := putContent(ctx, core, unkeyed, "r.txt", "x", false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := created.Resource.ID
+		id := seedFile(t, core, "r.txt", "x")
 		if _, err := core.Delete(ctx, unkeyed, id, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -443,15 +443,12 @@ func TestDeleteAndRestore(t *testing.T) {
 
 	t.Run("RecordedRefusalsReplay", func(t *testing.T) {
 		core, _ := setup(t)
-		created, err := putContent(ctx, core, unkeyed, "m.txt", "x", false)
-		if err != nil {
-			t.Fatal(err)
-		}
+		createdID := seedFile(t, core, "m.txt", "x")
 		for _, tc := range []struct {
 			name, key, id, ifMatch, code string
 		}{
 			{"UnknownFile", "gone", storage.NewID("file"), "", problem.NotFound},
-			{"IfMatchOfAnotherETag", "stale", created.Resource.ID, `"` + strings.Repeat("0", 64) + `"`, problem.PreconditionFailed},
+			{"IfMatchOfAnotherETag", "stale", createdID, `"` + strings.Repeat("0", 64) + `"`, problem.PreconditionFailed},
 		} {
 			if _, err := core.Delete(ctx, keyed(tc.key), tc.id, tc.ifMatch); err == nil {
 				t.Fatalf("%s: the delete succeeded", tc.name)
@@ -580,11 +577,8 @@ func TestRunItem(t *testing.T) {
 
 	t.Run("AnItemRunByTwoWorkersAtOnceAppliesOnce", func(t *testing.T) {
 		core, b := setup(t)
-		existing, err := putContent(ctx, core, unkeyed, "doomed.txt", "x", false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		items := []agentfs.BatchItem{{Op: agentfs.OpDelete, FileID: existing.Resource.ID}}
+		existingID := seedFile(t, core, "doomed.txt", "x")
+		items := []agentfs.BatchItem{{Op: agentfs.OpDelete, FileID: existingID}}
 		for i := range 20 {
 			items = append(items, agentfs.BatchItem{Op: agentfs.OpPut, Path: fmt.Sprintf("p%02d", i),
 				Content: []byte(fmt.Sprint(i)), ContentType: "text/plain"})
@@ -790,10 +784,7 @@ func TestCommitItems(t *testing.T) {
 		prepared := prepareAll(t, core, bt)
 		// The path is taken after the item was decided and before it commits:
 		// its effect fails in the group's transaction.
-		holder, err := putContent(ctx, core, unkeyed, "taken.txt", "theirs", false)
-		if err != nil {
-			t.Fatal(err)
-		}
+		holderID := seedFile(t, core, "taken.txt", "theirs")
 		for i, err := range core.CommitItems(ctx, prepared) {
 			if err != nil {
 				t.Fatalf("item %d: %v", i, err)
@@ -813,10 +804,10 @@ func TestCommitItems(t *testing.T) {
 		}
 		failed := got.Items[1]
 		if p := problemOf(t, failed.Error); failed.Status != agentfs.ItemFailed || p.Code != problem.PathExists ||
-			p.ExistingFileID != holder.Resource.ID || p.Instance != "/v1/batch/"+bt.ID+"/items/1" {
-			t.Fatalf("item 1: %s %+v, want PATH_EXISTS naming %s", failed.Status, p, holder.Resource.ID)
+			p.ExistingFileID != holderID || p.Instance != "/v1/batch/"+bt.ID+"/items/1" {
+			t.Fatalf("item 1: %s %+v, want PATH_EXISTS naming %s", failed.Status, p, holderID)
 		}
-		if c := b.content(t, holder.Resource.ID); c != "theirs" {
+		if c := b.content(t, holderID); c != "theirs" {
 			t.Fatalf("the holder holds %q", c)
 		}
 		xids := b.eventXids(t, ids...)
@@ -1011,16 +1002,13 @@ func TestCommitItems(t *testing.T) {
 func keyedItemFails(t *testing.T, known bool) {
 	ctx := context.Background()
 	core, b := setup(t)
-	taken, err := putContent(ctx, core, unkeyed, "taken.txt", "theirs", false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	takenID := seedFile(t, core, "taken.txt", "theirs")
 	it := textItem("taken.txt", "mine")
 	it.Key = "item-taken"
 	bt := startBatch(t, core, b, it)
 	hint := admission.ItemHint{}
 	if known {
-		live, err := b.store.File(ctx, "s", fileOf(t, taken).ID)
+		live, err := b.store.File(ctx, "s", takenID)
 		if err != nil {
 			t.Fatal(err)
 		}
