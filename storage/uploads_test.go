@@ -355,12 +355,7 @@ func TestSendPart(t *testing.T) {
 		if got := getUpload(t, store, u.ID); got.HashedParts != 3 {
 			t.Fatalf("hashed_parts %d, want 3", got.HashedParts)
 		}
-		before := store.Counters().ReadBackBytes
-		f, _ := mustComplete(t, store, u.ID, agentfs.CompleteRequest{})
-		if f.SHA256 != hexSHA(whole) {
-			t.Fatalf("sha256 %s, want %s", f.SHA256, hexSHA(whole))
-		}
-		if n := store.Counters().ReadBackBytes - before; n != 0 {
+		if n := completeAndCheck(t, store, u.ID, whole); n != 0 {
 			t.Fatalf("complete read %d bytes back", n)
 		}
 	})
@@ -377,12 +372,7 @@ func TestSendPart(t *testing.T) {
 		if got := getUpload(t, store, u.ID); got.HashedParts != 2 {
 			t.Fatalf("after part 1: hashed_parts %d, want 2 (part 1, then the part 2 held for it)", got.HashedParts)
 		}
-		before := store.Counters().ReadBackBytes
-		f, _ := mustComplete(t, store, u.ID, agentfs.CompleteRequest{})
-		if f.SHA256 != hexSHA(whole) {
-			t.Fatalf("sha256 %s, want %s", f.SHA256, hexSHA(whole))
-		}
-		if n := store.Counters().ReadBackBytes - before; n != 0 {
+		if n := completeAndCheck(t, store, u.ID, whole); n != 0 {
 			t.Fatalf("complete read %d bytes back", n)
 		}
 	})
