@@ -85,13 +85,8 @@ type RevertOptions struct {
 // to the content the file already has changes nothing. A deleted file is
 // NOT_FOUND: restore it first.
 func (c *Client) Revert(ctx context.Context, fileID string, n int64, opts RevertOptions) (*File, error) {
-	r, err := newRequest(routeRevert, filePath(fileID)+"/revert").withKey(c.keyFor(opts.IdempotencyKey)).
-		withJSON(map[string]any{"version": n})
-	if err != nil {
-		return nil, err
-	}
-	setIf(r.header, "If-Match", opts.IfMatch)
-	return callJSON[File](ctx, c, r)
+	return c.changeFile(ctx, routeRevert, filePath(fileID)+"/revert", opts.IdempotencyKey, opts.IfMatch,
+		map[string]any{"version": n})
 }
 
 // MoveOptions adjust Move.
@@ -113,13 +108,8 @@ func (c *Client) Move(ctx context.Context, fileID, newPath string, opts MoveOpti
 	if opts.Replace {
 		ifExists = "replace"
 	}
-	r, err := newRequest(routeMove, filePath(fileID)+"/move").withKey(c.keyFor(opts.IdempotencyKey)).
-		withJSON(map[string]any{"path": newPath, "if_exists": ifExists})
-	if err != nil {
-		return nil, err
-	}
-	setIf(r.header, "If-Match", opts.IfMatch)
-	return callJSON[File](ctx, c, r)
+	return c.changeFile(ctx, routeMove, filePath(fileID)+"/move", opts.IdempotencyKey, opts.IfMatch,
+		map[string]any{"path": newPath, "if_exists": ifExists})
 }
 
 // ExpiryOptions adjust SetExpiry.
@@ -141,12 +131,19 @@ func (c *Client) SetExpiry(ctx context.Context, fileID string, at *time.Time, op
 	if at != nil {
 		v = at.UTC().Format(time.RFC3339Nano)
 	}
-	r, err := newRequest(routePatchFile, filePath(fileID)).withKey(c.keyFor(opts.IdempotencyKey)).
-		withJSON(map[string]any{"expires_at": v})
+	return c.changeFile(ctx, routePatchFile, filePath(fileID), opts.IdempotencyKey, opts.IfMatch,
+		map[string]any{"expires_at": v})
+}
+
+// changeFile sends body as JSON to a file's route under the idempotency
+// key (generated when empty) and If-Match when set, and returns the file:
+// the one shape of every change of a file's history or metadata.
+func (c *Client) changeFile(ctx context.Context, route, path, key, ifMatch string, body map[string]any) (*File, error) {
+	r, err := newRequest(route, path).withKey(c.keyFor(key)).withJSON(body)
 	if err != nil {
 		return nil, err
 	}
-	setIf(r.header, "If-Match", opts.IfMatch)
+	setIf(r.header, "If-Match", ifMatch)
 	return callJSON[File](ctx, c, r)
 }
 
