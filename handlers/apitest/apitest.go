@@ -379,6 +379,15 @@ func (r *Response) JSON(t testing.TB, v any) {
 	}
 }
 
+// GetJSON is GET target by c, answered 200, its body decoded as a T: what
+// a test reads of a listing or a resource.
+func GetJSON[T any](t testing.TB, c *Client, target string) T {
+	t.Helper()
+	var v T
+	c.Do("GET", target, nil).Expect(t, http.StatusOK).JSON(t, &v)
+	return v
+}
+
 // Problem decodes the body as a problem.
 func (r *Response) Problem(t testing.TB) Problem {
 	t.Helper()
