@@ -111,6 +111,24 @@ func problemOf(t *testing.T, body []byte) problem.Problem {
 
 func (b *testBundle) objects(t *testing.T) int { return len(storagetest.ObjectKeys(t, b.cfg)) }
 
+// wantObjects fails the test unless the bucket holds want objects; what
+// follows the count in the message says why.
+func (b *testBundle) wantObjects(t *testing.T, want int, why string) {
+	t.Helper()
+	if n := b.objects(t); n != want {
+		t.Fatalf("%d objects%s", n, why)
+	}
+}
+
+// wantOneVersion fails the test unless path was only ever held by one
+// file, at version 1.
+func (b *testBundle) wantOneVersion(t *testing.T, path string) {
+	t.Helper()
+	if v := b.versions(t, path); fmt.Sprint(v) != "[1]" {
+		t.Fatalf("%s: versions %v, want one file at version 1", path, v)
+	}
+}
+
 // versions lists every file that ever held path, with its version.
 func (b *testBundle) versions(t *testing.T, path string) []int {
 	t.Helper()
@@ -178,9 +196,7 @@ func TestPut(t *testing.T) {
 		if err != nil || res.Status != 200 || fileOf(t, res).Version != 2 {
 			t.Fatalf("replace with identical bytes: %d %s %v, want version 2 unchanged", res.Status, res.Body, err)
 		}
-		if n := b.objects(t); n != 2 {
-			t.Fatalf("%d objects, want 2 (the identical replace's blob removed)", n)
-		}
+		b.wantObjects(t, 2, ", want 2 (the identical replace's blob removed)")
 	})
 
 	t.Run("KeyedRepeatReplaysWithoutASecondBlob", func(t *testing.T) {
@@ -193,12 +209,8 @@ func TestPut(t *testing.T) {
 		if err != nil || !again.Replayed || !reflect.DeepEqual(again.Outcome, first.Outcome) {
 			t.Fatalf("repeat: replayed=%v %v\n got %+v\nwant %+v", again.Replayed, err, again.Outcome, first.Outcome)
 		}
-		if n := b.objects(t); n != 1 {
-			t.Fatalf("%d objects after a replay, want 1", n)
-		}
-		if v := b.versions(t, "k.txt"); fmt.Sprint(v) != "[1]" {
-			t.Fatalf("versions %v, want one file at version 1", v)
-		}
+		b.wantObjects(t, 1, " after a replay, want 1")
+		b.wantOneVersion(t, "k.txt")
 	})
 
 	t.Run("ADigestAnswersARepeatBeforeTheBody", func(t *testing.T) {
@@ -221,9 +233,7 @@ func TestPut(t *testing.T) {
 		if _, err := core.Put(ctx, keyed("k1"), other, body); !errors.As(err, &conflict) || body.read {
 			t.Fatalf("other digest: %v, body read=%v; want a conflict before the body", err, body.read)
 		}
-		if n := b.objects(t); n != 1 {
-			t.Fatalf("%d objects, want 1", n)
-		}
+		b.wantObjects(t, 1, ", want 1")
 	})
 
 	t.Run("SameKeyOtherContentIsAConflict", func(t *testing.T) {
@@ -304,9 +314,7 @@ func TestPut(t *testing.T) {
 		if _, err := b.store.Operation(ctx, "s", "k1"); !errors.Is(err, agentfs.ErrNotFound) {
 			t.Fatalf("the key holds something after a released failure: %v", err)
 		}
-		if n := b.objects(t); n != 0 {
-			t.Fatalf("%d objects after a refused body", n)
-		}
+		b.wantObjects(t, 0, " after a refused body")
 		p.Digest = sum("content")
 		res, err := core.Put(ctx, keyed("k1"), p, strings.NewReader("content"))
 		if err != nil || res.Replayed || res.Status != 201 {
@@ -344,9 +352,7 @@ func TestPut(t *testing.T) {
 		if err != nil || !bytes.Equal(rec.ContentHash, sum("taker")) || rec.Outcome.Resource != taker.Resource {
 			t.Fatalf("the key records %+v (%v), want the taker's outcome", rec, err)
 		}
-		if n := b.objects(t); n != 1 {
-			t.Fatalf("%d objects, want 1: the late owner's blob must go", n)
-		}
+		b.wantObjects(t, 1, ", want 1: the late owner's blob must go")
 	})
 
 	t.Run("AfterCommitSeesTheEffectAndItsRecord", func(t *testing.T) {
@@ -388,9 +394,7 @@ func TestPut(t *testing.T) {
 		if err != nil || !again.Replayed || again.Resource != first.Resource {
 			t.Fatalf("repeat of an uncapped keyed put: replayed=%v %v", again.Replayed, err)
 		}
-		if n := b.objects(t); n != 1 {
-			t.Fatalf("%d objects, want 1", n)
-		}
+		b.wantObjects(t, 1, ", want 1")
 	})
 }
 
@@ -613,14 +617,10 @@ func TestRunItem(t *testing.T) {
 				t.Fatalf("item %d: %s replayed=%v result %q error %s", it.Index, it.Status, it.Replayed, it.ResultID, it.Error)
 			}
 			if it.Op == agentfs.OpPut {
-				if v := b.versions(t, it.Path); fmt.Sprint(v) != "[1]" {
-					t.Fatalf("%s: versions %v, want one file at version 1", it.Path, v)
-				}
+				b.wantOneVersion(t, it.Path)
 			}
 		}
-		if n := b.objects(t); n != 21 {
-			t.Fatalf("%d objects, want 21: every losing attempt's blob removed", n)
-		}
+		b.wantObjects(t, 21, ", want 21: every losing attempt's blob removed")
 	})
 
 	t.Run("AFailedItemCarriesTheBatchRequestAndItsIndex", func(t *testing.T) {
@@ -771,9 +771,7 @@ func TestCommitItems(t *testing.T) {
 		if err != nil || !res.Replayed || res.Resource.ID != got.Items[1].ResultID {
 			t.Fatalf("a standalone put with the item's key: %+v %v, want a replay", res, err)
 		}
-		if n := b.objects(t); n != 4 {
-			t.Fatalf("%d objects, want 4", n)
-		}
+		b.wantObjects(t, 4, ", want 4")
 	})
 
 	t.Run("AnItemThatFailsInTheGroupCostsTheOthersNothing", func(t *testing.T) {
@@ -817,9 +815,7 @@ func TestCommitItems(t *testing.T) {
 		if rec, err := b.store.Operation(ctx, "s", "item-k"); err != nil || rec.Outcome.Resource.ID != got.Items[2].ResultID {
 			t.Fatalf("the keyed item's record: %+v %v", rec, err)
 		}
-		if n := b.objects(t); n != 4 {
-			t.Fatalf("%d objects, want 4: the failed item's blob removed", n)
-		}
+		b.wantObjects(t, 4, ", want 4: the failed item's blob removed")
 	})
 
 	t.Run("AnItemRunElsewhereEndsAsNoLongerPending", func(t *testing.T) {
@@ -841,13 +837,9 @@ func TestCommitItems(t *testing.T) {
 			if it.Status != agentfs.ItemSucceeded || b.content(t, it.ResultID) != []string{"a", "b", "c"}[it.Index] {
 				t.Fatalf("item %d: %s %q", it.Index, it.Status, it.ResultID)
 			}
-			if v := b.versions(t, it.Path); fmt.Sprint(v) != "[1]" {
-				t.Fatalf("%s: versions %v, want one file at version 1", it.Path, v)
-			}
+			b.wantOneVersion(t, it.Path)
 		}
-		if n := b.objects(t); n != 3 {
-			t.Fatalf("%d objects, want 3: the losing attempt's blob removed", n)
-		}
+		b.wantObjects(t, 3, ", want 3: the losing attempt's blob removed")
 	})
 
 	t.Run("FailuresAndReplaysBeforeTheTransactionAreRecordedWhenTheyCommit", func(t *testing.T) {
@@ -981,9 +973,7 @@ func TestCommitItems(t *testing.T) {
 		bt := startBatch(t, core, b, k)
 		p := prepareAll(t, core, bt)[0]
 		core.AbandonItem(ctx, p)
-		if n := b.objects(t); n != 0 {
-			t.Fatalf("%d objects after the abandon, want 0", n)
-		}
+		b.wantObjects(t, 0, " after the abandon, want 0")
 		if _, err := b.store.Operation(ctx, "s", "item-k"); !errors.Is(err, agentfs.ErrNotFound) {
 			t.Fatalf("the item's key after the abandon: %v, want released", err)
 		}
