@@ -59,14 +59,10 @@ cleanup() {
 	remove_tmp "$BENCH_TMP" BENCH_KEEP
 	exit "$status"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap_cleanup
 
-BENCH_TMP=$(mktemp -d "${TMPDIR:-/tmp}/agentfs-bench.XXXXXX")
-chmod 755 "$BENCH_TMP"
+BENCH_TMP=$(make_tmp bench)
 LOG_DIR=$BENCH_TMP/log
-mkdir -p "$LOG_DIR"
 
 log "building bin/agentfs ..."
 go build -o bin/agentfs ./cmd/agentfs

@@ -716,6 +716,25 @@ remove_tmp() {
 	fi
 }
 
+# make_tmp NAME: create a script's temporary directory,
+# agentfs-NAME.XXXXXX under $TMPDIR, readable by the servers it starts and
+# with a log/ inside, and print its path.
+make_tmp() {
+	local dir
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/agentfs-$1.XXXXXX") || return 1
+	chmod 755 "$dir"
+	mkdir -p "$dir/log"
+	printf '%s\n' "$dir"
+}
+
+# trap_cleanup: run the script's function cleanup when it exits, also on
+# INT (status 130) and TERM (143).
+trap_cleanup() {
+	trap cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+}
+
 # stop_pid PID [COMM] [TIMEOUT_SECONDS]: TERM, wait, then KILL.
 stop_pid() {
 	local pid=$1 comm=${2:-} timeout=${3:-15} i

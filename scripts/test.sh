@@ -61,14 +61,10 @@ cleanup() {
 	remove_tmp "$TEST_TMP" AGENTFS_TEST_KEEP
 	exit "$status"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap_cleanup
 
-TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/agentfs-test.XXXXXX")
-chmod 755 "$TEST_TMP"
+TEST_TMP=$(make_tmp test)
 LOG_DIR=$TEST_TMP/log
-mkdir -p "$LOG_DIR"
 
 pg_where=""
 s3_where=""

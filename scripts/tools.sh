@@ -62,9 +62,7 @@ cleanup() {
 	remove_tmp "$TOOLS_TMP" TOOLS_KEEP
 	exit "$status"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap_cleanup
 
 echo "==> installing what is missing"
 for w in "${WORDS[@]}"; do
@@ -76,10 +74,8 @@ done
 echo "==> versions"
 tool_versions "${WORDS[@]}"
 
-TOOLS_TMP=$(mktemp -d "${TMPDIR:-/tmp}/agentfs-tools.XXXXXX")
-chmod 755 "$TOOLS_TMP"
+TOOLS_TMP=$(make_tmp tools)
 LOG_DIR=$TOOLS_TMP/log
-mkdir -p "$LOG_DIR"
 
 echo "==> checks"
 if has npm; then
