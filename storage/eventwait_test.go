@@ -87,6 +87,18 @@ func eventsStart(t *testing.T, store *storage.Store, subject string) agentfs.Eve
 	return start
 }
 
+// awaitLooked starts a wait of up to two minutes, as await does, and
+// returns once the store's waiters have looked at the feed looks times
+// (the new waiter's first look among them), so that every later look
+// counts a wake.
+func awaitLooked(ctx context.Context, t *testing.T, store *storage.Store, subject string, after agentfs.EventCursor,
+	filter agentfs.EventFilter, looks int64) <-chan waitResult {
+	t.Helper()
+	ch := await(ctx, store, subject, after, filter, 2*time.Minute)
+	looksReach(t, store, looks)
+	return ch
+}
+
 // looksReach waits until the store's waiters have looked at the feed n
 // times in all.
 func looksReach(t *testing.T, store *storage.Store, n int64) {
@@ -125,8 +137,7 @@ func TestEventWaitersWakeOnlyForWhatTheyCanMatch(t *testing.T) {
 	watched := fileAt(t, store, "watched.txt")
 	start := listening(t, store, subject)
 	base := store.Counters().EventLooks
-	never := await(ctx, store, subject, start, agentfs.EventFilter{RunID: "run-never"}, 2*time.Minute)
-	looksReach(t, store, base+1)
+	never := awaitLooked(ctx, t, store, subject, start, agentfs.EventFilter{RunID: "run-never"}, base+1)
 	waiters := []struct {
 		name   string
 		filter agentfs.EventFilter
@@ -139,8 +150,7 @@ func TestEventWaitersWakeOnlyForWhatTheyCanMatch(t *testing.T) {
 		{name: "file_id", filter: agentfs.EventFilter{FileID: watched}},
 	}
 	for i := range waiters {
-		waiters[i].ch = await(ctx, store, subject, start, waiters[i].filter, 2*time.Minute)
-		looksReach(t, store, base+2+int64(i))
+		waiters[i].ch = awaitLooked(ctx, t, store, subject, start, waiters[i].filter, base+2+int64(i))
 	}
 	for i := range 20 { // new files: created, by nobody waited for, outside wanted/
 		putBy(t, store, subject, fmt.Sprintf("noise/%d.txt", i), "ag-noise", "run-noise")
@@ -179,10 +189,8 @@ func TestEventWaitersOfAStatementTooLargeToList(t *testing.T) {
 	subject := uniqueSubject(t)
 	start := listening(t, store, subject)
 	base := store.Counters().EventLooks
-	never := await(ctx, store, subject, start, agentfs.EventFilter{RunID: "run-never"}, 2*time.Minute)
-	looksReach(t, store, base+1)
-	target := await(ctx, store, subject, start, agentfs.EventFilter{RunID: "run-big"}, 2*time.Minute)
-	looksReach(t, store, base+2)
+	never := awaitLooked(ctx, t, store, subject, start, agentfs.EventFilter{RunID: "run-never"}, base+1)
+	target := awaitLooked(ctx, t, store, subject, start, agentfs.EventFilter{RunID: "run-big"}, base+2)
 	// 20 events of 900-byte paths, one statement: more than a NOTIFY holds.
 	_, err := store.Pool().Exec(ctx, `INSERT INTO events (subject, type, file_id, path, run_id)
 		SELECT $1, 'file.created', 'file_' || lpad(g::text, 26, '0'), repeat('p', 900) || g, 'run-big'
@@ -216,10 +224,8 @@ func TestEventWaitersPerSubjectBound(t *testing.T) {
 	subject := uniqueSubject(t)
 	start := listening(t, store, subject)
 	base := store.Counters().EventLooks
-	first := await(ctx, store, subject, start, agentfs.EventFilter{RunID: "run-1"}, 2*time.Minute)
-	looksReach(t, store, base+1)
-	second := await(ctx, store, subject, start, agentfs.EventFilter{}, 2*time.Minute)
-	looksReach(t, store, base+2)
+	first := awaitLooked(ctx, t, store, subject, start, agentfs.EventFilter{RunID: "run-1"}, base+1)
+	second := awaitLooked(ctx, t, store, subject, start, agentfs.EventFilter{}, base+2)
 	if _, _, err := store.AwaitEvents(ctx, subject, agentfs.EventFilter{After: &start, Limit: 10}, time.Minute); !errors.Is(err, agentfs.ErrTooManyWaiters) {
 		t.Fatalf("a third wait of the subject: %v, want ErrTooManyWaiters", err)
 	}
@@ -253,8 +259,7 @@ func TestEventWaitersAfterALostNotification(t *testing.T) {
 	subject := uniqueSubject(t)
 	start := listening(t, waiter, subject)
 	base := waiter.Counters().EventLooks
-	ch := await(ctx, waiter, subject, start, agentfs.EventFilter{RunID: "run-lost"}, 2*time.Minute)
-	looksReach(t, waiter, base+1)
+	ch := awaitLooked(ctx, t, waiter, subject, start, agentfs.EventFilter{RunID: "run-lost"}, base+1)
 
 	// Every connection of the waiting instance stays open but passes
 	// nothing; its listener is killed, and cannot listen again until the
