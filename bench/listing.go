@@ -29,9 +29,7 @@ func (b *bench) list(ctx context.Context) ([]row, error) {
 	base := time.Now().Add(-24 * time.Hour)
 	seeded := 0
 	seed := func(upto int) error {
-		const step = 100_000
-		for seeded < upto {
-			to := min(seeded+step, upto)
+		err := inSteps(&seeded, upto, func(from, to int) error {
 			_, err := conn.Exec(ctx, `
 INSERT INTO files (id, subject, path, size_bytes, content_type, sha256, blob_key,
                    agent_id, run_id, last_agent_id, last_run_id, created_at, updated_at)
@@ -40,11 +38,14 @@ SELECT 'file_seed' || $1 || '_' || g, $2, 'bench-seed/' || $1 || '/' || g, 0, 'a
        'seed-agent', 'seed-' || $1 || '-' || lpad((g % 100)::text, 2, '0'),
        'seed-agent', 'seed-' || $1 || '-' || lpad((g % 100)::text, 2, '0'),
        $3::timestamptz + g * interval '1 millisecond', $3::timestamptz + g * interval '1 millisecond'
-FROM generate_series($4::bigint, $5::bigint) AS g`, b.tag, subject, base, seeded+1, to)
+FROM generate_series($4::bigint, $5::bigint) AS g`, b.tag, subject, base, from, to)
 			if err != nil {
 				return fmt.Errorf("seed files: %w", err)
 			}
-			seeded = to
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		return settleTable(ctx, conn, "files")
 	}
@@ -146,6 +147,20 @@ func (b *bench) timedCalls(ctx context.Context, conn *pgx.Conn, table string, ca
 		return 0, 0, "", err
 	}
 	return percentile(lat, 50), percentile(lat, 90), w1.since(w0, calls), nil
+}
+
+// inSteps inserts rows *seeded+1 to upto, 100,000 at a time so that no
+// statement runs long, and keeps *seeded at the last row inserted.
+func inSteps(seeded *int, upto int, insert func(from, to int) error) error {
+	const step = 100_000
+	for *seeded < upto {
+		to := min(*seeded+step, upto)
+		if err := insert(*seeded+1, to); err != nil {
+			return err
+		}
+		*seeded = to
+	}
+	return nil
 }
 
 // atPoints seeds rows up to each count in turn (seeded is how many are so
