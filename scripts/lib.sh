@@ -716,6 +716,20 @@ remove_tmp() {
 	fi
 }
 
+# _stop_pidfile PIDFILE COMM FILE...: stop the server whose pid PIDFILE
+# holds (nothing when there is none), named COMM, as stop_pid does, then
+# remove PIDFILE and the FILEs that describe it.
+_stop_pidfile() {
+	local pidfile=$1 comm=$2 pid
+	shift 2
+	[[ -f "$pidfile" ]] || return 0
+	pid=$(cat "$pidfile" 2>/dev/null || true)
+	if [[ "$pid" =~ ^[0-9]+$ ]]; then
+		stop_pid "$pid" "$comm" 15
+	fi
+	rm -f "$pidfile" "$@"
+}
+
 # make_tmp NAME: create a script's temporary directory,
 # agentfs-NAME.XXXXXX under $TMPDIR, readable by the servers it starts and
 # with a log/ inside, and print its path.
@@ -854,16 +868,11 @@ s3_start() {
 
 # s3_stop DIR
 s3_stop() {
-	local dir pid
+	local dir
 	(($# >= 1)) || die "usage: s3_stop DIR"
 	dir=$(_abspath "$1")
 	_s3_files "$dir"
-	[[ -f "$_s3_pidfile" ]] || return 0
-	pid=$(cat "$_s3_pidfile" 2>/dev/null || true)
-	if [[ "$pid" =~ ^[0-9]+$ ]]; then
-		stop_pid "$pid" "$S3_SERVER" 15
-	fi
-	rm -f "$_s3_pidfile" "$_s3_portfile"
+	_stop_pidfile "$_s3_pidfile" "$S3_SERVER" "$_s3_portfile"
 }
 
 # pg_create_database URL NAME: create database NAME on the Postgres server
@@ -1009,14 +1018,9 @@ _hydra_wait_ready() {
 
 # hydra_stop DIR
 hydra_stop() {
-	local dir pid
+	local dir
 	(($# >= 1)) || die "usage: hydra_stop DIR"
 	dir=$(_abspath "$1")
 	_hydra_files "$dir"
-	[[ -f "$_hydra_pidfile" ]] || return 0
-	pid=$(cat "$_hydra_pidfile" 2>/dev/null || true)
-	if [[ "$pid" =~ ^[0-9]+$ ]]; then
-		stop_pid "$pid" hydra 15
-	fi
-	rm -f "$_hydra_pidfile" "$_hydra_portfile"
+	_stop_pidfile "$_hydra_pidfile" hydra "$_hydra_portfile"
 }
