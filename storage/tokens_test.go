@@ -26,6 +26,15 @@ func authenticates(t *testing.T, store *storage.Store, tok string) bool {
 
 // cached waits until store answers tok from its cache: its listener
 // listens, and a lookup made since then was kept.
+// hourLongCache is a store configuration whose token cache keeps a token
+// for an hour: within a test, only a notification makes it forget one.
+func hourLongCache(t *testing.T) storage.Config {
+	t.Helper()
+	cfg := storagetest.Config(t)
+	cfg.TokenCacheTTL = time.Hour
+	return cfg
+}
+
 // newToken creates a token of subject with scopes on store and returns it
 // and its id.
 func newToken(t *testing.T, store *storage.Store, subject string, scopes ...string) (tok, id string) {
@@ -63,8 +72,7 @@ func TestTokenCache(t *testing.T) {
 	// arrives (a second at most, though it takes milliseconds).
 	t.Run("ARevocationOnOneInstanceReachesAnothersCache", func(t *testing.T) {
 		t.Parallel()
-		cfg := storagetest.Config(t)
-		cfg.TokenCacheTTL = time.Hour // only the notification can make it forget
+		cfg := hourLongCache(t) // only the notification can make it forget
 		a, b := storagetest.OpenConfig(t, cfg), storagetest.OpenConfig(t, cfg)
 		tok, id := newToken(t, a, "alice", "read", "write")
 		cached(t, a, tok)
@@ -91,8 +99,7 @@ func TestTokenCache(t *testing.T) {
 	// whoever changes the row.
 	t.Run("ARevocationInSQLIsHeard", func(t *testing.T) {
 		t.Parallel()
-		cfg := storagetest.Config(t)
-		cfg.TokenCacheTTL = time.Hour
+		cfg := hourLongCache(t)
 		store := storagetest.OpenConfig(t, cfg)
 		tok, id := newToken(t, store, "bob", "read")
 		cached(t, store, tok)
@@ -109,8 +116,7 @@ func TestTokenCache(t *testing.T) {
 	// nothing until it listens again.
 	t.Run("ALostListenerForgetsEverything", func(t *testing.T) {
 		t.Parallel()
-		cfg := storagetest.Config(t)
-		cfg.TokenCacheTTL = time.Hour
+		cfg := hourLongCache(t)
 		a := storagetest.OpenConfig(t, cfg)
 		proxy := storagetest.NewProxy(t, storagetest.PostgresAddr(t))
 		viaProxy := storagetest.WithPostgresAt(t, cfg, proxy.Addr())
@@ -148,8 +154,7 @@ func TestTokenCache(t *testing.T) {
 	// once per request; a token revoked lately too.
 	t.Run("ARefusedTokenIsLookedUpOnce", func(t *testing.T) {
 		t.Parallel()
-		cfg := storagetest.Config(t)
-		cfg.TokenCacheTTL = time.Hour
+		cfg := hourLongCache(t)
 		store := storagetest.OpenConfig(t, cfg)
 		good, id := newToken(t, store, "erin", "read")
 		cached(t, store, good) // the listener listens
@@ -185,8 +190,7 @@ func TestTokenCache(t *testing.T) {
 	// taken by both as soon as that commits.
 	t.Run("ATokenCreatedAfterItWasRefusedIsTaken", func(t *testing.T) {
 		t.Parallel()
-		cfg := storagetest.Config(t)
-		cfg.TokenCacheTTL = time.Hour
+		cfg := hourLongCache(t)
 		a, b := storagetest.OpenConfig(t, cfg), storagetest.OpenConfig(t, cfg)
 		seed, _ := newToken(t, a, "frank", "read")
 		cached(t, a, seed)
