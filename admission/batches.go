@@ -117,8 +117,7 @@ func (e *undoFile) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, e
 // Cancelling a batch that ended answers it unchanged.
 func (c *Core) CancelBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error) {
 	return c.run(ctx, who, &cancelBatch{c: c, who: who, id: id,
-		named: named{admission{method: http.MethodPost, route: "/v1/batch/:id/cancel",
-			request: idempotency.Request{Operation: agentfs.OpCancelBatch, Target: id, By: who.By}}}})
+		named: onTarget(http.MethodPost, "/v1/batch/:id/cancel", agentfs.OpCancelBatch, id, who)})
 }
 
 // cancelBatch cancels a batch's pending items.

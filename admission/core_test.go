@@ -80,6 +80,17 @@ func putContent(ctx context.Context, core *admission.Core, who agentfs.Caller, p
 	return core.Put(ctx, who, newPut(path, content, replace), strings.NewReader(content))
 }
 
+// seedFile puts path unkeyed, as another writer would before the test
+// begins, and returns the file's id.
+func seedFile(t *testing.T, core *admission.Core, path, content string) string {
+	t.Helper()
+	res, err := putContent(context.Background(), core, unkeyed, path, content, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Resource.ID
+}
+
 func fileOf(t *testing.T, res idempotency.Result) api.File {
 	t.Helper()
 	var f api.File
@@ -99,6 +110,24 @@ func problemOf(t *testing.T, body []byte) problem.Problem {
 }
 
 func (b *testBundle) objects(t *testing.T) int { return len(storagetest.ObjectKeys(t, b.cfg)) }
+
+// wantObjects fails the test unless the bucket holds want objects; what
+// follows the count in the message says why.
+func (b *testBundle) wantObjects(t *testing.T, want int, why string) {
+	t.Helper()
+	if n := b.objects(t); n != want {
+		t.Fatalf("%d objects%s", n, why)
+	}
+}
+
+// wantOneVersion fails the test unless path was only ever held by one
+// file, at version 1.
+func (b *testBundle) wantOneVersion(t *testing.T, path string) {
+	t.Helper()
+	if v := b.versions(t, path); fmt.Sprint(v) != "[1]" {
+		t.Fatalf("%s: versions %v, want one file at version 1", path, v)
+	}
+}
 
 // versions lists every file that ever held path, with its version.
 func (b *testBundle) versions(t *testing.T, path string) []int {
@@ -140,19 +169,6 @@ func (b *failingBody) Read([]byte) (int, error) {
 	return 0, errors.New("this body must not be read")
 }
 
-// onFirstRead runs fn when the body is first read: after the write was
-// admitted and decided, before it commits.
-type onFirstRead struct {
-	io.Reader
-	once sync.Once
-	fn   func()
-}
-
-func (r *onFirstRead) Read(p []byte) (int, error) {
-	r.once.Do(r.fn)
-	return r.Reader.Read(p)
-}
-
 func TestPut(t *testing.T) {
 	ctx := context.Background()
 
@@ -180,9 +196,7 @@ func TestPut(t *testing.T) {
 		if err != nil || res.Status != 200 || fileOf(t, res).Version != 2 {
 			t.Fatalf("replace with identical bytes: %d %s %v, want version 2 unchanged", res.Status, res.Body, err)
 		}
-		if n := b.objects(t); n != 2 {
-			t.Fatalf("%d objects, want 2 (the identical replace's blob removed)", n)
-		}
+		b.wantObjects(t, 2, ", want 2 (the identical replace's blob removed)")
 	})
 
 	t.Run("KeyedRepeatReplaysWithoutASecondBlob", func(t *testing.T) {
@@ -195,12 +209,8 @@ func TestPut(t *testing.T) {
 		if err != nil || !again.Replayed || !reflect.DeepEqual(again.Outcome, first.Outcome) {
 			t.Fatalf("repeat: replayed=%v %v\n got %+v\nwant %+v", again.Replayed, err, again.Outcome, first.Outcome)
 		}
-		if n := b.objects(t); n != 1 {
-			t.Fatalf("%d objects after a replay, want 1", n)
-		}
-		if v := b.versions(t, "k.txt"); fmt.Sprint(v) != "[1]" {
-			t.Fatalf("versions %v, want one file at version 1", v)
-		}
+		b.wantObjects(t, 1, " after a replay, want 1")
+		b.wantOneVersion(t, "k.txt")
 	})
 
 	t.Run("ADigestAnswersARepeatBeforeTheBody", func(t *testing.T) {
@@ -223,9 +233,7 @@ func TestPut(t *testing.T) {
 		if _, err := core.Put(ctx, keyed("k1"), other, body); !errors.As(err, &conflict) || body.read {
 			t.Fatalf("other digest: %v, body read=%v; want a conflict before the body", err, body.read)
 		}
-		if n := b.objects(t); n != 1 {
-			t.Fatalf("%d objects, want 1", n)
-		}
+		b.wantObjects(t, 1, ", want 1")
 	})
 
 	t.Run("SameKeyOtherContentIsAConflict", func(t *testing.T) {
@@ -268,11 +276,8 @@ func TestPut(t *testing.T) {
 
 	t.Run("ARecordedFailureReplaysAsTheSameProblem", func(t *testing.T) {
 		core, b := setup(t)
-		holder, err := putContent(ctx, core, unkeyed, "taken.txt", "first", false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = putContent(ctx, core, keyed("k1"), "taken.txt", "second", false)
+		holderID := seedFile(t, core, "taken.txt", "first")
+		_, err := putContent(ctx, core, keyed("k1"), "taken.txt", "second", false)
 		var exists *agentfs.PathExistsError
 		if !errors.As(err, &exists) {
 			t.Fatalf("put onto a live path: %v", err)
@@ -282,11 +287,11 @@ func TestPut(t *testing.T) {
 			t.Fatalf("the key holds %+v (%v), want the recorded 409", rec, err)
 		}
 		p := problemOf(t, rec.Outcome.Body)
-		if p.Code != problem.PathExists || p.ExistingFileID != holder.Resource.ID || p.RequestID != "req_k1" {
+		if p.Code != problem.PathExists || p.ExistingFileID != holderID || p.RequestID != "req_k1" {
 			t.Fatalf("recorded problem %+v", p)
 		}
 		// Freeing the path does not change the answer: the key replays.
-		if _, err := core.Delete(ctx, unkeyed, holder.Resource.ID, ""); err != nil {
+		if _, err := core.Delete(ctx, unkeyed, holderID, ""); err != nil {
 			t.Fatal(err)
 		}
 		again, err := putContent(ctx, core, keyed("k1"), "taken.txt", "second", false)
@@ -309,9 +314,7 @@ func TestPut(t *testing.T) {
 		if _, err := b.store.Operation(ctx, "s", "k1"); !errors.Is(err, agentfs.ErrNotFound) {
 			t.Fatalf("the key holds something after a released failure: %v", err)
 		}
-		if n := b.objects(t); n != 0 {
-			t.Fatalf("%d objects after a refused body", n)
-		}
+		b.wantObjects(t, 0, " after a refused body")
 		p.Digest = sum("content")
 		res, err := core.Put(ctx, keyed("k1"), p, strings.NewReader("content"))
 		if err != nil || res.Replayed || res.Status != 201 {
@@ -322,7 +325,7 @@ func TestPut(t *testing.T) {
 	t.Run("ALapsedClaimTakenOverLeavesTheLateOwnerNothing", func(t *testing.T) {
 		core, b := setup(t)
 		var taker idempotency.Result
-		late := &onFirstRead{Reader: strings.NewReader("late"), fn: func() {
+		late := storagetest.OnFirstRead(strings.NewReader("late"), func() {
 			// The owner pauses while its body streams; its lease lapses and
 			// a repeat of the request takes the key over and commits.
 			if _, err := b.store.Pool().Exec(ctx, `UPDATE idempotency_keys
@@ -333,7 +336,7 @@ func TestPut(t *testing.T) {
 			if taker, err = putContent(ctx, core, keyed("k1"), "l.txt", "taker", true); err != nil {
 				t.Errorf("takeover: %v", err)
 			}
-		}}
+		})
 		_, err := core.Put(ctx, keyed("k1"), newPut("l.txt", "late", true), late)
 		var busy *agentfs.InProgressError
 		if !errors.As(err, &busy) {
@@ -349,9 +352,7 @@ func TestPut(t *testing.T) {
 		if err != nil || !bytes.Equal(rec.ContentHash, sum("taker")) || rec.Outcome.Resource != taker.Resource {
 			t.Fatalf("the key records %+v (%v), want the taker's outcome", rec, err)
 		}
-		if n := b.objects(t); n != 1 {
-			t.Fatalf("%d objects, want 1: the late owner's blob must go", n)
-		}
+		b.wantObjects(t, 1, ", want 1: the late owner's blob must go")
 	})
 
 	t.Run("AfterCommitSeesTheEffectAndItsRecord", func(t *testing.T) {
@@ -393,9 +394,7 @@ func TestPut(t *testing.T) {
 		if err != nil || !again.Replayed || again.Resource != first.Resource {
 			t.Fatalf("repeat of an uncapped keyed put: replayed=%v %v", again.Replayed, err)
 		}
-		if n := b.objects(t); n != 1 {
-			t.Fatalf("%d objects, want 1", n)
-		}
+		b.wantObjects(t, 1, ", want 1")
 	})
 }
 
@@ -404,11 +403,7 @@ func TestDeleteAndRestore(t *testing.T) {
 
 	t.Run("AKeyedDeleteReplaysWithoutDeletingAgain", func(t *testing.T) {
 		core, b := setup(t)
-		created, err := putContent(ctx, core, unkeyed, "d.txt", "x", false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := created.Resource.ID
+		id := seedFile(t, core, "d.txt", "x")
 		first, err := core.Delete(ctx, keyed("del"), id, "")
 		if err != nil || first.Status != 200 || fileOf(t, first).DeletedAt == nil {
 			t.Fatalf("delete: %d %s %v", first.Status, first.Body, err)
@@ -430,11 +425,7 @@ func TestDeleteAndRestore(t *testing.T) {
 
 	t.Run("AKeyedRestoreReplays", func(t *testing.T) {
 		core, b := setup(t)
-		created, err := putContent(ctx, core, unkeyed, "r.txt", "x", false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := created.Resource.ID
+		id := seedFile(t, core, "r.txt", "x")
 		if _, err := core.Delete(ctx, unkeyed, id, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -456,15 +447,12 @@ func TestDeleteAndRestore(t *testing.T) {
 
 	t.Run("RecordedRefusalsReplay", func(t *testing.T) {
 		core, _ := setup(t)
-		created, err := putContent(ctx, core, unkeyed, "m.txt", "x", false)
-		if err != nil {
-			t.Fatal(err)
-		}
+		createdID := seedFile(t, core, "m.txt", "x")
 		for _, tc := range []struct {
 			name, key, id, ifMatch, code string
 		}{
 			{"UnknownFile", "gone", storage.NewID("file"), "", problem.NotFound},
-			{"IfMatchOfAnotherETag", "stale", created.Resource.ID, `"` + strings.Repeat("0", 64) + `"`, problem.PreconditionFailed},
+			{"IfMatchOfAnotherETag", "stale", createdID, `"` + strings.Repeat("0", 64) + `"`, problem.PreconditionFailed},
 		} {
 			if _, err := core.Delete(ctx, keyed(tc.key), tc.id, tc.ifMatch); err == nil {
 				t.Fatalf("%s: the delete succeeded", tc.name)
@@ -593,11 +581,8 @@ func TestRunItem(t *testing.T) {
 
 	t.Run("AnItemRunByTwoWorkersAtOnceAppliesOnce", func(t *testing.T) {
 		core, b := setup(t)
-		existing, err := putContent(ctx, core, unkeyed, "doomed.txt", "x", false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		items := []agentfs.BatchItem{{Op: agentfs.OpDelete, FileID: existing.Resource.ID}}
+		existingID := seedFile(t, core, "doomed.txt", "x")
+		items := []agentfs.BatchItem{{Op: agentfs.OpDelete, FileID: existingID}}
 		for i := range 20 {
 			items = append(items, agentfs.BatchItem{Op: agentfs.OpPut, Path: fmt.Sprintf("p%02d", i),
 				Content: []byte(fmt.Sprint(i)), ContentType: "text/plain"})
@@ -632,14 +617,10 @@ func TestRunItem(t *testing.T) {
 				t.Fatalf("item %d: %s replayed=%v result %q error %s", it.Index, it.Status, it.Replayed, it.ResultID, it.Error)
 			}
 			if it.Op == agentfs.OpPut {
-				if v := b.versions(t, it.Path); fmt.Sprint(v) != "[1]" {
-					t.Fatalf("%s: versions %v, want one file at version 1", it.Path, v)
-				}
+				b.wantOneVersion(t, it.Path)
 			}
 		}
-		if n := b.objects(t); n != 21 {
-			t.Fatalf("%d objects, want 21: every losing attempt's blob removed", n)
-		}
+		b.wantObjects(t, 21, ", want 21: every losing attempt's blob removed")
 	})
 
 	t.Run("AFailedItemCarriesTheBatchRequestAndItsIndex", func(t *testing.T) {
@@ -790,9 +771,7 @@ func TestCommitItems(t *testing.T) {
 		if err != nil || !res.Replayed || res.Resource.ID != got.Items[1].ResultID {
 			t.Fatalf("a standalone put with the item's key: %+v %v, want a replay", res, err)
 		}
-		if n := b.objects(t); n != 4 {
-			t.Fatalf("%d objects, want 4", n)
-		}
+		b.wantObjects(t, 4, ", want 4")
 	})
 
 	t.Run("AnItemThatFailsInTheGroupCostsTheOthersNothing", func(t *testing.T) {
@@ -803,10 +782,7 @@ func TestCommitItems(t *testing.T) {
 		prepared := prepareAll(t, core, bt)
 		// The path is taken after the item was decided and before it commits:
 		// its effect fails in the group's transaction.
-		holder, err := putContent(ctx, core, unkeyed, "taken.txt", "theirs", false)
-		if err != nil {
-			t.Fatal(err)
-		}
+		holderID := seedFile(t, core, "taken.txt", "theirs")
 		for i, err := range core.CommitItems(ctx, prepared) {
 			if err != nil {
 				t.Fatalf("item %d: %v", i, err)
@@ -826,10 +802,10 @@ func TestCommitItems(t *testing.T) {
 		}
 		failed := got.Items[1]
 		if p := problemOf(t, failed.Error); failed.Status != agentfs.ItemFailed || p.Code != problem.PathExists ||
-			p.ExistingFileID != holder.Resource.ID || p.Instance != "/v1/batch/"+bt.ID+"/items/1" {
-			t.Fatalf("item 1: %s %+v, want PATH_EXISTS naming %s", failed.Status, p, holder.Resource.ID)
+			p.ExistingFileID != holderID || p.Instance != "/v1/batch/"+bt.ID+"/items/1" {
+			t.Fatalf("item 1: %s %+v, want PATH_EXISTS naming %s", failed.Status, p, holderID)
 		}
-		if c := b.content(t, holder.Resource.ID); c != "theirs" {
+		if c := b.content(t, holderID); c != "theirs" {
 			t.Fatalf("the holder holds %q", c)
 		}
 		xids := b.eventXids(t, ids...)
@@ -839,9 +815,7 @@ func TestCommitItems(t *testing.T) {
 		if rec, err := b.store.Operation(ctx, "s", "item-k"); err != nil || rec.Outcome.Resource.ID != got.Items[2].ResultID {
 			t.Fatalf("the keyed item's record: %+v %v", rec, err)
 		}
-		if n := b.objects(t); n != 4 {
-			t.Fatalf("%d objects, want 4: the failed item's blob removed", n)
-		}
+		b.wantObjects(t, 4, ", want 4: the failed item's blob removed")
 	})
 
 	t.Run("AnItemRunElsewhereEndsAsNoLongerPending", func(t *testing.T) {
@@ -863,13 +837,9 @@ func TestCommitItems(t *testing.T) {
 			if it.Status != agentfs.ItemSucceeded || b.content(t, it.ResultID) != []string{"a", "b", "c"}[it.Index] {
 				t.Fatalf("item %d: %s %q", it.Index, it.Status, it.ResultID)
 			}
-			if v := b.versions(t, it.Path); fmt.Sprint(v) != "[1]" {
-				t.Fatalf("%s: versions %v, want one file at version 1", it.Path, v)
-			}
+			b.wantOneVersion(t, it.Path)
 		}
-		if n := b.objects(t); n != 3 {
-			t.Fatalf("%d objects, want 3: the losing attempt's blob removed", n)
-		}
+		b.wantObjects(t, 3, ", want 3: the losing attempt's blob removed")
 	})
 
 	t.Run("FailuresAndReplaysBeforeTheTransactionAreRecordedWhenTheyCommit", func(t *testing.T) {
@@ -1003,9 +973,7 @@ func TestCommitItems(t *testing.T) {
 		bt := startBatch(t, core, b, k)
 		p := prepareAll(t, core, bt)[0]
 		core.AbandonItem(ctx, p)
-		if n := b.objects(t); n != 0 {
-			t.Fatalf("%d objects after the abandon, want 0", n)
-		}
+		b.wantObjects(t, 0, " after the abandon, want 0")
 		if _, err := b.store.Operation(ctx, "s", "item-k"); !errors.Is(err, agentfs.ErrNotFound) {
 			t.Fatalf("the item's key after the abandon: %v, want released", err)
 		}
@@ -1024,16 +992,13 @@ func TestCommitItems(t *testing.T) {
 func keyedItemFails(t *testing.T, known bool) {
 	ctx := context.Background()
 	core, b := setup(t)
-	taken, err := putContent(ctx, core, unkeyed, "taken.txt", "theirs", false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	takenID := seedFile(t, core, "taken.txt", "theirs")
 	it := textItem("taken.txt", "mine")
 	it.Key = "item-taken"
 	bt := startBatch(t, core, b, it)
 	hint := admission.ItemHint{}
 	if known {
-		live, err := b.store.File(ctx, "s", fileOf(t, taken).ID)
+		live, err := b.store.File(ctx, "s", takenID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -159,8 +159,7 @@ type restoreFile struct {
 
 func (c *Core) restoreFile(who agentfs.Caller, id string, o agentfs.Origin) *restoreFile {
 	return &restoreFile{c: c, subject: who.Subject, id: id, origin: o,
-		named: named{admission{method: http.MethodPost, route: "/v1/files/:id/restore",
-			request: idempotency.Request{Operation: agentfs.OpRestore, Target: id, By: who.By}}}}
+		named: onTarget(http.MethodPost, "/v1/files/:id/restore", agentfs.OpRestore, id, who)}
 }
 
 func (r *restoreFile) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {

@@ -12,6 +12,13 @@ import (
 	"github.com/agentfs/agentfs/render"
 )
 
+// onTarget names a request without a body on one target (a cancel, an
+// abort, a revocation, a restore, a part) for its idempotency key.
+func onTarget(method, route, op, target string, who agentfs.Caller) named {
+	return named{admission{method: method, route: route,
+		request: idempotency.Request{Operation: op, Target: target, By: who.By}}}
+}
+
 // fileChange names a change to one file by id whose JSON body is its
 // content.
 func fileChange(method, route, op, target, ifMatch string, who agentfs.Caller, body map[string]any) (named, fixed) {
@@ -127,8 +134,7 @@ func (e *createLink) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome,
 // safe.
 func (c *Core) RevokeLink(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error) {
 	return c.run(ctx, who, &revokeLink{c: c, subject: who.Subject, id: id,
-		named: named{admission{method: http.MethodDelete, route: "/v1/links/:id",
-			request: idempotency.Request{Operation: agentfs.OpRevokeLink, Target: id, By: who.By}}}})
+		named: onTarget(http.MethodDelete, "/v1/links/:id", agentfs.OpRevokeLink, id, who)})
 }
 
 // revokeLink revokes a share link.

@@ -72,8 +72,7 @@ func (c *Core) currentUpload(ctx context.Context, who agentfs.Caller, id string)
 // comes while a complete runs is told to retry.
 func (c *Core) PutPart(ctx context.Context, who agentfs.Caller, id string, n int, body io.Reader, size int64, digest []byte) (idempotency.Result, error) {
 	return c.run(ctx, who, &putPart{c: c, subject: who.Subject, id: id, n: n, body: body, size: size, digest: digest,
-		named: named{admission{method: http.MethodPut, route: "/v1/uploads/:id/parts/:n",
-			request: idempotency.Request{Operation: agentfs.OpPutPart, Target: id + "/" + strconv.Itoa(n), By: who.By}}}})
+		named: onTarget(http.MethodPut, "/v1/uploads/:id/parts/:n", agentfs.OpPutPart, id+"/"+strconv.Itoa(n), who)})
 }
 
 // putPart streams one part of a session to S3 before its transaction
@@ -158,8 +157,7 @@ func (e *completeUpload) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outc
 // repeating it is safe.
 func (c *Core) AbortUpload(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error) {
 	return c.run(ctx, who, &abortUpload{c: c, who: who, id: id,
-		named: named{admission{method: http.MethodDelete, route: "/v1/uploads/:id",
-			request: idempotency.Request{Operation: agentfs.OpAbortUpload, Target: id, By: who.By}}}})
+		named: onTarget(http.MethodDelete, "/v1/uploads/:id", agentfs.OpAbortUpload, id, who)})
 }
 
 // abortUpload ends a session; its S3 parts are dropped once that commits.

@@ -20,6 +20,7 @@ import (
 	"github.com/agentfs/agentfs/problem"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
+	"github.com/agentfs/agentfs/telemetry/logtest"
 )
 
 // by is the attribution of every batch request in these tests.
@@ -37,25 +38,7 @@ type instance struct {
 
 type testBundle struct {
 	cfg  storage.Config
-	logs *logBuffer
-}
-
-// logBuffer is a log sink safe for the runner's goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	logs *logtest.Buffer
 }
 
 // setup opens a fresh schema and bucket and one instance on it, whose
@@ -63,17 +46,8 @@ func (b *logBuffer) String() string {
 func setup(t *testing.T) (*instance, *testBundle) {
 	t.Helper()
 	t.Parallel()
-	b := &testBundle{cfg: storagetest.Config(t), logs: &logBuffer{}}
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		for _, line := range strings.Split(b.logs.String(), "\n") {
-			if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
-				t.Log(line)
-			}
-		}
-	})
+	b := &testBundle{cfg: storagetest.Config(t), logs: &logtest.Buffer{}}
+	b.logs.ShowOnFailure(t, "")
 	return newInstance(t, b), b
 }
 
@@ -421,18 +395,10 @@ func TestRunner(t *testing.T) {
 
 	t.Run("AnItemKeyInProgressElsewhereIsWaitedFor", func(t *testing.T) {
 		in, b := setup(t)
-		item := putItem("busy.txt", "content")
-		item.Key = "busy"
-		request := idempotency.PutRequest(agentfs.Put{Path: "busy.txt", ContentType: "text/plain", By: by}).Sum()
-		claim, _, err := in.store.BeginKey(context.Background(), "s", "busy", "POST", "/v1/files", request)
-		if err != nil || claim == nil {
-			t.Fatalf("hold the key: %v", err)
-		}
+		item, claim := in.heldItem(t, "busy.txt")
 		id := in.createBatch(t, caller, item)
 		in.start(t)
-		storagetest.Eventually(t, time.Minute, "the runner to meet the key in progress", func() bool {
-			return strings.Contains(b.logs.String(), "batch item will be retried")
-		})
+		b.awaitKeyWait(t)
 		got, err := in.store.Batch(context.Background(), "s", id)
 		if err != nil || got.Status != agentfs.BatchRunning || got.Items[0].Status != agentfs.ItemPending {
 			t.Fatalf("while the key is held elsewhere: %v %s %s", err, got.Status, describe(got))
@@ -454,6 +420,29 @@ func seed(t *testing.T, store *storage.Store, sql string, args ...any) {
 	if _, err := store.Pool().Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("seed %q: %v", sql, err)
 	}
+}
+
+// heldItem is a keyed put of path (key "busy") whose key a standalone
+// request holds, in progress, until the test releases the claim.
+func (in *instance) heldItem(t *testing.T, path string) (agentfs.BatchItem, *storage.Claim) {
+	t.Helper()
+	item := putItem(path, "content")
+	item.Key = "busy"
+	request := idempotency.PutRequest(agentfs.Put{Path: path, ContentType: "text/plain", By: by}).Sum()
+	claim, _, err := in.store.BeginKey(context.Background(), "s", item.Key, "POST", "/v1/files", request)
+	if err != nil || claim == nil {
+		t.Fatalf("hold the key: %v", err)
+	}
+	return item, claim
+}
+
+// awaitKeyWait waits until a runner met an item's key in progress and
+// put the item off for a retry.
+func (b *testBundle) awaitKeyWait(t *testing.T) {
+	t.Helper()
+	storagetest.Eventually(t, time.Minute, "the runner to meet the key in progress", func() bool {
+		return strings.Contains(b.logs.String(), "batch item will be retried")
+	})
 }
 
 func replaceItem(path, content string) agentfs.BatchItem {
@@ -597,13 +586,7 @@ func TestRunnerOrder(t *testing.T) {
 
 	t.Run("AnItemThatMustWaitHoldsBackTheItemsAfterIt", func(t *testing.T) {
 		in, b := setup(t)
-		held := putItem("held.txt", "content")
-		held.Key = "busy"
-		request := idempotency.PutRequest(agentfs.Put{Path: "held.txt", ContentType: "text/plain", By: by}).Sum()
-		claim, _, err := in.store.BeginKey(context.Background(), "s", "busy", "POST", "/v1/files", request)
-		if err != nil || claim == nil {
-			t.Fatalf("hold the key: %v", err)
-		}
+		held, claim := in.heldItem(t, "held.txt")
 		items := []agentfs.BatchItem{putItem("first.txt", "runs")}
 		items = append(items, held)
 		for i := range 20 {
@@ -611,9 +594,7 @@ func TestRunnerOrder(t *testing.T) {
 		}
 		id := in.createBatch(t, caller, items...)
 		in.start(t)
-		storagetest.Eventually(t, time.Minute, "the runner to meet the key in progress", func() bool {
-			return strings.Contains(b.logs.String(), "batch item will be retried")
-		})
+		b.awaitKeyWait(t)
 		// The item before the one that waits commits (it was under way).
 		var got *agentfs.Batch
 		storagetest.Eventually(t, time.Minute, "the first item to commit", func() bool {
@@ -646,22 +627,14 @@ func TestRunnerOrder(t *testing.T) {
 
 	t.Run("ACancelWhileAnItemWaitsCancelsTheItemsAfterIt", func(t *testing.T) {
 		in, b := setup(t)
-		held := putItem("held.txt", "content")
-		held.Key = "busy"
-		request := idempotency.PutRequest(agentfs.Put{Path: "held.txt", ContentType: "text/plain", By: by}).Sum()
-		claim, _, err := in.store.BeginKey(context.Background(), "s", "busy", "POST", "/v1/files", request)
-		if err != nil || claim == nil {
-			t.Fatalf("hold the key: %v", err)
-		}
+		held, claim := in.heldItem(t, "held.txt")
 		items := []agentfs.BatchItem{held}
 		for i := range 20 {
 			items = append(items, putItem(fmt.Sprintf("after/%02d", i), "never"))
 		}
 		id := in.createBatch(t, caller, items...)
 		in.start(t)
-		storagetest.Eventually(t, time.Minute, "the runner to meet the key in progress", func() bool {
-			return strings.Contains(b.logs.String(), "batch item will be retried")
-		})
+		b.awaitKeyWait(t)
 		if _, err := in.core.CancelBatch(context.Background(), caller, id); err != nil {
 			t.Fatal(err)
 		}

@@ -244,15 +244,11 @@ func (b *bench) feed(ctx context.Context) ([]row, error) {
 			{name: runName, agentfs: "skipped: no -database-url", budget: "flat (≤ 1.5×)"},
 		}, nil
 	}
-	conn, err := pgx.Connect(ctx, c.databaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("connect to Postgres: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	subject, err := b.subjectOf(ctx, conn)
+	conn, subject, err := b.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
+	defer conn.Close(context.WithoutCancel(ctx))
 
 	// The events trigger notifies waiting followers, once per row; the
 	// seeding session turns triggers off for itself (a superuser setting,
@@ -272,15 +268,13 @@ func (b *bench) feed(ctx context.Context) ([]row, error) {
 	}
 	seeded := 0
 	seed := func(upto int) error {
-		const step = 100_000
-		for seeded < upto {
-			to := min(seeded+step, upto)
+		err := inSteps(&seeded, upto, func(from, to int) error {
 			_, err := conn.Exec(ctx, `
 INSERT INTO events (id, subject, pos, type, file_id, path, version, size_bytes, sha256, agent_id, run_id, request_id)
 SELECT 'evt_seed' || $1 || '_' || g, $2, CASE WHEN $6 THEN $5::bigint + g END, 'file.created', 'file_feed' || $1 || '_' || g,
        'bench-feed/' || $1 || '/' || g, 1, 0, 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
        'seed-agent', 'feed-' || $1 || '-' || (g % 10), 'req_seed' || g
-FROM generate_series($3::bigint, $4::bigint) AS g`, b.tag, subject, seeded+1, to, base, replica)
+FROM generate_series($3::bigint, $4::bigint) AS g`, b.tag, subject, from, to, base, replica)
 			if err != nil {
 				return fmt.Errorf("seed events: %w", err)
 			}
@@ -291,7 +285,10 @@ FROM generate_series($3::bigint, $4::bigint) AS g`, b.tag, subject, seeded+1, to
 					return fmt.Errorf("seed events: %w", err)
 				}
 			}
-			seeded = to
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		return settleTable(ctx, conn, "events")
 	}
@@ -339,18 +336,9 @@ FROM generate_series($3::bigint, $4::bigint) AS g`, b.tag, subject, seeded+1, to
 		return p, err
 	}
 
-	var points []point
-	for _, upto := range []int{c.feedSmall, c.feedLarge} {
-		t0 := time.Now()
-		if err := seed(upto); err != nil {
-			return nil, err
-		}
-		logf("  seeded %d events in %s", seeded, time.Since(t0).Round(time.Millisecond))
-		p, err := measure()
-		if err != nil {
-			return nil, err
-		}
-		points = append(points, p)
+	points, err := atPoints([]int{c.feedSmall, c.feedLarge}, "events", &seeded, seed, measure)
+	if err != nil {
+		return nil, err
 	}
 	s, l := points[0], points[1]
 	b.notes = append(b.notes, fmt.Sprintf("event feed: the events table held %d, then %d rows; the cursor sat after seeded event %d, then %d; "+

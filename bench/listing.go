@@ -21,22 +21,15 @@ func (b *bench) list(ctx context.Context) ([]row, error) {
 	if c.databaseURL == "" {
 		return []row{{name: name, agentfs: "skipped: no -database-url", budget: "flat"}}, nil
 	}
-	conn, err := pgx.Connect(ctx, c.databaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("connect to Postgres: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-
-	subject, err := b.subjectOf(ctx, conn)
+	conn, subject, err := b.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
+	defer conn.Close(context.WithoutCancel(ctx))
 	base := time.Now().Add(-24 * time.Hour)
 	seeded := 0
 	seed := func(upto int) error {
-		const step = 100_000
-		for seeded < upto {
-			to := min(seeded+step, upto)
+		err := inSteps(&seeded, upto, func(from, to int) error {
 			_, err := conn.Exec(ctx, `
 INSERT INTO files (id, subject, path, size_bytes, content_type, sha256, blob_key,
                    agent_id, run_id, last_agent_id, last_run_id, created_at, updated_at)
@@ -45,58 +38,51 @@ SELECT 'file_seed' || $1 || '_' || g, $2, 'bench-seed/' || $1 || '/' || g, 0, 'a
        'seed-agent', 'seed-' || $1 || '-' || lpad((g % 100)::text, 2, '0'),
        'seed-agent', 'seed-' || $1 || '-' || lpad((g % 100)::text, 2, '0'),
        $3::timestamptz + g * interval '1 millisecond', $3::timestamptz + g * interval '1 millisecond'
-FROM generate_series($4::bigint, $5::bigint) AS g`, b.tag, subject, base, seeded+1, to)
+FROM generate_series($4::bigint, $5::bigint) AS g`, b.tag, subject, base, from, to)
 			if err != nil {
 				return fmt.Errorf("seed files: %w", err)
 			}
-			seeded = to
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		return settleTable(ctx, conn, "files")
 	}
 	run := "seed-" + b.tag + "-07"
 	query := "run_id=" + url.QueryEscape(run) + "&limit=100"
-	var work []string // Postgres work per call at each point
-	measure := func() (time.Duration, time.Duration, error) {
-		p50, p90, w, err := b.timedCalls(ctx, conn, "files", func() error {
+	type point struct {
+		p50, p90 time.Duration
+		work     string // Postgres work per call
+		total    int64  // rows in the table
+	}
+	measure := func() (point, error) {
+		var p point
+		var err error
+		p.p50, p.p90, p.work, err = b.timedCalls(ctx, conn, "files", func() error {
 			got, err := b.api.list(ctx, query)
 			if err == nil && got != 100 {
 				err = fmt.Errorf("listing run %s returned %d files, want 100", run, got)
 			}
 			return err
 		})
-		work = append(work, w)
-		return p50, p90, err
+		if err != nil {
+			return p, err
+		}
+		_ = conn.QueryRow(ctx, `SELECT count(*) FROM files`).Scan(&p.total)
+		logf("  %d seeded rows (%d in the table): p50 %s, p90 %s", seeded, p.total, fmtMS(p.p50), fmtMS(p.p90))
+		return p, nil
 	}
 
-	t0 := time.Now()
-	if err := seed(c.listSmall); err != nil {
-		return nil, err
-	}
-	logf("  seeded %d rows in %s", seeded, time.Since(t0).Round(time.Millisecond))
-	small50, small90, err := measure()
+	points, err := atPoints([]int{c.listSmall, c.listLarge}, "rows", &seeded, seed, measure)
 	if err != nil {
 		return nil, err
 	}
-	var total1 int64
-	_ = conn.QueryRow(ctx, `SELECT count(*) FROM files`).Scan(&total1)
-	logf("  %d seeded rows (%d in the table): p50 %s, p90 %s", seeded, total1, fmtMS(small50), fmtMS(small90))
-
-	t0 = time.Now()
-	if err := seed(c.listLarge); err != nil {
-		return nil, err
-	}
-	logf("  seeded %d rows in %s", seeded, time.Since(t0).Round(time.Millisecond))
-	large50, large90, err := measure()
-	if err != nil {
-		return nil, err
-	}
-	var total2 int64
-	_ = conn.QueryRow(ctx, `SELECT count(*) FROM files`).Scan(&total2)
-	logf("  %d seeded rows (%d in the table): p50 %s, p90 %s", seeded, total2, fmtMS(large50), fmtMS(large90))
+	small, large := points[0], points[1]
 	b.notes = append(b.notes, fmt.Sprintf("listing: the listed run holds 1%% of the seeded rows (%d, then %d); the files table held %d, then %d rows in all; p90 %s, then %s.",
-		c.listSmall/100, c.listLarge/100, total1, total2, fmtMS(small90), fmtMS(large90)))
-	b.notes = append(b.notes, fmt.Sprintf("listing, Postgres work per call on the files table (from its statistics counters): %s, then %s.", work[0], work[1]))
-	return []row{flatRow(name, small50, large50)}, nil
+		c.listSmall/100, c.listLarge/100, small.total, large.total, fmtMS(small.p90), fmtMS(large.p90)))
+	b.notes = append(b.notes, fmt.Sprintf("listing, Postgres work per call on the files table (from its statistics counters): %s, then %s.", small.work, large.work))
+	return []row{flatRow(name, small.p50, large.p50)}, nil
 }
 
 // settleTable vacuums and checkpoints after seeding. A table in use is
@@ -161,6 +147,54 @@ func (b *bench) timedCalls(ctx context.Context, conn *pgx.Conn, table string, ca
 		return 0, 0, "", err
 	}
 	return percentile(lat, 50), percentile(lat, 90), w1.since(w0, calls), nil
+}
+
+// inSteps inserts rows *seeded+1 to upto, 100,000 at a time so that no
+// statement runs long, and keeps *seeded at the last row inserted.
+func inSteps(seeded *int, upto int, insert func(from, to int) error) error {
+	const step = 100_000
+	for *seeded < upto {
+		to := min(*seeded+step, upto)
+		if err := insert(*seeded+1, to); err != nil {
+			return err
+		}
+		*seeded = to
+	}
+	return nil
+}
+
+// atPoints seeds rows up to each count in turn (seeded is how many are so
+// far) and measures there: one measurement at a small and a large table.
+func atPoints[P any](counts []int, rows string, seeded *int, seed func(upto int) error, measure func() (P, error)) ([]P, error) {
+	var points []P
+	for _, upto := range counts {
+		t0 := time.Now()
+		if err := seed(upto); err != nil {
+			return nil, err
+		}
+		logf("  seeded %d %s in %s", *seeded, rows, time.Since(t0).Round(time.Millisecond))
+		p, err := measure()
+		if err != nil {
+			return nil, err
+		}
+		points = append(points, p)
+	}
+	return points, nil
+}
+
+// connect opens a connection to the server's database for seeding rows,
+// and finds the token's subject there.
+func (b *bench) connect(ctx context.Context) (*pgx.Conn, string, error) {
+	conn, err := pgx.Connect(ctx, b.cfg.databaseURL)
+	if err != nil {
+		return nil, "", fmt.Errorf("connect to Postgres: %w", err)
+	}
+	subject, err := b.subjectOf(ctx, conn)
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, "", err
+	}
+	return conn, subject, nil
 }
 
 // subjectOf finds the token's subject in the database, through a file the

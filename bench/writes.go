@@ -24,16 +24,20 @@ func (b *bench) replay(ctx context.Context) ([]row, error) {
 		h.Set("Idempotency-Key", fmt.Sprintf("bench-%s-replay-%d", b.tag, i))
 		return b.path(fmt.Sprintf("replay/%d", i)), b.data.bytes(int64(i)*size, size), h
 	}
-	ids := make([]string, n)
-	first := make([]time.Duration, n)
-	for i := range n {
+	timedPut := func(i int) (*file, *http.Response, time.Duration, error) {
 		p, data, h := req(i)
 		t0 := time.Now()
 		f, resp, err := b.api.putFile(ctx, p, bytesReader(data), size, h)
+		return f, resp, time.Since(t0), err
+	}
+	ids := make([]string, n)
+	first := make([]time.Duration, n)
+	for i := range n {
+		f, resp, took, err := timedPut(i)
 		if err != nil {
 			return nil, err
 		}
-		first[i] = time.Since(t0)
+		first[i] = took
 		if resp.Header.Get("Idempotent-Replayed") == "true" {
 			return nil, fmt.Errorf("first keyed upload %d answered as a replay", i)
 		}
@@ -45,13 +49,11 @@ func (b *bench) replay(ctx context.Context) ([]row, error) {
 	}
 	replays := make([]time.Duration, n)
 	for i := range n {
-		p, data, h := req(i)
-		t0 := time.Now()
-		f, resp, err := b.api.putFile(ctx, p, bytesReader(data), size, h)
+		f, resp, took, err := timedPut(i)
 		if err != nil {
 			return nil, fmt.Errorf("replay %d: %w", i, err)
 		}
-		replays[i] = time.Since(t0)
+		replays[i] = took
 		if resp.Header.Get("Idempotent-Replayed") != "true" || f.ID != ids[i] {
 			return nil, fmt.Errorf("replay %d: Idempotent-Replayed %q, file %s (first was %s)", i, resp.Header.Get("Idempotent-Replayed"), f.ID, ids[i])
 		}

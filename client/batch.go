@@ -136,13 +136,13 @@ func (c *Client) CreateBatch(ctx context.Context, ops []BatchOp, opts BatchOptio
 	if secs := int64((opts.Wait + time.Second - 1) / time.Second); secs > 0 {
 		r.query = url.Values{"wait": {strconv.FormatInt(secs, 10)}}
 	}
-	return c.batchCall(ctx, r)
+	return callJSON[Batch](ctx, c, r)
 }
 
 // Batch returns a batch with every item's outcome so far (GET
 // /v1/batch/{id}).
 func (c *Client) Batch(ctx context.Context, id string) (*Batch, error) {
-	return c.batchCall(ctx, newRequest(routeBatch, "/v1/batch/"+url.PathEscape(id)))
+	return callJSON[Batch](ctx, c, newRequest(routeBatch, "/v1/batch/"+url.PathEscape(id)))
 }
 
 // WaitBatch polls a batch until it is terminal and returns it; ctx bounds
@@ -158,18 +158,6 @@ func (c *Client) WaitBatch(ctx context.Context, id string) (*Batch, error) {
 			return nil, err
 		}
 	}
-}
-
-func (c *Client) batchCall(ctx context.Context, r *request) (*Batch, error) {
-	res, err := c.do(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	var b Batch
-	if err := decodeJSON(res, &b); err != nil {
-		return nil, err
-	}
-	return &b, nil
 }
 
 // BatchList is one page of batches, newest first, without their items
@@ -194,11 +182,7 @@ func (c *Client) ListBatches(ctx context.Context, opts BatchListOptions) (*Batch
 	r := newRequest(routeListBatches, "/v1/batch")
 	r.query = pageQuery(opts.Limit, opts.Cursor)
 	setQuery(r.query, "status", opts.Status)
-	var l BatchList
-	if err := c.jsonCall(ctx, r, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	return callJSON[BatchList](ctx, c, r)
 }
 
 // AllBatches iterates over every batch that matches opts, newest first,
@@ -229,5 +213,5 @@ type CancelBatchOptions struct {
 // unchanged.
 func (c *Client) CancelBatch(ctx context.Context, id string, opts CancelBatchOptions) (*Batch, error) {
 	r := newRequest(routeCancelBatch, "/v1/batch/"+url.PathEscape(id)+"/cancel").withKey(c.keyFor(opts.IdempotencyKey))
-	return c.batchCall(ctx, r)
+	return callJSON[Batch](ctx, c, r)
 }

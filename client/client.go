@@ -48,24 +48,24 @@ func WithHTTPClient(hc *http.Client) Option {
 // WithAgentID sends id as X-Agent-ID on every request: files the client
 // creates carry it as agent_id and can be listed by it.
 func WithAgentID(id string) Option {
-	return func(c *Client) error {
-		if err := checkTagValue("agent id", id); err != nil {
-			return err
-		}
-		c.agentID = id
-		return nil
-	}
+	return withTag("agent id", id, func(c *Client) *string { return &c.agentID })
 }
 
 // WithRunID sends id as X-Run-ID on every request: files the client
 // creates carry it as run_id, so ListOptions{RunID: id} finds exactly what
 // this run made.
 func WithRunID(id string) Option {
+	return withTag("run id", id, func(c *Client) *string { return &c.runID })
+}
+
+// withTag is the option that sets the tag field names to id once id
+// passes checkTagValue.
+func withTag(what, id string, field func(*Client) *string) Option {
 	return func(c *Client) error {
-		if err := checkTagValue("run id", id); err != nil {
+		if err := checkTagValue(what, id); err != nil {
 			return err
 		}
-		c.runID = id
+		*field(c) = id
 		return nil
 	}
 }

@@ -53,6 +53,16 @@ func setupWith(t *testing.T, srvOpts apitest.Options, opts ...client.Option) (*c
 	return c, b
 }
 
+// mustPut puts content at path through c, failing the test on an error.
+func mustPut(t *testing.T, c *client.Client, path, content string, opts client.PutOptions) *client.File {
+	t.Helper()
+	f, err := c.PutFile(context.Background(), path, strings.NewReader(content), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // filesAt lists every file that ever held path, deleted ones included.
 func (b *bundle) filesAt(t *testing.T, path string) []client.File {
 	t.Helper()
@@ -97,10 +107,7 @@ func TestFiles(t *testing.T) {
 	c, b := setup(t, client.WithAgentID("agent-a"), client.WithRunID("run-1"))
 	ctx := context.Background()
 
-	f, err := c.PutFile(ctx, "reports/summary.txt", strings.NewReader("first draft"), client.PutOptions{ContentType: "text/plain"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := mustPut(t, c, "reports/summary.txt", "first draft", client.PutOptions{ContentType: "text/plain"})
 	if f.Path != "reports/summary.txt" || f.SizeBytes != 11 || f.ContentType != "text/plain" || f.SHA256 != sha("first draft") ||
 		f.Version != 1 || f.AgentID == nil || *f.AgentID != "agent-a" || f.RunID == nil || *f.RunID != "run-1" || f.DeletedAt != nil {
 		t.Fatalf("created %+v", f)
@@ -134,14 +141,11 @@ func TestFiles(t *testing.T) {
 	})
 
 	t.Run("Replace", func(t *testing.T) {
-		r, err := c.PutFile(ctx, "reports/summary.txt", strings.NewReader("final version"), client.PutOptions{Replace: true, ContentType: "text/plain"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := mustPut(t, c, "reports/summary.txt", "final version", client.PutOptions{Replace: true, ContentType: "text/plain"})
 		if r.ID != f.ID || r.URL != f.URL || r.Version != 2 || r.SHA256 != sha("final version") {
 			t.Fatalf("replaced %+v, was %+v", r, f)
 		}
-		_, err = c.PutFile(ctx, "reports/summary.txt", strings.NewReader("x"), client.PutOptions{Replace: true, IfMatch: f.ETag})
+		_, err := c.PutFile(ctx, "reports/summary.txt", strings.NewReader("x"), client.PutOptions{Replace: true, IfMatch: f.ETag})
 		expectProblem(t, err, 412, "PRECONDITION_FAILED")
 	})
 
@@ -216,10 +220,7 @@ func TestFiles(t *testing.T) {
 	})
 
 	t.Run("Operation", func(t *testing.T) {
-		g, err := c.PutFile(ctx, "ops/a.txt", strings.NewReader("keyed"), client.PutOptions{IdempotencyKey: "ops-a-1"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := mustPut(t, c, "ops/a.txt", "keyed", client.PutOptions{IdempotencyKey: "ops-a-1"})
 		op, err := c.Operation(ctx, "ops-a-1")
 		if err != nil {
 			t.Fatal(err)

@@ -92,11 +92,7 @@ func (c *Client) Events(ctx context.Context, opts EventOptions) (*EventList, err
 	}
 	r := newRequest(routeEvents, "/v1/events")
 	r.query = q
-	var l EventList
-	if err := c.jsonCall(ctx, r, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	return callJSON[EventList](ctx, c, r)
 }
 
 // EventFollower follows the event feed from a cursor on, for as long as
@@ -321,9 +317,5 @@ func (c *Client) Run(ctx context.Context, runID string) (*Run, error) {
 	if err := checkTagValue("run id", runID); err != nil {
 		return nil, err
 	}
-	var run Run
-	if err := c.jsonCall(ctx, newRequest(routeRun, runPath(runID)), &run); err != nil {
-		return nil, err
-	}
-	return &run, nil
+	return callJSON[Run](ctx, c, newRequest(routeRun, runPath(runID)))
 }

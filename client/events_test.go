@@ -22,13 +22,8 @@ func TestEventsPage(t *testing.T) {
 	if err != nil || len(start.Data) != 0 || start.NextCursor == "" || start.HasMore {
 		t.Fatalf("the end of the feed: %+v, %v", start, err)
 	}
-	f, err := c.PutFile(ctx, "notes/e.txt", strings.NewReader("one"), client.PutOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.PutFile(ctx, "notes/e.txt", strings.NewReader("two"), client.PutOptions{Replace: true}); err != nil {
-		t.Fatal(err)
-	}
+	f := mustPut(t, c, "notes/e.txt", "one", client.PutOptions{})
+	mustPut(t, c, "notes/e.txt", "two", client.PutOptions{Replace: true})
 	if _, err := c.Move(ctx, f.ID, "notes/e2.txt", client.MoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -402,17 +397,9 @@ func TestRun(t *testing.T) {
 	t.Parallel()
 	c, b := setup(t, client.WithRunID("team/run-7"), client.WithAgentID("planner"))
 	ctx := context.Background()
-	f, err := c.PutFile(ctx, "notes/r.txt", strings.NewReader("12345"), client.PutOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.PutFile(ctx, "notes/r.txt", strings.NewReader("123"), client.PutOptions{Replace: true}); err != nil {
-		t.Fatal(err)
-	}
-	g, err := c.PutFile(ctx, "notes/gone.txt", strings.NewReader("x"), client.PutOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := mustPut(t, c, "notes/r.txt", "12345", client.PutOptions{})
+	mustPut(t, c, "notes/r.txt", "123", client.PutOptions{Replace: true})
+	g := mustPut(t, c, "notes/gone.txt", "x", client.PutOptions{})
 	if _, err := c.DeleteFile(ctx, g.ID, client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

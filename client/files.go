@@ -81,7 +81,7 @@ func (c *Client) PutFile(ctx context.Context, path string, body io.Reader, opts 
 	if opts.IfNoneMatchAny {
 		r.header.Set("If-None-Match", "*")
 	}
-	return c.fileCall(ctx, r)
+	return callJSON[File](ctx, c, r)
 }
 
 // Digest returns the RFC 9530 Content-Digest of content whose SHA-256 is
@@ -103,7 +103,7 @@ func expiresInSeconds(what string, d time.Duration) (int64, error) {
 // File returns a file's metadata (GET /v1/files/{id}), also of a deleted
 // file that is not purged yet.
 func (c *Client) File(ctx context.Context, id string) (*File, error) {
-	return c.fileCall(ctx, newRequest(routeFile, filePath(id)))
+	return callJSON[File](ctx, c, newRequest(routeFile, filePath(id)))
 }
 
 // DeleteOptions adjust DeleteFile.
@@ -119,7 +119,7 @@ type DeleteOptions struct {
 func (c *Client) DeleteFile(ctx context.Context, id string, opts DeleteOptions) (*File, error) {
 	r := newRequest(routeDeleteFile, filePath(id)).withKey(c.keyFor(opts.IdempotencyKey))
 	setIf(r.header, "If-Match", opts.IfMatch)
-	return c.fileCall(ctx, r)
+	return callJSON[File](ctx, c, r)
 }
 
 // RestoreOptions adjust RestoreFile.
@@ -132,19 +132,7 @@ type RestoreOptions struct {
 // is returned unchanged. PATH_EXISTS means another file took the path.
 func (c *Client) RestoreFile(ctx context.Context, id string, opts RestoreOptions) (*File, error) {
 	r := newRequest(routeRestoreFile, filePath(id)+"/restore").withKey(c.keyFor(opts.IdempotencyKey))
-	return c.fileCall(ctx, r)
-}
-
-func (c *Client) fileCall(ctx context.Context, r *request) (*File, error) {
-	res, err := c.do(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	var f File
-	if err := decodeJSON(res, &f); err != nil {
-		return nil, err
-	}
-	return &f, nil
+	return callJSON[File](ctx, c, r)
 }
 
 func filePath(id string) string { return "/v1/files/" + url.PathEscape(id) }
@@ -189,15 +177,7 @@ func (c *Client) ListFiles(ctx context.Context, opts ListOptions) (*FileList, er
 	}
 	r := newRequest(routeListFiles, "/v1/files")
 	r.query = q
-	res, err := c.do(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	var l FileList
-	if err := decodeJSON(res, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	return callJSON[FileList](ctx, c, r)
 }
 
 // AllFiles iterates over every file that matches opts, page after page

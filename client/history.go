@@ -35,11 +35,7 @@ type VersionListOptions struct {
 func (c *Client) ListVersions(ctx context.Context, fileID string, opts VersionListOptions) (*VersionList, error) {
 	r := newRequest(routeListVersions, filePath(fileID)+"/versions")
 	r.query = pageQuery(opts.Limit, opts.Cursor)
-	var l VersionList
-	if err := c.jsonCall(ctx, r, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	return callJSON[VersionList](ctx, c, r)
 }
 
 // AllVersions iterates over every version of a file, newest first, page
@@ -59,11 +55,7 @@ func (c *Client) AllVersions(ctx context.Context, fileID string, opts VersionLis
 // Version returns version n of a file (GET /v1/files/{id}/versions/{n});
 // a version the retention dropped is NOT_FOUND.
 func (c *Client) Version(ctx context.Context, fileID string, n int64) (*FileVersion, error) {
-	var v FileVersion
-	if err := c.jsonCall(ctx, newRequest(routeVersion, versionPath(fileID, n)), &v); err != nil {
-		return nil, err
-	}
-	return &v, nil
+	return callJSON[FileVersion](ctx, c, newRequest(routeVersion, versionPath(fileID, n)))
 }
 
 // VersionContent opens the bytes of version n of a file (GET
@@ -93,13 +85,8 @@ type RevertOptions struct {
 // to the content the file already has changes nothing. A deleted file is
 // NOT_FOUND: restore it first.
 func (c *Client) Revert(ctx context.Context, fileID string, n int64, opts RevertOptions) (*File, error) {
-	r, err := newRequest(routeRevert, filePath(fileID)+"/revert").withKey(c.keyFor(opts.IdempotencyKey)).
-		withJSON(map[string]any{"version": n})
-	if err != nil {
-		return nil, err
-	}
-	setIf(r.header, "If-Match", opts.IfMatch)
-	return c.fileCall(ctx, r)
+	return c.changeFile(ctx, routeRevert, filePath(fileID)+"/revert", opts.IdempotencyKey, opts.IfMatch,
+		map[string]any{"version": n})
 }
 
 // MoveOptions adjust Move.
@@ -121,13 +108,8 @@ func (c *Client) Move(ctx context.Context, fileID, newPath string, opts MoveOpti
 	if opts.Replace {
 		ifExists = "replace"
 	}
-	r, err := newRequest(routeMove, filePath(fileID)+"/move").withKey(c.keyFor(opts.IdempotencyKey)).
-		withJSON(map[string]any{"path": newPath, "if_exists": ifExists})
-	if err != nil {
-		return nil, err
-	}
-	setIf(r.header, "If-Match", opts.IfMatch)
-	return c.fileCall(ctx, r)
+	return c.changeFile(ctx, routeMove, filePath(fileID)+"/move", opts.IdempotencyKey, opts.IfMatch,
+		map[string]any{"path": newPath, "if_exists": ifExists})
 }
 
 // ExpiryOptions adjust SetExpiry.
@@ -149,22 +131,20 @@ func (c *Client) SetExpiry(ctx context.Context, fileID string, at *time.Time, op
 	if at != nil {
 		v = at.UTC().Format(time.RFC3339Nano)
 	}
-	r, err := newRequest(routePatchFile, filePath(fileID)).withKey(c.keyFor(opts.IdempotencyKey)).
-		withJSON(map[string]any{"expires_at": v})
+	return c.changeFile(ctx, routePatchFile, filePath(fileID), opts.IdempotencyKey, opts.IfMatch,
+		map[string]any{"expires_at": v})
+}
+
+// changeFile sends body as JSON to a file's route under the idempotency
+// key (generated when empty) and If-Match when set, and returns the file:
+// the one shape of every change of a file's history or metadata.
+func (c *Client) changeFile(ctx context.Context, route, path, key, ifMatch string, body map[string]any) (*File, error) {
+	r, err := newRequest(route, path).withKey(c.keyFor(key)).withJSON(body)
 	if err != nil {
 		return nil, err
 	}
-	setIf(r.header, "If-Match", opts.IfMatch)
-	return c.fileCall(ctx, r)
-}
-
-// jsonCall sends r and decodes its successful answer into v.
-func (c *Client) jsonCall(ctx context.Context, r *request, v any) error {
-	res, err := c.do(ctx, r)
-	if err != nil {
-		return err
-	}
-	return decodeJSON(res, v)
+	setIf(r.header, "If-Match", ifMatch)
+	return callJSON[File](ctx, c, r)
 }
 
 // pageQuery is the query of a keyset page.

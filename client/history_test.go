@@ -27,13 +27,8 @@ func TestVersions(t *testing.T) {
 	t.Parallel()
 	c, b := setup(t, client.WithRunID("run-v"))
 	ctx := context.Background()
-	f, err := c.PutFile(ctx, "notes/v.txt", strings.NewReader("one"), client.PutOptions{ContentType: "text/plain"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.PutFile(ctx, "notes/v.txt", strings.NewReader("two!"), client.PutOptions{Replace: true, ContentType: "text/plain"}); err != nil {
-		t.Fatal(err)
-	}
+	f := mustPut(t, c, "notes/v.txt", "one", client.PutOptions{ContentType: "text/plain"})
+	mustPut(t, c, "notes/v.txt", "two!", client.PutOptions{Replace: true, ContentType: "text/plain"})
 
 	l, err := c.ListVersions(ctx, f.ID, client.VersionListOptions{})
 	if err != nil {
@@ -118,10 +113,7 @@ func TestMove(t *testing.T) {
 	t.Parallel()
 	c, b := setup(t)
 	ctx := context.Background()
-	f, err := c.PutFile(ctx, "notes/draft.txt", strings.NewReader("draft"), client.PutOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := mustPut(t, c, "notes/draft.txt", "draft", client.PutOptions{})
 	m, err := c.Move(ctx, f.ID, "notes/final.txt", client.MoveOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -132,10 +124,7 @@ func TestMove(t *testing.T) {
 	if files := b.filesAt(t, "notes/draft.txt"); len(files) != 0 {
 		t.Fatalf("the old path still holds %+v", files)
 	}
-	other, err := c.PutFile(ctx, "notes/other.txt", strings.NewReader("other"), client.PutOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := mustPut(t, c, "notes/other.txt", "other", client.PutOptions{})
 	_, err = c.Move(ctx, f.ID, "notes/other.txt", client.MoveOptions{})
 	if p := expectProblem(t, err, 409, "PATH_EXISTS"); p.ExistingFileID != other.ID {
 		t.Fatalf("PATH_EXISTS names %s, want %s", p.ExistingFileID, other.ID)
@@ -163,10 +152,7 @@ func TestExpiry(t *testing.T) {
 		return at != nil && at.After(want.Add(-time.Minute)) && at.Before(want.Add(time.Minute))
 	}
 	start := time.Now()
-	f, err := c.PutFile(ctx, "notes/tmp.txt", strings.NewReader("scratch"), client.PutOptions{ExpiresIn: 2 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := mustPut(t, c, "notes/tmp.txt", "scratch", client.PutOptions{ExpiresIn: 2 * time.Hour})
 	if !near(f.ExpiresAt, start.Add(2*time.Hour)) {
 		t.Fatalf("expires_at %v, want about 2h from now", f.ExpiresAt)
 	}
@@ -228,13 +214,8 @@ func TestLinks(t *testing.T) {
 	t.Parallel()
 	c, _ := setup(t)
 	ctx := context.Background()
-	f, err := c.PutFile(ctx, "notes/shared.txt", strings.NewReader("first"), client.PutOptions{ContentType: "text/plain"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.PutFile(ctx, "notes/shared.txt", strings.NewReader("second"), client.PutOptions{Replace: true}); err != nil {
-		t.Fatal(err)
-	}
+	f := mustPut(t, c, "notes/shared.txt", "first", client.PutOptions{ContentType: "text/plain"})
+	mustPut(t, c, "notes/shared.txt", "second", client.PutOptions{Replace: true})
 	fetch := func(u string) (int, string) {
 		t.Helper()
 		res, err := http.Get(u) // no token: the link is the authority
@@ -306,13 +287,8 @@ func TestHistoryWritesReplayAfterLostResponse(t *testing.T) {
 	t.Parallel()
 	c, b := setup(t)
 	ctx := context.Background()
-	f, err := c.PutFile(ctx, "notes/keyed.txt", strings.NewReader("v1"), client.PutOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.PutFile(ctx, "notes/keyed.txt", strings.NewReader("v2"), client.PutOptions{Replace: true}); err != nil {
-		t.Fatal(err)
-	}
+	f := mustPut(t, c, "notes/keyed.txt", "v1", client.PutOptions{})
+	mustPut(t, c, "notes/keyed.txt", "v2", client.PutOptions{Replace: true})
 	var link *client.Link
 	at := time.Now().Add(time.Hour).Truncate(time.Second)
 	for _, tc := range []struct {
@@ -383,10 +359,7 @@ func TestCreateLinkLearnsItsURLAfterAPoll(t *testing.T) {
 	t.Parallel()
 	c, b := setup(t)
 	ctx := context.Background()
-	f, err := c.PutFile(ctx, "notes/polled.txt", strings.NewReader("polled"), client.PutOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := mustPut(t, c, "notes/polled.txt", "polled", client.PutOptions{})
 	path := "/v1/files/" + f.ID + "/links"
 	b.proxy.inject("POST", path, 1, func(p *faultProxy, w http.ResponseWriter, r *http.Request, rec *seenRequest) {
 		if _, _, err := p.forward(r, rec); err != nil {

@@ -2,10 +2,30 @@ package client
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 )
+
+// callJSON sends r and decodes its successful answer as a T: the one way
+// every method that answers a JSON object reads it.
+func callJSON[T any](ctx context.Context, c *Client, r *request) (*T, error) {
+	var v T
+	if err := c.jsonCall(ctx, r, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// jsonCall sends r and decodes its successful answer into v.
+func (c *Client) jsonCall(ctx context.Context, r *request, v any) error {
+	res, err := c.do(ctx, r)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(res, v)
+}
 
 // decodeJSON decodes a successful response's body into v and closes it.
 func decodeJSON(res *http.Response, v any) error {

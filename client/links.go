@@ -56,11 +56,7 @@ func (c *Client) CreateLink(ctx context.Context, fileID string, opts LinkOptions
 	if err != nil {
 		return nil, err
 	}
-	var l Link
-	if err := c.jsonCall(ctx, r, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	return callJSON[Link](ctx, c, r)
 }
 
 // Links returns a file's links, newest first, revoked and expired ones
@@ -87,9 +83,5 @@ type RevokeLinkOptions struct {
 // revoking a revoked link returns it unchanged.
 func (c *Client) RevokeLink(ctx context.Context, linkID string, opts RevokeLinkOptions) (*Link, error) {
 	r := newRequest(routeRevokeLink, "/v1/links/"+url.PathEscape(linkID)).withKey(c.keyFor(opts.IdempotencyKey))
-	var l Link
-	if err := c.jsonCall(ctx, r, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	return callJSON[Link](ctx, c, r)
 }

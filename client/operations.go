@@ -27,15 +27,7 @@ const (
 // with status 404 means the key holds nothing, which proves that no write
 // happened under it (within the server's idempotency retention).
 func (c *Client) Operation(ctx context.Context, key string) (*Operation, error) {
-	res, err := c.do(ctx, newRequest(routeOperation, "/v1/operations/"+url.PathEscape(key)))
-	if err != nil {
-		return nil, err
-	}
-	var op Operation
-	if err := decodeJSON(res, &op); err != nil {
-		return nil, err
-	}
-	return &op, nil
+	return callJSON[Operation](ctx, c, newRequest(routeOperation, "/v1/operations/"+url.PathEscape(key)))
 }
 
 // Protocol is what the server guarantees (schema Protocol): its

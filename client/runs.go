@@ -160,7 +160,7 @@ func (c *Client) RevertRun(ctx context.Context, runID string, opts RevertRunOpti
 	if err != nil {
 		return nil, err
 	}
-	b, err := c.batchCall(ctx, r)
+	b, err := callJSON[Batch](ctx, c, r)
 	if err != nil || !opts.Wait || b.Terminal() {
 		return b, err
 	}

@@ -77,14 +77,14 @@ func (c *Client) CreateUpload(ctx context.Context, path string, size int64, opts
 	if err != nil {
 		return nil, err
 	}
-	return c.uploadCall(ctx, r)
+	return callJSON[Upload](ctx, c, r)
 }
 
 // Upload returns an upload session with the parts received so far (GET
 // /v1/uploads/{id}). A pending session past its ExpiresAt shows as
 // UploadExpired.
 func (c *Client) Upload(ctx context.Context, id string) (*Upload, error) {
-	return c.uploadCall(ctx, newRequest(routeUpload, uploadPath(id)))
+	return callJSON[Upload](ctx, c, newRequest(routeUpload, uploadPath(id)))
 }
 
 // PartOptions adjust PutPart.
@@ -120,15 +120,7 @@ func (c *Client) PutPart(ctx context.Context, id string, n int, body io.Reader, 
 	}
 	r.header.Set("Content-Type", "application/octet-stream")
 	setIf(r.header, "Content-Digest", opts.ContentDigest)
-	res, err := c.do(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	var p UploadPart
-	if err := decodeJSON(res, &p); err != nil {
-		return nil, err
-	}
-	return &p, nil
+	return callJSON[UploadPart](ctx, c, r)
 }
 
 // CompleteOptions adjust CompleteUpload; empty fields keep the session's.
@@ -218,19 +210,7 @@ type AbortOptions struct {
 // removed and it takes no more. Aborting an aborted, expired or failed
 // session returns it unchanged; a completed one is UPLOAD_COMPLETED.
 func (c *Client) AbortUpload(ctx context.Context, id string, opts AbortOptions) (*Upload, error) {
-	return c.uploadCall(ctx, newRequest(routeAbortUpload, uploadPath(id)).withKey(c.keyFor(opts.IdempotencyKey)))
-}
-
-func (c *Client) uploadCall(ctx context.Context, r *request) (*Upload, error) {
-	res, err := c.do(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	var u Upload
-	if err := decodeJSON(res, &u); err != nil {
-		return nil, err
-	}
-	return &u, nil
+	return callJSON[Upload](ctx, c, newRequest(routeAbortUpload, uploadPath(id)).withKey(c.keyFor(opts.IdempotencyKey)))
 }
 
 func uploadPath(id string) string { return "/v1/uploads/" + url.PathEscape(id) }
@@ -260,11 +240,7 @@ func (c *Client) ListUploads(ctx context.Context, opts UploadListOptions) (*Uplo
 	r.query = pageQuery(opts.Limit, opts.Cursor)
 	setQuery(r.query, "status", opts.Status)
 	setQuery(r.query, "path", opts.Path)
-	var l UploadList
-	if err := c.jsonCall(ctx, r, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	return callJSON[UploadList](ctx, c, r)
 }
 
 // AllUploads iterates over every session that matches opts, newest first,

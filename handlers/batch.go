@@ -401,11 +401,9 @@ func (a *API) listBatches(c echo.Context) error {
 		return err
 	}
 	f := agentfs.BatchFilter{Status: q.Get("status"), Limit: limit + 1}
-	switch f.Status {
-	case "", agentfs.BatchQueued, agentfs.BatchRunning, agentfs.BatchSucceeded, agentfs.BatchPartiallySucceeded,
-		agentfs.BatchFailed, agentfs.BatchCanceled:
-	default:
-		return problem.Validation("status", "must be queued, running, succeeded, partially_succeeded, failed or canceled")
+	if err := optionalOneOf("status", f.Status, agentfs.BatchQueued, agentfs.BatchRunning, agentfs.BatchSucceeded,
+		agentfs.BatchPartiallySucceeded, agentfs.BatchFailed, agentfs.BatchCanceled); err != nil {
+		return err
 	}
 	if f.After, err = parseCursor(q.Get("cursor"), "batch"); err != nil {
 		return err
@@ -414,13 +412,13 @@ func (a *API) listBatches(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := api.BatchList{Data: make([]api.Batch, 0, min(len(batches), limit))}
-	if len(batches) > limit {
-		batches, out.HasMore = batches[:limit], true
-		out.NextCursor = nextCursor(batches[limit-1].CreatedAt, batches[limit-1].ID)
-	}
-	for _, b := range batches {
-		out.Data = append(out.Data, render.Batch(a.deps.PublicURL, b, nil))
+	out := api.BatchList{}
+	var last *agentfs.Batch
+	out.Data, out.HasMore, last = page(batches, limit, func(b *agentfs.Batch) api.Batch {
+		return render.Batch(a.deps.PublicURL, b, nil)
+	})
+	if out.HasMore {
+		out.NextCursor = nextCursor(last.CreatedAt, last.ID)
 	}
 	return c.JSON(http.StatusOK, out)
 }

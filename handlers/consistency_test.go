@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -23,44 +22,31 @@ func TestReadersNeverSeeAMix(t *testing.T) {
 		sum := sha256.Sum256(v)
 		etags[`"`+hex.EncodeToString(sum[:])+`"`] = v[0]
 	}
-	stop := make(chan struct{})
-	var readers sync.WaitGroup
-	for r := 0; r < 3; r++ {
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				var res = c.Do("GET", content, nil)
-				if i%3 == 1 {
-					res = c.Do("GET", content, nil, "Range", "bytes=1000-500000")
-				}
-				if i%3 == 2 {
-					res = c.Do("HEAD", content, nil)
-					if _, ok := etags[res.Header.Get("ETag")]; !ok || res.Header.Get("Content-Length") != "1048576" {
-						t.Errorf("HEAD: %v", res.Header)
-					}
-					continue
-				}
-				if res.Status != 200 && res.Status != 206 || len(res.Body) == 0 {
-					t.Errorf("read: %d", res.Status)
-					return
-				}
-				want, ok := etags[res.Header.Get("ETag")]
-				if !ok || strings.Trim(string(res.Body), string(want)) != "" {
-					t.Errorf("a read mixed versions or disagrees with its ETag %s", res.Header.Get("ETag"))
-					return
-				}
+	stop := readUntilStopped(3, func(i int) bool {
+		var res = c.Do("GET", content, nil)
+		if i%3 == 1 {
+			res = c.Do("GET", content, nil, "Range", "bytes=1000-500000")
+		}
+		if i%3 == 2 {
+			res = c.Do("HEAD", content, nil)
+			if _, ok := etags[res.Header.Get("ETag")]; !ok || res.Header.Get("Content-Length") != "1048576" {
+				t.Errorf("HEAD: %v", res.Header)
 			}
-		}()
-	}
+			return true
+		}
+		if res.Status != 200 && res.Status != 206 || len(res.Body) == 0 {
+			t.Errorf("read: %d", res.Status)
+			return false
+		}
+		want, ok := etags[res.Header.Get("ETag")]
+		if !ok || strings.Trim(string(res.Body), string(want)) != "" {
+			t.Errorf("a read mixed versions or disagrees with its ETag %s", res.Header.Get("ETag"))
+			return false
+		}
+		return true
+	})
 	for i := 1; i <= 12; i++ {
 		c.Do("POST", "/v1/files?path=hot.bin&if_exists=replace", versions[i%2]).Expect(t, http.StatusOK)
 	}
-	close(stop)
-	readers.Wait()
+	stop()
 }

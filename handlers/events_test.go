@@ -17,17 +17,11 @@ import (
 // eventList reads a page of c's events.
 func eventList(t *testing.T, b *testBundle, c *apitest.Client, query string) api.EventList {
 	t.Helper()
-	var l api.EventList
-	c.Do("GET", "/v1/events?"+query, nil).Expect(t, http.StatusOK).JSON(t, &l)
-	return l
+	return apitest.GetJSON[api.EventList](t, c, "/v1/events?"+query)
 }
 
 func eventTypes(events []api.Event) []string {
-	out := make([]string, len(events))
-	for i, e := range events {
-		out[i] = e.Type
-	}
-	return out
+	return pluck(events, func(e api.Event) string { return e.Type })
 }
 
 // str reads a nullable string ("<nil>" for null).
@@ -292,18 +286,12 @@ func TestEvents(t *testing.T) {
 }
 
 func ids(events []api.Event) []string {
-	out := make([]string, len(events))
-	for i, e := range events {
-		out[i] = e.ID
-	}
-	return out
+	return pluck(events, func(e api.Event) string { return e.ID })
 }
 
 func getRun(t *testing.T, c *apitest.Client, id string) api.Run {
 	t.Helper()
-	var r api.Run
-	c.Do("GET", "/v1/runs/"+url.PathEscape(id), nil).Expect(t, http.StatusOK).JSON(t, &r)
-	return r
+	return apitest.GetJSON[api.Run](t, c, "/v1/runs/"+url.PathEscape(id))
 }
 
 func TestRuns(t *testing.T) {

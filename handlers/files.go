@@ -167,15 +167,11 @@ func (a *API) listFiles(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := api.FileList{Data: make([]api.File, 0, min(len(files), limit))}
-	if len(files) > limit {
-		files, out.HasMore = files[:limit], true
-		last := files[limit-1]
-		next := agentfs.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
-		out.NextCursor = &next
-	}
-	for _, f := range files {
-		out.Data = append(out.Data, render.File(a.deps.PublicURL, f))
+	out := api.FileList{}
+	var last *agentfs.File
+	out.Data, out.HasMore, last = page(files, limit, func(f *agentfs.File) api.File { return render.File(a.deps.PublicURL, f) })
+	if out.HasMore {
+		out.NextCursor = nextCursor(last.CreatedAt, last.ID)
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -39,6 +39,62 @@ func upload(t *testing.T, c *apitest.Client, path, body string, headers ...strin
 	return c.Do("POST", "/v1/files?path="+url.QueryEscape(path), body, headers...)
 }
 
+// concurrently calls do(0) to do(n-1) all at once and returns what each
+// returned, in order: the racing requests of a race test.
+func concurrently[T any](n int, do func(i int) T) []T {
+	out := make([]T, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { out[i] = do(i) })
+	}
+	wg.Wait()
+	return out
+}
+
+// readUntilStopped starts n readers that each call read(0), read(1), and
+// so on while a test writes, until read returns false or the test calls
+// stop, which waits for them.
+func readUntilStopped(n int, read func(i int) bool) (stop func()) {
+	done := make(chan struct{})
+	var readers sync.WaitGroup
+	for range n {
+		readers.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if !read(i) {
+					return
+				}
+			}
+		})
+	}
+	return func() {
+		close(done)
+		readers.Wait()
+	}
+}
+
+// countCreated counts the 201s among the statuses of racing requests and
+// fails the test on any status other than 201 and refused, the one a
+// request that lost the race answers.
+func countCreated(t *testing.T, statuses []int, refused int) int {
+	t.Helper()
+	created := 0
+	for _, s := range statuses {
+		switch s {
+		case http.StatusCreated:
+			created++
+		case refused:
+		default:
+			t.Fatalf("status %d among %v", s, statuses)
+		}
+	}
+	return created
+}
+
 func sha(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
@@ -258,27 +314,10 @@ func TestReplace(t *testing.T) {
 
 	t.Run("ConcurrentCreatesMakeOneFile", func(t *testing.T) {
 		c, _ := setup(t)
-		var wg sync.WaitGroup
-		statuses := make([]int, 12)
-		for i := range statuses {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				statuses[i] = upload(t, c, "race.txt", fmt.Sprintf("body %d", i)).Status
-			}()
-		}
-		wg.Wait()
-		created := 0
-		for _, s := range statuses {
-			switch s {
-			case http.StatusCreated:
-				created++
-			case http.StatusConflict:
-			default:
-				t.Fatalf("status %d in %v", s, statuses)
-			}
-		}
-		if created != 1 {
+		statuses := concurrently(12, func(i int) int {
+			return upload(t, c, "race.txt", fmt.Sprintf("body %d", i)).Status
+		})
+		if created := countCreated(t, statuses, http.StatusConflict); created != 1 {
 			t.Fatalf("%d creates succeeded, want 1: %v", created, statuses)
 		}
 	})

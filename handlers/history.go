@@ -35,14 +35,14 @@ func (a *API) listVersions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := api.VersionList{Data: make([]api.FileVersion, 0, min(len(versions), limit))}
-	if len(versions) > limit {
-		versions, out.HasMore = versions[:limit], true
-		next := strconv.Itoa(versions[limit-1].Version)
+	out := api.VersionList{}
+	var last *agentfs.FileVersion
+	out.Data, out.HasMore, last = page(versions, limit, func(v *agentfs.FileVersion) api.FileVersion {
+		return render.FileVersion(a.deps.PublicURL, v)
+	})
+	if out.HasMore {
+		next := strconv.Itoa(last.Version)
 		out.NextCursor = &next
-	}
-	for _, v := range versions {
-		out.Data = append(out.Data, render.FileVersion(a.deps.PublicURL, v))
 	}
 	return c.JSON(http.StatusOK, out)
 }

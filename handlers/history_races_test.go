@@ -207,32 +207,21 @@ func TestHistoryRaces(t *testing.T) {
 		for n := 2; n <= versions; n++ {
 			c.Do("POST", "/v1/files?path=swept.bin&if_exists=replace", content(n)).Expect(t, 200)
 		}
-		stop, reading := make(chan struct{}), make(chan struct{})
+		reading := make(chan struct{})
 		var once sync.Once
-		var readers sync.WaitGroup
-		for r := 0; r < 2; r++ {
-			readers.Add(1)
-			go func() {
-				defer readers.Done()
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					n := 1 + i%versions
-					res := c.Do("GET", versionContent(f.ID, n), nil)
-					once.Do(func() { close(reading) })
-					switch {
-					case res.Status == http.StatusOK && bytes.Equal(res.Body, content(n)):
-					case res.Status == http.StatusNotFound && n < versions:
-					default:
-						t.Errorf("version %d: %d, %d bytes", n, res.Status, len(res.Body))
-						return
-					}
-				}
-			}()
-		}
+		stop := readUntilStopped(2, func(i int) bool {
+			n := 1 + i%versions
+			res := c.Do("GET", versionContent(f.ID, n), nil)
+			once.Do(func() { close(reading) })
+			switch {
+			case res.Status == http.StatusOK && bytes.Equal(res.Body, content(n)):
+			case res.Status == http.StatusNotFound && n < versions:
+			default:
+				t.Errorf("version %d: %d, %d bytes", n, res.Status, len(res.Body))
+				return false
+			}
+			return true
+		})
 		<-reading // the sweeps run while versions are being read
 		ctx := context.Background()
 		var swept int64
@@ -246,8 +235,7 @@ func TestHistoryRaces(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		close(stop)
-		readers.Wait()
+		stop()
 		for n := 1; n < versions; n++ {
 			c.Do("GET", versionContent(f.ID, n), nil).ExpectProblem(t, http.StatusNotFound, "NOT_FOUND")
 		}

@@ -26,17 +26,11 @@ func send(c *apitest.Client, method, path string, body any, headers ...string) *
 
 func versionList(t *testing.T, c *apitest.Client, id, query string) api.VersionList {
 	t.Helper()
-	var l api.VersionList
-	c.Do("GET", "/v1/files/"+id+"/versions?"+query, nil).Expect(t, http.StatusOK).JSON(t, &l)
-	return l
+	return apitest.GetJSON[api.VersionList](t, c, "/v1/files/"+id+"/versions?"+query)
 }
 
 func versionNumbers(l api.VersionList) []int {
-	out := make([]int, len(l.Data))
-	for i, v := range l.Data {
-		out[i] = int(v.Version)
-	}
-	return out
+	return pluck(l.Data, func(v api.FileVersion) int { return int(v.Version) })
 }
 
 func revert(c *apitest.Client, id string, version int, headers ...string) *apitest.Response {

@@ -47,13 +47,11 @@ func (a *API) listEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := api.EventList{Data: make([]api.Event, 0, min(len(events), limit))}
-	if len(events) > limit {
-		events, out.HasMore = events[:limit], true
-		next.Position, next.At = events[limit-1].Position, events[limit-1].At
-	}
-	for _, e := range events {
-		out.Data = append(out.Data, render.Event(e))
+	out := api.EventList{}
+	var last *agentfs.Event
+	out.Data, out.HasMore, last = page(events, limit, render.Event)
+	if out.HasMore {
+		next.Position, next.At = last.Position, last.At
 	}
 	out.NextCursor = next.String()
 	return c.JSON(http.StatusOK, out)

@@ -19,17 +19,11 @@ import (
 
 func uploadList(t *testing.T, c *apitest.Client, query string) api.UploadList {
 	t.Helper()
-	var l api.UploadList
-	c.Do("GET", "/v1/uploads?"+query, nil).Expect(t, http.StatusOK).JSON(t, &l)
-	return l
+	return apitest.GetJSON[api.UploadList](t, c, "/v1/uploads?"+query)
 }
 
 func uploadIDs(l api.UploadList) string {
-	out := make([]string, len(l.Data))
-	for i, u := range l.Data {
-		out[i] = u.ID
-	}
-	return fmt.Sprint(out)
+	return fmt.Sprint(pluck(l.Data, func(u api.Upload) string { return u.ID }))
 }
 
 func batchList(t *testing.T, c *apitest.Client, query string) (api.BatchList, []byte) {
@@ -41,11 +35,7 @@ func batchList(t *testing.T, c *apitest.Client, query string) (api.BatchList, []
 }
 
 func batchIDs(l api.BatchList) string {
-	out := make([]string, len(l.Data))
-	for i, b := range l.Data {
-		out[i] = b.ID
-	}
-	return fmt.Sprint(out)
+	return fmt.Sprint(pluck(l.Data, func(b api.Batch) string { return b.ID }))
 }
 
 // pageThrough follows next_cursor from query's first page and returns

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -125,31 +124,15 @@ func TestByteQuotaHoldsUnderConcurrency(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const quota = 1 << 20
 			srv, c := quotaServer(t, quota)
-			statuses := make([]int, 16)
-			var wg sync.WaitGroup
-			for i := range statuses {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					body := bytes.Repeat([]byte{byte('a' + i)}, 900<<10)
-					statuses[i] = c.Do("POST", fmt.Sprintf("/v1/files?path=c%d.bin", i), tc.body(body)).Status
-				}()
-			}
-			wg.Wait()
+			statuses := concurrently(16, func(i int) int {
+				body := bytes.Repeat([]byte{byte('a' + i)}, 900<<10)
+				return c.Do("POST", fmt.Sprintf("/v1/files?path=c%d.bin", i), tc.body(body)).Status
+			})
 			var stored int64
 			for _, f := range list(t, c, "limit=100").Data {
 				stored += f.SizeBytes
 			}
-			created := 0
-			for _, s := range statuses {
-				switch s {
-				case http.StatusCreated:
-					created++
-				case http.StatusTooManyRequests:
-				default:
-					t.Fatalf("status %d among %v", s, statuses)
-				}
-			}
+			created := countCreated(t, statuses, http.StatusTooManyRequests)
 			if stored > quota || int64(created)*(900<<10) != stored {
 				t.Fatalf("%d uploads of 900 KiB stored %d bytes against a quota of %d: %v", created, stored, quota, statuses)
 			}

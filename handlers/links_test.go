@@ -34,9 +34,7 @@ func createLink(t *testing.T, c *apitest.Client, id, body string, headers ...str
 
 func linkList(t *testing.T, c *apitest.Client, id string) []api.Link {
 	t.Helper()
-	var l api.LinkList
-	c.Do("GET", "/v1/files/"+id+"/links", nil).Expect(t, http.StatusOK).JSON(t, &l)
-	return l.Data
+	return apitest.GetJSON[api.LinkList](t, c, "/v1/files/"+id+"/links").Data
 }
 
 // anonymous is a client without a token.

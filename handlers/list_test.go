@@ -2,7 +2,6 @@ package handlers_test
 
 import (
 	"fmt"
-	"net/http"
 	"net/url"
 	"testing"
 
@@ -11,17 +10,21 @@ import (
 
 func list(t *testing.T, c *apitest.Client, query string) apitest.FileList {
 	t.Helper()
-	var l apitest.FileList
-	c.Do("GET", "/v1/files?"+query, nil).Expect(t, http.StatusOK).JSON(t, &l)
-	return l
+	return apitest.GetJSON[apitest.FileList](t, c, "/v1/files?"+query)
+}
+
+// pluck is field of each of xs, in order: the ids or paths of a page, to
+// compare with what a test expects.
+func pluck[T, V any](xs []T, field func(T) V) []V {
+	out := make([]V, len(xs))
+	for i, x := range xs {
+		out[i] = field(x)
+	}
+	return out
 }
 
 func paths(files []apitest.File) []string {
-	out := make([]string, len(files))
-	for i, f := range files {
-		out[i] = f.Path
-	}
-	return out
+	return pluck(files, func(f apitest.File) string { return f.Path })
 }
 
 func TestListFiles(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -131,16 +130,9 @@ func TestIdempotentUpload(t *testing.T) {
 
 	t.Run("ConcurrentRequestsWithOneKeyMakeOneFile", func(t *testing.T) {
 		c, b := setup(t)
-		var wg sync.WaitGroup
-		res := make([]*apitest.Response, 24)
-		for i := range res {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				res[i] = keyed(t, c, "k-race", "race.bin", strings.Repeat("z", 256<<10))
-			}()
-		}
-		wg.Wait()
+		res := concurrently(24, func(int) *apitest.Response {
+			return keyed(t, c, "k-race", "race.bin", strings.Repeat("z", 256<<10))
+		})
 		var id string
 		for _, r := range res {
 			switch r.Status {

@@ -29,30 +29,48 @@ func TestStorageOutages(t *testing.T) {
 
 	t.Run("S3Down", func(t *testing.T) {
 		s3.Stop()
-		unavailable(t, keyed(t, c, "during-s3-outage", "during.txt", "lost?"))
-		unavailable(t, c.Do("GET", "/v1/files/"+before.ID+"/content", nil))
-		unavailable(t, anon.Do("GET", "/readyz", nil))
-		c.Do("GET", "/v1/files/"+before.ID, nil).Expect(t, http.StatusOK) // metadata needs only Postgres
-		if l := list(t, c, "path=during.txt&include_deleted=true"); len(l.Data) != 0 {
-			t.Fatal("a failed upload left a file")
-		}
-		s3.Start()
-		eventually(t, func() bool { return anon.Do("GET", "/readyz", nil).Status == http.StatusOK })
-		keyed(t, c, "during-s3-outage", "during.txt", "lost?").Expect(t, http.StatusCreated) // the key was released
-		if got := c.Do("GET", "/v1/files/"+before.ID+"/content", nil).Expect(t, 200); string(got.Body) != "kept" {
-			t.Fatalf("content after the outage: %q", got.Body)
+		if got := s3Outage(t, c, anon, "during-s3-outage", before.ID, s3.Start); string(got) != "kept" {
+			t.Fatalf("content after the outage: %q", got)
 		}
 	})
 
 	t.Run("PostgresDown", func(t *testing.T) {
-		pg.Cut()
-		unavailable(t, c.Do("GET", "/v1/files", nil))
-		unavailable(t, upload(t, c, "pg.txt", "x"))
-		unavailable(t, anon.Do("GET", "/readyz", nil))
-		pg.Restore()
-		eventually(t, func() bool { return anon.Do("GET", "/readyz", nil).Status == http.StatusOK })
-		upload(t, c, "pg.txt", "x").Expect(t, http.StatusCreated)
+		postgresOutage(t, c, anon, pg.Cut, pg.Restore)
 	})
+}
+
+// s3Outage checks the API while S3 is out: a keyed write, a read of
+// fileID's content and /readyz answer 503, fileID's metadata (Postgres
+// only) still reads, and the failed write left no file. Then up brings S3
+// back: service resumes by itself and the write's key was released. It
+// returns fileID's content read after the outage.
+func s3Outage(t *testing.T, c, anon *apitest.Client, key, fileID string, up func()) []byte {
+	t.Helper()
+	unavailable(t, keyed(t, c, key, "during.txt", "lost?"))
+	unavailable(t, c.Do("GET", "/v1/files/"+fileID+"/content", nil))
+	unavailable(t, anon.Do("GET", "/readyz", nil))
+	c.Do("GET", "/v1/files/"+fileID, nil).Expect(t, http.StatusOK)
+	if l := list(t, c, "path=during.txt&include_deleted=true"); len(l.Data) != 0 {
+		t.Fatal("a failed upload left a file")
+	}
+	up()
+	eventually(t, func() bool { return anon.Do("GET", "/readyz", nil).Status == http.StatusOK })
+	keyed(t, c, key, "during.txt", "lost?").Expect(t, http.StatusCreated)
+	return c.Do("GET", "/v1/files/"+fileID+"/content", nil).Expect(t, 200).Body
+}
+
+// postgresOutage checks the API while down keeps Postgres out: a listing,
+// an upload and /readyz answer 503; once restore lets it back, service
+// resumes by itself.
+func postgresOutage(t *testing.T, c, anon *apitest.Client, down, restore func()) {
+	t.Helper()
+	down()
+	unavailable(t, c.Do("GET", "/v1/files", nil))
+	unavailable(t, upload(t, c, "pg.txt", "x"))
+	unavailable(t, anon.Do("GET", "/readyz", nil))
+	restore()
+	eventually(t, func() bool { return anon.Do("GET", "/readyz", nil).Status == http.StatusOK })
+	upload(t, c, "pg.txt", "x").Expect(t, http.StatusCreated)
 }
 
 // TestStorageHangs freezes the S3 server (SIGSTOP) and holds every byte
@@ -114,17 +132,7 @@ func TestStorageHangs(t *testing.T) {
 		if err == nil || 1<<20+n >= int64(len(big)) {
 			t.Fatalf("a download S3 stopped feeding ended with %d of %d bytes and error %v; want it cut short", 1<<20+n, len(big), err)
 		}
-		unavailable(t, keyed(t, c, "during-s3-hang", "during.txt", "lost?"))
-		unavailable(t, c.Do("GET", "/v1/files/"+bigFile.ID+"/content", nil))
-		unavailable(t, anon.Do("GET", "/readyz", nil))
-		c.Do("GET", "/v1/files/"+bigFile.ID, nil).Expect(t, http.StatusOK) // metadata needs only Postgres
-		if l := list(t, c, "path=during.txt&include_deleted=true"); len(l.Data) != 0 {
-			t.Fatal("a failed upload left a file")
-		}
-		s3.Resume(t)
-		eventually(t, func() bool { return anon.Do("GET", "/readyz", nil).Status == http.StatusOK })
-		keyed(t, c, "during-s3-hang", "during.txt", "lost?").Expect(t, http.StatusCreated) // the key was released
-		if got := c.Do("GET", "/v1/files/"+bigFile.ID+"/content", nil).Expect(t, 200); !bytes.Equal(got.Body, big) {
+		if got := s3Outage(t, c, anon, "during-s3-hang", bigFile.ID, func() { s3.Resume(t) }); !bytes.Equal(got, big) {
 			t.Fatal("content changed across the hang")
 		}
 	})
@@ -133,13 +141,7 @@ func TestStorageHangs(t *testing.T) {
 	// one ends there: this checks the bound and the recovery, not what a
 	// write half done would leave (S3Hangs and the crash tests do that).
 	t.Run("PostgresHangs", func(t *testing.T) {
-		pg.Stall()
-		unavailable(t, c.Do("GET", "/v1/files", nil))
-		unavailable(t, upload(t, c, "pg.txt", "x"))
-		unavailable(t, anon.Do("GET", "/readyz", nil))
-		pg.Restore()
-		eventually(t, func() bool { return anon.Do("GET", "/readyz", nil).Status == http.StatusOK })
-		upload(t, c, "pg.txt", "x").Expect(t, http.StatusCreated)
+		postgresOutage(t, c, anon, pg.Stall, pg.Restore)
 	})
 }
 

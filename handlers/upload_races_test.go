@@ -76,12 +76,7 @@ func TestUploadRaces(t *testing.T) {
 			data[i] = randomBytes(partSize+64<<10, int64(100+i))
 			ids[i] = reverseSession(t, c, "contested.bin", data[i]).ID
 		}
-		res := make([]*apitest.Response, n)
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() { res[i] = completeSettled(t, c, ids[i]) })
-		}
-		wg.Wait()
+		res := concurrently(n, func(i int) *apitest.Response { return completeSettled(t, c, ids[i]) })
 		winner := -1
 		for i, r := range res {
 			switch r.Status {

@@ -341,11 +341,9 @@ func (a *API) listUploads(c echo.Context) error {
 		return err
 	}
 	f := agentfs.UploadFilter{Status: q.Get("status"), Limit: limit + 1}
-	switch f.Status {
-	case "", agentfs.UploadPending, agentfs.UploadCompleting, agentfs.UploadCompleted, agentfs.UploadAborted,
-		agentfs.UploadExpired, agentfs.UploadFailed:
-	default:
-		return problem.Validation("status", "must be pending, completing, completed, aborted, expired or failed")
+	if err := optionalOneOf("status", f.Status, agentfs.UploadPending, agentfs.UploadCompleting, agentfs.UploadCompleted,
+		agentfs.UploadAborted, agentfs.UploadExpired, agentfs.UploadFailed); err != nil {
+		return err
 	}
 	if p := q.Get("path"); p != "" {
 		if f.Path, err = cleanPath(p); err != nil {
@@ -359,14 +357,14 @@ func (a *API) listUploads(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := api.UploadList{Data: make([]api.Upload, 0, min(len(uploads), limit))}
-	if len(uploads) > limit {
-		uploads, out.HasMore = uploads[:limit], true
-		out.NextCursor = nextCursor(uploads[limit-1].CreatedAt, uploads[limit-1].ID)
-	}
 	reqID := c.Response().Header().Get(problem.RequestIDHeader)
-	for _, u := range uploads {
-		out.Data = append(out.Data, render.Upload(a.deps.PublicURL, u, nil, reqID, time.Now()))
+	out := api.UploadList{}
+	var last *agentfs.Upload
+	out.Data, out.HasMore, last = page(uploads, limit, func(u *agentfs.Upload) api.Upload {
+		return render.Upload(a.deps.PublicURL, u, nil, reqID, time.Now())
+	})
+	if out.HasMore {
+		out.NextCursor = nextCursor(last.CreatedAt, last.ID)
 	}
 	return c.JSON(http.StatusOK, out)
 }

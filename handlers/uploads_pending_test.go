@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -61,26 +60,11 @@ func TestOpenUploadSessionsBoundHoldsUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	srv := apitest.NewServer(t, apitest.Options{Limits: handlers.Limits{MaxPendingUploads: 3}})
 	c := srv.Client(t, "alice")
-	statuses := make([]int, 12)
-	var wg sync.WaitGroup
-	for i := range statuses {
-		wg.Go(func() {
-			statuses[i] = c.Do("POST", "/v1/uploads", fmt.Sprintf(`{"path":"race-%d.bin","size_bytes":10}`, i),
-				"Content-Type", "application/json").Status
-		})
-	}
-	wg.Wait()
-	created := 0
-	for _, s := range statuses {
-		switch s {
-		case http.StatusCreated:
-			created++
-		case http.StatusTooManyRequests:
-		default:
-			t.Fatalf("status %d among %v", s, statuses)
-		}
-	}
-	if created != 3 {
+	statuses := concurrently(12, func(i int) int {
+		return c.Do("POST", "/v1/uploads", fmt.Sprintf(`{"path":"race-%d.bin","size_bytes":10}`, i),
+			"Content-Type", "application/json").Status
+	})
+	if created := countCreated(t, statuses, http.StatusTooManyRequests); created != 3 {
 		t.Fatalf("%d sessions opened against a bound of 3: %v", created, statuses)
 	}
 }

@@ -198,30 +198,25 @@ func uploadState(status string) *Problem {
 	return New(UploadAborted, "the upload session is "+status+"; start a new one")
 }
 
+// httpErrors are the problems of the errors Echo itself answers (no
+// route, a body over its limit, ...), by their status.
+var httpErrors = map[int]struct{ code, detail string }{
+	http.StatusNotFound:              {NotFound, "no such route"},
+	http.StatusMethodNotAllowed:      {MethodNotAllowed, "this route does not take this method"},
+	http.StatusRequestEntityTooLarge: {PayloadTooLarge, "the body exceeds the limit"},
+	http.StatusUnsupportedMediaType:  {UnsupportedMediaType, "unsupported Content-Type"},
+	http.StatusBadRequest:            {InvalidRequest, "the request could not be parsed"},
+	http.StatusUnauthorized:          {Unauthenticated, "missing or invalid bearer token"},
+	http.StatusServiceUnavailable:    {StorageUnavailable, "service unavailable"},
+	http.StatusRequestTimeout:        {RequestTimeout, "the request timed out"},
+	http.StatusForbidden:             {Forbidden, "not allowed"},
+	http.StatusLengthRequired:        {LengthRequired, "Content-Length is required"},
+	http.StatusTooManyRequests:       {RateLimited, "too many requests"},
+}
+
 func fromHTTPError(he *echo.HTTPError) *Problem {
-	switch he.Code {
-	case http.StatusNotFound:
-		return New(NotFound, "no such route")
-	case http.StatusMethodNotAllowed:
-		return New(MethodNotAllowed, "this route does not take this method")
-	case http.StatusRequestEntityTooLarge:
-		return New(PayloadTooLarge, "the body exceeds the limit")
-	case http.StatusUnsupportedMediaType:
-		return New(UnsupportedMediaType, "unsupported Content-Type")
-	case http.StatusBadRequest:
-		return New(InvalidRequest, "the request could not be parsed")
-	case http.StatusUnauthorized:
-		return New(Unauthenticated, "missing or invalid bearer token")
-	case http.StatusServiceUnavailable:
-		return New(StorageUnavailable, "service unavailable")
-	case http.StatusRequestTimeout:
-		return New(RequestTimeout, "the request timed out")
-	case http.StatusForbidden:
-		return New(Forbidden, "not allowed")
-	case http.StatusLengthRequired:
-		return New(LengthRequired, "Content-Length is required")
-	case http.StatusTooManyRequests:
-		return New(RateLimited, "too many requests")
+	if p, ok := httpErrors[he.Code]; ok {
+		return New(p.code, p.detail)
 	}
 	return New(Internal, "an internal error occurred")
 }

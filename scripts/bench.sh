@@ -56,23 +56,13 @@ cleanup() {
 	# directory; should it have gone meanwhile, stop them by pid.
 	[[ -n "$s3_pid" ]] && stop_pid "$s3_pid" "$S3_SERVER" 15
 	[[ -n "$pg_pid" ]] && stop_pid "$pg_pid" postgres 30
-	if [[ -n "$BENCH_TMP" ]]; then
-		if [[ "${BENCH_KEEP:-}" == 1 ]]; then
-			log "kept $BENCH_TMP (BENCH_KEEP=1)"
-		else
-			rm -rf "$BENCH_TMP"
-		fi
-	fi
+	remove_tmp "$BENCH_TMP" BENCH_KEEP
 	exit "$status"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap_cleanup
 
-BENCH_TMP=$(mktemp -d "${TMPDIR:-/tmp}/agentfs-bench.XXXXXX")
-chmod 755 "$BENCH_TMP"
+BENCH_TMP=$(make_tmp bench)
 LOG_DIR=$BENCH_TMP/log
-mkdir -p "$LOG_DIR"
 
 log "building bin/agentfs ..."
 go build -o bin/agentfs ./cmd/agentfs

@@ -703,6 +703,52 @@ _pid_alive() {
 	return 0
 }
 
+# remove_tmp DIR KEEP_VAR: remove a script's temporary directory (nothing
+# when DIR is empty), unless the variable named KEEP_VAR is 1: then say
+# where it is kept.
+remove_tmp() {
+	local dir=$1 keep=$2
+	[[ -n "$dir" ]] || return 0
+	if [[ "${!keep:-}" == 1 ]]; then
+		log "kept $dir ($keep=1)"
+	else
+		rm -rf "$dir"
+	fi
+}
+
+# _stop_pidfile PIDFILE COMM FILE...: stop the server whose pid PIDFILE
+# holds (nothing when there is none), named COMM, as stop_pid does, then
+# remove PIDFILE and the FILEs that describe it.
+_stop_pidfile() {
+	local pidfile=$1 comm=$2 pid
+	shift 2
+	[[ -f "$pidfile" ]] || return 0
+	pid=$(cat "$pidfile" 2>/dev/null || true)
+	if [[ "$pid" =~ ^[0-9]+$ ]]; then
+		stop_pid "$pid" "$comm" 15
+	fi
+	rm -f "$pidfile" "$@"
+}
+
+# make_tmp NAME: create a script's temporary directory,
+# agentfs-NAME.XXXXXX under $TMPDIR, readable by the servers it starts and
+# with a log/ inside, and print its path.
+make_tmp() {
+	local dir
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/agentfs-$1.XXXXXX") || return 1
+	chmod 755 "$dir"
+	mkdir -p "$dir/log"
+	printf '%s\n' "$dir"
+}
+
+# trap_cleanup: run the script's function cleanup when it exits, also on
+# INT (status 130) and TERM (143).
+trap_cleanup() {
+	trap cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+}
+
 # stop_pid PID [COMM] [TIMEOUT_SECONDS]: TERM, wait, then KILL.
 stop_pid() {
 	local pid=$1 comm=${2:-} timeout=${3:-15} i
@@ -822,16 +868,11 @@ s3_start() {
 
 # s3_stop DIR
 s3_stop() {
-	local dir pid
+	local dir
 	(($# >= 1)) || die "usage: s3_stop DIR"
 	dir=$(_abspath "$1")
 	_s3_files "$dir"
-	[[ -f "$_s3_pidfile" ]] || return 0
-	pid=$(cat "$_s3_pidfile" 2>/dev/null || true)
-	if [[ "$pid" =~ ^[0-9]+$ ]]; then
-		stop_pid "$pid" "$S3_SERVER" 15
-	fi
-	rm -f "$_s3_pidfile" "$_s3_portfile"
+	_stop_pidfile "$_s3_pidfile" "$S3_SERVER" "$_s3_portfile"
 }
 
 # pg_create_database URL NAME: create database NAME on the Postgres server
@@ -977,14 +1018,9 @@ _hydra_wait_ready() {
 
 # hydra_stop DIR
 hydra_stop() {
-	local dir pid
+	local dir
 	(($# >= 1)) || die "usage: hydra_stop DIR"
 	dir=$(_abspath "$1")
 	_hydra_files "$dir"
-	[[ -f "$_hydra_pidfile" ]] || return 0
-	pid=$(cat "$_hydra_pidfile" 2>/dev/null || true)
-	if [[ "$pid" =~ ^[0-9]+$ ]]; then
-		stop_pid "$pid" hydra 15
-	fi
-	rm -f "$_hydra_pidfile" "$_hydra_portfile"
+	_stop_pidfile "$_hydra_pidfile" hydra "$_hydra_portfile"
 }

@@ -78,23 +78,13 @@ cleanup() {
 	[[ -n "$hydra_db" ]] && psql -X -q "$AGENTFS_TEST_DATABASE_URL" -c "drop database if exists $hydra_db" >/dev/null 2>&1
 	[[ -n "$s3_dir" ]] && s3_stop "$s3_dir"
 	[[ -n "$pg_dir" ]] && pg_stop "$pg_dir"
-	if [[ -n "$TEST_TMP" ]]; then
-		if [[ "${AGENTFS_TEST_KEEP:-}" == 1 ]]; then
-			log "kept $TEST_TMP (AGENTFS_TEST_KEEP=1)"
-		else
-			rm -rf "$TEST_TMP"
-		fi
-	fi
+	remove_tmp "$TEST_TMP" AGENTFS_TEST_KEEP
 	exit "$status"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap_cleanup
 
-TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/agentfs-test.XXXXXX")
-chmod 755 "$TEST_TMP"
+TEST_TMP=$(make_tmp test)
 LOG_DIR=$TEST_TMP/log
-mkdir -p "$LOG_DIR"
 
 pg_where=""
 s3_where=""

@@ -59,18 +59,10 @@ cleanup() {
 		psql -X -q "$hydra_db_url" -c "drop database if exists $hydra_db" >/dev/null 2>&1
 	fi
 	[[ -n "$pg_dir" ]] && pg_stop "$pg_dir"
-	if [[ -n "$TOOLS_TMP" ]]; then
-		if [[ "${TOOLS_KEEP:-}" == 1 ]]; then
-			log "kept $TOOLS_TMP (TOOLS_KEEP=1)"
-		else
-			rm -rf "$TOOLS_TMP"
-		fi
-	fi
+	remove_tmp "$TOOLS_TMP" TOOLS_KEEP
 	exit "$status"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap_cleanup
 
 echo "==> installing what is missing"
 for w in "${WORDS[@]}"; do
@@ -82,10 +74,8 @@ done
 echo "==> versions"
 tool_versions "${WORDS[@]}"
 
-TOOLS_TMP=$(mktemp -d "${TMPDIR:-/tmp}/agentfs-tools.XXXXXX")
-chmod 755 "$TOOLS_TMP"
+TOOLS_TMP=$(make_tmp tools)
 LOG_DIR=$TOOLS_TMP/log
-mkdir -p "$LOG_DIR"
 
 echo "==> checks"
 if has npm; then

@@ -74,19 +74,12 @@ func openPool(ctx context.Context, url string, maxConns int32, statementTimeout 
 // transaction. A session advisory lock makes instances that start together
 // take turns, so each migration runs once.
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return Translate(fmt.Errorf("acquire connection: %w", err))
-	}
-	defer conn.Release()
-	const lock = `SELECT pg_advisory_lock(hashtext('agentfs.migrate.' || current_schema()))`
-	if _, err := conn.Exec(ctx, lock); err != nil {
-		return Translate(fmt.Errorf("take migration lock: %w", err))
-	}
-	defer func() {
-		const unlock = `SELECT pg_advisory_unlock(hashtext('agentfs.migrate.' || current_schema()))`
-		_, _ = conn.Exec(context.WithoutCancel(ctx), unlock)
-	}()
+	return withMigrationLock(ctx, pool, "agentfs.migrate.", "migration", func(conn *pgx.Conn) error {
+		return applyMigrations(ctx, conn)
+	})
+}
+
+func applyMigrations(ctx context.Context, conn *pgx.Conn) error {
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
@@ -97,7 +90,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if err := applyMigration(ctx, conn.Conn(), name); err != nil {
+		if err := applyMigration(ctx, conn, name); err != nil {
 			return err
 		}
 	}
@@ -107,27 +100,36 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 // migrateQueue brings the batch queue's tables (River's) up to date, under
 // the same lock, so they migrate with ours.
 func migrateQueue(ctx context.Context, pool *pgxpool.Pool) error {
+	return withMigrationLock(ctx, pool, "agentfs.migrate.river.", "queue migration", func(*pgx.Conn) error {
+		m, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+		if err != nil {
+			return fmt.Errorf("queue migrator: %w", err)
+		}
+		if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+			return fmt.Errorf("migrate queue: %w", err)
+		}
+		return nil
+	})
+}
+
+// withMigrationLock runs fn on one connection while it holds the session
+// advisory lock named name plus the schema, so that instances starting
+// together take turns; what names the lock in errors.
+func withMigrationLock(ctx context.Context, pool *pgxpool.Pool, name, what string, fn func(*pgx.Conn) error) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return Translate(fmt.Errorf("acquire connection: %w", err))
 	}
 	defer conn.Release()
-	const lock = `SELECT pg_advisory_lock(hashtext('agentfs.migrate.river.' || current_schema()))`
-	if _, err := conn.Exec(ctx, lock); err != nil {
-		return Translate(fmt.Errorf("take queue migration lock: %w", err))
+	const lock = `SELECT pg_advisory_lock(hashtext($1::text || current_schema()))`
+	if _, err := conn.Exec(ctx, lock, name); err != nil {
+		return Translate(fmt.Errorf("take %s lock: %w", what, err))
 	}
 	defer func() {
-		const unlock = `SELECT pg_advisory_unlock(hashtext('agentfs.migrate.river.' || current_schema()))`
-		_, _ = conn.Exec(context.WithoutCancel(ctx), unlock)
+		const unlock = `SELECT pg_advisory_unlock(hashtext($1::text || current_schema()))`
+		_, _ = conn.Exec(context.WithoutCancel(ctx), unlock, name)
 	}()
-	m, err := rivermigrate.New(riverpgxv5.New(pool), nil)
-	if err != nil {
-		return fmt.Errorf("queue migrator: %w", err)
-	}
-	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("migrate queue: %w", err)
-	}
-	return nil
+	return fn(conn.Conn())
 }
 
 func applyMigration(ctx context.Context, conn *pgx.Conn, name string) error {

@@ -121,19 +121,9 @@ func (s *Store) EventsStart(ctx context.Context, subject string) (agentfs.EventC
 // many.
 func (s *Store) SweepEvents(ctx context.Context) (int64, error) {
 	const chunk = 5000
-	var total int64
-	for {
-		tag, err := s.pool.Exec(ctx, `DELETE FROM events WHERE (subject, pos) IN (
-			SELECT subject, pos FROM events WHERE at < now() - make_interval(secs => $1) LIMIT $2)`,
-			s.cfg.EventRetention.Seconds(), chunk)
-		if err != nil {
-			return total, Translate(fmt.Errorf("sweep events: %w", err))
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < chunk {
-			return total, nil
-		}
-	}
+	return s.inChunks(ctx, "sweep events", chunk, `DELETE FROM events WHERE (subject, pos) IN (
+		SELECT subject, pos FROM events WHERE at < now() - make_interval(secs => $1) LIMIT $2)`,
+		s.cfg.EventRetention.Seconds(), chunk)
 }
 
 // RunSummary is what the subject's run did, from its events, or

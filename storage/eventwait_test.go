@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -67,17 +66,37 @@ func await(ctx context.Context, store *storage.Store, subject string, after agen
 
 // listening makes sure the store's listener listens, with one wait that a
 // write ends: a waiter that starts before it listens looks again once it
-// does, which would blur the counts of looks.
-func listening(t *testing.T, store *storage.Store, subject string) {
+// does, which would blur the counts of looks. It returns the subject's
+// feed position after that write, where a test's waiters start.
+func listening(t *testing.T, store *storage.Store, subject string) agentfs.EventCursor {
 	t.Helper()
-	ctx := context.Background()
-	start, err := store.EventsStart(ctx, subject)
+	warm := await(context.Background(), store, subject, eventsStart(t, store, subject),
+		agentfs.EventFilter{RunID: "run-warm"}, time.Minute)
+	putBy(t, store, subject, "warm.txt", "ag-warm", "run-warm")
+	received(t, "the first waiter", warm)
+	return eventsStart(t, store, subject)
+}
+
+// eventsStart is the subject's feed position now.
+func eventsStart(t *testing.T, store *storage.Store, subject string) agentfs.EventCursor {
+	t.Helper()
+	start, err := store.EventsStart(context.Background(), subject)
 	if err != nil {
 		t.Fatal(err)
 	}
-	warm := await(ctx, store, subject, start, agentfs.EventFilter{RunID: "run-warm"}, time.Minute)
-	putBy(t, store, subject, "warm.txt", "ag-warm", "run-warm")
-	received(t, "the first waiter", warm)
+	return start
+}
+
+// awaitLooked starts a wait of up to two minutes, as await does, and
+// returns once the store's waiters have looked at the feed looks times
+// (the new waiter's first look among them), so that every later look
+// counts a wake.
+func awaitLooked(ctx context.Context, t *testing.T, store *storage.Store, subject string, after agentfs.EventCursor,
+	filter agentfs.EventFilter, looks int64) <-chan waitResult {
+	t.Helper()
+	ch := await(ctx, store, subject, after, filter, 2*time.Minute)
+	looksReach(t, store, looks)
+	return ch
 }
 
 // looksReach waits until the store's waiters have looked at the feed n
@@ -116,14 +135,9 @@ func TestEventWaitersWakeOnlyForWhatTheyCanMatch(t *testing.T) {
 	subject := uniqueSubject(t)
 	putBy(t, store, subject, "watched.txt", "ag-noise", "run-noise")
 	watched := fileAt(t, store, "watched.txt")
-	listening(t, store, subject)
-	start, err := store.EventsStart(ctx, subject)
-	if err != nil {
-		t.Fatal(err)
-	}
+	start := listening(t, store, subject)
 	base, broad := store.Counters().EventLooks, store.Counters().BroadWakes
-	never := await(ctx, store, subject, start, agentfs.EventFilter{RunID: "run-never"}, 2*time.Minute)
-	looksReach(t, store, base+1)
+	never := awaitLooked(ctx, t, store, subject, start, agentfs.EventFilter{RunID: "run-never"}, base+1)
 	waiters := []struct {
 		name   string
 		filter agentfs.EventFilter
@@ -136,8 +150,7 @@ func TestEventWaitersWakeOnlyForWhatTheyCanMatch(t *testing.T) {
 		{name: "file_id", filter: agentfs.EventFilter{FileID: watched}},
 	}
 	for i := range waiters {
-		waiters[i].ch = await(ctx, store, subject, start, waiters[i].filter, 2*time.Minute)
-		looksReach(t, store, base+2+int64(i))
+		waiters[i].ch = awaitLooked(ctx, t, store, subject, start, waiters[i].filter, base+2+int64(i))
 	}
 	for i := range 20 { // new files: created, by nobody waited for, outside wanted/
 		putBy(t, store, subject, fmt.Sprintf("noise/%d.txt", i), "ag-noise", "run-noise")
@@ -179,18 +192,12 @@ func TestEventWaitersOfAStatementTooLargeToList(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	subject := uniqueSubject(t)
-	listening(t, store, subject)
-	start, err := store.EventsStart(ctx, subject)
-	if err != nil {
-		t.Fatal(err)
-	}
+	start := listening(t, store, subject)
 	base := store.Counters().EventLooks
-	never := await(ctx, store, subject, start, agentfs.EventFilter{RunID: "run-never"}, 2*time.Minute)
-	looksReach(t, store, base+1)
-	target := await(ctx, store, subject, start, agentfs.EventFilter{RunID: "run-big"}, 2*time.Minute)
-	looksReach(t, store, base+2)
+	never := awaitLooked(ctx, t, store, subject, start, agentfs.EventFilter{RunID: "run-never"}, base+1)
+	target := awaitLooked(ctx, t, store, subject, start, agentfs.EventFilter{RunID: "run-big"}, base+2)
 	// 20 events of 900-byte paths, one statement: more than a NOTIFY holds.
-	_, err = store.Pool().Exec(ctx, `INSERT INTO events (subject, type, file_id, path, run_id)
+	_, err := store.Pool().Exec(ctx, `INSERT INTO events (subject, type, file_id, path, run_id)
 		SELECT $1, 'file.created', 'file_' || lpad(g::text, 26, '0'), repeat('p', 900) || g, 'run-big'
 		FROM generate_series(1, 20) g`, subject)
 	if err != nil {
@@ -220,16 +227,10 @@ func TestEventWaitersPerSubjectBound(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	subject := uniqueSubject(t)
-	listening(t, store, subject)
-	start, err := store.EventsStart(ctx, subject)
-	if err != nil {
-		t.Fatal(err)
-	}
+	start := listening(t, store, subject)
 	base := store.Counters().EventLooks
-	first := await(ctx, store, subject, start, agentfs.EventFilter{RunID: "run-1"}, 2*time.Minute)
-	looksReach(t, store, base+1)
-	second := await(ctx, store, subject, start, agentfs.EventFilter{}, 2*time.Minute)
-	looksReach(t, store, base+2)
+	first := awaitLooked(ctx, t, store, subject, start, agentfs.EventFilter{RunID: "run-1"}, base+1)
+	second := awaitLooked(ctx, t, store, subject, start, agentfs.EventFilter{}, base+2)
 	if _, _, err := store.AwaitEvents(ctx, subject, agentfs.EventFilter{After: &start, Limit: 10}, time.Minute); !errors.Is(err, agentfs.ErrTooManyWaiters) {
 		t.Fatalf("a third wait of the subject: %v, want ErrTooManyWaiters", err)
 	}
@@ -257,24 +258,13 @@ func TestEventWaitersAfterALostNotification(t *testing.T) {
 	cfg := storagetest.Config(t)
 	writer := storagetest.OpenConfig(t, cfg)
 	proxy := storagetest.NewProxy(t, storagetest.PostgresAddr(t))
-	viaProxy := cfg
-	u, err := url.Parse(cfg.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = proxy.Addr()
-	viaProxy.DatabaseURL = u.String()
+	viaProxy := storagetest.WithPostgresAt(t, cfg, proxy.Addr())
 	waiter := storagetest.OpenConfig(t, viaProxy)
 	ctx := context.Background()
 	subject := uniqueSubject(t)
-	listening(t, waiter, subject)
-	start, err := waiter.EventsStart(ctx, subject)
-	if err != nil {
-		t.Fatal(err)
-	}
+	start := listening(t, waiter, subject)
 	base := waiter.Counters().EventLooks
-	ch := await(ctx, waiter, subject, start, agentfs.EventFilter{RunID: "run-lost"}, 2*time.Minute)
-	looksReach(t, waiter, base+1)
+	ch := awaitLooked(ctx, t, waiter, subject, start, agentfs.EventFilter{RunID: "run-lost"}, base+1)
 
 	// Every connection of the waiting instance stays open but passes
 	// nothing; its listener is killed, and cannot listen again until the
@@ -283,7 +273,7 @@ func TestEventWaitersAfterALostNotification(t *testing.T) {
 	var killed int
 	// The kill waits (up to a minute) for the backend to be gone, so it
 	// cannot hand on the notification below as it dies.
-	err = writer.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 60000)) FROM pg_stat_activity
+	err := writer.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 60000)) FROM pg_stat_activity
 		WHERE client_port = ANY($1) AND (query LIKE 'LISTEN %' OR query = 'SELECT 1')`, proxy.TargetPorts()).Scan(&killed)
 	if err != nil || killed != 1 {
 		t.Fatalf("killed %d listening connections of the waiting instance (%v), want 1", killed, err)

@@ -92,29 +92,16 @@ func deleteFile(ctx context.Context, store *storage.Store, subject, id string) (
 	return f, err
 }
 
-// onFirstRead runs fn when the body is first read: after the put was
-// decided against the stored state, before it commits.
-type onFirstRead struct {
-	io.Reader
-	once sync.Once
-	fn   func()
-}
-
-func (r *onFirstRead) Read(p []byte) (int, error) {
-	r.once.Do(r.fn)
-	return r.Reader.Read(p)
-}
-
 func TestPutFile(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("DecidesAgainInTheCommittingTransaction", func(t *testing.T) {
 		store, b := setup(t)
-		body := &onFirstRead{Reader: strings.NewReader("late"), fn: func() {
+		body := storagetest.OnFirstRead(strings.NewReader("late"), func() {
 			if _, err := putFile(ctx, store, put("race.txt", false), strings.NewReader("early"), alone); err != nil {
 				t.Errorf("concurrent put: %v", err)
 			}
-		}}
+		})
 		res, err := putFile(ctx, store, put("race.txt", false), body, alone)
 		var exists *agentfs.PathExistsError
 		if !errors.As(err, &exists) {
@@ -135,11 +122,11 @@ func TestPutFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		body := &onFirstRead{Reader: strings.NewReader("v2"), fn: func() {
+		body := storagetest.OnFirstRead(strings.NewReader("v2"), func() {
 			if _, err := deleteFile(ctx, store, "s", old.ID); err != nil {
 				t.Errorf("delete: %v", err)
 			}
-		}}
+		})
 		res, err = putFile(ctx, store, put("d.txt", true), body, alone)
 		f, created := res.File, res.Created
 		if err != nil || !created || f.ID == old.ID || f.Version != 1 {
@@ -187,11 +174,11 @@ func TestPutFile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			body := &onFirstRead{Reader: strings.NewReader("v3"), fn: func() {
+			body := storagetest.OnFirstRead(strings.NewReader("v3"), func() {
 				if _, err := putFile(ctx, store, put("r.txt", true), strings.NewReader("v2"), mode); err != nil {
 					t.Errorf("concurrent replace: %v", err)
 				}
-			}}
+			})
 			res, err = putFile(ctx, store, put("r.txt", true), body, mode)
 			if err != nil || res.Created || res.File.Version != 3 || res.File.SHA256 != hex.EncodeToString(sha([]byte("v3"))) {
 				t.Fatalf("replace after a replace: %+v err=%v, want version 3 holding v3", res.File, err)
@@ -207,11 +194,11 @@ func TestPutFile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			body := &onFirstRead{Reader: strings.NewReader("v2"), fn: func() {
+			body := storagetest.OnFirstRead(strings.NewReader("v2"), func() {
 				if _, err := store.BlockFile(ctx, res.File.ID, true, "legal hold"); err != nil {
 					t.Errorf("block: %v", err)
 				}
-			}}
+			})
 			_, err = putFile(ctx, store, put("b.txt", true), body, mode)
 			var blocked *agentfs.BlockedError
 			if !errors.As(err, &blocked) || blocked.Reason != "legal hold" {
@@ -224,11 +211,11 @@ func TestPutFile(t *testing.T) {
 
 		t.Run("CreateRacingACreate/"+name, func(t *testing.T) {
 			store, _ := setup(t)
-			body := &onFirstRead{Reader: strings.NewReader("late"), fn: func() {
+			body := storagetest.OnFirstRead(strings.NewReader("late"), func() {
 				if _, err := putFile(ctx, store, put("c.txt", false), strings.NewReader("early"), mode); err != nil {
 					t.Errorf("concurrent put: %v", err)
 				}
-			}}
+			})
 			p := put("c.txt", true)
 			res, err := putFile(ctx, store, p, body, mode)
 			if err != nil || res.Created || res.File.Version != 2 {

@@ -198,23 +198,13 @@ func sameTime(a, b *time.Time) bool {
 // Several instances may run it at once: each file is taken by one.
 func (s *Store) ExpireFiles(ctx context.Context) (int64, error) {
 	const chunk = 500
-	var total int64
-	for {
-		tag, err := s.pool.Exec(ctx, `WITH f AS (
-				UPDATE files SET deleted_at = expires_at, purge_after = expires_at + make_interval(secs => @retention)
-				WHERE id IN (SELECT id FROM files WHERE `+expiredFile+`
-					LIMIT @chunk FOR UPDATE SKIP LOCKED)
-				RETURNING *)
-			`+insertEventFrom("'"+agentfs.EventExpired+"'", "NULL"),
-			originArgs(agentfs.Origin{}, pgx.NamedArgs{"retention": s.cfg.DeletedRetention.Seconds(), "chunk": chunk}))
-		if err != nil {
-			return total, Translate(fmt.Errorf("expire files: %w", err))
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < chunk {
-			return total, nil
-		}
-	}
+	return s.inChunks(ctx, "expire files", chunk, `WITH f AS (
+			UPDATE files SET deleted_at = expires_at, purge_after = expires_at + make_interval(secs => @retention)
+			WHERE id IN (SELECT id FROM files WHERE `+expiredFile+`
+				LIMIT @chunk FOR UPDATE SKIP LOCKED)
+			RETURNING *)
+		`+insertEventFrom("'"+agentfs.EventExpired+"'", "NULL"),
+		originArgs(agentfs.Origin{}, pgx.NamedArgs{"retention": s.cfg.DeletedRetention.Seconds(), "chunk": chunk}))
 }
 
 // SweepVersions removes non-current versions superseded longer ago than

@@ -113,24 +113,14 @@ func (s *Store) SweepKeys(ctx context.Context) (int64, error) {
 	// A batch's key is kept until the batch is terminal, however old. Keys
 	// go in chunks, so each statement stays short however many expired.
 	const chunk = 5000
-	var total int64
-	for {
-		tag, err := s.pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE ctid = ANY (ARRAY(
-			SELECT k.ctid FROM idempotency_keys k
-			WHERE ((k.status = 'completed' AND k.expires_at < now())
-			    OR (k.status = 'in_progress' AND k.lease_expires_at < now() - make_interval(secs => $1)))
-			  AND NOT (k.resource_object = 'batch' AND EXISTS (
-			        SELECT 1 FROM batches b WHERE b.id = k.resource_id AND b.status IN ('queued', 'running')))
-			LIMIT $2))`,
-			s.cfg.IdempotencyRetention.Seconds(), chunk)
-		if err != nil {
-			return total, Translate(fmt.Errorf("sweep idempotency keys: %w", err))
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < chunk {
-			return total, nil
-		}
-	}
+	return s.inChunks(ctx, "sweep idempotency keys", chunk, `DELETE FROM idempotency_keys WHERE ctid = ANY (ARRAY(
+		SELECT k.ctid FROM idempotency_keys k
+		WHERE ((k.status = 'completed' AND k.expires_at < now())
+		    OR (k.status = 'in_progress' AND k.lease_expires_at < now() - make_interval(secs => $1)))
+		  AND NOT (k.resource_object = 'batch' AND EXISTS (
+		        SELECT 1 FROM batches b WHERE b.id = k.resource_id AND b.status IN ('queued', 'running')))
+		LIMIT $2))`,
+		s.cfg.IdempotencyRetention.Seconds(), chunk)
 }
 
 const recordColumns = `key, method, route, status = 'completed', coalesce(content_hash, ''::bytea),

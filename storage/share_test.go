@@ -160,65 +160,63 @@ func TestASweepWaitsForAWriteSharingABlob(t *testing.T) {
 		// and the sweep that removes the version the write shares.
 		prepare func(t *testing.T, store *storage.Store, b *testBundle) (write func(tx pgx.Tx) (*agentfs.File, error), sweep func() error)
 	}
+	// source puts src.txt and returns its id.
+	source := func(t *testing.T, store *storage.Store) string {
+		t.Helper()
+		src, err := putFile(ctx, store, put("src.txt", false), strings.NewReader("content"), alone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src.File.ID
+	}
+	// copyOf prepares a copy of file id to copy.txt and returns its write.
+	copyOf := func(t *testing.T, store *storage.Store, id string) func(pgx.Tx) (*agentfs.File, error) {
+		t.Helper()
+		p, err := store.PrepareCopy(ctx, id, put("copy.txt", false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Finish(ctx, nil) })
+		return func(tx pgx.Tx) (*agentfs.File, error) {
+			f, _, err := p.Apply(ctx, tx, agentfs.Origin{})
+			return f, err
+		}
+	}
+	// supersede replaces src.txt, so that its first version is one a
+	// version sweep removes.
+	supersede := func(t *testing.T, store *storage.Store) func() error {
+		t.Helper()
+		if _, err := putFile(ctx, store, put("src.txt", true), strings.NewReader("newer"), alone); err != nil {
+			t.Fatal(err)
+		}
+		return func() error {
+			_, err := store.SweepVersions(ctx, time.Hour, 1)
+			return err
+		}
+	}
 	for _, tc := range []shared{
 		{"CopyAgainstAPurge", func(t *testing.T, store *storage.Store, b *testBundle) (func(pgx.Tx) (*agentfs.File, error), func() error) {
-			src, err := putFile(ctx, store, put("src.txt", false), strings.NewReader("content"), alone)
-			if err != nil {
+			id := source(t, store)
+			write := copyOf(t, store, id)
+			if _, err := deleteFile(ctx, store, "s", id); err != nil {
 				t.Fatal(err)
 			}
-			p, err := store.PrepareCopy(ctx, src.File.ID, put("copy.txt", false))
-			if err != nil {
-				t.Fatal(err)
+			purgeNow(t, b, id)
+			return write, func() error {
+				_, err := store.PurgeDeleted(ctx)
+				return err
 			}
-			t.Cleanup(func() { p.Finish(ctx, nil) })
-			if _, err := deleteFile(ctx, store, "s", src.File.ID); err != nil {
-				t.Fatal(err)
-			}
-			purgeNow(t, b, src.File.ID)
-			return func(tx pgx.Tx) (*agentfs.File, error) {
-					f, _, err := p.Apply(ctx, tx, agentfs.Origin{})
-					return f, err
-				}, func() error {
-					_, err := store.PurgeDeleted(ctx)
-					return err
-				}
 		}},
 		{"CopyAgainstAVersionSweep", func(t *testing.T, store *storage.Store, b *testBundle) (func(pgx.Tx) (*agentfs.File, error), func() error) {
-			src, err := putFile(ctx, store, put("src.txt", false), strings.NewReader("content"), alone)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := store.PrepareCopy(ctx, src.File.ID, put("copy.txt", false))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { p.Finish(ctx, nil) })
-			if _, err := putFile(ctx, store, put("src.txt", true), strings.NewReader("newer"), alone); err != nil {
-				t.Fatal(err)
-			}
-			return func(tx pgx.Tx) (*agentfs.File, error) {
-					f, _, err := p.Apply(ctx, tx, agentfs.Origin{})
-					return f, err
-				}, func() error {
-					_, err := store.SweepVersions(ctx, time.Hour, 1)
-					return err
-				}
+			write := copyOf(t, store, source(t, store))
+			return write, supersede(t, store)
 		}},
 		{"RevertAgainstAVersionSweep", func(t *testing.T, store *storage.Store, b *testBundle) (func(pgx.Tx) (*agentfs.File, error), func() error) {
-			src, err := putFile(ctx, store, put("src.txt", false), strings.NewReader("content"), alone)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := putFile(ctx, store, put("src.txt", true), strings.NewReader("newer"), alone); err != nil {
-				t.Fatal(err)
-			}
+			id := source(t, store)
 			return func(tx pgx.Tx) (*agentfs.File, error) {
-					f, _, err := store.RevertFileTx(ctx, tx, agentfs.Revert{Subject: "s", FileID: src.File.ID, Version: 1}, agentfs.Origin{})
-					return f, err
-				}, func() error {
-					_, err := store.SweepVersions(ctx, time.Hour, 1)
-					return err
-				}
+				f, _, err := store.RevertFileTx(ctx, tx, agentfs.Revert{Subject: "s", FileID: id, Version: 1}, agentfs.Origin{})
+				return f, err
+			}, supersede(t, store)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

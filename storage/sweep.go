@@ -150,3 +150,21 @@ func (s *Store) PurgeDeleted(ctx context.Context) (int64, error) {
 		n++
 	}
 }
+
+// inChunks runs stmt, which changes at most chunk rows, again until it
+// changes fewer, so that each statement stays short however many rows are
+// due; it reports how many rows changed in all. what names the work in
+// errors.
+func (s *Store) inChunks(ctx context.Context, what string, chunk int64, stmt string, args ...any) (int64, error) {
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, stmt, args...)
+		if err != nil {
+			return total, Translate(fmt.Errorf("%s: %w", what, err))
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < chunk {
+			return total, nil
+		}
+	}
+}

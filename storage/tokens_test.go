@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +26,33 @@ func authenticates(t *testing.T, store *storage.Store, tok string) bool {
 
 // cached waits until store answers tok from its cache: its listener
 // listens, and a lookup made since then was kept.
+// hourLongCache is a store configuration whose token cache keeps a token
+// for an hour: within a test, only a notification makes it forget one.
+func hourLongCache(t *testing.T) storage.Config {
+	t.Helper()
+	cfg := storagetest.Config(t)
+	cfg.TokenCacheTTL = time.Hour
+	return cfg
+}
+
+// newToken creates a token of subject with scopes on store and returns it
+// and its id.
+func newToken(t *testing.T, store *storage.Store, subject string, scopes ...string) (tok, id string) {
+	t.Helper()
+	tok, id, err := store.CreateToken(context.Background(), subject, scopes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok, id
+}
+
+// refusedSoon waits up to a second for store to refuse tok; what names
+// the wait when it times out.
+func refusedSoon(t *testing.T, store *storage.Store, tok, what string) {
+	t.Helper()
+	storagetest.Eventually(t, time.Second, what, func() bool { return !authenticates(t, store, tok) })
+}
+
 func cached(t *testing.T, store *storage.Store, tok string) {
 	t.Helper()
 	storagetest.Eventually(t, 10*time.Second, "the token to be answered from the cache", func() bool {
@@ -46,13 +72,9 @@ func TestTokenCache(t *testing.T) {
 	// arrives (a second at most, though it takes milliseconds).
 	t.Run("ARevocationOnOneInstanceReachesAnothersCache", func(t *testing.T) {
 		t.Parallel()
-		cfg := storagetest.Config(t)
-		cfg.TokenCacheTTL = time.Hour // only the notification can make it forget
+		cfg := hourLongCache(t) // only the notification can make it forget
 		a, b := storagetest.OpenConfig(t, cfg), storagetest.OpenConfig(t, cfg)
-		tok, id, err := a.CreateToken(ctx, "alice", []string{"read", "write"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		tok, id := newToken(t, a, "alice", "read", "write")
 		cached(t, a, tok)
 		cached(t, b, tok)
 		lookups := b.Counters().TokenLookups
@@ -70,36 +92,23 @@ func TestTokenCache(t *testing.T) {
 		if authenticates(t, a, tok) {
 			t.Fatal("the revoking instance still takes the token")
 		}
-		storagetest.Eventually(t, time.Second, "the other instance to refuse the revoked token", func() bool {
-			return !authenticates(t, b, tok)
-		})
+		refusedSoon(t, b, tok, "the other instance to refuse the revoked token")
 	})
 
 	// A revocation by hand, in SQL, is heard too: the trigger notifies
 	// whoever changes the row.
 	t.Run("ARevocationInSQLIsHeard", func(t *testing.T) {
 		t.Parallel()
-		cfg := storagetest.Config(t)
-		cfg.TokenCacheTTL = time.Hour
+		cfg := hourLongCache(t)
 		store := storagetest.OpenConfig(t, cfg)
-		tok, id, err := store.CreateToken(ctx, "bob", []string{"read"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		tok, id := newToken(t, store, "bob", "read")
 		cached(t, store, tok)
 		storagetest.Exec(t, cfg, `UPDATE tokens SET revoked_at = now() WHERE id = $1`, id)
-		storagetest.Eventually(t, time.Second, "the cache to forget a token revoked in SQL", func() bool {
-			return !authenticates(t, store, tok)
-		})
-		other, _, err := store.CreateToken(ctx, "bob", []string{"read"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		refusedSoon(t, store, tok, "the cache to forget a token revoked in SQL")
+		other, _ := newToken(t, store, "bob", "read")
 		cached(t, store, other)
 		storagetest.Exec(t, cfg, `DELETE FROM tokens`)
-		storagetest.Eventually(t, time.Second, "the cache to forget a deleted token", func() bool {
-			return !authenticates(t, store, other)
-		})
+		refusedSoon(t, store, other, "the cache to forget a deleted token")
 	})
 
 	// While the listening connection is down, revocations go by unheard:
@@ -107,22 +116,12 @@ func TestTokenCache(t *testing.T) {
 	// nothing until it listens again.
 	t.Run("ALostListenerForgetsEverything", func(t *testing.T) {
 		t.Parallel()
-		cfg := storagetest.Config(t)
-		cfg.TokenCacheTTL = time.Hour
+		cfg := hourLongCache(t)
 		a := storagetest.OpenConfig(t, cfg)
 		proxy := storagetest.NewProxy(t, storagetest.PostgresAddr(t))
-		viaProxy := cfg
-		u, err := url.Parse(cfg.DatabaseURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.Host = proxy.Addr()
-		viaProxy.DatabaseURL = u.String()
+		viaProxy := storagetest.WithPostgresAt(t, cfg, proxy.Addr())
 		b := storagetest.OpenConfig(t, viaProxy)
-		tok, id, err := a.CreateToken(ctx, "carol", []string{"read"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		tok, id := newToken(t, a, "carol", "read")
 		cached(t, b, tok)
 		proxy.Cut() // b's listener and pool lose Postgres
 		if err := a.RevokeToken(ctx, id); err != nil {
@@ -140,10 +139,7 @@ func TestTokenCache(t *testing.T) {
 		cfg := storagetest.Config(t)
 		cfg.TokenCacheTTL = -1
 		store := storagetest.OpenConfig(t, cfg)
-		tok, _, err := store.CreateToken(ctx, "dave", []string{"read"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		tok, _ := newToken(t, store, "dave", "read")
 		for range 3 {
 			if !authenticates(t, store, tok) {
 				t.Fatal("the token is refused")
@@ -158,13 +154,9 @@ func TestTokenCache(t *testing.T) {
 	// once per request; a token revoked lately too.
 	t.Run("ARefusedTokenIsLookedUpOnce", func(t *testing.T) {
 		t.Parallel()
-		cfg := storagetest.Config(t)
-		cfg.TokenCacheTTL = time.Hour
+		cfg := hourLongCache(t)
 		store := storagetest.OpenConfig(t, cfg)
-		good, id, err := store.CreateToken(ctx, "erin", []string{"read"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		good, id := newToken(t, store, "erin", "read")
 		cached(t, store, good) // the listener listens
 		for _, bogus := range []string{"afs_" + strings.Repeat("x", 43), good} {
 			if bogus == good {
@@ -198,13 +190,9 @@ func TestTokenCache(t *testing.T) {
 	// taken by both as soon as that commits.
 	t.Run("ATokenCreatedAfterItWasRefusedIsTaken", func(t *testing.T) {
 		t.Parallel()
-		cfg := storagetest.Config(t)
-		cfg.TokenCacheTTL = time.Hour
+		cfg := hourLongCache(t)
 		a, b := storagetest.OpenConfig(t, cfg), storagetest.OpenConfig(t, cfg)
-		seed, _, err := a.CreateToken(ctx, "frank", []string{"read"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		seed, _ := newToken(t, a, "frank", "read")
 		cached(t, a, seed)
 		cached(t, b, seed)
 		tok := "afs_" + strings.Repeat("n", 43)
@@ -223,7 +211,7 @@ func TestTokenCache(t *testing.T) {
 			})
 		}
 		storagetest.Exec(t, cfg, `UPDATE tokens SET revoked_at = now() WHERE id = 'tok_by_hand'`)
-		storagetest.Eventually(t, time.Second, "the revoked token to be refused", func() bool { return !authenticates(t, b, tok) })
+		refusedSoon(t, b, tok, "the revoked token to be refused")
 		authenticates(t, b, tok) // refused, and remembered so
 		storagetest.Exec(t, cfg, `UPDATE tokens SET revoked_at = NULL WHERE id = 'tok_by_hand'`)
 		storagetest.Eventually(t, time.Second, "the token restored in SQL to be taken", func() bool { return authenticates(t, b, tok) })

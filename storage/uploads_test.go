@@ -355,12 +355,7 @@ func TestSendPart(t *testing.T) {
 		if got := getUpload(t, store, u.ID); got.HashedParts != 3 {
 			t.Fatalf("hashed_parts %d, want 3", got.HashedParts)
 		}
-		before := store.Counters().ReadBackBytes
-		f, _ := mustComplete(t, store, u.ID, agentfs.CompleteRequest{})
-		if f.SHA256 != hexSHA(whole) {
-			t.Fatalf("sha256 %s, want %s", f.SHA256, hexSHA(whole))
-		}
-		if n := store.Counters().ReadBackBytes - before; n != 0 {
+		if n := completeAndCheck(t, store, u.ID, whole); n != 0 {
 			t.Fatalf("complete read %d bytes back", n)
 		}
 	})
@@ -377,12 +372,7 @@ func TestSendPart(t *testing.T) {
 		if got := getUpload(t, store, u.ID); got.HashedParts != 2 {
 			t.Fatalf("after part 1: hashed_parts %d, want 2 (part 1, then the part 2 held for it)", got.HashedParts)
 		}
-		before := store.Counters().ReadBackBytes
-		f, _ := mustComplete(t, store, u.ID, agentfs.CompleteRequest{})
-		if f.SHA256 != hexSHA(whole) {
-			t.Fatalf("sha256 %s, want %s", f.SHA256, hexSHA(whole))
-		}
-		if n := store.Counters().ReadBackBytes - before; n != 0 {
+		if n := completeAndCheck(t, store, u.ID, whole); n != 0 {
 			t.Fatalf("complete read %d bytes back", n)
 		}
 	})
@@ -424,13 +414,13 @@ func TestSendPart(t *testing.T) {
 		u, _ := openUpload(t, store, newUpload("stale.bin", int64(len(whole)), ""))
 		putPart(t, store, u.ID, 1, string(p1))
 		b1, d1 := randomBytes(minPart, 9), randomBytes(minPart, 10)
-		body := &onFirstRead{Reader: bytes.NewReader(p2), fn: func() {
+		body := storagetest.OnFirstRead(bytes.NewReader(p2), func() {
 			for _, p := range [][]byte{b1, d1} {
 				if _, err := sendPart(ctx, store, "s", u.ID, 1, string(p)); err != nil {
 					t.Errorf("resend part 1: %v", err)
 				}
 			}
-		}}
+		})
 		pending, err := store.SendPart(ctx, "s", u.ID, 2, body, int64(len(p2)), nil)
 		if err != nil {
 			t.Fatal(err)

@@ -1,12 +1,10 @@
 package sweeper_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,35 +16,12 @@ import (
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
 	"github.com/agentfs/agentfs/sweeper"
+	"github.com/agentfs/agentfs/telemetry/logtest"
 )
 
-// logBuffer collects log lines without their times, safe for Run's
-// goroutine.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the lines logged so far and forgets them.
-func (b *logBuffer) lines() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := strings.TrimSpace(b.buf.String())
-	b.buf.Reset()
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\n")
-}
-
-func newLog() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
+// newLog is a logger whose lines, without their times, the test reads.
+func newLog() (*slog.Logger, *logtest.Buffer) {
+	b := &logtest.Buffer{}
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey && len(groups) == 0 {
@@ -88,7 +63,7 @@ func TestOnce(t *testing.T) {
 			`level=WARN msg="sweep failed" task="half done" err="connection lost"`,
 			`level=INFO msg=swept task=after removed=2`,
 		}
-		if got := logs.lines(); !sameLines(got, want) {
+		if got := logs.Take(); !sameLines(got, want) {
 			t.Fatalf("logged:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	})
@@ -136,7 +111,7 @@ func TestRun(t *testing.T) {
 		case <-time.After(30 * time.Second): // only a hang gets here
 			t.Fatal("Run did not return after its context ended")
 		}
-		for _, line := range logs.lines() {
+		for _, line := range logs.Take() {
 			if line != `level=INFO msg=swept task=tick removed=1` {
 				t.Fatalf("logged %q", line)
 			}
@@ -234,7 +209,7 @@ func TestTasks(t *testing.T) {
 		`level=INFO msg=swept task="old quota windows" removed=1`,
 		`level=INFO msg=swept task="unreferenced blobs" removed=2`,
 	}
-	if got := logs.lines(); !sameLines(got, want) {
+	if got := logs.Take(); !sameLines(got, want) {
 		t.Fatalf("first sweep logged:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 
@@ -294,7 +269,7 @@ func TestTasks(t *testing.T) {
 	}
 
 	sweeper.Once(ctx, log, tasks...)
-	if got := logs.lines(); len(got) != 0 {
+	if got := logs.Take(); len(got) != 0 {
 		t.Fatalf("a second sweep found more to do:\n%s", strings.Join(got, "\n"))
 	}
 }
@@ -312,7 +287,7 @@ func TestTasksLeaveBlobsWithinTheirGrace(t *testing.T) {
 	log, logs := newLog()
 	sweeper.Once(ctx, log, sweeper.Tasks(store, sweeper.Config{BlobGrace: time.Hour, QuotaWindow: time.Hour,
 		VersionRetention: time.Hour, MaxVersions: 100})...)
-	if got := logs.lines(); len(got) != 0 {
+	if got := logs.Take(); len(got) != 0 {
 		t.Fatalf("swept within the grace:\n%s", strings.Join(got, "\n"))
 	}
 	if keys := storagetest.ObjectKeys(t, cfg); len(keys) != 1 {

@@ -38,6 +38,7 @@ import (
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
 	"github.com/agentfs/agentfs/sweeper"
+	"github.com/agentfs/agentfs/telemetry/logtest"
 )
 
 var (
@@ -110,7 +111,7 @@ func NewServer(t testing.TB, opts Options) *Server {
 	cfg := config(t, opts)
 	hs := httptest.NewUnstartedServer(nil)
 	cfg.PublicURL = "http://" + hs.Listener.Addr().String()
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	cfg.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := server.New(context.Background(), cfg)
 	if err != nil {
@@ -124,15 +125,7 @@ func NewServer(t testing.TB, opts Options) *Server {
 	hs.Config.Handler = srv.Handler()
 	hs.Start()
 	t.Cleanup(hs.Close)
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, line := range strings.Split(logs.String(), "\n") {
-				if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") {
-					t.Log("server: " + line)
-				}
-			}
-		}
-	})
+	logs.ShowOnFailure(t, "server: ")
 	return &Server{URL: hs.URL, Store: srv.Store(), Core: srv.Core(), Config: cfg.Storage, API: srv.API(), Logs: logs,
 		Server: srv}
 }
@@ -221,25 +214,6 @@ func withDefaults(l handlers.Limits) handlers.Limits {
 		l.MaxVersions = 100
 	}
 	return l
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.Write(p)
-}
-
-// String is what was written so far, read under the lock: the server (and
-// River's goroutines) may be logging meanwhile.
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.String()
 }
 
 // Token creates a token for subject with the scopes (read,write if none).
@@ -409,6 +383,15 @@ func (r *Response) JSON(t testing.TB, v any) {
 	if err := json.Unmarshal(r.Body, v); err != nil {
 		t.Fatalf("decode %d body: %v\nbody: %s", r.Status, err, truncate(r.Body))
 	}
+}
+
+// GetJSON is GET target by c, answered 200, its body decoded as a T: what
+// a test reads of a listing or a resource.
+func GetJSON[T any](t testing.TB, c *Client, target string) T {
+	t.Helper()
+	var v T
+	c.Do("GET", target, nil).Expect(t, http.StatusOK).JSON(t, &v)
+	return v
 }
 
 // Problem decodes the body as a problem.

@@ -101,13 +101,21 @@ func ConfigOn(t testing.TB, s3 *S3Server, pgAddr string) storage.Config {
 	cfg := Config(t)
 	cfg.S3Endpoint, cfg.S3AccessKey, cfg.S3SecretKey = s3.Endpoint, s3.AccessKey, s3.SecretKey
 	if pgAddr != "" {
-		u, err := url.Parse(cfg.DatabaseURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.Host = pgAddr
-		cfg.DatabaseURL = u.String()
+		cfg = WithPostgresAt(t, cfg, pgAddr)
 	}
+	return cfg
+}
+
+// WithPostgresAt is cfg with its Postgres reached at addr (a Proxy's, say)
+// instead: the same database and schema by another way in.
+func WithPostgresAt(t testing.TB, cfg storage.Config, addr string) storage.Config {
+	t.Helper()
+	u, err := url.Parse(cfg.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = addr
+	cfg.DatabaseURL = u.String()
 	return cfg
 }
 

@@ -653,25 +653,16 @@ class BaseClient:
         _check_wait("events", wait, MAX_EVENT_WAIT)
         return _hold(req, wait)
 
-    def _follow_state(
-        self,
-        *,
-        after: Optional[str],
-        run_id: Optional[str],
-        agent_id: Optional[str],
-        file_id: Optional[str],
-        prefix: Optional[str],
-        types: Union[str, Sequence[str], None],
-        limit: Optional[int],
-        wait: float,
-    ) -> FollowState:
-        """What follow_events follows: its polls of the event feed, checked now rather than at the first poll."""
+    def _follow_state(self, *, after: Optional[str], wait: float, **filters: Any) -> FollowState:
+        """What follow_events follows: its polls of the event feed, checked now rather than at the first poll.
+
+        filters are the other keyword arguments of _r_events (run_id, agent_id, file_id, prefix, types, limit).
+        """
         if not 1 <= wait <= MAX_EVENT_WAIT:
             raise ValueError(f"follow_events: wait {wait!r} is outside 1 to {MAX_EVENT_WAIT} seconds")
 
         def poll(cursor: Optional[str]) -> Request:
-            return self._r_events(after=cursor, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix,
-                                  types=types, limit=limit, wait=wait)
+            return self._r_events(after=cursor, wait=wait, **filters)
 
         poll(after)
         return FollowState(poll, after, self.retry, self._rng)

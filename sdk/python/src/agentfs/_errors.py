@@ -117,14 +117,10 @@ class Problem(AgentFSError):
             s += f": {self.detail}"
         elif self.title:
             s += f": {self.title}"
-        if self.existing_file_id:
-            s += f" (existing_file_id {self.existing_file_id})"
-        if self.missing_parts:
-            s += f" (missing_parts {self.missing_parts})"
-        if self.missing_scope:
-            s += f" (missing_scope {self.missing_scope})"
-        if self.request_id:
-            s += f" (request {self.request_id})"
+        for label, value in (("existing_file_id", self.existing_file_id), ("missing_parts", self.missing_parts),
+                             ("missing_scope", self.missing_scope), ("request", self.request_id)):
+            if value:
+                s += f" ({label} {value})"
         return s
 
     def __repr__(self) -> str:
