@@ -1,8 +1,7 @@
 """The client of one AgentFS server.
 
 Written once, in _async_client.py: scripts/unasync.py makes _client.py of
-it whenever the package is built (hatch_build.py), so _client.py is never
-committed and tests/test_unasync.py fails while an install is stale. Each
+it, and tests/test_unasync.py fails while _client.py is stale. Each
 docstring is written once, for both clients; see "Changing the clients" in
 sdk/python/README.md.
 """
