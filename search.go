@@ -195,14 +195,17 @@ type SearchPage struct {
 	IndexComplete bool
 }
 
-// SearchCursor is where a search's next page starts: after the match on
-// Line of the file FileID at Path (Line 0: at that file's first line),
-// with the counts of the pages before. It belongs to one subject and one
-// set of search parameters.
+// SearchCursor is where a search's next page starts: after line Line of
+// the file FileID at Path (Line 0: at that file's first line), with the
+// counts of the pages before. It belongs to one subject and one set of
+// search parameters.
 type SearchCursor struct {
 	Path   string `json:"p"`
 	FileID string `json:"f"`
 	Line   int    `json:"l"`
+	// Hit says the file had a match on an earlier page (it is counted in
+	// Matched already).
+	Hit bool `json:"h"`
 	// The counts of the pages before (SearchPage).
 	Matched  int64 `json:"m"`
 	Searched int64 `json:"s"`

@@ -2,6 +2,7 @@ package grep
 
 import (
 	"bytes"
+	"context"
 	"regexp"
 	"unicode/utf8"
 )
@@ -19,25 +20,29 @@ type Match struct {
 }
 
 // Lines calls yield with every line of text after line from (0: all) that
-// re matches, in order, each with up to context lines before and after it,
+// re matches, in order, each with up to around lines before and after it,
 // until yield returns false. Lines are what ripgrep calls lines: the text
 // split at "\n", a final "\n" ending the last line rather than starting an
 // empty one; an empty text has none. re is matched against each line
-// alone, so ^ and $ are the line's ends, exactly as rg -n matches.
-func Lines(text []byte, re *regexp.Regexp, from, context int, yield func(Match) bool) {
+// alone, so ^ and $ are the line's ends, exactly as rg -n matches. It
+// stops early, every so many lines, once ctx is done.
+func Lines(ctx context.Context, text []byte, re *regexp.Regexp, from, around int, yield func(Match) bool) {
 	starts := lineStarts(text)
 	n := len(starts) - 1 // starts[n] is one past the text's end, plus one
 	line := func(k int) []byte { return text[starts[k] : starts[k+1]-1] }
 	for k := max(from, 0); k < n; k++ {
+		if k%1024 == 1023 && ctx.Err() != nil {
+			return
+		}
 		loc := re.FindIndex(line(k))
 		if loc == nil {
 			continue
 		}
 		m := Match{Line: k + 1, Column: loc[0] + 1, Text: line(k)}
-		for b := max(k-context, 0); b < k; b++ {
+		for b := max(k-around, 0); b < k; b++ {
 			m.Before = append(m.Before, line(b))
 		}
-		for a := k + 1; a <= min(k+context, n-1); a++ {
+		for a := k + 1; a <= min(k+around, n-1); a++ {
 			m.After = append(m.After, line(a))
 		}
 		if !yield(m) {

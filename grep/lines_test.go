@@ -1,15 +1,16 @@
 package grep
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 )
 
-func collect(text, pattern string, from, context int) []string {
+func collect(text, pattern string, from, around int) []string {
 	var out []string
-	Lines([]byte(text), regexp.MustCompile(pattern), from, context, func(m Match) bool {
+	Lines(context.Background(), []byte(text), regexp.MustCompile(pattern), from, around, func(m Match) bool {
 		out = append(out, fmt.Sprintf("%d:%d:%q %q %q", m.Line, m.Column, m.Text, m.Before, m.After))
 		return true
 	})
@@ -44,7 +45,7 @@ func TestLines(t *testing.T) {
 
 func TestLinesStops(t *testing.T) {
 	n := 0
-	Lines([]byte("a\na\na"), regexp.MustCompile("a"), 0, 0, func(Match) bool { n++; return n < 2 })
+	Lines(context.Background(), []byte("a\na\na"), regexp.MustCompile("a"), 0, 0, func(Match) bool { n++; return n < 2 })
 	if n != 2 {
 		t.Errorf("yield called %d times after it said stop at the second", n)
 	}

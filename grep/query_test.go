@@ -1,6 +1,7 @@
 package grep
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"regexp"
@@ -109,7 +110,7 @@ func holdsForEveryMatch(t *testing.T, pattern, text string) {
 	}
 	q := Required(syn)
 	matched := false
-	Lines([]byte(text), re, 0, 0, func(Match) bool { matched = true; return false })
+	Lines(context.Background(), []byte(text), re, 0, 0, func(Match) bool { matched = true; return false })
 	if matched && !q.Holds(text) {
 		t.Fatalf("pattern %q matches a line of %q, but its query %s does not hold for the text", pattern, text, q)
 	}
