@@ -42,10 +42,9 @@ type GrepResult struct {
 func grepFilesTool() *toolSpec {
 	return define(&mcp.Tool{
 		Name: "grep_files",
-		Description: "Search the contents of files, line by line, like grep -rn or rg -n: answers path:line:text for every line that matches pattern " +
-			"(an RE2 regular expression, or a fixed string with literal), in path order, with context lines around each (path-line-text, groups split by --). " +
-			"Narrow it with path (a directory) and glob (e.g. **/*.py). Exact, and it sees every write as soon as it is answered. " +
-			"Searches text files up to the server's size limit; binary and larger files are counted as skipped. Use search_files to match file names instead.",
+		Description: "Search inside files, line by line, like grep -rn: answers path:line:text for each line matching pattern (RE2 regex, or a fixed string with literal), " +
+			"in path order, with optional context lines. Narrow with path (a directory) and glob (e.g. **/*.py). Exact and current: sees every write at once. " +
+			"search_files matches names instead.",
 		Annotations: readOnly("Search file contents"),
 	}, func(s *jsonschema.Schema) {
 		cursorProperty(s)
