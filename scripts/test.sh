@@ -39,13 +39,12 @@ run_readme=$run_python
 (($# == 0)) || run_readme=0
 [[ "${AGENTFS_TEST_README:-1}" == 0 ]] && run_readme=0
 
-deps=()
+# ripgrep: the content search test compares every answer with rg -n (RG_BIN).
+deps=(rg)
 ((start_pg)) && deps+=(pg)
 ((start_s3)) && deps+=(s3)
 ((run_python)) && deps+=(python)
-if ((${#deps[@]} > 0)); then
-	ensure_deps "${deps[@]}"
-fi
+ensure_deps "${deps[@]}"
 
 TEST_TMP=""
 pg_dir=""
