@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,36 +75,15 @@ func grepFilesTool() *toolSpec {
 	})
 }
 
-// grepText writes a page as ripgrep does with -n (and -C): path:line:text
-// for a match, path-line-text for context (each line once), -- between
-// groups that are not adjacent, then what the search counted and how to go
-// on.
+// grepText writes a page as ripgrep does with -n (and -C), then what the
+// search counted and how to go on.
 func grepText(pattern string, p *SearchPage) string {
 	var b strings.Builder
-	withContext := false
+	gp := GrepPrinter{W: &b}
 	for _, m := range p.Data {
-		withContext = withContext || len(m.Before) > 0 || len(m.After) > 0
+		gp.Context = gp.Context || len(m.Before) > 0 || len(m.After) > 0
 	}
-	lastPath, lastLine := "", int64(0)
-	for start := 0; start < len(p.Data); {
-		end := start
-		for end < len(p.Data) && p.Data[end].Path == p.Data[start].Path {
-			end++
-		}
-		path, lines := p.Data[start].Path, grepLines(p.Data[start:end])
-		for _, l := range lines {
-			if withContext && lastPath != "" && (path != lastPath || l.n > lastLine+1) {
-				b.WriteString("--\n")
-			}
-			sep := "-"
-			if l.match {
-				sep = ":"
-			}
-			fmt.Fprintf(&b, "%s%s%d%s%s\n", path, sep, l.n, sep, l.text)
-			lastPath, lastLine = path, l.n
-		}
-		start = end
-	}
+	gp.Print(p.Data)
 	if len(p.Data) == 0 {
 		b.WriteString("No matches found for " + strconv.Quote(pattern) + "\n")
 	}
@@ -119,6 +99,44 @@ func grepText(pattern string, p *SearchPage) string {
 		fmt.Fprintf(&b, "\n[More matches remain. Call grep_files with the same arguments and cursor=%q to continue, or narrow the search with path or glob.]", *p.NextCursor)
 	}
 	return b.String()
+}
+
+// GrepPrinter prints matches as ripgrep does with -n (and -C), page after
+// page: path:line:text for a match, path-line-text for context (each line
+// once), and with Context, -- between groups of lines that are not
+// adjacent. grep_files and agentfs grep print with it.
+type GrepPrinter struct {
+	W       io.Writer
+	Context bool
+	// where the last line printed was
+	lastPath string
+	lastLine int64
+}
+
+// Print prints one page's matches, continuing from the pages before.
+func (g *GrepPrinter) Print(ms []client.SearchMatch) {
+	for start := 0; start < len(ms); {
+		end := start
+		for end < len(ms) && ms[end].Path == ms[start].Path {
+			end++
+		}
+		path := ms[start].Path
+		for _, l := range grepLines(ms[start:end]) {
+			if path == g.lastPath && l.n <= g.lastLine && !l.match {
+				continue // shown already, around a match of the page before
+			}
+			if g.Context && g.lastPath != "" && (path != g.lastPath || l.n > g.lastLine+1) {
+				fmt.Fprint(g.W, "--\n")
+			}
+			sep := "-"
+			if l.match {
+				sep = ":"
+			}
+			fmt.Fprintf(g.W, "%s%s%d%s%s\n", path, sep, l.n, sep, l.text)
+			g.lastPath, g.lastLine = path, l.n
+		}
+		start = end
+	}
 }
 
 // grepLine is one line of a file to print: a match or context.

@@ -87,6 +87,7 @@ func clientCommands() []*command {
 		batchCommand(),
 		getCommand(),
 		lsCommand(),
+		grepCommand(),
 		rmCommand(),
 		restoreCommand(),
 		protocolCommand(),

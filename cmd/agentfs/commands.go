@@ -254,7 +254,7 @@ Usage: agentfs COMMAND [ARGUMENTS] [FLAGS]
 		names []string
 	}{
 		{"Server and administration (read AGENTFS_DATABASE_URL and AGENTFS_S3_*)", []string{"serve", "migrate", "token", "admin", "healthcheck"}},
-		{"Client (talks to AGENTFS_URL with AGENTFS_TOKEN; retries only what is safe to repeat)", []string{"put", "upload", "batch", "get", "ls", "rm", "restore", "protocol", "mcp"}},
+		{"Client (talks to AGENTFS_URL with AGENTFS_TOKEN; retries only what is safe to repeat)", []string{"put", "upload", "batch", "get", "ls", "grep", "rm", "restore", "protocol", "mcp"}},
 		{"History, sharing and what happened (the same client)", []string{"versions", "revert", "mv", "share", "expire", "uploads", "batches", "events", "run"}},
 		{"Other", []string{"help", "version"}},
 	} {
