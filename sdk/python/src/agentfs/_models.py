@@ -643,6 +643,7 @@ def _search_fields(d: Mapping[str, Any]) -> dict[str, Any]:
     return dict(
         data=[SearchMatch.from_dict(m) for m in d.get("data") or [] if isinstance(m, Mapping)],
         files_skipped=SearchSkipped.from_dict(_map(d.get("files_skipped"))),
+        _fetch=None,
     )
 
 
