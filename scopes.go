@@ -45,6 +45,7 @@ const (
 	OpListEvents   = "list_events"
 	OpGetRun       = "get_run"
 	OpRunArchive   = "run_archive"
+	OpSearch       = "search" // the lines of files' contents that match a pattern
 )
 
 var (
@@ -71,6 +72,7 @@ var operationScopes = map[string][]string{
 	OpGetFile: needsRead, OpListFiles: needsRead, OpReadContent: needsRead, OpListVersions: needsRead, OpGetVersion: needsRead,
 	OpListLinks: needsRead, OpGetUpload: needsRead, OpListUploads: needsRead, OpGetBatch: needsRead, OpListBatches: needsRead,
 	OpGetOperation: needsRead, OpListEvents: needsRead, OpGetRun: needsRead, OpRunArchive: needsRead,
+	OpSearch: needsRead,
 }
 
 // ScopesFor returns the scopes op needs; ok is false for an operation the

@@ -631,3 +631,42 @@ type ProtocolRetry struct {
 	RetryableStatuses []int    `json:"retryable_statuses"`
 	SafeOperations    []string `json:"safe_operations"`
 }
+
+// SearchResults is the SearchResults object, one page of a content
+// search: the response of GET /v1/search.
+type SearchResults struct {
+	Object  string        `json:"object"`
+	Data    []SearchMatch `json:"data"`
+	HasMore bool          `json:"has_more"`
+	// NextCursor is the cursor of the next page; nil on the last.
+	NextCursor *string `json:"next_cursor"`
+	// FilesMatched and FilesSearched count the files with a match and
+	// the text files whose lines were read, over the pages so far.
+	FilesMatched  int64         `json:"files_matched"`
+	FilesSearched int64         `json:"files_searched"`
+	FilesSkipped  SearchSkipped `json:"files_skipped"`
+	// IndexComplete is false while files written before the search index
+	// existed are still being indexed (some may not be searched yet).
+	IndexComplete bool `json:"index_complete"`
+}
+
+// SearchSkipped counts the files in a search's scope that are not
+// searched: binary (not UTF-8, or holding a NUL), or too large.
+type SearchSkipped struct {
+	Binary   int64 `json:"binary"`
+	TooLarge int64 `json:"too_large"`
+}
+
+// SearchMatch is one matching line of a file, with its context.
+type SearchMatch struct {
+	FileID  string `json:"file_id"`
+	Path    string `json:"path"`
+	Version int64  `json:"version"`
+	// Line is 1-based; Column the 1-based byte offset of the first match.
+	Line      int64    `json:"line"`
+	Column    int64    `json:"column"`
+	Text      string   `json:"text"`
+	Truncated bool     `json:"truncated"`
+	Before    []string `json:"before"`
+	After     []string `json:"after"`
+}

@@ -71,6 +71,8 @@ var wire = []mapping{
 	{schema: "Event", goType: reflect.TypeFor[api.Event](), py: []string{"Event"}},
 	{schema: "EventList", goType: reflect.TypeFor[api.EventList](), py: []string{"EventPage"}},
 	{schema: "Run", goType: reflect.TypeFor[api.Run](), py: []string{"Run"}},
+	{schema: "SearchResults", goType: reflect.TypeFor[api.SearchResults](), py: []string{"SearchResults", "AsyncSearchResults"}},
+	{schema: "SearchMatch", goType: reflect.TypeFor[api.SearchMatch](), py: []string{"SearchMatch"}},
 	{schema: "Protocol", goType: reflect.TypeFor[api.Protocol](), py: []string{"Protocol"}},
 	{schema: "Problem", goType: reflect.TypeFor[api.Problem](), py: []string{"Problem"}},
 	{schema: "ProtectedResource", goType: reflect.TypeFor[api.ProtectedResource](), why: "Python: OAuth clients read it; the SDK takes a token, it does not get one"},

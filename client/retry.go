@@ -98,6 +98,7 @@ const (
 	routeRun            = "GET /v1/runs/{run_id}"
 	routeRunArchive     = "GET /v1/runs/{run_id}/archive"
 	routeRevertRun      = "POST /v1/runs/{run_id}/revert"
+	routeSearch         = "GET /v1/search"
 )
 
 // call is what the retry classification knows about a request.

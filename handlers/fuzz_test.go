@@ -1219,3 +1219,33 @@ func (s *fuzzServer) brokenRaw(t *testing.T, r *rawRequest, err error) {
 	}
 	t.Fatalf("the exchange broke (a panic or a dropped connection?): %v\nrequest: %s", err, r)
 }
+
+// FuzzSearchQuery fuzzes the raw query string of GET /v1/search over a
+// few text and binary files: patterns, globs, ranges and cursors each
+// answer a page or a clear problem, never a 500.
+func FuzzSearchQuery(f *testing.F) {
+	s := newFuzzServer(f)
+	for p, body := range map[string]string{"src/a.go": "package a\nfunc A() {}\n", "docs/b.md": "# B\r\nneedle café\n",
+		"bin/c.bin": "x\x00y", "u/日本.txt": "日本語 text"} {
+		s.setup(f, "POST", "/v1/files?path="+url.QueryEscape(p), []byte(body), http.StatusCreated)
+	}
+	var page struct {
+		NextCursor *string `json:"next_cursor"`
+	}
+	if err := json.Unmarshal(s.setup(f, "GET", "/v1/search?q=.&limit=1", nil, http.StatusOK), &page); err != nil || page.NextCursor == nil {
+		f.Fatalf("no next_cursor for limit=1 (%v)", err)
+	}
+	cursor := url.QueryEscape(*page.NextCursor)
+	for _, q := range []string{
+		"q=needle", "q=.&limit=1&cursor=" + cursor, "q=x&cursor=" + cursor, "q=.&limit=1&cursor=" + cursor[:len(cursor)/2],
+		"q=func+%5Cw%2B", "q=(a*)*b", "q=a%7B1000%7D", "q=a%7B1001%7D", "q=((a%7B99%7D)%7B99%7D)%7B99%7D", "q=%ff", "q=%00", "q=",
+		"q=.&glob=**/*.go", "q=.&glob=../x", "q=.&glob=%5B", "q=.&glob=%7B%7B%7B%7Ba,b%7D", "q=.&prefix=src/", "q=.&prefix=%ff",
+		"q=.&context=10", "q=.&context=1000", "q=.&context=-1", "q=.&limit=0", "q=.&limit=1001", "q=.&literal=true&ignore_case=1",
+		"q=%E6%97%A5&ignore_case=true", "q=%5E%24", "q=%5Cb&run_id=r", "q=.&run_id=%20", "q=a|b|c|d&literal=maybe",
+	} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, query string) {
+		s.do(t, newFuzzRequest(http.MethodGet, "/v1/search?"+escapeTarget(query, true)), bearer(s.readWrite))
+	})
+}

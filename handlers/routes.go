@@ -148,6 +148,7 @@ type Deps struct {
 	Files     Files
 	Sessions  Sessions
 	Ledger    Ledger
+	Search    Searcher
 	Writes    Writes
 	Quota     Quota
 	Tokens    Tokens
@@ -189,8 +190,8 @@ type API struct {
 // New builds the API and its routes.
 func New(d Deps) (*API, error) {
 	switch {
-	case d.Files == nil, d.Sessions == nil, d.Ledger == nil, d.Writes == nil, d.Tokens == nil, d.Health == nil, d.Quota == nil:
-		return nil, errors.New("handlers: Files, Sessions, Ledger, Writes, Quota, Tokens and Health are required")
+	case d.Files == nil, d.Sessions == nil, d.Ledger == nil, d.Search == nil, d.Writes == nil, d.Tokens == nil, d.Health == nil, d.Quota == nil:
+		return nil, errors.New("handlers: Files, Sessions, Ledger, Search, Writes, Quota, Tokens and Health are required")
 	case d.Limits.QuotaBytes > 0 && d.Limits.QuotaWindow <= 0:
 		return nil, errors.New("handlers: a byte quota needs a positive QuotaWindow")
 	case d.Limits.BatchMaxItems <= 0, d.Limits.BatchMaxBytes <= 0, d.Limits.BatchMaxItemBytes <= 0:
@@ -317,6 +318,7 @@ func (a *API) addV1(v1 *echo.Group) {
 	add(post, "/batch/:id/cancel", agentfs.OpCancelBatch, a.cancelBatch)
 	add(get, "/operations/:idempotency_key", agentfs.OpGetOperation, a.getOperation)
 	add(get, "/events", agentfs.OpListEvents, a.listEvents)
+	add(get, "/search", agentfs.OpSearch, a.search)
 	add(get, "/runs/:run_id", agentfs.OpGetRun, a.getRun)
 	add(get, "/runs/:run_id/archive", agentfs.OpRunArchive, a.runArchive)
 	add(post, "/runs/:run_id/revert", agentfs.OpRevertRun, a.revertRun)

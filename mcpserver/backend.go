@@ -59,6 +59,9 @@ type Backend interface {
 	// Run summarizes what the run runID did, from its events; NOT_FOUND
 	// when no event of the subject carries it.
 	Run(ctx context.Context, runID string) (*Run, error)
+	// Search answers one page of the lines of the subject's live text
+	// files that match pattern (GET /v1/search).
+	Search(ctx context.Context, pattern string, opts SearchOptions) (*SearchPage, error)
 }
 
 // File is a stored file's metadata, with the API's field names (schema File

@@ -235,6 +235,15 @@ func (cb *ClientBackend) Run(ctx context.Context, runID string) (*Run, error) {
 	return r, nil
 }
 
+// Search is one page of a content search (GET /v1/search).
+func (cb *ClientBackend) Search(ctx context.Context, pattern string, opts SearchOptions) (*SearchPage, error) {
+	page, err := cb.c.Search(ctx, pattern, opts)
+	if err != nil {
+		return nil, problemOf(err, "")
+	}
+	return page, nil
+}
+
 // problemOf converts the client's errors: the server's problem as it is;
 // anything else (the server unreachable after the client's retries, a
 // cancelled call) as UNREACHABLE, whose outcome is unknown, carrying key,

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -351,6 +352,22 @@ func (b *CoreBackend) Run(ctx context.Context, runID string) (*Run, error) {
 		return nil, problemOfCore(err)
 	}
 	out := render.Run(r)
+	return &out, nil
+}
+
+// Search is one page of a content search, through the read gate.
+func (b *CoreBackend) Search(ctx context.Context, pattern string, opts SearchOptions) (*SearchPage, error) {
+	who, err := b.who(ctx)
+	if err != nil {
+		return nil, err
+	}
+	q := agentfs.Search{Pattern: pattern, Literal: opts.Literal, IgnoreCase: opts.IgnoreCase, Prefix: opts.Prefix,
+		Glob: opts.Glob, RunID: opts.RunID, Context: opts.Context, Limit: cmp.Or(opts.Limit, 100)}
+	page, next, err := b.Reads.Search(ctx, who, q, opts.Cursor)
+	if err != nil {
+		return nil, problemOfCore(err)
+	}
+	out := render.SearchResults(page, next)
 	return &out, nil
 }
 

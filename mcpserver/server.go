@@ -158,6 +158,7 @@ var toolOperations = map[string][]string{
 	"list_directory":      {agentfs.OpListFiles},
 	"directory_tree":      {agentfs.OpListFiles},
 	"search_files":        {agentfs.OpListFiles},
+	"grep_files":          {agentfs.OpSearch},
 	"get_file_info":       {agentfs.OpListFiles},
 	"delete_file":         {agentfs.OpListFiles, agentfs.OpDelete},
 	"restore_file":        {agentfs.OpRestore},
@@ -379,7 +380,7 @@ func toolSpecs() []*toolSpec {
 		specs = []*toolSpec{
 			readTextFileTool(), readMediaFileTool(), readMultipleFilesTool(),
 			writeFileTool(), editFileTool(),
-			listDirectoryTool(), directoryTreeTool(), searchFilesTool(),
+			listDirectoryTool(), directoryTreeTool(), searchFilesTool(), grepFilesTool(),
 			getFileInfoTool(), deleteFileTool(), restoreFileTool(), listRunFilesTool(),
 			moveFileTool(), fileHistoryTool(), revertFileTool(), shareFileTool(), runSummaryTool(),
 		}

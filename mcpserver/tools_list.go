@@ -288,7 +288,7 @@ func searchFilesTool() *toolSpec {
 	return define(&mcp.Tool{
 		Name: "search_files",
 		Description: "Find files whose path below a directory matches a glob pattern (*.md in that directory, **/*.md anywhere below), optionally leaving out excludePatterns. " +
-			"Answers matching paths; searches through many files in parts with a cursor. It matches names, not content.",
+			"Answers matching paths; searches through many files in parts with a cursor. It matches names only, never content: to search inside files, use grep_files.",
 		Annotations: readOnly("Search files"),
 	}, func(s *jsonschema.Schema) {
 		cursorProperty(s)

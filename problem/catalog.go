@@ -30,6 +30,7 @@ const (
 	SizeMismatch           = "SIZE_MISMATCH"
 	ChecksumMismatch       = "CHECKSUM_MISMATCH"
 	PartsMissing           = "PARTS_MISSING"
+	SearchTooBroad         = "SEARCH_TOO_BROAD"
 	RateLimited            = "RATE_LIMITED"
 	QuotaExceeded          = "QUOTA_EXCEEDED"
 	ContentBlocked         = "CONTENT_BLOCKED"
@@ -94,6 +95,7 @@ func init() {
 		{SizeMismatch, 422, "Size mismatch", false, "The body's size differs from the size that was declared or required."},
 		{ChecksumMismatch, 422, "Checksum mismatch", false, "The bytes received do not match the digest sent with them. Nothing was stored; resend the content."},
 		{PartsMissing, 422, "Parts missing", false, "The upload cannot complete before every part has arrived; missing_parts lists them."},
+		{SearchTooBroad, 422, "Search too broad", false, "The search could not finish within the search timeout (AGENTFS_SEARCH_TIMEOUT): its pattern rules out too few files or matches too many lines. Nothing partial is answered. Narrow it: a longer literal in the pattern, a prefix, a glob, or a run_id."},
 		{RateLimited, 429, "Rate limited", true, "Too many requests for this subject. Wait as Retry-After says."},
 		{QuotaExceeded, 429, "Quota exceeded", true, "This subject wrote more bytes than its quota allows in the current window, or holds as many upload sessions open as it may. Wait as Retry-After says, or end a session."},
 		{ContentBlocked, 451, "Content blocked", false, "An operator blocked this file; its content cannot be read or replaced. detail carries the reason."},

@@ -69,6 +69,10 @@ var translations = []translation{
 	as(tooManyUploads),
 	is(agentfs.ErrBadBody, fixed(InvalidRequest, "the request body could not be read")),
 	is(agentfs.ErrBodyStalled, fixed(RequestTimeout, "the request body stalled longer than the idle limit; nothing was stored")),
+	as(func(e *agentfs.SearchFieldError) *Problem { return Validation(e.Field, e.Reason) }),
+	is(agentfs.ErrSearchTooBroad, fixed(SearchTooBroad, "the search could not finish within the search timeout; "+
+		"narrow it with a longer literal in the pattern, a prefix, a glob or a run_id")),
+	is(agentfs.ErrInvalidSearchCursor, fixed(InvalidRequest, "cursor is not one this server issued for this search; start again without it")),
 	is(agentfs.ErrNotFound, fixed(NotFound, "no such resource")),
 	is(agentfs.ErrPreconditionFailed, fixed(PreconditionFailed, "the precondition did not hold")),
 	is(agentfs.ErrChecksumMismatch, fixed(ChecksumMismatch, "the content does not match Content-Digest; nothing was stored")),

@@ -49,6 +49,7 @@ var designCodes = map[string]int{
 	problem.SizeMismatch:           422,
 	problem.ChecksumMismatch:       422,
 	problem.PartsMissing:           422,
+	problem.SearchTooBroad:         422,
 	problem.RateLimited:            429,
 	problem.QuotaExceeded:          429,
 	problem.ContentBlocked:         451,

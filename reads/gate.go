@@ -36,6 +36,7 @@ type Store interface {
 	AwaitEvents(ctx context.Context, subject string, filter agentfs.EventFilter, wait time.Duration) ([]*agentfs.Event, agentfs.EventCursor, error)
 	EventsStart(ctx context.Context, subject string) (agentfs.EventCursor, error)
 	RunSummary(ctx context.Context, subject, runID string) (*agentfs.RunSummary, error)
+	Search(ctx context.Context, subject string, q agentfs.Search) (*agentfs.SearchPage, error)
 }
 
 // Gate serves every door's reads, each as its caller may make it.
@@ -243,4 +244,32 @@ func (g *Gate) RunArchive(ctx context.Context, who agentfs.Caller, runID string)
 		return nil, err
 	}
 	return g.store.RunSummary(ctx, who.Subject, runID)
+}
+
+// Search is one page of a content search of the caller's files (GET
+// /v1/search, the grep_files tool), after the page whose next cursor is
+// cursor ("" for the first); next is this page's ("" on the last). A
+// cursor is honoured only for the subject and search it came from
+// (agentfs.SearchTag). A grant's path prefixes are handed to the store as
+// q.Within, before the tag is taken (the store keeps every match inside
+// them, in its SQL): set them here, from who, when tokens carry them.
+func (g *Gate) Search(ctx context.Context, who agentfs.Caller, q agentfs.Search, cursor string) (page *agentfs.SearchPage, next string, err error) {
+	if err := who.Allow(agentfs.OpSearch); err != nil {
+		return nil, "", err
+	}
+	tag := agentfs.SearchTag(who.Subject, q)
+	if cursor != "" {
+		if q.After, err = agentfs.ParseSearchCursor(cursor, tag); err != nil {
+			return nil, "", err
+		}
+	}
+	page, err = g.store.Search(ctx, who.Subject, q)
+	if err != nil {
+		return nil, "", err
+	}
+	if page.Next != nil {
+		page.Next.Tag = tag
+		next = page.Next.String()
+	}
+	return page, next, nil
 }

@@ -74,6 +74,10 @@ func everyRead(g *reads.Gate) map[string][]func(ctx context.Context, who agentfs
 			_, err := g.RunArchive(ctx, who, "run-1")
 			return err
 		}},
+		agentfs.OpSearch: {func(ctx context.Context, who agentfs.Caller) error {
+			_, _, err := g.Search(ctx, who, agentfs.Search{Pattern: "x", Limit: 1}, "")
+			return err
+		}},
 	}
 }
 

@@ -204,3 +204,32 @@ func utc(t *time.Time) *time.Time {
 	u := t.UTC()
 	return &u
 }
+
+// SearchResults is the SearchResults object of a search page; next is
+// the encoded cursor of the next page ("" on the last).
+func SearchResults(p *agentfs.SearchPage, next string) api.SearchResults {
+	out := api.SearchResults{Object: "search_results", Data: make([]api.SearchMatch, 0, len(p.Matches)),
+		HasMore: next != "", FilesMatched: p.FilesMatched, FilesSearched: p.FilesSearched,
+		FilesSkipped:  api.SearchSkipped{Binary: p.SkippedBinary, TooLarge: p.SkippedTooLarge},
+		IndexComplete: p.IndexComplete}
+	if next != "" {
+		out.NextCursor = &next
+	}
+	for _, m := range p.Matches {
+		out.Data = append(out.Data, SearchMatch(m))
+	}
+	return out
+}
+
+// SearchMatch is the wire form of one matching line.
+func SearchMatch(m agentfs.SearchMatch) api.SearchMatch {
+	before, after := m.Before, m.After
+	if before == nil {
+		before = []string{}
+	}
+	if after == nil {
+		after = []string{}
+	}
+	return api.SearchMatch{FileID: m.FileID, Path: m.Path, Version: int64(m.Version), Line: int64(m.Line),
+		Column: int64(m.Column), Text: m.Text, Truncated: m.Truncated, Before: before, After: after}
+}

@@ -46,7 +46,8 @@ run_readme=$run_python
 (($# == 0)) || run_readme=0
 [[ "${AGENTFS_TEST_README:-1}" == 0 ]] && run_readme=0
 
-deps=()
+# ripgrep: the content search test compares every answer with rg -n (RG_BIN).
+deps=(rg)
 ((start_pg)) && deps+=(pg)
 ((start_s3)) && deps+=(s3)
 ((run_python)) && deps+=(python)
@@ -54,9 +55,7 @@ deps+=(node npm)
 start_hydra=1
 [[ -n "${AGENTFS_TEST_HYDRA_PUBLIC_URL:-}" && -n "${AGENTFS_TEST_HYDRA_ADMIN_URL:-}" ]] && start_hydra=0
 [[ "${AGENTFS_TEST_HYDRA:-1}" == 0 ]] && start_hydra=0
-if ((${#deps[@]} > 0)); then
-	ensure_deps "${deps[@]}"
-fi
+ensure_deps "${deps[@]}"
 
 TEST_TMP=""
 pg_dir=""

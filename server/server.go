@@ -129,7 +129,7 @@ func (s *Server) wire() error {
 		return err
 	}
 	deps := handlers.Deps{
-		Files: s.gate, Sessions: s.gate, Ledger: s.gate, Writes: s.core, Quota: s.store, Tokens: s.store, Health: s.store,
+		Files: s.gate, Sessions: s.gate, Ledger: s.gate, Search: s.gate, Writes: s.core, Quota: s.store, Tokens: s.store, Health: s.store,
 		Log: s.log, PublicURL: s.cfg.PublicURL, Limits: s.cfg.Limits, Registry: s.reg, Traces: s.tracing.Provider(),
 		MCP: door, Rates: s.rates,
 	}
@@ -186,7 +186,8 @@ func (s *Server) Core() *admission.Core { return s.core }
 // sweeps are.
 func (s *Server) Sweep(ctx context.Context) { sweeper.Once(ctx, s.log, s.sweeps...) }
 
-// Start runs the background work until ctx ends: the batch runner, and
+// Start runs the background work until ctx ends: the batch runner, the
+// search index's backfill of old files (storage.Store.KeepIndexing), and
 // every sweeper task each Sweeper.Interval (none when it is 0). Serve
 // calls it; a caller that serves Handler itself calls it once.
 func (s *Server) Start(ctx context.Context) error {
@@ -199,6 +200,9 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("start batch queue: %w", err)
 	}
 	s.started = true
+	// Files written before the search index existed are indexed in the
+	// background, resuming after a crash; search says so meanwhile.
+	go s.store.KeepIndexing(ctx, s.log, time.Minute)
 	if s.cfg.Sweeper.Interval > 0 {
 		go sweeper.Run(ctx, s.log, s.cfg.Sweeper.Interval, s.sweeps...)
 	}

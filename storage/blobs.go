@@ -83,6 +83,8 @@ type hashingReader struct {
 	n    int64
 	err  error // the source's own failure, if any, as opposed to S3's
 	done bool
+	// text, when set, keeps the bytes for the search index as they pass.
+	text *textCapture
 }
 
 func newHashingReader(r io.Reader) *hashingReader {
@@ -98,6 +100,9 @@ func (hr *hashingReader) Read(p []byte) (int, error) {
 	n, err := hr.r.Read(p)
 	hr.n += int64(n)
 	hr.h.Write(p[:n])
+	if hr.text != nil {
+		hr.text.write(p[:n])
+	}
 	if err != nil && err != io.EOF {
 		hr.err = err
 	}

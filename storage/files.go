@@ -140,13 +140,25 @@ func fileIDFor(live *agentfs.File) string {
 
 // writtenBlob is the blob a write points a file at: one just written and
 // not yet referenced, or, with from, the blob of an existing version that
-// the write shares (a copy or a revert: no bytes are copied in S3).
+// the write shares (a copy or a revert: no bytes are copied in S3). text
+// is its row of the search index, written with the file (nil for a shared
+// blob: the write that made it wrote it).
 type writtenBlob struct {
 	key    string
 	size   int64
 	sha256 string
 	tags   map[string]string
 	from   *versionRef
+	text   *blobText
+}
+
+// searchRow is the kind and text of the search index's row for b (-1:
+// none to write).
+func (b *writtenBlob) searchRow() (int16, string) {
+	if b.text == nil {
+		return -1, ""
+	}
+	return b.text.kind, b.text.body
 }
 
 // versionRef names the version whose blob a write shares.
@@ -190,6 +202,7 @@ func (s *Store) writeBlob(ctx context.Context, put agentfs.Put, fileID string, b
 		src = &limitedReader{r: body, left: put.MaxBytes}
 	}
 	hr := newHashingReader(src)
+	hr.text = newTextCapture(s.searchMax(), put.Size)
 	key := "blobs/" + NewID("blob")[len("blob_"):]
 	b := &writtenBlob{key: key, tags: blobTags(fileID, put.By)}
 	err := s.putBlob(ctx, key, hr, put.Size, put.ContentType, b.tags)
@@ -199,6 +212,8 @@ func (s *Store) writeBlob(ctx context.Context, put agentfs.Put, fileID string, b
 	}
 	if err == nil {
 		b.size, b.sha256 = n, hex.EncodeToString(sum)
+		t := hr.text.text(n)
+		b.text = &t
 		if put.Digest != nil && subtle.ConstantTimeCompare(put.Digest, sum) != 1 {
 			err = agentfs.ErrChecksumMismatch
 		}
@@ -331,8 +346,10 @@ func (s *Store) applyPut(ctx context.Context, tx pgx.Tx, put agentfs.Put, fresh 
 // RETURNING *) from i, a row per file with the origin of its write (id,
 // idempotency_key, request_id, batch_id, n for the order); each file's new
 // version and its event of type typ (by the write's agent and run) follow,
-// in i's order, and the statement answers the files. supersede marks the
-// version an update replaced.
+// in i's order, with the search index's row of each new blob (i's
+// search_kind and search_body; a kind of -1 writes none: the blob is
+// shared and has its row), and the statement answers the files. supersede
+// marks the version an update replaced.
 func writeFiles(i, f, typ string, supersede bool) string {
 	s := ""
 	if supersede {
@@ -349,7 +366,11 @@ func writeFiles(i, f, typ string, supersede bool) string {
 			SELECT f.subject, ` + typ + `, f.id, f.path, NULL, f.version, f.size_bytes, f.sha256,
 				f.last_agent_id, f.last_run_id, nullif(i.idempotency_key, ''), nullif(i.request_id, ''),
 				nullif(i.batch_id, '')
-			FROM f JOIN i ON i.id = f.id ORDER BY i.n)
+			FROM f JOIN i ON i.id = f.id ORDER BY i.n),
+		t AS (INSERT INTO search_texts (blob_key, subject, kind, body)
+			SELECT f.blob_key, f.subject, i.search_kind, CASE WHEN i.search_kind = 0 THEN i.search_body END
+			FROM f JOIN i ON i.id = f.id WHERE i.search_kind >= 0
+			ON CONFLICT (blob_key) DO NOTHING)
 		SELECT ` + fileColumns + ` FROM f`
 }
 
@@ -357,9 +378,10 @@ func writeFiles(i, f, typ string, supersede bool) string {
 // arrays, in their order.
 var insertFilesSQL = writeFiles(`SELECT * FROM unnest(@ids::text[], @paths::text[], @sizes::bigint[],
 		@content_types::text[], @sha256s::text[], @blob_keys::text[], @agent_ids::text[], @run_ids::text[],
-		@expires_in::float8[], @idempotency_keys::text[], @request_ids::text[], @batch_ids::text[])
+		@expires_in::float8[], @idempotency_keys::text[], @request_ids::text[], @batch_ids::text[],
+		@search_kinds::smallint[], @search_bodies::text[])
 		WITH ORDINALITY AS i(id, path, size, content_type, sha256, blob_key, agent_id, run_id, expires_in,
-			idempotency_key, request_id, batch_id, n)`,
+			idempotency_key, request_id, batch_id, search_kind, search_body, n)`,
 	`INSERT INTO files (id, subject, path, size_bytes, content_type, sha256, blob_key,
 			agent_id, run_id, last_agent_id, last_run_id, expires_at)
 		SELECT id, @subject, path, size, content_type, sha256, blob_key, nullif(agent_id, ''), nullif(run_id, ''),
@@ -372,9 +394,10 @@ var insertFilesSQL = writeFiles(`SELECT * FROM unnest(@ids::text[], @paths::text
 // newFiles are the files a statement creates, a column each.
 type newFiles struct {
 	ids, paths, contentTypes, sha256s, blobKeys, agentIDs, runIDs []string
-	keys, requestIDs, batchIDs                                    []string
+	keys, requestIDs, batchIDs, searchBodies                      []string
 	sizes                                                         []int64
 	expiresIn                                                     []float64
+	searchKinds                                                   []int16
 }
 
 // add adds the file id that put makes with blob b, from origin o.
@@ -384,6 +407,8 @@ func (n *newFiles) add(id string, put agentfs.Put, b *writtenBlob, o agentfs.Ori
 	n.agentIDs, n.runIDs = append(n.agentIDs, put.By.AgentID), append(n.runIDs, put.By.RunID)
 	n.expiresIn = append(n.expiresIn, put.ExpiresIn.Seconds())
 	n.keys, n.requestIDs, n.batchIDs = append(n.keys, o.Key), append(n.requestIDs, o.RequestID), append(n.batchIDs, o.BatchID)
+	kind, body := b.searchRow()
+	n.searchKinds, n.searchBodies = append(n.searchKinds, kind), append(n.searchBodies, body)
 }
 
 // insertFiles makes the subject's new files in one statement: their rows,
@@ -392,7 +417,8 @@ func (s *Store) insertFiles(ctx context.Context, q querier, subject string, n *n
 	return s.scanFiles(q.Query(ctx, insertFilesSQL, pgx.NamedArgs{"subject": subject,
 		"ids": n.ids, "paths": n.paths, "sizes": n.sizes, "content_types": n.contentTypes, "sha256s": n.sha256s,
 		"blob_keys": n.blobKeys, "agent_ids": n.agentIDs, "run_ids": n.runIDs, "expires_in": n.expiresIn,
-		"idempotency_keys": n.keys, "request_ids": n.requestIDs, "batch_ids": n.batchIDs}))
+		"idempotency_keys": n.keys, "request_ids": n.requestIDs, "batch_ids": n.batchIDs,
+		"search_kinds": n.searchKinds, "search_bodies": n.searchBodies}))
 }
 
 // insertFile makes one new file at version 1 (insertFiles of one).
@@ -425,7 +451,8 @@ type fileUpdate struct {
 // version, the version it supersedes, the new version and the event. A
 // replace without an expiry keeps the file's.
 var updateFileSQL = writeFiles(`SELECT @id::text AS id, @idempotency_key::text AS idempotency_key,
-		@request_id::text AS request_id, @batch_id::text AS batch_id, 1 AS n`,
+		@request_id::text AS request_id, @batch_id::text AS batch_id, @search_kind::smallint AS search_kind,
+		@search_body::text AS search_body, 1 AS n`,
 	`UPDATE files SET size_bytes = @size, content_type = @content_type, sha256 = @sha256, blob_key = @blob_key,
 			version = version + 1, last_agent_id = nullif(@agent_id, ''), last_run_id = nullif(@run_id, ''),
 			updated_at = now(),
@@ -437,7 +464,8 @@ var updateFileSQL = writeFiles(`SELECT @id::text AS id, @idempotency_key::text A
 // updateFile points a file at a new content in one statement.
 func (s *Store) updateFile(ctx context.Context, q querier, u fileUpdate) (*agentfs.File, error) {
 	b, put, o := u.blob, u.put, u.origin
-	return s.scanFile(q.QueryRow(ctx, updateFileSQL, pgx.NamedArgs{"id": u.id, "size": b.size,
+	kind, body := b.searchRow()
+	return s.scanFile(q.QueryRow(ctx, updateFileSQL, pgx.NamedArgs{"id": u.id, "size": b.size, "search_kind": kind, "search_body": body,
 		"content_type": put.ContentType, "sha256": b.sha256, "blob_key": b.key, "agent_id": put.By.AgentID,
 		"run_id": put.By.RunID, "expires_in": put.ExpiresIn.Seconds(), "event": u.event, "only_version": u.onlyVersion,
 		"idempotency_key": o.Key, "request_id": o.RequestID, "batch_id": o.BatchID}))

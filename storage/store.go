@@ -85,7 +85,18 @@ type Config struct {
 	// DefaultMaxWaitersPerSubject; negative: no bound); past it
 	// AwaitEvents fails with agentfs.ErrTooManyWaiters.
 	MaxWaitersPerSubject int `env:"AGENTFS_MAX_WAITERS_PER_SUBJECT" envDefault:"100" envZero:"-1: no bound" envMax:"1048576"`
+	// SearchMaxFileBytes is the largest file content search indexes and
+	// searches (0: DefaultSearchMaxFileBytes; negative: none, so every
+	// file counts as too large); larger ones are counted as skipped.
+	SearchMaxFileBytes int64 `env:"AGENTFS_SEARCH_MAX_FILE_BYTES" envDefault:"1048576" envZero:"-1: nothing is indexed"`
+	// SearchTimeout bounds one page of a search, in Postgres and in the
+	// server (0: 10 s); past it the search fails as too broad.
+	SearchTimeout time.Duration `env:"AGENTFS_SEARCH_TIMEOUT" envDefault:"10s"`
 }
+
+// DefaultSearchMaxFileBytes is the largest file search indexes when
+// Config.SearchMaxFileBytes is 0.
+const DefaultSearchMaxFileBytes = 1 << 20
 
 // Store is the AgentFS state: a Postgres pool and an S3 bucket. It is safe
 // for concurrent use.
@@ -106,6 +117,10 @@ type Store struct {
 	tokens     *tokencache.Cache  // nil when Config.TokenCacheTTL is negative
 	tokensOnce sync.Once          // follows ChannelToken from the first lookup on
 	counters   counters
+	indexDone  atomic.Bool // the search index holds every file (IndexComplete)
+	// searchHook, when set (tests), runs on a search's connection before
+	// its first statement: a test makes that statement slow.
+	searchHook func(ctx context.Context, tx pgx.Tx) error
 	// draining is closed by Drain: waits end early.
 	draining  chan struct{}
 	drainOnce sync.Once
@@ -224,6 +239,10 @@ func (cfg Config) withDefaults() Config {
 	orDuration(&cfg.UploadCompleteLease, 30*time.Second)
 	orDuration(&cfg.IdempotencyRetention, 7*24*time.Hour)
 	orDuration(&cfg.EventRetention, 720*time.Hour)
+	orDuration(&cfg.SearchTimeout, 10*time.Second)
+	if cfg.SearchMaxFileBytes == 0 {
+		cfg.SearchMaxFileBytes = DefaultSearchMaxFileBytes
+	}
 	if cfg.PartSize == 0 {
 		cfg.PartSize = 16 << 20
 	}

@@ -59,6 +59,11 @@ func (s *Store) removeUnreferenced(ctx context.Context, page []string) (int64, e
 	if err != nil {
 		return 0, err
 	}
+	// Their search index rows go first: no file shows them any more, and
+	// a blob whose removal fails is found again by the next sweep.
+	if err := s.forgetTexts(ctx, orphans); err != nil {
+		return 0, err
+	}
 	var n int64
 	for _, key := range orphans {
 		if err := s.s3.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{}); err != nil {
@@ -143,6 +148,9 @@ func (s *Store) PurgeDeleted(ctx context.Context) (int64, error) {
 		orphans, err := s.unreferenced(ctx, blobs)
 		if err != nil {
 			return n, err
+		}
+		if err := s.forgetTexts(ctx, orphans); err != nil {
+			return n, fmt.Errorf("purge deleted files: %w", err)
 		}
 		for _, key := range orphans {
 			s.removeBlob(ctx, key)

@@ -266,7 +266,14 @@ func (s *Store) assemble(ctx context.Context, u *agentfs.Upload, put agentfs.Put
 	if err != nil {
 		return nil, err
 	}
-	b := &writtenBlob{key: u.BlobKey, size: u.SizeBytes, sha256: sum, tags: blobTags(fileIDFor(live), u.By)}
+	// The parts reached S3 by many requests, perhaps on many instances:
+	// the search index reads the assembled content back, once, when it is
+	// small enough to be indexed.
+	text, err := s.readText(ctx, u.BlobKey, u.SizeBytes)
+	if err != nil {
+		return nil, err
+	}
+	b := &writtenBlob{key: u.BlobKey, size: u.SizeBytes, sha256: sum, tags: blobTags(fileIDFor(live), u.By), text: &text}
 	if err := s.retagBlob(ctx, b.key, b.tags); err != nil {
 		return nil, err
 	}

@@ -78,6 +78,7 @@ func clientCommands() []*command {
 		cpCommand(),
 		syncCommand(),
 		lsCommand(),
+		grepCommand(),
 		rmCommand(),
 		restoreCommand(),
 		protocolCommand(),

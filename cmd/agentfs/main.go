@@ -37,7 +37,9 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "agentfs:", err)
+		if !errors.Is(err, errNoMatches) {
+			fmt.Fprintln(os.Stderr, "agentfs:", err)
+		}
 		os.Exit(exitCode(err))
 	}
 }

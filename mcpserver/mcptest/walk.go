@@ -76,6 +76,7 @@ func (fx Fixture) steps() []step {
 		{"list_directory", map[string]any{"path": fx.Dir}},
 		{"directory_tree", map[string]any{"path": fx.Dir}},
 		{"search_files", map[string]any{"path": fx.Dir, "pattern": "*.txt"}},
+		{"grep_files", map[string]any{"path": fx.Dir, "pattern": "[a-z]+"}},
 		{"get_file_info", map[string]any{"path": p("a.txt")}},
 		{"list_run_files", map[string]any{"run_id": fx.RunID}},
 		{"file_history", map[string]any{"path": p("rev.txt")}},

@@ -54,6 +54,7 @@ RENAMES = {
     "AsyncIterable": "Iterable",
     "AsyncIterator": "Iterator",
     "AsyncPage": "Page",
+    "AsyncSearchResults": "SearchResults",
     "StopAsyncIteration": "StopIteration",
     "__aenter__": "__enter__",
     "__aexit__": "__exit__",

@@ -39,6 +39,7 @@ from ._errors import PayloadTooLargeError
 from ._events import AsyncEventFollower
 from ._models import (
     AsyncPage,
+    AsyncSearchResults,
     Batch,
     BatchOp,
     EventPage,
@@ -710,6 +711,36 @@ class AsyncClient(BaseClient):
         return AsyncEventFollower(self, self._follow_state(
             after=after, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types, limit=limit,
             wait=wait))
+
+    async def search(
+        self,
+        pattern: str,
+        *,
+        literal: bool = False,
+        ignore_case: bool = False,
+        prefix: Optional[str] = None,
+        glob: Optional[str] = None,
+        run_id: Optional[str] = None,
+        context: Optional[int] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+    ) -> AsyncSearchResults:
+        """One page of the lines of your live text files that match ``pattern`` (GET /v1/search), by path then line.
+
+        ``pattern`` is an RE2 regular expression (Go's syntax), or a fixed
+        string with ``literal``; ``prefix``, ``glob`` (``**`` allowed) and
+        ``run_id`` narrow the files; ``context`` (0-10) adds lines around
+        each match; ``limit`` is matches per page (1-1000). Iterate the
+        result to walk every match of every page. A search that cannot
+        finish within the server's timeout raises a problem with code
+        SEARCH_TOO_BROAD: narrow it.
+        """
+        req = self._r_search(pattern, literal=literal, ignore_case=ignore_case, prefix=prefix, glob=glob, run_id=run_id,
+                             context=context, limit=limit, cursor=cursor)
+        page = AsyncSearchResults.from_dict(await self._json(req))
+        page._fetch = lambda c: self.search(pattern, literal=literal, ignore_case=ignore_case, prefix=prefix, glob=glob,
+                                            run_id=run_id, context=context, limit=limit, cursor=c)
+        return page
 
     async def run(self, run_id: str) -> Run:
         """What one run did (GET /v1/runs/{run_id}): its counts, the bytes it wrote, the files it left live.

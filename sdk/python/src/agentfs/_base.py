@@ -69,6 +69,7 @@ from ._retry import (
     ROUTE_REVERT_RUN,
     ROUTE_REVOKE_LINK,
     ROUTE_RUN,
+    ROUTE_SEARCH,
     ROUTE_RUN_ARCHIVE,
     ROUTE_UPLOAD,
     ROUTE_UPLOAD_PART,
@@ -666,6 +667,14 @@ class BaseClient:
 
         poll(after)
         return FollowState(poll, after, self.retry, self._rng)
+
+    def _r_search(self, pattern: str, *, literal: bool, ignore_case: bool, prefix: Optional[str], glob: Optional[str],
+                  run_id: Optional[str], context: Optional[int], limit: Optional[int], cursor: Optional[str]) -> Request:
+        req = _page(route_request(ROUTE_SEARCH, "/v1/search"), limit, cursor, prefix=prefix, glob=glob, run_id=run_id,
+                    literal="true" if literal else None, ignore_case="true" if ignore_case else None,
+                    context=None if context is None else str(context))
+        req.query["q"] = pattern
+        return req
 
     def _r_run(self, run_id: str) -> Request:
         return route_request(ROUTE_RUN, _run_path(run_id))

@@ -50,6 +50,7 @@ from ._models import (
     Page,
     Protocol,
     Run,
+    SearchResults,
     Upload,
     UploadPart,
 )
@@ -712,6 +713,36 @@ class Client(BaseClient):
         return EventFollower(self, self._follow_state(
             after=after, run_id=run_id, agent_id=agent_id, file_id=file_id, prefix=prefix, types=types, limit=limit,
             wait=wait))
+
+    def search(
+        self,
+        pattern: str,
+        *,
+        literal: bool = False,
+        ignore_case: bool = False,
+        prefix: Optional[str] = None,
+        glob: Optional[str] = None,
+        run_id: Optional[str] = None,
+        context: Optional[int] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+    ) -> SearchResults:
+        """One page of the lines of your live text files that match ``pattern`` (GET /v1/search), by path then line.
+
+        ``pattern`` is an RE2 regular expression (Go's syntax), or a fixed
+        string with ``literal``; ``prefix``, ``glob`` (``**`` allowed) and
+        ``run_id`` narrow the files; ``context`` (0-10) adds lines around
+        each match; ``limit`` is matches per page (1-1000). Iterate the
+        result to walk every match of every page. A search that cannot
+        finish within the server's timeout raises a problem with code
+        SEARCH_TOO_BROAD: narrow it.
+        """
+        req = self._r_search(pattern, literal=literal, ignore_case=ignore_case, prefix=prefix, glob=glob, run_id=run_id,
+                             context=context, limit=limit, cursor=cursor)
+        page = SearchResults.from_dict(self._json(req))
+        page._fetch = lambda c: self.search(pattern, literal=literal, ignore_case=ignore_case, prefix=prefix, glob=glob,
+                                            run_id=run_id, context=context, limit=limit, cursor=c)
+        return page
 
     def run(self, run_id: str) -> Run:
         """What one run did (GET /v1/runs/{run_id}): its counts, the bytes it wrote, the files it left live.

@@ -30,6 +30,10 @@ __all__ = [
     "EventPage",
     "Run",
     "RunCounts",
+    "SearchMatch",
+    "SearchSkipped",
+    "SearchResults",
+    "AsyncSearchResults",
 ]
 
 T = TypeVar("T")
@@ -592,6 +596,133 @@ class Run:
             agent_ids=[a for a in d.get("agent_ids") or [] if isinstance(a, str)],
             counts=RunCounts.from_dict(_map(d.get("counts"))),
         )
+
+
+@dataclass
+class SearchMatch:
+    """One matching line of a file: 1-based line, 1-based byte column of the first match, context around it."""
+
+    file_id: str
+    path: str
+    #: The file's current version, whose content was searched.
+    version: int
+    line: int
+    column: int
+    #: The line without its newline, cut at 4 KiB (``truncated`` says so).
+    text: str
+    truncated: bool
+    before: list[str]
+    after: list[str]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "SearchMatch":
+        """Build a SearchMatch from its JSON object."""
+        return _read(cls, d, before=_strings(d.get("before")), after=_strings(d.get("after")))
+
+
+def _strings(v: Any) -> list[str]:
+    return [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
+
+
+@dataclass
+class SearchSkipped:
+    """The files in a search's scope that are not searched."""
+
+    #: Not valid UTF-8, or holding a NUL.
+    binary: int = 0
+    #: Larger than the server's AGENTFS_SEARCH_MAX_FILE_BYTES.
+    too_large: int = 0
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "SearchSkipped":
+        """Build SearchSkipped from its JSON object."""
+        return _read(cls, d)
+
+
+def _search_fields(d: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(
+        data=[SearchMatch.from_dict(m) for m in d.get("data") or [] if isinstance(m, Mapping)],
+        files_skipped=SearchSkipped.from_dict(_map(d.get("files_skipped"))),
+        _fetch=None,
+    )
+
+
+@dataclass
+class SearchResults:
+    """One page of a content search, by path then line. Iterating it follows ``next_cursor`` through every page's matches."""
+
+    data: list[SearchMatch]
+    has_more: bool
+    next_cursor: Optional[str]
+    #: Files with a match and text files read, over the pages so far (the search's totals on the last page).
+    files_matched: int
+    files_searched: int
+    files_skipped: SearchSkipped
+    #: False while files written before the search index existed are still being indexed.
+    index_complete: bool
+    object: str = "search_results"
+    _fetch: Optional[Callable[[str], "SearchResults"]] = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "SearchResults":
+        """Build SearchResults from its JSON object."""
+        return _read(cls, d, **_search_fields(d))
+
+    def next_page(self) -> Optional["SearchResults"]:
+        """The next page, or None after the last."""
+        if not self.has_more or self.next_cursor is None or self._fetch is None:
+            return None
+        return self._fetch(self.next_cursor)
+
+    def iter_pages(self) -> Iterator["SearchResults"]:
+        """This page and every one after it."""
+        page: Optional[SearchResults] = self
+        while page is not None:
+            yield page
+            page = page.next_page()
+
+    def __iter__(self) -> Iterator[SearchMatch]:
+        for page in self.iter_pages():
+            yield from page.data
+
+
+@dataclass
+class AsyncSearchResults:
+    """One page of a content search for AsyncClient; ``async for`` follows ``next_cursor`` through every match."""
+
+    data: list[SearchMatch]
+    has_more: bool
+    next_cursor: Optional[str]
+    files_matched: int
+    files_searched: int
+    files_skipped: SearchSkipped
+    index_complete: bool
+    object: str = "search_results"
+    _fetch: Optional[Callable[[str], Any]] = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "AsyncSearchResults":
+        """Build AsyncSearchResults from its JSON object."""
+        return _read(cls, d, **_search_fields(d))
+
+    async def next_page(self) -> Optional["AsyncSearchResults"]:
+        """The next page, or None after the last."""
+        if not self.has_more or self.next_cursor is None or self._fetch is None:
+            return None
+        page: AsyncSearchResults = await self._fetch(self.next_cursor)
+        return page
+
+    async def iter_pages(self) -> Any:
+        """This page and every one after it (an async iterator)."""
+        page: Optional[AsyncSearchResults] = self
+        while page is not None:
+            yield page
+            page = await page.next_page()
+
+    async def __aiter__(self) -> Any:
+        async for page in self.iter_pages():
+            for item in page.data:
+                yield item
 
 
 _PARSERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {

@@ -103,6 +103,7 @@ ROUTE_EVENTS = "GET /v1/events"
 ROUTE_RUN = "GET /v1/runs/{run_id}"
 ROUTE_RUN_ARCHIVE = "GET /v1/runs/{run_id}/archive"
 ROUTE_REVERT_RUN = "POST /v1/runs/{run_id}/revert"
+ROUTE_SEARCH = "GET /v1/search"
 
 _SAFE_WITHOUT_KEY = {
     ROUTE_DELETE_FILE,
