@@ -216,6 +216,8 @@ func (b *bench) run(ctx context.Context, m string) ([]row, error) {
 		return b.batches(ctx)
 	case "list":
 		return b.list(ctx)
+	case "search":
+		return b.search(ctx)
 	case "versions":
 		return b.versions(ctx)
 	case "archive":

@@ -61,6 +61,8 @@ type config struct {
 	listSmall     int
 	listLarge     int
 	listCalls     int
+	searchSmall   int
+	searchLarge   int
 	streamSize    int64
 	archiveSize   int64
 	archiveFiles  int
@@ -93,6 +95,7 @@ var measurements = []measurement{
 	{"delivery", "event delivery: commit of an upload to the answer of a waiting GET /v1/events?wait="},
 	{"mcp", "MCP write_file of 4 KiB against POST /v1/files of 4 KiB, p50"},
 	{"list", "run listing (GET /v1/files?run_id=) at 10 k and 1 M files"},
+	{"search", "content search (GET /v1/search) for a pattern in 20 files, at 10 k and 100 k text files, against rg"},
 	{"versions", "one file's versions (GET /v1/files/{id}/versions) at 200 and 10 k versions"},
 	{"feed", "the event feed (GET /v1/events?after=, with and without run_id) at 10 k and 1 M events"},
 }
@@ -151,6 +154,8 @@ func parseFlags() (*config, error) {
 	flag.IntVar(&c.listSmall, "list-small", 10_000, "seeded rows for the first listing point")
 	flag.IntVar(&c.listLarge, "list-large", 1_000_000, "seeded rows for the second listing point (quick 100000)")
 	flag.IntVar(&c.listCalls, "list-calls", 50, "timed listing calls at each point")
+	flag.IntVar(&c.searchSmall, "search-small", 10_000, "seeded text files of ~4 KiB for the first search point")
+	flag.IntVar(&c.searchLarge, "search-large", 100_000, "seeded text files for the second search point (quick 30000)")
 	flag.Var(sizeFlag{&c.streamSize}, "stream-size", "file streamed through the server while its RSS is sampled (quick 256MiB)")
 	flag.Var(sizeFlag{&c.archiveSize}, "archive-size", "total size of the run whose archive streams (quick 256MiB)")
 	flag.IntVar(&c.archiveFiles, "archive-files", 16, "files in the archived run (quick 8)")
@@ -189,6 +194,7 @@ func parseFlags() (*config, error) {
 		quick("replay-samples", func() { c.replayN = 50 })
 		quick("list-large", func() { c.listLarge = 100_000 })
 		quick("list-calls", func() { c.listCalls = 20 })
+		quick("search-large", func() { c.searchLarge = 30_000 })
 		quick("stream-size", func() { c.streamSize = 256 << 20 })
 		quick("batch-items", func() { c.batchItems = 200 })
 	}
@@ -211,7 +217,7 @@ func parseFlags() (*config, error) {
 		return nil, errors.New("-s3-endpoint, -s3-access-key and -s3-secret-key are required")
 	case c.uploadRuns < 1 || c.downloadRuns < 1 || c.multipartRuns < 1 || c.smallClients < 1 || c.partWorkers < 1:
 		return nil, errors.New("runs, clients and workers must be at least 1")
-	case c.replayN < 1 || c.listCalls < 1 || c.listSmall < 100 || c.listLarge < c.listSmall:
+	case c.replayN < 1 || c.listCalls < 1 || c.listSmall < 100 || c.listLarge < c.listSmall || c.searchSmall < searchSelective || c.searchLarge < c.searchSmall:
 		return nil, errors.New("-replay-samples and -list-calls must be ≥ 1; -list-large ≥ -list-small ≥ 100")
 	case c.feedSmall < 1000 || c.feedLarge < c.feedSmall:
 		return nil, errors.New("-feed-large ≥ -feed-small ≥ 1000")
