@@ -82,7 +82,7 @@ var batchScopes = []string{agentfs.ScopeWrite}
 // batchCaller is who runs b's item under key: the batch's subject and
 // attribution, with the batch's authority.
 func batchCaller(b *agentfs.Batch, key string) agentfs.Caller {
-	return agentfs.Caller{Subject: b.Subject, Scopes: batchScopes, Key: key, By: b.By, RequestID: b.RequestID}
+	return agentfs.Caller{Subject: b.Subject, Grant: agentfs.Grant{Scopes: batchScopes}, Key: key, By: b.By, RequestID: b.RequestID}
 }
 
 // itemEffect is the effect an item asks for.

@@ -278,7 +278,7 @@ func attributionOf(c echo.Context) agentfs.Attribution {
 func caller(c echo.Context) agentfs.Caller {
 	key, _ := c.Get(keyKey).(string)
 	p := principal(c)
-	return agentfs.Caller{Subject: p.Subject, Scopes: p.Scopes, Key: key, By: attributionOf(c), TokenID: p.TokenID,
+	return agentfs.Caller{Subject: p.Subject, Grant: p.Grant, Key: key, By: attributionOf(c), TokenID: p.TokenID,
 		RequestID: c.Response().Header().Get(problem.RequestIDHeader)}
 }
 

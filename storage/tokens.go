@@ -135,10 +135,11 @@ func (s *Store) lookupToken(ctx context.Context, sum [32]byte) (agentfs.Principa
 	s.counters.tokenLookups.Add(1)
 	var p agentfs.Principal
 	err := s.pool.QueryRow(ctx, `SELECT id, subject, scopes FROM tokens WHERE token_hash = $1 AND revoked_at IS NULL`,
-		sum[:]).Scan(&p.TokenID, &p.Subject, &p.Scopes)
+		sum[:]).Scan(&p.TokenID, &p.Subject, &p.Grant.Scopes)
 	if err != nil {
 		return agentfs.Principal{}, Translate(fmt.Errorf("authenticate: %w", err))
 	}
+	p.Grant.Scopes = agentfs.RootScopes(p.Grant.Scopes)
 	return p, nil
 }
 

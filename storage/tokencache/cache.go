@@ -30,7 +30,6 @@ package tokencache
 
 import (
 	"encoding/hex"
-	"slices"
 	"sync"
 	"time"
 
@@ -113,7 +112,7 @@ func (c *Cache) Put(sum [32]byte, p agentfs.Principal, gen uint64) {
 	if len(c.entries) >= c.max {
 		c.evictLocked()
 	}
-	p.Scopes = slices.Clone(p.Scopes)
+	p.Grant = p.Grant.Clone()
 	c.entries[sum] = tokenEntry{p: p, until: c.now().Add(c.ttl)}
 }
 
