@@ -41,6 +41,11 @@ type Batch struct {
 	Status      string
 	By          Attribution
 	RequestID   string // of the request that admitted it
+	// TokenID and Prefixes are the grant the batch was admitted with: the
+	// token that made it, and the folders every item is held to (none:
+	// every path).
+	TokenID     string
+	Prefixes    []string
 	Items       []BatchItem
 	Tally       ItemCounts // the counts of a batch listed without its items
 	CreatedAt   time.Time

@@ -302,3 +302,33 @@ type InvalidGrantError struct {
 }
 
 func (e *InvalidGrantError) Error() string { return e.Field + ": " + e.Reason }
+
+// Token is a bearer token as its holder and its ancestors see it: what it
+// may do and where it comes from, never its hash, and its secret only in
+// the answer that made it.
+type Token struct {
+	ID       string
+	Subject  string
+	Name     string
+	Grant    Grant
+	ParentID string // "" for a root token, which an operator made
+	// BytesWritten is what the token has written of Grant.MaxBytes.
+	BytesWritten int64
+	CreatedAt    time.Time
+	RevokedAt    *time.Time
+	// Secret is the bearer token itself, set only when it is made.
+	Secret string
+}
+
+// NewToken is a child token asked for (POST /v1/tokens): its name and the
+// grant it asks for, whose unset parts the parent's fill (Grant.Delegate).
+type NewToken struct {
+	Name  string
+	Grant Grant
+	// ExpiresIn is how long the child lives (0: as long as its parent).
+	ExpiresIn time.Duration
+}
+
+// ErrTokenRevoked says the token a request came with was revoked (or
+// expired) while the request ran: 401, as it would be at the door.
+var ErrTokenRevoked = errors.New("the token is revoked or expired")
