@@ -221,7 +221,9 @@ func requireScope(op string) echo.MiddlewareFunc {
 	}
 }
 
-// attribution validates X-Agent-ID and X-Run-ID and remembers them.
+// attribution validates X-Agent-ID and X-Run-ID and remembers them; a
+// token pinned to a run or agent fills what the request left out (one
+// that names another is refused where the request runs: Caller.Allow).
 func attribution(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var by agentfs.Attribution
@@ -239,6 +241,9 @@ func attribution(next echo.HandlerFunc) echo.HandlerFunc {
 				return p
 			}
 			*h.dst = vs[0]
+		}
+		if pinned, err := principal(c).Grant.Attribute(by); err == nil {
+			by = pinned
 		}
 		c.Set(attributionKey, by)
 		return next(c)

@@ -24,12 +24,12 @@ var ErrItemDone = errors.New("batch item is no longer pending")
 const ChannelBatch = "agentfs_batch"
 
 const batchColumns = `id, subject, status, coalesce(agent_id, ''), coalesce(run_id, ''), coalesce(request_id, ''),
-	created_at, started_at, completed_at, coalesce(token_id, ''), prefixes`
+	created_at, started_at, completed_at, coalesce(token_id, ''), prefixes, coalesce(max_bytes, 0)`
 
 func scanBatch(row pgx.Row) (*agentfs.Batch, error) {
 	var b agentfs.Batch
 	if err := row.Scan(&b.ID, &b.Subject, &b.Status, &b.By.AgentID, &b.By.RunID, &b.RequestID,
-		&b.CreatedAt, &b.StartedAt, &b.CompletedAt, &b.TokenID, &b.Prefixes); err != nil {
+		&b.CreatedAt, &b.StartedAt, &b.CompletedAt, &b.TokenID, &b.Prefixes, &b.MaxBytes); err != nil {
 		return nil, Translate(err)
 	}
 	return &b, nil
@@ -43,9 +43,9 @@ func (s *Store) CreateBatchTx(ctx context.Context, tx pgx.Tx, b *agentfs.Batch) 
 	if len(b.Prefixes) > 0 {
 		prefixes = b.Prefixes
 	}
-	out, err := scanBatch(tx.QueryRow(ctx, `INSERT INTO batches (id, subject, status, agent_id, run_id, request_id, token_id, prefixes)
-		VALUES ($1, $2, 'queued', nullif($3, ''), nullif($4, ''), nullif($5, ''), nullif($6, ''), $7) RETURNING `+batchColumns,
-		NewID("batch"), b.Subject, b.By.AgentID, b.By.RunID, b.RequestID, b.TokenID, prefixes))
+	out, err := scanBatch(tx.QueryRow(ctx, `INSERT INTO batches (id, subject, status, agent_id, run_id, request_id, token_id, prefixes, max_bytes)
+		VALUES ($1, $2, 'queued', nullif($3, ''), nullif($4, ''), nullif($5, ''), nullif($6, ''), $7, nullif($8, 0)) RETURNING `+batchColumns,
+		NewID("batch"), b.Subject, b.By.AgentID, b.By.RunID, b.RequestID, b.TokenID, prefixes, b.MaxBytes))
 	if err != nil {
 		return nil, fmt.Errorf("create batch: %w", err)
 	}

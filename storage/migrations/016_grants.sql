@@ -38,4 +38,7 @@ ALTER TABLE idempotency_keys ADD COLUMN token_id text;
 -- and its descendants made. NULL prefixes: every path.
 ALTER TABLE batches
     ADD COLUMN token_id text,
-    ADD COLUMN prefixes text[];
+    ADD COLUMN prefixes text[],
+    -- The creator's max_bytes (NULL: none): its items' bytes are reserved
+    -- against the creator's budget as they run.
+    ADD COLUMN max_bytes bigint;
