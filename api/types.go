@@ -602,3 +602,40 @@ type ProtocolRetry struct {
 	RetryableStatuses []int    `json:"retryable_statuses"`
 	SafeOperations    []string `json:"safe_operations"`
 }
+
+// Token is the Token object: a bearer token as its holder and its
+// ancestors see it (POST /v1/tokens, GET /v1/tokens[/{id}], DELETE
+// /v1/tokens/{id}). Its grant is what it may do; Token, the secret, is
+// shown only in the answer that made it (and a replay of that answer to
+// the same token).
+type Token struct {
+	ID     string `json:"id"`
+	Object string `json:"object"`
+	// Token is the bearer token itself: only in the answer to POST
+	// /v1/tokens; null everywhere else.
+	Token *string `json:"token"`
+	Name  string  `json:"name"`
+	// Scopes are of read, write, share, delegate.
+	Scopes []string `json:"scopes"`
+	// Prefixes are the folders the token sees and touches; empty: every
+	// path of its subject.
+	Prefixes []string `json:"prefixes"`
+	RunID    *string  `json:"run_id"`
+	AgentID  *string  `json:"agent_id"`
+	// ExpiresAt is when it stops authenticating; null: never.
+	ExpiresAt *time.Time `json:"expires_at"`
+	// MaxBytes is how many bytes it may write in all; null: no limit.
+	MaxBytes *int64 `json:"max_bytes"`
+	// BytesWritten is what it has written of MaxBytes.
+	BytesWritten int64 `json:"bytes_written"`
+	// ParentID is the token that made it; null for one an operator made.
+	ParentID  *string    `json:"parent_id"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// TokenList is the caller's token and its descendants, oldest first: the
+// response of GET /v1/tokens.
+type TokenList struct {
+	Data []Token `json:"data"`
+}

@@ -89,6 +89,9 @@ var wire = []mapping{
 	{schema: "RevertRequest", why: requestBody},
 	{schema: "MoveRequest", why: requestBody},
 	{schema: "CreateLinkRequest", why: requestBody},
+	{schema: "CreateTokenRequest", why: requestBody},
+	{schema: "Token", goType: reflect.TypeFor[api.Token](), py: []string{"Token"}},
+	{schema: "TokenList", goType: reflect.TypeFor[api.TokenList](), why: "Python: tokens() answers list[Token]"},
 }
 
 const requestBody = "a request body: handlers decode it (keeping which members were sent), the clients send it from their arguments"

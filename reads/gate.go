@@ -39,6 +39,8 @@ type Store interface {
 	AwaitEvents(ctx context.Context, subject string, filter agentfs.EventFilter, wait time.Duration) ([]*agentfs.Event, agentfs.EventCursor, error)
 	EventsStart(ctx context.Context, subject string) (agentfs.EventCursor, error)
 	RunSummary(ctx context.Context, subject, runID string) (*agentfs.RunSummary, error)
+	Tokens(ctx context.Context, subject, me string, after *agentfs.Cursor, limit int) ([]*agentfs.Token, error)
+	Token(ctx context.Context, subject, me, id string) (*agentfs.Token, error)
 }
 
 // allow checks that who may make the read op, and returns ctx holding the
@@ -271,4 +273,28 @@ func (g *Gate) RunArchive(ctx context.Context, who agentfs.Caller, runID string)
 		return nil, err
 	}
 	return g.store.RunSummary(ctx, who.Subject, runID)
+}
+
+// maxTokens is how many tokens GET /v1/tokens lists: a token and its
+// descendants, more than any delegation tree should hold.
+const maxTokens = 1000
+
+// Tokens lists the caller's token and every token descended from it,
+// oldest first, without secrets (GET /v1/tokens).
+func (g *Gate) Tokens(ctx context.Context, who agentfs.Caller) ([]*agentfs.Token, error) {
+	ctx, err := allow(ctx, who, agentfs.OpListTokens)
+	if err != nil {
+		return nil, err
+	}
+	return g.store.Tokens(ctx, who.Subject, who.TokenID, nil, maxTokens)
+}
+
+// Token is the caller's token id when it is the caller's own or one of its
+// descendants (GET /v1/tokens/{id}); any other is agentfs.ErrNotFound.
+func (g *Gate) Token(ctx context.Context, who agentfs.Caller, id string) (*agentfs.Token, error) {
+	ctx, err := allow(ctx, who, agentfs.OpGetToken)
+	if err != nil {
+		return nil, err
+	}
+	return g.store.Token(ctx, who.Subject, who.TokenID, id)
 }

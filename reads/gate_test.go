@@ -74,6 +74,14 @@ func everyRead(g *reads.Gate) map[string][]func(ctx context.Context, who agentfs
 			_, err := g.RunArchive(ctx, who, "run-1")
 			return err
 		}},
+		agentfs.OpListTokens: {func(ctx context.Context, who agentfs.Caller) error {
+			_, err := g.Tokens(ctx, who)
+			return err
+		}},
+		agentfs.OpGetToken: {func(ctx context.Context, who agentfs.Caller) error {
+			_, err := g.Token(ctx, who, "tok_none")
+			return err
+		}},
 	}
 }
 

@@ -204,3 +204,34 @@ func utc(t *time.Time) *time.Time {
 	u := t.UTC()
 	return &u
 }
+
+// Token shows t; its secret only when it has one (the answer that made
+// it).
+func Token(t *agentfs.Token) api.Token {
+	g := t.Grant
+	out := api.Token{ID: t.ID, Object: "token", Name: t.Name, Scopes: nonNil(g.Scopes), Prefixes: nonNil(g.Prefixes),
+		RunID: optional(g.RunID), AgentID: optional(g.AgentID), ExpiresAt: utc(g.ExpiresAt), BytesWritten: t.BytesWritten,
+		ParentID: optional(t.ParentID), CreatedAt: t.CreatedAt.UTC(), RevokedAt: utc(t.RevokedAt)}
+	if t.Secret != "" {
+		out.Token = &t.Secret
+	}
+	if g.MaxBytes > 0 {
+		out.MaxBytes = &g.MaxBytes
+	}
+	return out
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// optional is s, or nil when it is empty.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

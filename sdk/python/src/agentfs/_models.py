@@ -26,6 +26,7 @@ __all__ = [
     "Protocol",
     "FileVersion",
     "Link",
+    "Token",
     "Event",
     "EventPage",
     "Run",
@@ -501,6 +502,36 @@ class Link:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Link":
         """Build a Link from its JSON object."""
+        return _read(cls, d)
+
+
+@dataclass
+class Token:
+    """A bearer token and its grant (what it may do, where, until when), as it and its ancestors see it."""
+
+    id: str
+    #: The bearer token itself: only in the answer to create_token; None everywhere else.
+    token: Optional[str]
+    name: str
+    #: Of read, write, share, delegate.
+    scopes: list[str]
+    #: The folders it sees and touches; empty: every path.
+    prefixes: list[str]
+    run_id: Optional[str]
+    agent_id: Optional[str]
+    expires_at: Optional[datetime]
+    #: Bytes it may write in all; None: no limit.
+    max_bytes: Optional[int]
+    bytes_written: int
+    #: The token that made it; None for one an operator made.
+    parent_id: Optional[str]
+    created_at: Optional[datetime]
+    revoked_at: Optional[datetime]
+    object: str = "token"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Token":
+        """Build a Token from its JSON object."""
         return _read(cls, d)
 
 
