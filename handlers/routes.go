@@ -158,13 +158,13 @@ type Deps struct {
 	Sessions   Sessions
 	Ledger     Ledger
 	Delegation Delegation
-	Writes    Writes
-	Quota     Quota
-	Tokens    Tokens
-	Health    Pinger
-	Log       *slog.Logger
-	PublicURL string // base of every file's url, without a trailing slash
-	Limits    Limits
+	Writes     Writes
+	Quota      Quota
+	Tokens     Tokens
+	Health     Pinger
+	Log        *slog.Logger
+	PublicURL  string // base of every file's url, without a trailing slash
+	Limits     Limits
 	// Registry receives the HTTP metrics and is served at /metrics.
 	Registry *prometheus.Registry
 	// Traces, when set, makes an OpenTelemetry server span of each request
