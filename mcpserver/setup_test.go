@@ -35,8 +35,8 @@ type config struct {
 	// prefixes, when set, scope the session's token to these folders.
 	prefixes []string
 	agentID  string
-	runID   string
-	opts    mcpserver.Options
+	runID    string
+	opts     mcpserver.Options
 	// wrap, when set, wraps the backend (to hold calls at a barrier).
 	wrap func(mcpserver.Backend) mcpserver.Backend
 	// limits adjust the test server's (setup only).
