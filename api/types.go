@@ -514,6 +514,8 @@ type Protocol struct {
 	// MCP says where the MCP tools are served; nil when they are not.
 	MCP   *ProtocolMCP  `json:"mcp"`
 	Retry ProtocolRetry `json:"retry"`
+	// Grants is the grant model every token is held to.
+	Grants ProtocolGrants `json:"grants"`
 	// Raw is the document as a client received it, including members
 	// this package does not name; it is no member of the document.
 	Raw json.RawMessage `json:"-"`
@@ -583,6 +585,16 @@ type ProtocolLimits struct {
 	// WriteIdleTimeoutSeconds is how long a download may take nothing
 	// before it is cut (0: no bound).
 	WriteIdleTimeoutSeconds int64 `json:"write_idle_timeout_seconds"`
+}
+
+// ProtocolGrants describes the grant model: the scopes a token may carry,
+// how its prefixes match, and where child tokens are made.
+type ProtocolGrants struct {
+	Scopes      []string `json:"scopes"`
+	Prefixes    string   `json:"prefixes"`
+	MaxPrefixes int      `json:"max_prefixes"`
+	Pins        []string `json:"pins"`
+	Delegation  string   `json:"delegation"`
 }
 
 // ProtocolMCP says where and how the MCP tools are served.

@@ -116,7 +116,7 @@ var allowed = []struct {
 	},
 	{
 		keys: []string{"py Protocol.idempotency (type)", "py Protocol.retry (type)", "py Protocol.limits (type)", "py Protocol.mcp (type)",
-			"py Protocol.raw (extra)"},
+			"py Protocol.grants (type)", "py Protocol.raw (extra)"},
 		why: "the Python Protocol keeps each member as the dict the server sent (code reads them by name, limits grows with the server) and the whole document as raw",
 	},
 	{

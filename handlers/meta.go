@@ -74,6 +74,8 @@ func (a *API) protocolDoc() api.Protocol {
 		},
 		MCP:    a.mcpProtocol(),
 		Limits: a.protocolLimits(),
+		Grants: api.ProtocolGrants{Scopes: agentfs.AllScopes, Prefixes: "folder", MaxPrefixes: agentfs.MaxGrantPrefixes,
+			Pins: []string{"X-Run-ID", "X-Agent-ID"}, Delegation: "/v1/tokens"},
 	}
 }
 

@@ -699,6 +699,8 @@ class Protocol:
     idempotency: dict[str, Any]
     retry: dict[str, Any]
     limits: dict[str, Any]
+    #: The grant model: scopes, folder prefixes, pins, where child tokens are made.
+    grants: dict[str, Any]
     #: The document as the server sent it, including members this client does not know.
     raw: dict[str, Any]
     #: Where and how the server serves its MCP tools; None when it does not.
@@ -715,4 +717,5 @@ class Protocol:
             limits=dict(_map(d.get("limits"))),
             raw=dict(d),
             mcp=dict(m) if isinstance(m, Mapping) else None,
+            grants=dict(_map(d.get("grants"))),
         )
