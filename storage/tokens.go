@@ -363,10 +363,13 @@ func (s *Store) Token(ctx context.Context, subject, me, id string) (*agentfs.Tok
 // its hash, so listing tokens reveals nothing that authenticates.
 type TokenInfo struct {
 	ID        string     `json:"id"`
-	Subject   string     `json:"subject"`
+	Subject   string     `json:"subject,omitempty"`
 	Name      string     `json:"name,omitempty"`
 	Scopes    []string   `json:"scopes"`
 	Prefixes  []string   `json:"prefixes,omitempty"`
+	RunID     string     `json:"run_id,omitempty"`
+	AgentID   string     `json:"agent_id,omitempty"`
+	MaxBytes  int64      `json:"max_bytes,omitempty"`
 	ParentID  string     `json:"parent_id,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
@@ -388,7 +391,7 @@ func (s *Store) ListTokens(ctx context.Context, subject string) ([]TokenInfo, er
 			return TokenInfo{}, err
 		}
 		return TokenInfo{ID: t.ID, Subject: t.Subject, Name: t.Name, Scopes: t.Grant.Scopes, Prefixes: t.Grant.Prefixes,
-			ParentID: t.ParentID, ExpiresAt: t.Grant.ExpiresAt, CreatedAt: t.CreatedAt, RevokedAt: t.RevokedAt}, nil
+			RunID: t.Grant.RunID, AgentID: t.Grant.AgentID, MaxBytes: t.Grant.MaxBytes, ParentID: t.ParentID, ExpiresAt: t.Grant.ExpiresAt, CreatedAt: t.CreatedAt, RevokedAt: t.RevokedAt}, nil
 	})
 	if err != nil {
 		return nil, Translate(fmt.Errorf("list tokens: %w", err))

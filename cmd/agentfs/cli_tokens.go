@@ -199,8 +199,18 @@ func tokenListFlags(dbOnly bool) func(fs *flag.FlagSet) action {
 					if t.ParentID != nil {
 						parent = *t.ParentID
 					}
-					infos = append(infos, storage.TokenInfo{ID: t.ID, Name: t.Name, Scopes: t.Scopes, Prefixes: t.Prefixes,
-						ParentID: parent, ExpiresAt: t.ExpiresAt, CreatedAt: t.CreatedAt, RevokedAt: t.RevokedAt})
+					info := storage.TokenInfo{ID: t.ID, Name: t.Name, Scopes: t.Scopes, Prefixes: t.Prefixes,
+						ParentID: parent, ExpiresAt: t.ExpiresAt, CreatedAt: t.CreatedAt, RevokedAt: t.RevokedAt}
+					if t.RunID != nil {
+						info.RunID = *t.RunID
+					}
+					if t.AgentID != nil {
+						info.AgentID = *t.AgentID
+					}
+					if t.MaxBytes != nil {
+						info.MaxBytes = *t.MaxBytes
+					}
+					infos = append(infos, info)
 				}
 				return printTokens(p.stdout, infos)
 			}
