@@ -59,12 +59,13 @@ type Attribution struct {
 // Caller is who asks for a write or a read, with what its token may do,
 // and under which Idempotency-Key: what every door (an HTTP route, a batch
 // item, an MCP tool) hands the admission core with the write itself, and
-// the read gate with a read. Both check the operation against Scopes
-// (Allow) before anything runs.
+// the read gate with a read. Both check the operation against the grant
+// (Allow) before anything runs, and hold what it touches to the grant's
+// prefixes.
 type Caller struct {
 	Subject string
-	// Scopes are what the caller's token may do (ScopeRead, ScopeWrite).
-	Scopes []string
+	// Grant is what the caller's token may do.
+	Grant Grant
 	// Key is the Idempotency-Key, "" for a write without one.
 	Key string
 	By  Attribution

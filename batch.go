@@ -36,11 +36,19 @@ const (
 // Batch is many operations admitted by one request and run in order in the
 // background, each item's effect committed with its status.
 type Batch struct {
-	ID          string
-	Subject     string
-	Status      string
-	By          Attribution
-	RequestID   string // of the request that admitted it
+	ID        string
+	Subject   string
+	Status    string
+	By        Attribution
+	RequestID string // of the request that admitted it
+	// TokenID and Prefixes are the grant the batch was admitted with: the
+	// token that made it, and the folders every item is held to (none:
+	// every path).
+	TokenID  string
+	Prefixes []string
+	// MaxBytes is the creator's byte budget (Grant.MaxBytes; 0: none),
+	// which each item's bytes are reserved against as it runs.
+	MaxBytes    int64
 	Items       []BatchItem
 	Tally       ItemCounts // the counts of a batch listed without its items
 	CreatedAt   time.Time

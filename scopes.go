@@ -9,7 +9,30 @@ import (
 const (
 	ScopeRead  = "read"
 	ScopeWrite = "write"
+	// ScopeShare makes share links (with read), which serve a file's bytes
+	// to anyone who holds one.
+	ScopeShare = "share"
+	// ScopeDelegate makes child tokens (POST /v1/tokens), each within the
+	// grant of the token that makes it.
+	ScopeDelegate = "delegate"
 )
+
+// AllScopes lists every scope, sorted.
+var AllScopes = []string{ScopeDelegate, ScopeRead, ScopeShare, ScopeWrite}
+
+// RootScopes is what the scopes stored with a root token (one the
+// operator made, with no parent) let it do. Making a share link needed
+// read and write before share was a scope of its own, so a root token with
+// both may share: tokens made before keep exactly what they could do, and
+// so does the old spelling of agentfs token create --scopes read,write.
+func RootScopes(stored []string) []string {
+	out := slices.Clone(stored)
+	if slices.Contains(out, ScopeRead) && slices.Contains(out, ScopeWrite) && !slices.Contains(out, ScopeShare) {
+		out = append(out, ScopeShare)
+		slices.Sort(out)
+	}
+	return out
+}
 
 // Writes the admission core runs, beside the batch operations (OpPut,
 // OpDelete, OpRestore, OpCopy, OpUndo). Each is also the operation of the
@@ -27,6 +50,8 @@ const (
 	OpBatch          = "batch"
 	OpCancelBatch    = "cancel_batch"
 	OpRevertRun      = "revert_run"
+	OpCreateToken    = "create_token"
+	OpRevokeToken    = "revoke_token"
 )
 
 // Reads the read gate (package reads) serves.
@@ -46,12 +71,18 @@ const (
 	OpGetRun       = "get_run"
 	OpRunArchive   = "run_archive"
 	OpSearch       = "search" // the lines of files' contents that match a pattern
+	OpListTokens   = "list_tokens"
+	OpGetToken     = "get_token"
 )
 
 var (
 	needsRead      = []string{ScopeRead}
 	needsWrite     = []string{ScopeWrite}
-	needsReadWrite = []string{ScopeRead, ScopeWrite}
+	needsReadShare = []string{ScopeRead, ScopeShare}
+	needsDelegate  = []string{ScopeDelegate}
+	// needsNothing: what any token may do to itself and its descendants
+	// (list them, revoke them), which only ever takes authority away.
+	needsNothing = []string{}
 )
 
 // operationScopes is the one table from an operation to the scopes a
@@ -60,20 +91,34 @@ var (
 // request is answered before anything is claimed, and a replay only to a
 // caller that may make the request), the read gate a read before it asks
 // the store, and the REST routes check the operation each route runs. A
-// share link serves bytes to anyone who has it, so making one needs read;
-// it is a keyed write that records state, so it needs write too.
+// share link serves bytes to anyone who has it, so making one needs read
+// and share (a root token with read and write has share: RootScopes).
 var operationScopes = map[string][]string{
 	OpPut: needsWrite, OpDelete: needsWrite, OpRestore: needsWrite, OpCopy: needsWrite, OpUndo: needsWrite,
 	OpMove: needsWrite, OpRevert: needsWrite, OpSetExpiry: needsWrite, OpRevokeLink: needsWrite,
 	OpCreateUpload: needsWrite, OpPutPart: needsWrite, OpCompleteUpload: needsWrite, OpAbortUpload: needsWrite,
 	OpBatch: needsWrite, OpCancelBatch: needsWrite, OpRevertRun: needsWrite,
-	OpCreateLink: needsReadWrite,
+	OpCreateLink:  needsReadShare,
+	OpCreateToken: needsDelegate, OpRevokeToken: needsNothing,
 
 	OpGetFile: needsRead, OpListFiles: needsRead, OpReadContent: needsRead, OpListVersions: needsRead, OpGetVersion: needsRead,
 	OpListLinks: needsRead, OpGetUpload: needsRead, OpListUploads: needsRead, OpGetBatch: needsRead, OpListBatches: needsRead,
 	OpGetOperation: needsRead, OpListEvents: needsRead, OpGetRun: needsRead, OpRunArchive: needsRead,
-	OpSearch: needsRead,
+	OpSearch: needsRead, OpListTokens: needsNothing, OpGetToken: needsNothing,
 }
+
+// readOperations are the operations the read gate serves; every other
+// operation of the table is a write the admission core runs.
+var readOperations = map[string]bool{
+	OpGetFile: true, OpListFiles: true, OpReadContent: true, OpListVersions: true, OpGetVersion: true,
+	OpListLinks: true, OpGetUpload: true, OpListUploads: true, OpGetBatch: true, OpListBatches: true,
+	OpGetOperation: true, OpListEvents: true, OpGetRun: true, OpRunArchive: true, OpListTokens: true, OpGetToken: true,
+	OpSearch: true,
+}
+
+// IsRead reports whether op is a read (served by the read gate) rather
+// than a write (run by the admission core).
+func IsRead(op string) bool { return readOperations[op] }
 
 // ScopesFor returns the scopes op needs; ok is false for an operation the
 // table does not know, which no caller may run.
@@ -108,21 +153,25 @@ func (e *ForbiddenError) Error() string {
 // every resource it creates, and what its token may do.
 type Principal struct {
 	Subject string
-	Scopes  []string
+	// Grant is what the token may do: its scopes, prefixes, pins, expiry
+	// and byte budget.
+	Grant Grant
 	// TokenID names the token itself (tok_…): what a recorded secret is
-	// bound to, so that only the token that made a request sees it again.
+	// bound to, so that only the token that made a request sees it again,
+	// and what a delegated token's parent is.
 	TokenID string
 }
 
 // Can reports whether the principal's token carries scope.
-func (p Principal) Can(scope string) bool { return slices.Contains(p.Scopes, scope) }
+func (p Principal) Can(scope string) bool { return p.Grant.Can(scope) }
 
 // Can reports whether the caller's token carries scope.
-func (who Caller) Can(scope string) bool { return slices.Contains(who.Scopes, scope) }
+func (who Caller) Can(scope string) bool { return who.Grant.Can(scope) }
 
-// Allow says whether who may run op: nil, or a *ForbiddenError naming the
-// first scope op needs that who's token lacks. An operation the table does
-// not know is refused.
+// Allow says whether who may run op: nil, a *ForbiddenError naming the
+// first scope op needs that who's token lacks, or a *PinnedError when the
+// request names another run or agent than its token is pinned to. An
+// operation the table does not know is refused.
 func (who Caller) Allow(op string) error {
 	need, ok := operationScopes[op]
 	if !ok {
@@ -133,5 +182,11 @@ func (who Caller) Allow(op string) error {
 			return &ForbiddenError{Op: op, Scope: s}
 		}
 	}
+	if _, err := who.Grant.Attribute(who.By); err != nil {
+		return err
+	}
 	return nil
 }
+
+// Permit checks that who may write path (Grant.Permit).
+func (who Caller) Permit(path string) error { return who.Grant.Permit(path) }

@@ -23,10 +23,17 @@ func (c *Core) CreateBatch(ctx context.Context, who agentfs.Caller, b *agentfs.B
 		return idempotency.Result{}, problem.Invalid("body", "malformed JSON")
 	}
 	b.Subject, b.By, b.RequestID = who.Subject, who.By, who.RequestID
+	heldTo(b, who)
 	return c.run(ctx, who, &queueBatch{c: c, who: who, wait: wait, b: b,
 		named: named{admission{method: http.MethodPost, route: "/v1/batch",
 			request: idempotency.Request{Operation: agentfs.OpBatch, MediaType: "application/json", By: who.By}}},
 		fixed: fixed{sum: content}})
+}
+
+// heldTo records with b the grant of who, its creator, which each of its
+// items is held to when it runs (batchCaller).
+func heldTo(b *agentfs.Batch, who agentfs.Caller) {
+	b.TokenID, b.Prefixes, b.MaxBytes = who.TokenID, who.Grant.Prefixes, who.Grant.MaxBytes
 }
 
 // queueBatch stores a batch and puts it on the durable queue in one
@@ -53,6 +60,7 @@ func (e *queueBatch) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome,
 			return idempotency.Outcome{}, err
 		}
 		b = &agentfs.Batch{Subject: e.who.Subject, By: e.who.By, RequestID: e.who.RequestID, Items: items}
+		heldTo(b, e.who)
 	}
 	created, err := e.c.store.CreateBatchTx(ctx, tx, b)
 	if err != nil {
@@ -104,7 +112,8 @@ func (c *Core) undoFile(who agentfs.Caller, fileID string, u agentfs.Undo, o age
 	return &undoFile{c: c, subject: who.Subject, fileID: fileID, u: u, origin: o,
 		named: named{admission{method: http.MethodPost, route: "/v1/runs/:run_id/revert",
 			request: idempotency.Request{Operation: agentfs.OpUndo, Target: fileID, Params: map[string]string{
-				"run_id": u.RunID, "force": strconv.FormatBool(u.Force)}, By: who.By}}}}
+				"run_id": u.RunID, "force": strconv.FormatBool(u.Force)}, By: who.By},
+			paths: []string{u.Path}}}}
 }
 
 func (e *undoFile) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {

@@ -60,13 +60,13 @@ func setup(t *testing.T, adjust ...func(*admission.Config)) (*admission.Core, *t
 }
 
 // everything is what a token made with both scopes may do.
-var everything = []string{agentfs.ScopeRead, agentfs.ScopeWrite}
+var everything = agentfs.AllScopes
 
 func keyed(key string) agentfs.Caller {
-	return agentfs.Caller{Subject: "s", Scopes: everything, Key: key, By: by, RequestID: "req_" + key}
+	return agentfs.Caller{Subject: "s", Grant: agentfs.Grant{Scopes: everything}, Key: key, By: by, RequestID: "req_" + key}
 }
 
-var unkeyed = agentfs.Caller{Subject: "s", Scopes: everything, By: by, RequestID: "req_unkeyed"}
+var unkeyed = agentfs.Caller{Subject: "s", Grant: agentfs.Grant{Scopes: everything}, By: by, RequestID: "req_unkeyed"}
 
 // newPut is a put of content at path as the HTTP door builds it.
 func newPut(path, content string, replace bool) agentfs.Put {

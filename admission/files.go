@@ -37,10 +37,15 @@ type putFile struct {
 	// blob, a prepared item waiting to commit holds none of it.
 	held    []byte
 	pending *storage.PendingPut
+	// through, when set, is body read through the token's byte budget.
+	through io.Reader
 }
 
+func (p *putFile) meteredBody() (io.Reader, int64) { return p.body, p.put.Size }
+func (p *putFile) readThrough(r io.Reader)         { p.through = r }
+
 func (p *putFile) admission() admission {
-	return admission{method: http.MethodPost, route: "/v1/files", request: idempotency.PutRequest(p.put)}
+	return admission{method: http.MethodPost, route: "/v1/files", request: idempotency.PutRequest(p.put), paths: []string{p.put.Path}}
 }
 
 func (p *putFile) content() ([]byte, error) {
@@ -54,10 +59,14 @@ func (p *putFile) content() ([]byte, error) {
 }
 
 func (p *putFile) prepare(ctx context.Context) (err error) {
+	body := p.body
+	if p.through != nil {
+		body = p.through
+	}
 	if p.known {
-		p.pending, err = p.c.store.PreparePutAgainst(ctx, p.put, p.body, p.live)
+		p.pending, err = p.c.store.PreparePutAgainst(ctx, p.put, body, p.live)
 	} else {
-		p.pending, err = p.c.store.PreparePut(ctx, p.put, p.body)
+		p.pending, err = p.c.store.PreparePut(ctx, p.put, body)
 	}
 	if r, ok := p.body.(*bytes.Reader); ok && p.held != nil {
 		if err == nil {
@@ -106,7 +115,7 @@ type copyFile struct {
 func (p *copyFile) admission() admission {
 	a := p.putFile.admission()
 	a.request = idempotency.Request{Operation: agentfs.OpCopy, Target: p.put.Path, Params: map[string]string{"source": p.src}, By: p.put.By}
-	return a
+	return a // paths: the copy's; its source is found by id, in the caller's reach
 }
 
 func (p *copyFile) content() ([]byte, error) { return nil, nil }

@@ -57,6 +57,7 @@ func (c *Core) Move(ctx context.Context, who agentfs.Caller, m agentfs.Move) (id
 	e := &moveFile{c: c, m: m, origin: agentfs.OriginOf(who)}
 	e.named, e.fixed = fileChange(http.MethodPost, "/v1/files/:id/move", agentfs.OpMove, m.FileID, m.IfMatch, who,
 		map[string]any{"path": m.Path, "replace": m.Replace})
+	e.adm.paths = []string{m.Path} // the other end is found by id, in the caller's reach
 	return c.run(ctx, who, e)
 }
 

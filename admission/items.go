@@ -55,6 +55,7 @@ type PreparedItem struct {
 // pending.
 func (c *Core) PrepareItem(ctx context.Context, b *agentfs.Batch, it agentfs.BatchItem, hint ItemHint) (*PreparedItem, error) {
 	who := batchCaller(b, it.Key)
+	ctx = within(ctx, who)
 	w := &write{who: who, item: &item{batch: b, index: it.Index}}
 	p := &PreparedItem{w: w, op: it.Op}
 	e, err := c.itemEffect(ctx, who, b, it, hint)
@@ -75,14 +76,16 @@ func (c *Core) PrepareItem(ctx context.Context, b *agentfs.Batch, it agentfs.Bat
 
 // batchScopes are what a batch's items may do: the scope its creation
 // needed (POST /v1/batch, a run revert), the authority it was admitted
-// with. A token's grant (prefixes) is to be recorded with the batch, so
-// that each item is held to it as a standalone write would be.
+// with. The rest of its creator's grant (prefixes, byte budget) is
+// recorded with the batch, so that each item is held to it as a
+// standalone write would be.
 var batchScopes = []string{agentfs.ScopeWrite}
 
 // batchCaller is who runs b's item under key: the batch's subject and
-// attribution, with the batch's authority.
+// attribution, with the batch's authority and its creator's grant.
 func batchCaller(b *agentfs.Batch, key string) agentfs.Caller {
-	return agentfs.Caller{Subject: b.Subject, Scopes: batchScopes, Key: key, By: b.By, RequestID: b.RequestID}
+	g := agentfs.Grant{Scopes: batchScopes, Prefixes: b.Prefixes, MaxBytes: b.MaxBytes}
+	return agentfs.Caller{Subject: b.Subject, Grant: g, Key: key, By: b.By, TokenID: b.TokenID, RequestID: b.RequestID}
 }
 
 // itemEffect is the effect an item asks for.
@@ -147,6 +150,9 @@ func (c *Core) CommitItems(ctx context.Context, items []*PreparedItem) []error {
 	ws := make([]*write, len(items))
 	for i, p := range items {
 		ws[i] = p.w
+	}
+	if len(ws) > 0 { // the items of one batch: one creator's grant
+		ctx = within(ctx, ws[0].who)
 	}
 	errs := c.commit(ctx, ws)
 	for i, p := range items {

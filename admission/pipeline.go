@@ -51,6 +51,11 @@ type effect interface {
 type admission struct {
 	method, route string
 	request       idempotency.Request
+	// paths are where the write puts a file (a put's path, a move's new
+	// one); the caller's grant must cover each. What the write names by id
+	// (a move's file, a copy's source) is found in the caller's reach, or
+	// not at all.
+	paths []string
 }
 
 // Optional parts of an effect.
@@ -108,6 +113,9 @@ type write struct {
 	// settled says the write is over: its preparation finished and its key
 	// recorded or released.
 	settled bool
+	// budget, when set, is the write's body read against its token's
+	// max_bytes: settled with the write.
+	budget *budget
 	// failed says an item's write failed and its problem was recorded as
 	// the item's outcome.
 	failed bool
@@ -122,6 +130,7 @@ type item struct {
 
 // run takes one write of its own through the pipeline.
 func (c *Core) run(ctx context.Context, who agentfs.Caller, e effect) (idempotency.Result, error) {
+	ctx = within(ctx, who)
 	w := &write{who: who, e: e}
 	if err := c.admit(ctx, w); err != nil {
 		return idempotency.Result{}, err
@@ -144,10 +153,15 @@ func (c *Core) admit(ctx context.Context, w *write) error {
 	a := w.e.admission()
 	// The caller's authority, before the key is looked at: a refused
 	// write claims nothing, and a replay is answered only to a caller who
-	// may make the request. A grant's path prefixes belong here too,
-	// checked against the write's targets.
+	// may make the request: its scopes and pins, and its prefixes against
+	// each path the write puts a file at.
 	if err := w.who.Allow(a.request.Operation); err != nil {
 		return err
+	}
+	for _, p := range a.paths {
+		if err := w.who.Permit(p); err != nil {
+			return err
+		}
 	}
 	if w.who.Key != "" {
 		claim, rec, err := c.store.BeginKey(ctx, w.who.Subject, w.who.Key, a.method, a.route, a.request.Sum())
@@ -166,6 +180,9 @@ func (c *Core) admit(ctx context.Context, w *write) error {
 		w.claim = claim
 		c.noteKey(w, KeyExecuted)
 	}
+	if err := c.meter(ctx, w); err != nil {
+		return c.settle(ctx, w, err)
+	}
 	if p, ok := w.e.(preparer); ok {
 		if err := p.prepare(ctx); err != nil {
 			return c.settle(ctx, w, err)
@@ -173,6 +190,13 @@ func (c *Core) admit(ctx context.Context, w *write) error {
 		w.prepared = true
 	}
 	return nil
+}
+
+// within is ctx holding the store to who's reach: what its queries find
+// by id or list lies in the caller's prefixes, and a key it claims names
+// its token.
+func within(ctx context.Context, who agentfs.Caller) context.Context {
+	return storage.Within(ctx, who.Grant.Prefixes, who.TokenID)
 }
 
 // replay answers a repeat of a completed request with its recorded
@@ -435,6 +459,9 @@ func (c *Core) settle(ctx context.Context, w *write, err error) error {
 	w.settled = true
 	if w.prepared {
 		w.e.(preparer).finish(ctx, err)
+	}
+	if w.budget != nil {
+		w.budget.settle(err == nil)
 	}
 	if w.claim == nil {
 		return err

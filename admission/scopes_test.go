@@ -18,7 +18,7 @@ import (
 // scoped is a keyed caller whose token carries scopes.
 func scoped(key string, scopes ...string) agentfs.Caller {
 	who := keyed(key)
-	who.Scopes = scopes
+	who.Grant.Scopes = scopes
 	return who
 }
 

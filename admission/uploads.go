@@ -23,7 +23,8 @@ func (c *Core) CreateUpload(ctx context.Context, who agentfs.Caller, req agentfs
 	// and omitted defaults do not make another request.
 	return c.run(ctx, who, &createUpload{c: c, who: who, req: req,
 		named: named{admission{method: http.MethodPost, route: "/v1/uploads",
-			request: idempotency.Request{Operation: agentfs.OpCreateUpload, Target: req.Path, MediaType: "application/json", By: req.By}}},
+			request: idempotency.Request{Operation: agentfs.OpCreateUpload, Target: req.Path, MediaType: "application/json", By: req.By},
+			paths:   []string{req.Path}}},
 		fixed: jsonContent(map[string]any{"path": req.Path, "size_bytes": req.SizeBytes,
 			"content_type": req.ContentType, "replace": req.Replace, "sha256": req.SHA256,
 			"expires_in": int64(req.ExpiresIn.Seconds())})})
@@ -86,7 +87,11 @@ type putPart struct {
 	size        int64
 	digest      []byte
 	pending     *storage.PendingPart
+	through     io.Reader // body read through the token's byte budget
 }
+
+func (e *putPart) meteredBody() (io.Reader, int64) { return e.body, e.size }
+func (e *putPart) readThrough(r io.Reader)         { e.through = r }
 
 func (e *putPart) content() ([]byte, error) {
 	switch {
@@ -99,7 +104,11 @@ func (e *putPart) content() ([]byte, error) {
 }
 
 func (e *putPart) prepare(ctx context.Context) (err error) {
-	e.pending, err = e.c.store.SendPart(ctx, e.subject, e.id, e.n, e.body, e.size, e.digest)
+	body := e.body
+	if e.through != nil {
+		body = e.through
+	}
+	e.pending, err = e.c.store.SendPart(ctx, e.subject, e.id, e.n, body, e.size, e.digest)
 	return err
 }
 

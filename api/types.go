@@ -517,6 +517,8 @@ type Protocol struct {
 	// for this server.
 	OAuth ProtocolOAuth `json:"oauth"`
 	Retry ProtocolRetry `json:"retry"`
+	// Grants is the grant model every token is held to.
+	Grants ProtocolGrants `json:"grants"`
 	// Raw is the document as a client received it, including members
 	// this package does not name; it is no member of the document.
 	Raw json.RawMessage `json:"-"`
@@ -586,6 +588,16 @@ type ProtocolLimits struct {
 	// WriteIdleTimeoutSeconds is how long a download may take nothing
 	// before it is cut (0: no bound).
 	WriteIdleTimeoutSeconds int64 `json:"write_idle_timeout_seconds"`
+}
+
+// ProtocolGrants describes the grant model: the scopes a token may carry,
+// how its prefixes match, and where child tokens are made.
+type ProtocolGrants struct {
+	Scopes      []string `json:"scopes"`
+	Prefixes    string   `json:"prefixes"`
+	MaxPrefixes int      `json:"max_prefixes"`
+	Pins        []string `json:"pins"`
+	Delegation  string   `json:"delegation"`
 }
 
 // ProtocolMCP says where and how the MCP tools are served.
@@ -669,4 +681,41 @@ type SearchMatch struct {
 	Truncated bool     `json:"truncated"`
 	Before    []string `json:"before"`
 	After     []string `json:"after"`
+}
+
+// Token is the Token object: a bearer token as its holder and its
+// ancestors see it (POST /v1/tokens, GET /v1/tokens[/{id}], DELETE
+// /v1/tokens/{id}). Its grant is what it may do; Token, the secret, is
+// shown only in the answer that made it (and a replay of that answer to
+// the same token).
+type Token struct {
+	ID     string `json:"id"`
+	Object string `json:"object"`
+	// Token is the bearer token itself: only in the answer to POST
+	// /v1/tokens; null everywhere else.
+	Token *string `json:"token"`
+	Name  string  `json:"name"`
+	// Scopes are of read, write, share, delegate.
+	Scopes []string `json:"scopes"`
+	// Prefixes are the folders the token sees and touches; empty: every
+	// path of its subject.
+	Prefixes []string `json:"prefixes"`
+	RunID    *string  `json:"run_id"`
+	AgentID  *string  `json:"agent_id"`
+	// ExpiresAt is when it stops authenticating; null: never.
+	ExpiresAt *time.Time `json:"expires_at"`
+	// MaxBytes is how many bytes it may write in all; null: no limit.
+	MaxBytes *int64 `json:"max_bytes"`
+	// BytesWritten is what it has written of MaxBytes.
+	BytesWritten int64 `json:"bytes_written"`
+	// ParentID is the token that made it; null for one an operator made.
+	ParentID  *string    `json:"parent_id"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// TokenList is the caller's token and its descendants, oldest first: the
+// response of GET /v1/tokens.
+type TokenList struct {
+	Data []Token `json:"data"`
 }

@@ -92,6 +92,9 @@ var wire = []mapping{
 	{schema: "RevertRequest", why: requestBody},
 	{schema: "MoveRequest", why: requestBody},
 	{schema: "CreateLinkRequest", why: requestBody},
+	{schema: "CreateTokenRequest", why: requestBody},
+	{schema: "Token", goType: reflect.TypeFor[api.Token](), py: []string{"Token"}},
+	{schema: "TokenList", goType: reflect.TypeFor[api.TokenList](), why: "Python: tokens() answers list[Token]"},
 }
 
 const requestBody = "a request body: handlers decode it (keeping which members were sent), the clients send it from their arguments"
@@ -116,8 +119,7 @@ var allowed = []struct {
 	},
 	{
 		keys: []string{"py Protocol.idempotency (type)", "py Protocol.retry (type)", "py Protocol.limits (type)", "py Protocol.mcp (type)",
-			"py Protocol.oauth (type)",
-			"py Protocol.raw (extra)"},
+			"py Protocol.oauth (type)", "py Protocol.grants (type)", "py Protocol.raw (extra)"},
 		why: "the Python Protocol keeps each member as the dict the server sent (code reads them by name, limits grows with the server) and the whole document as raw",
 	},
 	{

@@ -27,7 +27,7 @@ import (
 var by = agentfs.Attribution{AgentID: "agent-1", RunID: "run-1"}
 
 // caller is who asks for the batches: subject s, request req_x.
-var caller = agentfs.Caller{Subject: "s", Scopes: []string{agentfs.ScopeRead, agentfs.ScopeWrite}, By: by, RequestID: "req_x"}
+var caller = agentfs.Caller{Subject: "s", Grant: agentfs.Grant{Scopes: agentfs.AllScopes}, By: by, RequestID: "req_x"}
 
 // instance is one AgentFS process: its own store (pools), core and runner.
 type instance struct {

@@ -99,6 +99,10 @@ const (
 	routeRunArchive     = "GET /v1/runs/{run_id}/archive"
 	routeRevertRun      = "POST /v1/runs/{run_id}/revert"
 	routeSearch         = "GET /v1/search"
+	routeCreateToken    = "POST /v1/tokens"
+	routeTokens         = "GET /v1/tokens"
+	routeToken          = "GET /v1/tokens/{id}"
+	routeRevokeToken    = "DELETE /v1/tokens/{id}"
 )
 
 // call is what the retry classification knows about a request.
@@ -120,8 +124,8 @@ func (c call) safeToRepeat() bool {
 		return c.Replace
 	case routeDeleteFile, routeRestoreFile, routeCreateUpload, routeUploadPart, routeComplete, routeAbortUpload:
 		return true
-	case routeRevokeLink, routeCancelBatch, routePatchFile:
-		// Revoking a link or cancelling a batch again changes nothing
+	case routeRevokeLink, routeCancelBatch, routePatchFile, routeRevokeToken:
+		// Revoking a link or a token or cancelling a batch again changes nothing
 		// (lifecycle); a PATCH sets an absolute expires_at, so a repeat
 		// sets the same value.
 		return true

@@ -447,15 +447,16 @@ func TestDeletingAFileRevokesItsLinks(t *testing.T) {
 	}
 }
 
-// TestMakingALinkNeedsReadAndWrite: a link serves a file's bytes to anyone
+// TestMakingALinkNeedsReadAndShare: a link serves a file's bytes to anyone
 // who has it, so making one needs read (a write-only token never reads
-// content); it records state under a key, so it needs write too.
-func TestMakingALinkNeedsReadAndWrite(t *testing.T) {
+// content) and share; a token made without a grant has share when it has
+// read and write, as it could make links before share was a scope.
+func TestMakingALinkNeedsReadAndShare(t *testing.T) {
 	c, b := setup(t)
 	f := upload(t, c, "shared.txt", "content").Expect(t, 201).File(t)
 	for _, tc := range []struct {
 		scope, missing string
-	}{{"write", "read"}, {"read", "write"}} {
+	}{{"write", "read"}, {"read", "share"}} {
 		limited := apitest.NewClient(t, b.srv.URL, b.srv.Token(t, "alice", tc.scope))
 		p := send(limited, "POST", "/v1/files/"+f.ID+"/links", `{}`, "Idempotency-Key", "link-"+tc.scope).
 			ExpectProblem(t, http.StatusForbidden, "FORBIDDEN")
@@ -464,7 +465,7 @@ func TestMakingALinkNeedsReadAndWrite(t *testing.T) {
 		}
 	}
 	if links := linkList(t, c, f.ID); len(links) != 0 {
-		t.Fatalf("a token without read and write made links: %+v", links)
+		t.Fatalf("a token without read and share made links: %+v", links)
 	}
 	createLink(t, c, f.ID, `{}`)
 }

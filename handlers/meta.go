@@ -76,6 +76,8 @@ func (a *API) protocolDoc() api.Protocol {
 		MCP:    a.mcpProtocol(),
 		OAuth:  a.oauthProtocol(),
 		Limits: a.protocolLimits(),
+		Grants: api.ProtocolGrants{Scopes: agentfs.AllScopes, Prefixes: "folder", MaxPrefixes: agentfs.MaxGrantPrefixes,
+			Pins: []string{"X-Run-ID", "X-Agent-ID"}, Delegation: "/v1/tokens"},
 	}
 }
 

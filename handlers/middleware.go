@@ -224,7 +224,9 @@ func requireScope(op string) echo.MiddlewareFunc {
 	}
 }
 
-// attribution validates X-Agent-ID and X-Run-ID and remembers them.
+// attribution validates X-Agent-ID and X-Run-ID and remembers them; a
+// token pinned to a run or agent fills what the request left out (one
+// that names another is refused where the request runs: Caller.Allow).
 func attribution(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var by agentfs.Attribution
@@ -242,6 +244,9 @@ func attribution(next echo.HandlerFunc) echo.HandlerFunc {
 				return p
 			}
 			*h.dst = vs[0]
+		}
+		if pinned, err := principal(c).Grant.Attribute(by); err == nil {
+			by = pinned
 		}
 		c.Set(attributionKey, by)
 		return next(c)
@@ -281,7 +286,7 @@ func attributionOf(c echo.Context) agentfs.Attribution {
 func caller(c echo.Context) agentfs.Caller {
 	key, _ := c.Get(keyKey).(string)
 	p := principal(c)
-	return agentfs.Caller{Subject: p.Subject, Scopes: p.Scopes, Key: key, By: attributionOf(c), TokenID: p.TokenID,
+	return agentfs.Caller{Subject: p.Subject, Grant: p.Grant, Key: key, By: attributionOf(c), TokenID: p.TokenID,
 		RequestID: c.Response().Header().Get(problem.RequestIDHeader)}
 }
 

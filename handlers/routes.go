@@ -77,6 +77,8 @@ type Writes interface {
 	RevokeLink(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
 	CancelBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
 	RevertRun(ctx context.Context, who agentfs.Caller, runID string, force bool) (idempotency.Result, error)
+	CreateToken(ctx context.Context, who agentfs.Caller, req agentfs.NewToken) (idempotency.Result, error)
+	RevokeToken(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
 	Operation(ctx context.Context, subject, key string) (*idempotency.Record, error)
 }
 
@@ -143,19 +145,27 @@ type Limits struct {
 	EventRetention   time.Duration
 }
 
+// Delegation reads the caller's token and its descendants, through the
+// read gate.
+type Delegation interface {
+	Tokens(ctx context.Context, who agentfs.Caller) ([]*agentfs.Token, error)
+	Token(ctx context.Context, who agentfs.Caller, id string) (*agentfs.Token, error)
+}
+
 // Deps are what the API needs; New rejects missing ones.
 type Deps struct {
-	Files     Files
-	Sessions  Sessions
-	Ledger    Ledger
-	Search    Searcher
-	Writes    Writes
-	Quota     Quota
-	Tokens    Tokens
-	Health    Pinger
-	Log       *slog.Logger
-	PublicURL string // base of every file's url, without a trailing slash
-	Limits    Limits
+	Files      Files
+	Sessions   Sessions
+	Ledger     Ledger
+	Search     Searcher
+	Delegation Delegation
+	Writes     Writes
+	Quota      Quota
+	Tokens     Tokens
+	Health     Pinger
+	Log        *slog.Logger
+	PublicURL  string // base of every file's url, without a trailing slash
+	Limits     Limits
 	// Registry receives the HTTP metrics and is served at /metrics.
 	Registry *prometheus.Registry
 	// Traces, when set, makes an OpenTelemetry server span of each request
@@ -190,8 +200,8 @@ type API struct {
 // New builds the API and its routes.
 func New(d Deps) (*API, error) {
 	switch {
-	case d.Files == nil, d.Sessions == nil, d.Ledger == nil, d.Search == nil, d.Writes == nil, d.Tokens == nil, d.Health == nil, d.Quota == nil:
-		return nil, errors.New("handlers: Files, Sessions, Ledger, Search, Writes, Quota, Tokens and Health are required")
+	case d.Files == nil, d.Sessions == nil, d.Ledger == nil, d.Search == nil, d.Delegation == nil, d.Writes == nil, d.Tokens == nil, d.Health == nil, d.Quota == nil:
+		return nil, errors.New("handlers: Files, Sessions, Ledger, Search, Delegation, Writes, Quota, Tokens and Health are required")
 	case d.Limits.QuotaBytes > 0 && d.Limits.QuotaWindow <= 0:
 		return nil, errors.New("handlers: a byte quota needs a positive QuotaWindow")
 	case d.Limits.BatchMaxItems <= 0, d.Limits.BatchMaxBytes <= 0, d.Limits.BatchMaxItemBytes <= 0:
@@ -322,6 +332,10 @@ func (a *API) addV1(v1 *echo.Group) {
 	add(get, "/runs/:run_id", agentfs.OpGetRun, a.getRun)
 	add(get, "/runs/:run_id/archive", agentfs.OpRunArchive, a.runArchive)
 	add(post, "/runs/:run_id/revert", agentfs.OpRevertRun, a.revertRun)
+	add(post, "/tokens", agentfs.OpCreateToken, a.createToken)
+	add(get, "/tokens", agentfs.OpListTokens, a.listTokens)
+	add(get, "/tokens/:id", agentfs.OpGetToken, a.getToken)
+	add(http.MethodDelete, "/tokens/:id", agentfs.OpRevokeToken, a.revokeToken)
 }
 
 // router is where routes are added: the Echo instance or a group of it.

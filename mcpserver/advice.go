@@ -141,7 +141,10 @@ func nextStep(c callContext, p *Problem) string {
 // forbiddenAdvice says which scope the token lacks, as the server said.
 func forbiddenAdvice(p *Problem) string {
 	if p.MissingScope == "" {
-		return "The token lacks a scope this call needs; whoever configured this server must supply a token with the read and write scopes"
+		// The token's grant refused it: a path outside its folders, a run
+		// or agent it is not pinned to, its byte budget spent.
+		return "This token's grant does not allow it (the message above says why): work inside the folders it names, " +
+			"or ask whoever gave you this token for one that allows it"
 	}
 	return fmt.Sprintf("This call needs the %s scope, which this token lacks; whoever configured this server must supply a token with it. "+
 		"The tools that need only this token's scopes still work", p.MissingScope)

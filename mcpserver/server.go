@@ -141,6 +141,7 @@ func New(b Backend, opts Options) (*mcp.Server, error) {
 	for _, spec := range toolSpecs() {
 		s.AddTool(spec.tool, spec.bind(tb))
 	}
+	s.AddReceivingMiddleware(showAllowed)
 	return s, nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/client"
 	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/handlers/apitest"
@@ -31,9 +32,11 @@ import (
 type config struct {
 	subject string
 	scopes  []string
-	agentID string
-	runID   string
-	opts    mcpserver.Options
+	// prefixes, when set, scope the session's token to these folders.
+	prefixes []string
+	agentID  string
+	runID    string
+	opts     mcpserver.Options
 	// wrap, when set, wraps the backend (to hold calls at a barrier).
 	wrap func(mcpserver.Backend) mcpserver.Backend
 	// limits adjust the test server's (setup only).
@@ -188,6 +191,18 @@ func connect(t *testing.T, srv *apitest.Server, cfg config) *bundle {
 		cfg.subject = "agent-subject"
 	}
 	token := srv.Token(t, cfg.subject, cfg.scopes...)
+	if cfg.prefixes != nil {
+		scopes := cfg.scopes
+		if scopes == nil {
+			scopes = []string{agentfs.ScopeRead, agentfs.ScopeWrite}
+		}
+		tok, err := srv.Store.CreateRootToken(context.Background(), cfg.subject, "scoped",
+			agentfs.Grant{Scopes: scopes, Prefixes: cfg.prefixes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		token = tok.Secret
+	}
 	var copts []client.Option
 	if cfg.agentID != "" {
 		copts = append(copts, client.WithAgentID(cfg.agentID))

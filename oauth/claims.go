@@ -3,6 +3,7 @@ package oauth
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -210,14 +211,22 @@ func sameURL(a, b string) bool {
 	return a != "" && strings.TrimSuffix(a, "/") == strings.TrimSuffix(b, "/")
 }
 
-// Principal is the AgentFS principal the claims stand for: their subject
-// and scopes, and the token's own id (tokenID) for the secrets its
-// requests record. A token confined to folders (agentfs_prefixes) is
-// refused until the principal carries a grant's prefixes, rather than
-// given everything its subject holds; Prefixes keeps them for that grant.
+// Principal is the AgentFS principal the claims stand for: their subject,
+// a grant of their AgentFS scopes (others, such as openid, grant nothing
+// here) confined to their folders (agentfs_prefixes; none: every path),
+// and the token's own id (tokenID) for the secrets its requests record.
+// The grant goes through agentfs.NormalizeGrant as a delegated token's
+// does, so both doors hold a token to the same rules.
 func (c *Claims) Principal(token string) (agentfs.Principal, error) {
-	if c.Prefixes != nil {
-		return agentfs.Principal{}, invalid("this server does not yet take tokens confined to folders (%s); ask for a token without it", PrefixesClaim)
+	var scopes []string
+	for _, s := range c.Scopes {
+		if slices.Contains(agentfs.AllScopes, s) {
+			scopes = append(scopes, s)
+		}
 	}
-	return agentfs.Principal{Subject: c.Subject, Scopes: c.Scopes, TokenID: tokenID(token)}, nil
+	g, err := agentfs.NormalizeGrant(agentfs.Grant{Scopes: scopes, Prefixes: c.Prefixes})
+	if err != nil {
+		return agentfs.Principal{}, invalid("the access token's grant is not one AgentFS takes: %v", err)
+	}
+	return agentfs.Principal{Subject: c.Subject, Grant: g, TokenID: tokenID(token)}, nil
 }

@@ -370,10 +370,17 @@ func TestPrefixes(t *testing.T) {
 	if strings.Join(c.Prefixes, ",") != "reports/,runs/r1/" {
 		t.Fatalf("prefixes %q", c.Prefixes)
 	}
-	// Until a principal carries a grant's prefixes, such a token is
-	// refused rather than given the whole subject.
-	_, err = b.v.Authenticate(context.Background(), tok, []string{resource})
-	refused(t, err, "confined to folders")
+	// The principal's grant is confined to exactly those folders.
+	p, err := b.v.Authenticate(context.Background(), tok, []string{resource})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(p.Grant.Prefixes, ","); got != "reports/,runs/r1/" {
+		t.Fatalf("the principal's grant has prefixes %q, want reports/,runs/r1/", got)
+	}
+	if !p.Grant.Covers("reports/q1.md") || p.Grant.Covers("reports-old/x") || p.Grant.Covers("secret/plan.md") {
+		t.Fatalf("the grant %+v covers the wrong paths", p.Grant)
+	}
 }
 
 func TestMetadataURLs(t *testing.T) {

@@ -73,7 +73,7 @@ func init() {
 		{InvalidIdempotencyKey, 400, "Invalid Idempotency-Key", false, "Idempotency-Key must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$ (a quoted structured-field string is accepted)."},
 		{IdempotencyKeyRequired, 400, "Idempotency-Key required", false, "This route only runs with an Idempotency-Key header, so that retrying it can never duplicate its effect."},
 		{Unauthenticated, 401, "Unauthenticated", false, "Send a valid, unrevoked token as Authorization: Bearer TOKEN."},
-		{Forbidden, 403, "Forbidden", false, "The token lacks a scope this request needs (read for reads, write for writes, both to make a share link); missing_scope names it. Nothing was done: ask for a token with that scope."},
+		{Forbidden, 403, "Forbidden", false, "The token may not do this: it lacks a scope the request needs (missing_scope names it), the path is outside its prefixes, the request names another run or agent than the token is pinned to, its max_bytes is spent, or a token asked for would exceed its parent. Nothing was done: the detail says which; ask for a token that may."},
 		{NotFound, 404, "Not found", false, "No such route, or no such resource for this subject. Other subjects' resources are reported as not found too."},
 		{MethodNotAllowed, 405, "Method not allowed", false, "The route exists but not with this method; the Allow header lists the methods it takes."},
 		{RequestTimeout, 408, "Request timeout", true, "The request body stalled longer than the server's idle limit. Nothing was stored; retry with backoff."},

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -45,6 +46,21 @@ type translation func(err error) (p *Problem, ok bool)
 var translations = []translation{
 	as(func(p *Problem) *Problem { return p }),
 	as(forbidden),
+	as(func(e *agentfs.OutsideGrantError) *Problem {
+		return New(Forbidden, fmt.Sprintf("the token may write only in %s; %q is outside them; nothing was done",
+			strings.Join(e.Prefixes, ", "), e.Path))
+	}),
+	as(func(e *agentfs.PinnedError) *Problem {
+		return New(Forbidden, e.Error()+"; leave the header out or send the pinned value; nothing was done")
+	}),
+	as(func(e *agentfs.GrantSpentError) *Problem {
+		return New(Forbidden, e.Error()+"; its max_bytes is spent for good, so this write was refused and nothing of it stored")
+	}),
+	as(func(e *agentfs.ExceedsParentError) *Problem {
+		return New(Forbidden, "a token cannot exceed the token that makes it: "+e.Error()+"; no token was made")
+	}),
+	as(func(e *agentfs.InvalidGrantError) *Problem { return Validation(e.Field, e.Reason) }),
+	is(agentfs.ErrTokenRevoked, fixed(Unauthenticated, "the token is revoked or expired")),
 	as(changedSinceRun),
 	as(idempotencyConflict),
 	as(inProgress),

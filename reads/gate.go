@@ -3,8 +3,10 @@
 // caller whose token may not make the read (agentfs.Caller.Allow against
 // the operation table: 403 FORBIDDEN) before the store is asked, and asks
 // the store as the caller's subject. It is the one place where a grant's
-// path prefixes are to filter what a caller sees, as the admission core is
-// for writes.
+// path prefixes filter what a caller sees, as the admission core is for
+// writes: it hands the caller's reach down to the store (storage.Within),
+// whose every query that can see a file holds to it, so a file outside a
+// token's prefixes does not exist for it.
 package reads
 
 import (
@@ -16,6 +18,7 @@ import (
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/storage"
 )
 
 // Store is what the gate reads: the storage of one AgentFS, by subject.
@@ -37,6 +40,17 @@ type Store interface {
 	EventsStart(ctx context.Context, subject string) (agentfs.EventCursor, error)
 	RunSummary(ctx context.Context, subject, runID string) (*agentfs.RunSummary, error)
 	Search(ctx context.Context, subject string, q agentfs.Search) (*agentfs.SearchPage, error)
+	Tokens(ctx context.Context, subject, me string, after *agentfs.Cursor, limit int) ([]*agentfs.Token, error)
+	Token(ctx context.Context, subject, me, id string) (*agentfs.Token, error)
+}
+
+// allow checks that who may make the read op, and returns ctx holding the
+// store to who's reach.
+func allow(ctx context.Context, who agentfs.Caller, op string) (context.Context, error) {
+	if err := who.Allow(op); err != nil {
+		return ctx, err
+	}
+	return storage.Within(ctx, who.Grant.Prefixes, who.TokenID), nil
 }
 
 // Gate serves every door's reads, each as its caller may make it.
@@ -57,7 +71,8 @@ func New(store Store, log *slog.Logger) (*Gate, error) {
 // File is one of the caller's files, also a deleted one (GET
 // /v1/files/{id}).
 func (g *Gate) File(ctx context.Context, who agentfs.Caller, id string) (*agentfs.File, error) {
-	if err := who.Allow(agentfs.OpGetFile); err != nil {
+	ctx, err := allow(ctx, who, agentfs.OpGetFile)
+	if err != nil {
 		return nil, err
 	}
 	return g.store.File(ctx, who.Subject, id)
@@ -67,7 +82,8 @@ func (g *Gate) File(ctx context.Context, who agentfs.Caller, id string) (*agentf
 // /v1/files/{id}/content): a deleted one is agentfs.ErrNotFound, a blocked
 // one a *agentfs.BlockedError. Its blob is opened with OpenBlob.
 func (g *Gate) Content(ctx context.Context, who agentfs.Caller, id string) (*agentfs.File, error) {
-	if err := who.Allow(agentfs.OpReadContent); err != nil {
+	ctx, err := allow(ctx, who, agentfs.OpReadContent)
+	if err != nil {
 		return nil, err
 	}
 	f, err := g.store.File(ctx, who.Subject, id)
@@ -84,7 +100,8 @@ func (g *Gate) Content(ctx context.Context, who agentfs.Caller, id string) (*age
 
 // ListFiles is one page of the caller's files (GET /v1/files).
 func (g *Gate) ListFiles(ctx context.Context, who agentfs.Caller, filter agentfs.FileFilter) ([]*agentfs.File, error) {
-	if err := who.Allow(agentfs.OpListFiles); err != nil {
+	ctx, err := allow(ctx, who, agentfs.OpListFiles)
+	if err != nil {
 		return nil, err
 	}
 	return g.store.ListFiles(ctx, who.Subject, filter)
@@ -99,7 +116,8 @@ func (g *Gate) OpenBlob(ctx context.Context, key string, offset, length int64) (
 
 // Versions is one page of a file's versions (GET /v1/files/{id}/versions).
 func (g *Gate) Versions(ctx context.Context, who agentfs.Caller, fileID string, filter agentfs.VersionFilter) ([]*agentfs.FileVersion, error) {
-	if err := who.Allow(agentfs.OpListVersions); err != nil {
+	ctx, err := allow(ctx, who, agentfs.OpListVersions)
+	if err != nil {
 		return nil, err
 	}
 	return g.store.Versions(ctx, who.Subject, fileID, filter)
@@ -108,7 +126,8 @@ func (g *Gate) Versions(ctx context.Context, who agentfs.Caller, fileID string, 
 // Version is one version of a file with the file (GET
 // /v1/files/{id}/versions/{n}).
 func (g *Gate) Version(ctx context.Context, who agentfs.Caller, fileID string, n int) (*agentfs.File, *agentfs.FileVersion, error) {
-	if err := who.Allow(agentfs.OpGetVersion); err != nil {
+	ctx, err := allow(ctx, who, agentfs.OpGetVersion)
+	if err != nil {
 		return nil, nil, err
 	}
 	return g.version(ctx, who, fileID, n)
@@ -118,7 +137,8 @@ func (g *Gate) Version(ctx context.Context, who agentfs.Caller, fileID string, n
 // (GET /v1/files/{id}/versions/{n}/content): any version kept, also of a
 // deleted file; a blocked file is a *agentfs.BlockedError.
 func (g *Gate) VersionContent(ctx context.Context, who agentfs.Caller, fileID string, n int) (*agentfs.File, *agentfs.FileVersion, error) {
-	if err := who.Allow(agentfs.OpReadContent); err != nil {
+	ctx, err := allow(ctx, who, agentfs.OpReadContent)
+	if err != nil {
 		return nil, nil, err
 	}
 	f, v, err := g.version(ctx, who, fileID, n)
@@ -140,7 +160,8 @@ func (g *Gate) version(ctx context.Context, who agentfs.Caller, fileID string, n
 // Links lists a file's share links, without their secrets (GET
 // /v1/files/{id}/links).
 func (g *Gate) Links(ctx context.Context, who agentfs.Caller, fileID string) ([]*agentfs.Link, error) {
-	if err := who.Allow(agentfs.OpListLinks); err != nil {
+	ctx, err := allow(ctx, who, agentfs.OpListLinks)
+	if err != nil {
 		return nil, err
 	}
 	return g.store.Links(ctx, who.Subject, fileID)
@@ -155,7 +176,8 @@ func (g *Gate) ResolveLink(ctx context.Context, secret string) (*agentfs.Shared,
 // Upload is one of the caller's upload sessions, with its file once
 // completed (GET /v1/uploads/{id}).
 func (g *Gate) Upload(ctx context.Context, who agentfs.Caller, id string) (*agentfs.Upload, *agentfs.File, error) {
-	if err := who.Allow(agentfs.OpGetUpload); err != nil {
+	ctx, err := allow(ctx, who, agentfs.OpGetUpload)
+	if err != nil {
 		return nil, nil, err
 	}
 	u, err := g.store.Upload(ctx, who.Subject, id)
@@ -169,7 +191,8 @@ func (g *Gate) Upload(ctx context.Context, who agentfs.Caller, id string) (*agen
 // ListUploads is one page of the caller's upload sessions (GET
 // /v1/uploads).
 func (g *Gate) ListUploads(ctx context.Context, who agentfs.Caller, filter agentfs.UploadFilter) ([]*agentfs.Upload, error) {
-	if err := who.Allow(agentfs.OpListUploads); err != nil {
+	ctx, err := allow(ctx, who, agentfs.OpListUploads)
+	if err != nil {
 		return nil, err
 	}
 	return g.store.ListUploads(ctx, who.Subject, filter)
@@ -179,7 +202,8 @@ func (g *Gate) ListUploads(ctx context.Context, who agentfs.Caller, filter agent
 // files its items left (GET /v1/batch/{id}); files is nil when they could
 // not be loaded (logged), the batch is still shown.
 func (g *Gate) Batch(ctx context.Context, who agentfs.Caller, id string) (*agentfs.Batch, map[string]*agentfs.File, error) {
-	if err := who.Allow(agentfs.OpGetBatch); err != nil {
+	ctx, err := allow(ctx, who, agentfs.OpGetBatch)
+	if err != nil {
 		return nil, nil, err
 	}
 	b, err := g.store.Batch(ctx, who.Subject, id)
@@ -196,7 +220,8 @@ func (g *Gate) Batch(ctx context.Context, who agentfs.Caller, id string) (*agent
 // ListBatches is one page of the caller's batches, without items (GET
 // /v1/batch).
 func (g *Gate) ListBatches(ctx context.Context, who agentfs.Caller, filter agentfs.BatchFilter) ([]*agentfs.Batch, error) {
-	if err := who.Allow(agentfs.OpListBatches); err != nil {
+	ctx, err := allow(ctx, who, agentfs.OpListBatches)
+	if err != nil {
 		return nil, err
 	}
 	return g.store.ListBatches(ctx, who.Subject, filter)
@@ -205,7 +230,8 @@ func (g *Gate) ListBatches(ctx context.Context, who agentfs.Caller, filter agent
 // Operation is what one of the caller's idempotency keys holds (GET
 // /v1/operations/{key}), or agentfs.ErrNotFound.
 func (g *Gate) Operation(ctx context.Context, who agentfs.Caller, key string) (*idempotency.Record, error) {
-	if err := who.Allow(agentfs.OpGetOperation); err != nil {
+	ctx, err := allow(ctx, who, agentfs.OpGetOperation)
+	if err != nil {
 		return nil, err
 	}
 	return g.store.Operation(ctx, who.Subject, key)
@@ -214,7 +240,8 @@ func (g *Gate) Operation(ctx context.Context, who agentfs.Caller, key string) (*
 // AwaitEvents is a page of the caller's events, held up to wait for one
 // that matches (GET /v1/events).
 func (g *Gate) AwaitEvents(ctx context.Context, who agentfs.Caller, filter agentfs.EventFilter, wait time.Duration) ([]*agentfs.Event, agentfs.EventCursor, error) {
-	if err := who.Allow(agentfs.OpListEvents); err != nil {
+	ctx, err := allow(ctx, who, agentfs.OpListEvents)
+	if err != nil {
 		return nil, agentfs.EventCursor{}, err
 	}
 	return g.store.AwaitEvents(ctx, who.Subject, filter, wait)
@@ -222,7 +249,8 @@ func (g *Gate) AwaitEvents(ctx context.Context, who agentfs.Caller, filter agent
 
 // EventsStart is the cursor at the end of the caller's events (after=now).
 func (g *Gate) EventsStart(ctx context.Context, who agentfs.Caller) (agentfs.EventCursor, error) {
-	if err := who.Allow(agentfs.OpListEvents); err != nil {
+	ctx, err := allow(ctx, who, agentfs.OpListEvents)
+	if err != nil {
 		return agentfs.EventCursor{}, err
 	}
 	return g.store.EventsStart(ctx, who.Subject)
@@ -230,7 +258,8 @@ func (g *Gate) EventsStart(ctx context.Context, who agentfs.Caller) (agentfs.Eve
 
 // RunSummary is what one of the caller's runs did (GET /v1/runs/{run_id}).
 func (g *Gate) RunSummary(ctx context.Context, who agentfs.Caller, runID string) (*agentfs.RunSummary, error) {
-	if err := who.Allow(agentfs.OpGetRun); err != nil {
+	ctx, err := allow(ctx, who, agentfs.OpGetRun)
+	if err != nil {
 		return nil, err
 	}
 	return g.store.RunSummary(ctx, who.Subject, runID)
@@ -240,7 +269,8 @@ func (g *Gate) RunSummary(ctx context.Context, who agentfs.Caller, runID string)
 // (agentfs.ErrNotFound for a run no event names); its files are listed
 // with ListFiles.
 func (g *Gate) RunArchive(ctx context.Context, who agentfs.Caller, runID string) (*agentfs.RunSummary, error) {
-	if err := who.Allow(agentfs.OpRunArchive); err != nil {
+	ctx, err := allow(ctx, who, agentfs.OpRunArchive)
+	if err != nil {
 		return nil, err
 	}
 	return g.store.RunSummary(ctx, who.Subject, runID)
@@ -250,13 +280,16 @@ func (g *Gate) RunArchive(ctx context.Context, who agentfs.Caller, runID string)
 // /v1/search, the grep_files tool), after the page whose next cursor is
 // cursor ("" for the first); next is this page's ("" on the last). A
 // cursor is honoured only for the subject and search it came from
-// (agentfs.SearchTag). A grant's path prefixes are handed to the store as
-// q.Within, before the tag is taken (the store keeps every match inside
-// them, in its SQL): set them here, from who, when tokens carry them.
+// (agentfs.SearchTag). The grant's path prefixes are handed to the store
+// as q.Within, before the tag is taken (the store keeps every match
+// inside them, in its SQL), so a cursor never carries one token's search
+// to another's reach.
 func (g *Gate) Search(ctx context.Context, who agentfs.Caller, q agentfs.Search, cursor string) (page *agentfs.SearchPage, next string, err error) {
-	if err := who.Allow(agentfs.OpSearch); err != nil {
+	ctx, err = allow(ctx, who, agentfs.OpSearch)
+	if err != nil {
 		return nil, "", err
 	}
+	q.Within = who.Grant.Prefixes
 	tag := agentfs.SearchTag(who.Subject, q)
 	if cursor != "" {
 		if q.After, err = agentfs.ParseSearchCursor(cursor, tag); err != nil {
@@ -272,4 +305,28 @@ func (g *Gate) Search(ctx context.Context, who agentfs.Caller, q agentfs.Search,
 		next = page.Next.String()
 	}
 	return page, next, nil
+}
+
+// maxTokens is how many tokens GET /v1/tokens lists: a token and its
+// descendants, more than any delegation tree should hold.
+const maxTokens = 1000
+
+// Tokens lists the caller's token and every token descended from it,
+// oldest first, without secrets (GET /v1/tokens).
+func (g *Gate) Tokens(ctx context.Context, who agentfs.Caller) ([]*agentfs.Token, error) {
+	ctx, err := allow(ctx, who, agentfs.OpListTokens)
+	if err != nil {
+		return nil, err
+	}
+	return g.store.Tokens(ctx, who.Subject, who.TokenID, nil, maxTokens)
+}
+
+// Token is the caller's token id when it is the caller's own or one of its
+// descendants (GET /v1/tokens/{id}); any other is agentfs.ErrNotFound.
+func (g *Gate) Token(ctx context.Context, who agentfs.Caller, id string) (*agentfs.Token, error) {
+	ctx, err := allow(ctx, who, agentfs.OpGetToken)
+	if err != nil {
+		return nil, err
+	}
+	return g.store.Token(ctx, who.Subject, who.TokenID, id)
 }

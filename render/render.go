@@ -221,6 +221,22 @@ func SearchResults(p *agentfs.SearchPage, next string) api.SearchResults {
 	return out
 }
 
+// Token shows t; its secret only when it has one (the answer that made
+// it).
+func Token(t *agentfs.Token) api.Token {
+	g := t.Grant
+	out := api.Token{ID: t.ID, Object: "token", Name: t.Name, Scopes: nonNil(g.Scopes), Prefixes: nonNil(g.Prefixes),
+		RunID: optional(g.RunID), AgentID: optional(g.AgentID), ExpiresAt: utc(g.ExpiresAt), BytesWritten: t.BytesWritten,
+		ParentID: optional(t.ParentID), CreatedAt: t.CreatedAt.UTC(), RevokedAt: utc(t.RevokedAt)}
+	if t.Secret != "" {
+		out.Token = &t.Secret
+	}
+	if g.MaxBytes > 0 {
+		out.MaxBytes = &g.MaxBytes
+	}
+	return out
+}
+
 // SearchMatch is the wire form of one matching line.
 func SearchMatch(m agentfs.SearchMatch) api.SearchMatch {
 	before, after := m.Before, m.After
@@ -232,4 +248,19 @@ func SearchMatch(m agentfs.SearchMatch) api.SearchMatch {
 	}
 	return api.SearchMatch{FileID: m.FileID, Path: m.Path, Version: int64(m.Version), Line: int64(m.Line),
 		Column: int64(m.Column), Text: m.Text, Truncated: m.Truncated, Before: before, After: after}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// optional is s, or nil when it is empty.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

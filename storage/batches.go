@@ -24,12 +24,12 @@ var ErrItemDone = errors.New("batch item is no longer pending")
 const ChannelBatch = "agentfs_batch"
 
 const batchColumns = `id, subject, status, coalesce(agent_id, ''), coalesce(run_id, ''), coalesce(request_id, ''),
-	created_at, started_at, completed_at`
+	created_at, started_at, completed_at, coalesce(token_id, ''), prefixes, coalesce(max_bytes, 0)`
 
 func scanBatch(row pgx.Row) (*agentfs.Batch, error) {
 	var b agentfs.Batch
 	if err := row.Scan(&b.ID, &b.Subject, &b.Status, &b.By.AgentID, &b.By.RunID, &b.RequestID,
-		&b.CreatedAt, &b.StartedAt, &b.CompletedAt); err != nil {
+		&b.CreatedAt, &b.StartedAt, &b.CompletedAt, &b.TokenID, &b.Prefixes, &b.MaxBytes); err != nil {
 		return nil, Translate(err)
 	}
 	return &b, nil
@@ -39,9 +39,13 @@ func scanBatch(row pgx.Row) (*agentfs.Batch, error) {
 // request carried it: see agentfs.BatchItem.Text) as queued in tx, and
 // returns it as stored, without the contents.
 func (s *Store) CreateBatchTx(ctx context.Context, tx pgx.Tx, b *agentfs.Batch) (*agentfs.Batch, error) {
-	out, err := scanBatch(tx.QueryRow(ctx, `INSERT INTO batches (id, subject, status, agent_id, run_id, request_id)
-		VALUES ($1, $2, 'queued', nullif($3, ''), nullif($4, ''), nullif($5, '')) RETURNING `+batchColumns,
-		NewID("batch"), b.Subject, b.By.AgentID, b.By.RunID, b.RequestID))
+	var prefixes []string // NULL: every path
+	if len(b.Prefixes) > 0 {
+		prefixes = b.Prefixes
+	}
+	out, err := scanBatch(tx.QueryRow(ctx, `INSERT INTO batches (id, subject, status, agent_id, run_id, request_id, token_id, prefixes, max_bytes)
+		VALUES ($1, $2, 'queued', nullif($3, ''), nullif($4, ''), nullif($5, ''), nullif($6, ''), $7, nullif($8, 0)) RETURNING `+batchColumns,
+		NewID("batch"), b.Subject, b.By.AgentID, b.By.RunID, b.RequestID, b.TokenID, prefixes, b.MaxBytes))
 	if err != nil {
 		return nil, fmt.Errorf("create batch: %w", err)
 	}
@@ -98,7 +102,9 @@ func (s *Store) Batch(ctx context.Context, subject, id string) (*agentfs.Batch, 
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	b, err := scanBatch(s.pool.QueryRow(ctx, `SELECT `+batchColumns+` FROM batches WHERE id = $1 AND subject = $2`, id, subject))
+	args := pgx.NamedArgs{"id": id, "subject": subject}
+	b, err := scanBatch(s.pool.QueryRow(ctx, `SELECT `+batchColumns+` FROM batches WHERE id = @id AND subject = @subject
+		AND `+visibleMade(ctx, "token_id", args), args))
 	if err != nil {
 		return nil, fmt.Errorf("get batch: %w", err)
 	}
@@ -164,7 +170,9 @@ func (s *Store) BatchFiles(ctx context.Context, b *agentfs.Batch) (map[string]*a
 // Files returns the subject's files with these ids (for showing batch
 // results), in no particular order.
 func (s *Store) Files(ctx context.Context, subject string, ids []string) ([]*agentfs.File, error) {
-	return s.scanFiles(s.pool.Query(ctx, `SELECT `+fileColumns+` FROM files WHERE subject = $1 AND id = ANY($2)`, subject, ids))
+	args := pgx.NamedArgs{"subject": subject, "ids": ids}
+	return s.scanFiles(s.pool.Query(ctx, `SELECT `+fileColumns+` FROM files WHERE subject = @subject AND id = ANY(@ids)
+		AND `+visiblePath(ctx, "path", args), args))
 }
 
 // LockBatch takes the session advisory lock that lets one worker at a
@@ -291,6 +299,7 @@ func finishBatch(ctx context.Context, q querier, id string) error {
 // first, with their items counted but not loaded.
 func (s *Store) ListBatches(ctx context.Context, subject string, filter agentfs.BatchFilter) ([]*agentfs.Batch, error) {
 	w := newFilter("b.subject = @subject", pgx.NamedArgs{"subject": subject, "limit": filter.Limit})
+	w.cond(visibleMade(ctx, "b.token_id", w.args))
 	w.when(filter.Status != "", "b.status = @status", pgx.NamedArgs{"status": filter.Status})
 	if c := filter.After; c != nil {
 		w.when(true, "(b.created_at, b.id) < (@after_created_at, @after_id)", pgx.NamedArgs{"after_created_at": c.CreatedAt, "after_id": c.ID})
@@ -325,7 +334,9 @@ func (s *Store) CancelBatchTx(ctx context.Context, tx pgx.Tx, subject, id string
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	b, err := scanBatch(tx.QueryRow(ctx, `SELECT `+batchColumns+` FROM batches WHERE id = $1 AND subject = $2 FOR UPDATE`, id, subject))
+	args := pgx.NamedArgs{"id": id, "subject": subject}
+	b, err := scanBatch(tx.QueryRow(ctx, `SELECT `+batchColumns+` FROM batches WHERE id = @id AND subject = @subject
+		AND `+visibleMade(ctx, "token_id", args)+` FOR UPDATE`, args))
 	if err != nil {
 		return nil, fmt.Errorf("cancel batch: %w", err)
 	}

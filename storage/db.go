@@ -302,6 +302,13 @@ func newFilter(cond string, args pgx.NamedArgs) *filter {
 	return &filter{conds: []string{cond}, args: args}
 }
 
+// cond adds cond, whose arguments are already in the filter's.
+func (f *filter) cond(cond string) {
+	if cond != "true" {
+		f.conds = append(f.conds, cond)
+	}
+}
+
 // when adds cond, whose arguments are args, if on.
 func (f *filter) when(on bool, cond string, args pgx.NamedArgs) {
 	if !on {

@@ -16,9 +16,17 @@ import (
 // (eventwait.go) follow it.
 const ChannelEvents = "agentfs_events"
 
-const eventColumns = `pos, id, subject, type, file_id, path, coalesce(previous_path, ''),
+// eventColumns are an event row as scanEvent reads it, for a reader whose
+// reach is ctx's: a move from outside its folders shows no previous path.
+func eventColumns(ctx context.Context, args pgx.NamedArgs) string {
+	previous := `coalesce(previous_path, '')`
+	if v := visiblePath(ctx, "previous_path", args); v != "true" {
+		previous = `CASE WHEN ` + v + ` THEN previous_path ELSE '' END`
+	}
+	return `pos, id, subject, type, file_id, path, ` + previous + `,
 	coalesce(version, 0), coalesce(size_bytes, 0), coalesce(sha256, ''), coalesce(agent_id, ''), coalesce(run_id, ''),
 	coalesce(idempotency_key, ''), coalesce(request_id, ''), coalesce(batch_id, ''), at`
+}
 
 func scanEvent(row pgx.Row) (*agentfs.Event, error) {
 	var e agentfs.Event
@@ -47,12 +55,13 @@ func (s *Store) ListEvents(ctx context.Context, subject string, filter agentfs.E
 		}
 	}
 	w := newFilter("subject = @subject AND pos > @after", pgx.NamedArgs{"subject": subject, "after": next.Position, "limit": filter.Limit})
+	w.cond(visiblePath(ctx, "path", w.args))
 	w.when(filter.RunID != "", "run_id = @run_id", pgx.NamedArgs{"run_id": filter.RunID})
 	w.when(filter.AgentID != "", "agent_id = @agent_id", pgx.NamedArgs{"agent_id": filter.AgentID})
 	w.when(filter.FileID != "", "file_id = @file_id", pgx.NamedArgs{"file_id": filter.FileID})
 	w.when(filter.Prefix != "", `path LIKE @prefix ESCAPE '\'`, pgx.NamedArgs{"prefix": likePrefix(filter.Prefix)})
 	w.when(len(filter.Types) > 0, "type = ANY(@types)", pgx.NamedArgs{"types": filter.Types})
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE `+w.where()+
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns(ctx, w.args)+` FROM events WHERE `+w.where()+
 		` ORDER BY pos LIMIT @limit`, w.args)
 	if err != nil {
 		return nil, next, Translate(fmt.Errorf("list events: %w", err))
@@ -81,7 +90,7 @@ func (s *Store) AwaitEvents(ctx context.Context, subject string, filter agentfs.
 	}
 	// Registered before the first look: what commits from then on wakes
 	// this loop.
-	w, err := s.waiters.add(subject, filter)
+	w, err := s.waiters.add(subject, filter, ReachedPrefixes(ctx))
 	if err != nil {
 		return nil, agentfs.EventCursor{}, err
 	}
@@ -131,10 +140,12 @@ func (s *Store) SweepEvents(ctx context.Context) (int64, error) {
 func (s *Store) RunSummary(ctx context.Context, subject, runID string) (*agentfs.RunSummary, error) {
 	r := &agentfs.RunSummary{RunID: runID, Counts: map[string]int{}}
 	var first, last *time.Time
+	args := pgx.NamedArgs{"subject": subject, "run_id": runID}
+	runEvents := `FROM events WHERE subject = @subject AND run_id = @run_id AND ` + visiblePath(ctx, "path", args)
 	err := s.pool.QueryRow(ctx, `SELECT min(at), max(at),
 			coalesce(array_agg(DISTINCT agent_id) FILTER (WHERE agent_id IS NOT NULL), '{}'),
 			coalesce(sum(size_bytes) FILTER (WHERE type IN ('file.created', 'file.replaced')), 0)
-		FROM events WHERE subject = $1 AND run_id = $2`, subject, runID).Scan(&first, &last, &r.AgentIDs, &r.BytesWritten)
+		`+runEvents, args).Scan(&first, &last, &r.AgentIDs, &r.BytesWritten)
 	if err != nil {
 		return nil, Translate(fmt.Errorf("run summary: %w", err))
 	}
@@ -142,7 +153,7 @@ func (s *Store) RunSummary(ctx context.Context, subject, runID string) (*agentfs
 		return nil, fmt.Errorf("run summary: %w", agentfs.ErrNotFound)
 	}
 	r.FirstAt, r.LastAt = first.UTC(), last.UTC()
-	rows, err := s.pool.Query(ctx, `SELECT type, count(*) FROM events WHERE subject = $1 AND run_id = $2 GROUP BY type`, subject, runID)
+	rows, err := s.pool.Query(ctx, `SELECT type, count(*) `+runEvents+` GROUP BY type`, args)
 	if err != nil {
 		return nil, Translate(fmt.Errorf("run summary: %w", err))
 	}
@@ -158,7 +169,7 @@ func (s *Store) RunSummary(ctx context.Context, subject, runID string) (*agentfs
 	if err := rows.Err(); err != nil {
 		return nil, Translate(err)
 	}
-	err = s.pool.QueryRow(ctx, `SELECT count(*) FROM files WHERE subject = $1 AND (run_id = $2 OR last_run_id = $2)
-		AND `+liveFile, subject, runID).Scan(&r.LiveFiles)
+	err = s.pool.QueryRow(ctx, `SELECT count(*) FROM files WHERE subject = @subject AND (run_id = @run_id OR last_run_id = @run_id)
+		AND `+liveFile+` AND `+visiblePath(ctx, "path", args), args).Scan(&r.LiveFiles)
 	return r, Translate(err)
 }

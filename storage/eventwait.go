@@ -46,7 +46,10 @@ type eventWaiters struct {
 type eventWaiter struct {
 	tag    string
 	filter agentfs.EventFilter
-	woke   chan struct{}
+	// prefixes are the waiter's reach (none: every path): an event outside
+	// is not its to see, so it does not wake it.
+	prefixes []string
+	woke     chan struct{}
 }
 
 func newEventWaiters(n *pgnotify.Listener, max int) *eventWaiters {
@@ -63,11 +66,11 @@ func subjectTag(subject string) string {
 // add registers a waiter of subject with filter, or fails with
 // agentfs.ErrTooManyWaiters when the subject has its bound of waiters here.
 // What commits after add returns wakes the waiter if it can match.
-func (w *eventWaiters) add(subject string, filter agentfs.EventFilter) (*eventWaiter, error) {
+func (w *eventWaiters) add(subject string, filter agentfs.EventFilter, prefixes []string) (*eventWaiter, error) {
 	// Outside w.mu: the listener calls Notified and Listening under its
 	// own lock, and they take w.mu.
 	w.follow.Do(func() { w.notify.Follow(ChannelEvents, w) })
-	x := &eventWaiter{tag: subjectTag(subject), filter: filter, woke: make(chan struct{}, 1)}
+	x := &eventWaiter{tag: subjectTag(subject), filter: filter, prefixes: prefixes, woke: make(chan struct{}, 1)}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ws := w.bySubject[x.tag]
@@ -118,7 +121,7 @@ func (w *eventWaiters) Notified(payload string) {
 		switch {
 		case note.all:
 			w.wakeBroadly(x)
-		case note.matches(x.filter):
+		case note.matches(x.filter, x.prefixes):
 			x.wake()
 		}
 	}
@@ -182,12 +185,14 @@ func parseEventNotice(payload string) (eventNotice, bool) {
 	return n, true
 }
 
-// matches reports whether one of the events passes filter, as ListEvents'
-// WHERE clause decides it (keep the two alike: a filter this lets through
-// costs a query, one it wrongly holds back loses a wake-up).
-func (n eventNotice) matches(f agentfs.EventFilter) bool {
+// matches reports whether one of the events passes filter within
+// prefixes (none: every path), as ListEvents' WHERE clause decides it
+// (keep the two alike: a filter this lets through costs a query, one it
+// wrongly holds back loses a wake-up).
+func (n eventNotice) matches(f agentfs.EventFilter, prefixes []string) bool {
 	for _, e := range n.events {
-		if (f.RunID == "" || e.runID == f.RunID) &&
+		if (len(prefixes) == 0 || slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(e.path, p) })) &&
+			(f.RunID == "" || e.runID == f.RunID) &&
 			(f.AgentID == "" || e.agentID == f.AgentID) &&
 			(f.FileID == "" || e.fileID == f.FileID) &&
 			(f.Prefix == "" || strings.HasPrefix(e.path, f.Prefix)) &&

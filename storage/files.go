@@ -541,7 +541,9 @@ func (s *Store) File(ctx context.Context, subject, id string) (*agentfs.File, er
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	f, err := s.scanFile(s.pool.QueryRow(ctx, `SELECT `+fileColumns+` FROM files WHERE id = $1 AND subject = $2`, id, subject))
+	args := pgx.NamedArgs{"id": id, "subject": subject}
+	f, err := s.scanFile(s.pool.QueryRow(ctx, `SELECT `+fileColumns+` FROM files WHERE id = @id AND subject = @subject
+		AND `+visiblePath(ctx, "path", args), args))
 	if err != nil {
 		return nil, fmt.Errorf("get file: %w", err)
 	}
@@ -552,6 +554,7 @@ func (s *Store) File(ctx context.Context, subject, id string) (*agentfs.File, er
 // filter's cursor.
 func (s *Store) ListFiles(ctx context.Context, subject string, filter agentfs.FileFilter) ([]*agentfs.File, error) {
 	w := newFilter("subject = @subject", pgx.NamedArgs{"subject": subject, "limit": filter.Limit})
+	w.cond(visiblePath(ctx, "path", w.args))
 	w.when(!filter.IncludeDeleted, liveFile, nil)
 	w.when(filter.RunID != "", "run_id = @run_id", pgx.NamedArgs{"run_id": filter.RunID})
 	w.when(filter.LastRunID != "", "last_run_id = @last_run_id", pgx.NamedArgs{"last_run_id": filter.LastRunID})
@@ -650,12 +653,16 @@ func (s *Store) freePath(ctx context.Context, tx pgx.Tx, subject, path string) e
 }
 
 // LockFile returns the subject's file with this id, locked in tx until it
-// ends.
+// ends. A file outside the reach of ctx is agentfs.ErrNotFound: every
+// write that names a file by id finds it here, so a scoped token cannot
+// touch what it cannot see.
 func (s *Store) LockFile(ctx context.Context, tx pgx.Tx, subject, id string) (*agentfs.File, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	return s.scanFile(tx.QueryRow(ctx, `SELECT `+fileColumns+` FROM files WHERE id = $1 AND subject = $2 FOR UPDATE`, id, subject))
+	args := pgx.NamedArgs{"id": id, "subject": subject}
+	return s.scanFile(tx.QueryRow(ctx, `SELECT `+fileColumns+` FROM files WHERE id = @id AND subject = @subject
+		AND `+visiblePath(ctx, "path", args)+` FOR UPDATE`, args))
 }
 
 // BlockFile marks a file blocked by an operator: its content and any

@@ -32,9 +32,10 @@ func (s *Store) Versions(ctx context.Context, subject, fileID string, filter age
 	if before <= 0 {
 		before = 1<<31 - 1
 	}
+	args := pgx.NamedArgs{"file_id": fileID, "subject": subject, "before": before, "limit": filter.Limit}
 	rows, err := s.pool.Query(ctx, `SELECT `+versionColumns+` FROM file_versions v JOIN files f ON f.id = v.file_id
-		WHERE v.file_id = $1 AND f.subject = $2 AND v.version < $3
-		ORDER BY v.version DESC LIMIT $4`, fileID, subject, before, filter.Limit)
+		WHERE v.file_id = @file_id AND f.subject = @subject AND v.version < @before AND `+visiblePath(ctx, "f.path", args)+`
+		ORDER BY v.version DESC LIMIT @limit`, args)
 	if err != nil {
 		return nil, Translate(fmt.Errorf("list versions: %w", err))
 	}
@@ -61,8 +62,9 @@ func (s *Store) Version(ctx context.Context, subject, fileID string, n int) (*ag
 }
 
 func (s *Store) version(ctx context.Context, q querier, subject, fileID string, n int) (*agentfs.FileVersion, error) {
+	args := pgx.NamedArgs{"file_id": fileID, "subject": subject, "version": n}
 	v, err := scanVersion(q.QueryRow(ctx, `SELECT `+versionColumns+` FROM file_versions v JOIN files f ON f.id = v.file_id
-		WHERE v.file_id = $1 AND f.subject = $2 AND v.version = $3`, fileID, subject, n))
+		WHERE v.file_id = @file_id AND f.subject = @subject AND v.version = @version AND `+visiblePath(ctx, "f.path", args), args))
 	if err != nil {
 		return nil, fmt.Errorf("get version: %w", err)
 	}

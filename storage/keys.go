@@ -34,7 +34,8 @@ var ErrClaimLost = errors.New("idempotency claim was taken over")
 // Record when the key already holds an outcome for the same request (the
 // caller compares the content, then replays or answers a conflict);
 // *agentfs.ConflictError when the key holds another request;
-// *agentfs.InProgressError while the owner runs.
+// *agentfs.InProgressError while the owner runs. The claim names the token
+// of ctx's reach (Within), whose records a scoped token may read back.
 func (s *Store) BeginKey(ctx context.Context, subject, key, method, route string, request []byte) (*Claim, *idempotency.Record, error) {
 	var (
 		claim *Claim
@@ -43,10 +44,10 @@ func (s *Store) BeginKey(ctx context.Context, subject, key, method, route string
 	err := s.WithTx(ctx, func(tx pgx.Tx) error {
 		var fence int64
 		err := tx.QueryRow(ctx, `INSERT INTO idempotency_keys
-			(subject, key, request_hash, method, route, status, fence, lease_expires_at)
-			VALUES ($1, $2, $3, $4, $5, 'in_progress', 1, now() + make_interval(secs => $6))
+			(subject, key, request_hash, method, route, status, fence, lease_expires_at, token_id)
+			VALUES ($1, $2, $3, $4, $5, 'in_progress', 1, now() + make_interval(secs => $6), nullif($7, ''))
 			ON CONFLICT (subject, key) DO NOTHING RETURNING fence`,
-			subject, key, request, method, route, s.cfg.IdempotencyLease.Seconds()).Scan(&fence)
+			subject, key, request, method, route, s.cfg.IdempotencyLease.Seconds(), reachToken(ctx)).Scan(&fence)
 		if err == nil {
 			claim = s.newClaim(subject, key, fence)
 			return nil
@@ -89,18 +90,21 @@ func (s *Store) resolveKey(ctx context.Context, tx pgx.Tx, subject, key string, 
 	}
 	var fence int64
 	err = tx.QueryRow(ctx, `UPDATE idempotency_keys SET fence = fence + 1,
-			lease_expires_at = now() + make_interval(secs => $3)
-		WHERE subject = $1 AND key = $2 RETURNING fence`, subject, key, s.cfg.IdempotencyLease.Seconds()).Scan(&fence)
+			lease_expires_at = now() + make_interval(secs => $3), token_id = nullif($4, '')
+		WHERE subject = $1 AND key = $2 RETURNING fence`, subject, key, s.cfg.IdempotencyLease.Seconds(), reachToken(ctx)).Scan(&fence)
 	if err != nil {
 		return nil, nil, Translate(err)
 	}
 	return s.newClaim(subject, key, fence), nil, nil
 }
 
-// Operation returns what the subject's key holds, or agentfs.ErrNotFound.
+// Operation returns what the subject's key holds, or agentfs.ErrNotFound;
+// for a scoped reach (Within), only a key its token or a descendant
+// claimed: another's record may answer with files outside its folders.
 func (s *Store) Operation(ctx context.Context, subject, key string) (*idempotency.Record, error) {
+	args := pgx.NamedArgs{"subject": subject, "key": key}
 	rec, err := scanRecord(s.pool.QueryRow(ctx, `SELECT `+recordColumns+`
-		FROM idempotency_keys WHERE subject = $1 AND key = $2`, subject, key))
+		FROM idempotency_keys WHERE subject = @subject AND key = @key AND `+visibleMade(ctx, "token_id", args), args))
 	if err != nil {
 		return nil, fmt.Errorf("get operation: %w", err)
 	}

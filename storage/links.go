@@ -67,8 +67,10 @@ func (s *Store) CreateLinkTx(ctx context.Context, tx pgx.Tx, req agentfs.NewLink
 // Links lists the links of the subject's file, newest first (without
 // secrets); an unknown file is agentfs.ErrNotFound.
 func (s *Store) Links(ctx context.Context, subject, fileID string) ([]*agentfs.Link, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+linkColumns+` FROM links WHERE file_id = $1 AND subject = $2
-		ORDER BY created_at DESC, id DESC LIMIT 1000`, fileID, subject)
+	args := pgx.NamedArgs{"file_id": fileID, "subject": subject}
+	rows, err := s.pool.Query(ctx, `SELECT `+linkColumns+` FROM links WHERE file_id = @file_id AND subject = @subject
+		AND EXISTS (SELECT 1 FROM files f WHERE f.id = links.file_id AND `+visiblePath(ctx, "f.path", args)+`)
+		ORDER BY created_at DESC, id DESC LIMIT 1000`, args)
 	if err != nil {
 		return nil, Translate(fmt.Errorf("list links: %w", err))
 	}
@@ -85,7 +87,9 @@ func (s *Store) RevokeLinkTx(ctx context.Context, tx pgx.Tx, subject, id string)
 	if err := checkID(id); err != nil {
 		return nil, false, err
 	}
-	l, err := scanLink(tx.QueryRow(ctx, `SELECT `+linkColumns+` FROM links WHERE id = $1 AND subject = $2 FOR UPDATE`, id, subject))
+	args := pgx.NamedArgs{"id": id, "subject": subject}
+	l, err := scanLink(tx.QueryRow(ctx, `SELECT `+linkColumns+` FROM links WHERE id = @id AND subject = @subject
+		AND EXISTS (SELECT 1 FROM files f WHERE f.id = links.file_id AND `+visiblePath(ctx, "f.path", args)+`) FOR UPDATE OF links`, args))
 	if err != nil {
 		return nil, false, fmt.Errorf("revoke link: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -13,7 +14,11 @@ import (
 
 // RunUndoPlan is what undoing the subject's run does, file by file, in tx:
 // one undo item per file the run changed, the file whose last change by the
-// run is newest first. No event carrying the run id is agentfs.ErrNotFound.
+// run is newest first. Only the files in the reach of ctx are planned: a
+// scoped token's revert undoes what it can see (the file where it is now,
+// and where the undo puts it, both inside its folders), and leaves the
+// others alone. No such file, or no event carrying the run id, is
+// agentfs.ErrNotFound.
 func (s *Store) RunUndoPlan(ctx context.Context, tx pgx.Tx, subject, runID string, force bool) ([]agentfs.BatchItem, error) {
 	rows, err := tx.Query(ctx, `WITH r AS (SELECT * FROM events WHERE subject = $1 AND run_id = $2),
 		firsts AS (SELECT DISTINCT ON (file_id) file_id, type, path, coalesce(previous_path, '') AS previous_path
@@ -21,22 +26,24 @@ func (s *Store) RunUndoPlan(ctx context.Context, tx pgx.Tx, subject, runID strin
 		lasts AS (SELECT DISTINCT ON (file_id) file_id, pos FROM r ORDER BY file_id, pos DESC),
 		content AS (SELECT DISTINCT ON (file_id) file_id, version FROM r
 			WHERE type IN ('file.replaced', 'file.reverted') ORDER BY file_id, pos)
-		SELECT f.file_id, f.type, f.path, f.previous_path, coalesce(c.version, 0), l.pos
+		SELECT f.file_id, f.type, f.path, f.previous_path, coalesce(c.version, 0), l.pos, coalesce(now.path, '')
 		FROM firsts f JOIN lasts l USING (file_id) LEFT JOIN content c USING (file_id)
+			LEFT JOIN files now ON now.id = f.file_id
 		ORDER BY l.pos DESC`, subject, runID)
 	if err != nil {
 		return nil, Translate(fmt.Errorf("plan run revert: %w", err))
 	}
 	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (agentfs.BatchItem, error) {
 		var (
-			it                    agentfs.BatchItem
-			first, path, previous string
-			version               int
-			u                     = agentfs.Undo{RunID: runID, Force: force}
+			it                         agentfs.BatchItem
+			first, path, previous, now string
+			version                    int
+			u                          = agentfs.Undo{RunID: runID, Force: force}
 		)
-		if err := r.Scan(&it.FileID, &first, &path, &previous, &version, &u.After); err != nil {
+		if err := r.Scan(&it.FileID, &first, &path, &previous, &version, &u.After, &now); err != nil {
 			return it, err
 		}
+		it.Path = now // until the plan is held to the reach
 		u.Existed = first != agentfs.EventCreated
 		u.Live = first != agentfs.EventRestored
 		u.Path = path
@@ -46,11 +53,17 @@ func (s *Store) RunUndoPlan(ctx context.Context, tx pgx.Tx, subject, runID strin
 		if version > 1 {
 			u.Version = version - 1 // the run's first content change made version; the one before
 		}
-		it.Op, it.Path, it.Undo = agentfs.OpUndo, u.Path, &u
+		it.Op, it.Undo = agentfs.OpUndo, &u
 		return it, nil
 	})
 	if err != nil {
 		return nil, Translate(fmt.Errorf("plan run revert: %w", err))
+	}
+	items = slices.DeleteFunc(items, func(it agentfs.BatchItem) bool {
+		return !covers(ctx, it.Path) || !covers(ctx, it.Undo.Path)
+	})
+	for i := range items {
+		items[i].Path = items[i].Undo.Path
 	}
 	if len(items) == 0 {
 		return nil, fmt.Errorf("plan run revert: no event carries run id %q: %w", runID, agentfs.ErrNotFound)

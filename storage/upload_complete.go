@@ -171,7 +171,9 @@ func (s *Store) beginComplete(ctx context.Context, subject, id string, req agent
 // come one after the other.
 func (s *Store) lockForComplete(ctx context.Context, tx pgx.Tx, subject, id string) (*agentfs.Upload, error) {
 	var path string
-	if err := tx.QueryRow(ctx, `SELECT path FROM uploads WHERE id = $1 AND subject = $2`, id, subject).Scan(&path); err != nil {
+	args := pgx.NamedArgs{"id": id, "subject": subject}
+	if err := tx.QueryRow(ctx, `SELECT path FROM uploads WHERE id = @id AND subject = @subject
+		AND `+visiblePath(ctx, "path", args), args).Scan(&path); err != nil {
 		return nil, Translate(err)
 	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('agentfs.upload.complete.' || $1 || '/' || $2))`,

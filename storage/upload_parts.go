@@ -94,9 +94,11 @@ func (s *Store) beginPart(ctx context.Context, subject, id string, n int) (u *ag
 		// A complete whose lease lapsed died or stalled: the session takes
 		// parts again, and that complete can no longer commit (it commits
 		// only a session still completing).
+		args := pgx.NamedArgs{"id": id, "subject": subject}
+		visible := visiblePath(ctx, "path", args)
 		if _, err := tx.Exec(ctx, `UPDATE uploads SET status = 'pending', completing_until = NULL
-			WHERE id = $1 AND subject = $2 AND status = 'completing' AND completing_until < clock_timestamp()`,
-			id, subject); err != nil {
+			WHERE id = @id AND subject = @subject AND status = 'completing' AND completing_until < clock_timestamp()
+			AND `+visible, args); err != nil {
 			return Translate(err)
 		}
 		// FOR SHARE: parts begin side by side, and a complete taking the
@@ -104,7 +106,7 @@ func (s *Store) beginPart(ctx context.Context, subject, id string, n int) (u *ag
 		// completing.
 		var err error
 		if u, err = scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads
-			WHERE id = $1 AND subject = $2 FOR SHARE`, id, subject)); err != nil {
+			WHERE id = @id AND subject = @subject AND `+visible+` FOR SHARE`, args)); err != nil {
 			return err
 		}
 		if err := s.takesParts(ctx, tx, u); err != nil {

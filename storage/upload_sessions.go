@@ -146,8 +146,9 @@ func (s *Store) Upload(ctx context.Context, subject, id string) (*agentfs.Upload
 	var u *agentfs.Upload
 	err := s.WithTx(ctx, func(tx pgx.Tx) error {
 		var err error
+		args := pgx.NamedArgs{"id": id, "subject": subject}
 		if u, err = scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads
-			WHERE id = $1 AND subject = $2`, id, subject)); err != nil {
+			WHERE id = @id AND subject = @subject AND `+visiblePath(ctx, "path", args), args)); err != nil {
 			return err
 		}
 		return s.loadParts(ctx, tx, u)
@@ -169,8 +170,9 @@ func (s *Store) AbortUploadTx(ctx context.Context, tx pgx.Tx, subject, id string
 	if err := checkID(id); err != nil {
 		return nil, false, err
 	}
+	args := pgx.NamedArgs{"id": id, "subject": subject}
 	if u, err = scanUpload(tx.QueryRow(ctx, `SELECT `+uploadColumns+` FROM uploads
-		WHERE id = $1 AND subject = $2 FOR UPDATE`, id, subject)); err != nil {
+		WHERE id = @id AND subject = @subject AND `+visiblePath(ctx, "path", args)+` FOR UPDATE`, args)); err != nil {
 		return nil, false, fmt.Errorf("abort upload: %w", err)
 	}
 	switch u.Status {
@@ -258,6 +260,7 @@ func (s *Store) ExpireUploads(ctx context.Context) (int, error) {
 // expired, as the API shows it.
 func (s *Store) ListUploads(ctx context.Context, subject string, filter agentfs.UploadFilter) ([]*agentfs.Upload, error) {
 	w := newFilter("subject = @subject", pgx.NamedArgs{"subject": subject, "limit": filter.Limit})
+	w.cond(visiblePath(ctx, "path", w.args))
 	switch filter.Status {
 	case "":
 	case agentfs.UploadPending:

@@ -123,6 +123,7 @@ func Walk(t *testing.T, fx Fixture, scopes []string, call Call) {
 // lacking is the scopes tool needs that a token of scopes lacks.
 func lacking(t *testing.T, tool string, scopes []string) []string {
 	t.Helper()
+	scopes = agentfs.RootScopes(scopes) // the walk's tokens are root tokens
 	ops := mcpserver.ToolOperations(tool)
 	if len(ops) == 0 {
 		t.Fatalf("%s names no operation", tool)

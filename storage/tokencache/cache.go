@@ -16,7 +16,8 @@
 //     before the change committed.
 //   - Entries live at most a TTL, a backstop for a connection that died
 //     without a word (the listener's heartbeat finds those within seconds),
-//     and there are at most a bounded number of them.
+//     and never past the token's expiry; there are at most a bounded
+//     number of them.
 //
 // Tokens that do not authenticate (unknown or revoked) are remembered too,
 // by the same rules and for the same TTL, in a map of their own with its
@@ -30,7 +31,6 @@ package tokencache
 
 import (
 	"encoding/hex"
-	"slices"
 	"sync"
 	"time"
 
@@ -113,8 +113,12 @@ func (c *Cache) Put(sum [32]byte, p agentfs.Principal, gen uint64) {
 	if len(c.entries) >= c.max {
 		c.evictLocked()
 	}
-	p.Scopes = slices.Clone(p.Scopes)
-	c.entries[sum] = tokenEntry{p: p, until: c.now().Add(c.ttl)}
+	p.Grant = p.Grant.Clone()
+	until := c.now().Add(c.ttl)
+	if at := p.Grant.ExpiresAt; at != nil && at.Before(until) {
+		until = *at // never trusted past its expiry
+	}
+	c.entries[sum] = tokenEntry{p: p, until: until}
 }
 
 // Refuse remembers a token that did not authenticate in a lookup made

@@ -27,7 +27,7 @@ func newListeningCache(ttl time.Duration, max int) (*Cache, *clock) {
 func keep(c *Cache, tok, subject string) {
 	gen, ok := c.Begin()
 	if ok {
-		c.Put(sumOf(tok), agentfs.Principal{Subject: subject, Scopes: []string{"read"}}, gen)
+		c.Put(sumOf(tok), agentfs.Principal{Subject: subject, Grant: agentfs.Grant{Scopes: []string{"read"}}}, gen)
 	}
 }
 
@@ -136,10 +136,10 @@ func TestTokenCacheRules(t *testing.T) {
 		c, _ := newListeningCache(time.Minute, 10)
 		scopes := []string{"read"}
 		gen, _ := c.Begin()
-		c.Put(sumOf("a"), agentfs.Principal{Subject: "alice", Scopes: scopes}, gen)
+		c.Put(sumOf("a"), agentfs.Principal{Subject: "alice", Grant: agentfs.Grant{Scopes: scopes}}, gen)
 		scopes[0] = "write"
 		if p, _ := c.Get(sumOf("a")); !p.Can("read") || p.Can("write") {
-			t.Fatalf("the cached scopes changed with the caller's slice: %v", p.Scopes)
+			t.Fatalf("the cached scopes changed with the caller's slice: %v", p.Grant.Scopes)
 		}
 	})
 

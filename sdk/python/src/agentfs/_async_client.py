@@ -34,6 +34,7 @@ from ._base import (
     links_of,
     page_of,
     problem_of,
+    tokens_of,
 )
 from ._errors import PayloadTooLargeError
 from ._events import AsyncEventFollower
@@ -49,6 +50,7 @@ from ._models import (
     Operation,
     Protocol,
     Run,
+    Token,
     Upload,
     UploadPart,
 )
@@ -652,6 +654,36 @@ class AsyncClient(BaseClient):
         """Revoke a share link (DELETE /v1/links/{id}): its URL serves nothing from then on. Safe to repeat."""
         return Link.from_dict(await self._json(self._r_revoke_link(
             link_id, idempotency_key=idempotency_key, agent_id=agent_id, run_id=run_id)))
+
+    # Delegation: scoped child tokens for sub-agents.
+
+    async def create_token(self, *, scopes: Sequence[str], expires_in: Union[int, float, timedelta],
+                           prefixes: Optional[Sequence[str]] = None, run_id_pin: Optional[str] = None,
+                           agent_id_pin: Optional[str] = None, max_bytes: Optional[int] = None,
+                           name: Optional[str] = None, idempotency_key: Optional[str] = None) -> Token:
+        """A child of this client's token, for a sub-agent (POST /v1/tokens; needs the delegate scope).
+
+        It never exceeds its parent: ``scopes`` a subset, each of ``prefixes``
+        (folders such as ``"reports/"``) inside the parent's, ``expires_in``
+        and ``max_bytes`` no later and no larger; ``run_id_pin`` and
+        ``agent_id_pin`` attribute its every request. What is left out is the
+        parent's. Its secret is ``token``, shown only in this answer.
+        """
+        return Token.from_dict(await self._json(self._r_create_token(
+            scopes=scopes, expires_in=expires_in, prefixes=prefixes, run_id_pin=run_id_pin, agent_id_pin=agent_id_pin,
+            max_bytes=max_bytes, name=name, idempotency_key=idempotency_key)))
+
+    async def tokens(self) -> list[Token]:
+        """This client's token and every token made from it, oldest first, without secrets."""
+        return tokens_of(await self._json(self._r_tokens()))
+
+    async def token(self, token_id: str) -> Token:
+        """This client's token or one of its descendants (GET /v1/tokens/{id})."""
+        return Token.from_dict(await self._json(self._r_token(token_id)))
+
+    async def revoke_token(self, token_id: str, *, idempotency_key: Optional[str] = None) -> Token:
+        """Revoke a token and every token made from it (DELETE /v1/tokens/{id}); every server refuses them within a second."""
+        return Token.from_dict(await self._json(self._r_revoke_token(token_id, idempotency_key=idempotency_key)))
 
     # The run ledger: events, runs.
 

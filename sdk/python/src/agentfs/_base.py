@@ -26,7 +26,7 @@ import httpx
 from ._compat import read_early_responses
 from ._errors import AgentFSError, APIConnectionError, Problem, problem_from_response
 from ._events import FollowState
-from ._models import BatchOp, File, Link, Upload, seconds_of
+from ._models import BatchOp, File, Link, Token, Upload, seconds_of
 from ._request import (
     NOT_GIVEN,
     BytesBody,
@@ -67,6 +67,10 @@ from ._retry import (
     ROUTE_RESTORE_FILE,
     ROUTE_REVERT,
     ROUTE_REVERT_RUN,
+    ROUTE_CREATE_TOKEN,
+    ROUTE_TOKENS,
+    ROUTE_TOKEN,
+    ROUTE_REVOKE_TOKEN,
     ROUTE_REVOKE_LINK,
     ROUTE_RUN,
     ROUTE_SEARCH,
@@ -149,6 +153,11 @@ def page_of(d: Any, parse: Callable[[Mapping[str, Any]], Any], fetch: Callable[[
         next_cursor=d.get("next_cursor") if isinstance(d, Mapping) else None,
         _fetch=fetch,
     )
+
+
+def tokens_of(d: Any) -> list[Token]:
+    """The tokens of a token listing (GET /v1/tokens)."""
+    return [Token.from_dict(x) for x in (d.get("data") or []) if isinstance(x, dict)]
 
 
 def links_of(d: Any) -> list[Link]:
@@ -632,6 +641,37 @@ class BaseClient:
     def _r_revoke_link(self, link_id: str, *, idempotency_key: Optional[str], agent_id: Any,
                        run_id: Any) -> Request:
         return self._write(ROUTE_REVOKE_LINK, "/v1/links/" + escape(link_id), idempotency_key, agent_id, run_id)
+
+    # Delegation: scoped child tokens.
+
+    def _r_create_token(self, *, scopes: Sequence[str], expires_in: Union[int, float, timedelta],
+                        prefixes: Optional[Sequence[str]], run_id_pin: Optional[str], agent_id_pin: Optional[str],
+                        max_bytes: Optional[int], name: Optional[str], idempotency_key: Optional[str]) -> Request:
+        if isinstance(scopes, str) or not scopes:
+            raise ValueError("scopes: name at least one of read, write, share, delegate, as a list")
+        expires = seconds_of("expires_in", expires_in)
+        if expires is None:
+            raise ValueError("expires_in is required")
+        body: dict[str, Any] = {"scopes": list(scopes), "expires_in": expires}
+        if prefixes is not None:
+            if isinstance(prefixes, str):
+                raise ValueError("prefixes: a list of folders, such as ['reports/']")
+            body["prefixes"] = list(prefixes)
+        for k, v in (("run_id", run_id_pin), ("agent_id", agent_id_pin), ("name", name)):
+            if v:
+                body[k] = v
+        if max_bytes is not None:
+            body["max_bytes"] = int(max_bytes)
+        return _json_body(self._write(ROUTE_CREATE_TOKEN, "/v1/tokens", idempotency_key, NOT_GIVEN, NOT_GIVEN), body)
+
+    def _r_tokens(self) -> Request:
+        return route_request(ROUTE_TOKENS, "/v1/tokens")
+
+    def _r_token(self, token_id: str) -> Request:
+        return route_request(ROUTE_TOKEN, "/v1/tokens/" + escape(token_id))
+
+    def _r_revoke_token(self, token_id: str, *, idempotency_key: Optional[str]) -> Request:
+        return self._write(ROUTE_REVOKE_TOKEN, "/v1/tokens/" + escape(token_id), idempotency_key, NOT_GIVEN, NOT_GIVEN)
 
     # The run ledger.
 

@@ -26,6 +26,7 @@ __all__ = [
     "Protocol",
     "FileVersion",
     "Link",
+    "Token",
     "Event",
     "EventPage",
     "Run",
@@ -509,6 +510,36 @@ class Link:
 
 
 @dataclass
+class Token:
+    """A bearer token and its grant (what it may do, where, until when), as it and its ancestors see it."""
+
+    id: str
+    #: The bearer token itself: only in the answer to create_token; None everywhere else.
+    token: Optional[str]
+    name: str
+    #: Of read, write, share, delegate.
+    scopes: list[str]
+    #: The folders it sees and touches; empty: every path.
+    prefixes: list[str]
+    run_id: Optional[str]
+    agent_id: Optional[str]
+    expires_at: Optional[datetime]
+    #: Bytes it may write in all; None: no limit.
+    max_bytes: Optional[int]
+    bytes_written: int
+    #: The token that made it; None for one an operator made.
+    parent_id: Optional[str]
+    created_at: Optional[datetime]
+    revoked_at: Optional[datetime]
+    object: str = "token"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Token":
+        """Build a Token from its JSON object."""
+        return _read(cls, d)
+
+
+@dataclass
 class Event:
     """One effect on a file, committed in the same transaction as the effect: the feed shows what happened, once."""
 
@@ -799,6 +830,8 @@ class Protocol:
     idempotency: dict[str, Any]
     retry: dict[str, Any]
     limits: dict[str, Any]
+    #: The grant model: scopes, folder prefixes, pins, where child tokens are made.
+    grants: dict[str, Any]
     #: The document as the server sent it, including members this client does not know.
     raw: dict[str, Any]
     #: Where and how the server serves its MCP tools; None when it does not.
@@ -820,4 +853,5 @@ class Protocol:
             raw=dict(d),
             mcp=dict(m) if isinstance(m, Mapping) else None,
             oauth=dict(o) if isinstance(o, Mapping) else {},
+            grants=dict(_map(d.get("grants"))),
         )

@@ -104,6 +104,10 @@ ROUTE_RUN = "GET /v1/runs/{run_id}"
 ROUTE_RUN_ARCHIVE = "GET /v1/runs/{run_id}/archive"
 ROUTE_REVERT_RUN = "POST /v1/runs/{run_id}/revert"
 ROUTE_SEARCH = "GET /v1/search"
+ROUTE_CREATE_TOKEN = "POST /v1/tokens"
+ROUTE_TOKENS = "GET /v1/tokens"
+ROUTE_TOKEN = "GET /v1/tokens/{id}"
+ROUTE_REVOKE_TOKEN = "DELETE /v1/tokens/{id}"
 
 _SAFE_WITHOUT_KEY = {
     ROUTE_DELETE_FILE,
@@ -115,6 +119,7 @@ _SAFE_WITHOUT_KEY = {
     # Revoking a link or cancelling a batch again changes nothing; a PATCH
     # sets an absolute expires_at, so a repeat sets the same value.
     ROUTE_REVOKE_LINK,
+    ROUTE_REVOKE_TOKEN,
     ROUTE_CANCEL_BATCH,
     ROUTE_PATCH_FILE,
 }
