@@ -231,20 +231,18 @@ func answersOf(ctx context.Context) *answers {
 
 // run runs call unless the request's answers are spent, and counts what it
 // answered.
-func (a *answers) run(cc callContext, call func() (*mcp.CallToolResult, error)) (*mcp.CallToolResult, error) {
+func (a *answers) run(cc callContext, call func() *mcp.CallToolResult) *mcp.CallToolResult {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.used >= a.limit {
 		cc.answerLimit = a.limit
-		return failure(cc, tooLarge(fmt.Sprintf("this request's earlier calls answered %d bytes, the most one request answers; this call did not run", a.used))), nil
+		return failure(cc, tooLarge(fmt.Sprintf("this request's earlier calls answered %d bytes, the most one request answers; this call did not run", a.used)))
 	}
-	res, err := call()
-	if res != nil {
-		var n counter
-		_ = json.NewEncoder(&n).Encode(res)
-		a.used += int64(n)
-	}
-	return res, err
+	res := call()
+	var n counter
+	_ = json.NewEncoder(&n).Encode(res)
+	a.used += int64(n)
+	return res
 }
 
 // counter counts the bytes written to it.
