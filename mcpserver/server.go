@@ -132,6 +132,12 @@ const instructions = `AgentFS stores files for agents, safe to retry. Paths are 
 // stateless mode, build one per request from the request's principal: the
 // tool definitions are prepared once per process, so New is cheap.
 func New(b Backend, opts Options) (*mcp.Server, error) {
+	return newServer(b, opts, nil)
+}
+
+// newServer is New, whose resources take subscriptions through subs when
+// it is set (the /mcp door's).
+func newServer(b Backend, opts Options, subs subscriptions) (*mcp.Server, error) {
 	if b == nil {
 		return nil, errors.New("mcpserver: nil Backend")
 	}
@@ -139,12 +145,16 @@ func New(b Backend, opts Options) (*mcp.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := mcp.NewServer(&mcp.Implementation{Name: "agentfs", Title: "AgentFS", Version: opts.Version},
-		&mcp.ServerOptions{Instructions: instructions, Logger: opts.Logger, Capabilities: &mcp.ServerCapabilities{}})
+	so := &mcp.ServerOptions{Instructions: instructions, Logger: opts.Logger, Capabilities: &mcp.ServerCapabilities{}}
+	if subs != nil {
+		so.SubscribeHandler, so.UnsubscribeHandler = subs.subscribe, subs.unsubscribe
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "agentfs", Title: "AgentFS", Version: opts.Version}, so)
 	tb := &toolbox{b: b, opts: opts}
 	for _, spec := range toolSpecs() {
 		s.AddTool(spec.tool, spec.bind(tb))
 	}
+	addResources(s, tb)
 	return s, nil
 }
 

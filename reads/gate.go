@@ -36,6 +36,12 @@ type Store interface {
 	AwaitEvents(ctx context.Context, subject string, filter agentfs.EventFilter, wait time.Duration) ([]*agentfs.Event, agentfs.EventCursor, error)
 	EventsStart(ctx context.Context, subject string) (agentfs.EventCursor, error)
 	RunSummary(ctx context.Context, subject, runID string) (*agentfs.RunSummary, error)
+	// The paths the /mcp door's sessions watch (watches.go).
+	AddWatch(ctx context.Context, subject string, w agentfs.Watch) error
+	RemoveWatch(ctx context.Context, subject, session, path string) error
+	Watches(ctx context.Context, subject, session string) ([]agentfs.Watch, error)
+	TouchWatches(ctx context.Context, subject, session string) error
+	EndWatches(ctx context.Context, subject, session string) (int64, error)
 }
 
 // Gate serves every door's reads, each as its caller may make it.

@@ -40,8 +40,10 @@ type Config struct {
 	Sweeper sweeper.Config
 	// MCP are the options of the /mcp door's tools (Logger and OnCall are
 	// New's).
-	MCP  mcpserver.Options
-	Logs telemetry.Logs
+	MCP mcpserver.Options
+	// MCPGuard names the further hosts and origins /mcp answers.
+	MCPGuard mcpserver.GuardConfig
+	Logs     telemetry.Logs
 	// RecordKeys seal the secrets kept in idempotency records (a share
 	// link's url): the one secret that must not live in the database it
 	// protects, the same on every instance. New refuses to start without.

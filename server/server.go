@@ -127,10 +127,14 @@ func (s *Server) wire() error {
 	if err != nil {
 		return err
 	}
+	guard, err := mcpserver.NewGuard(s.cfg.PublicURL, s.cfg.MCPGuard)
+	if err != nil {
+		return err
+	}
 	s.api, err = handlers.New(handlers.Deps{
 		Files: s.gate, Sessions: s.gate, Ledger: s.gate, Writes: s.core, Quota: s.store, Tokens: s.store, Health: s.store,
 		Log: s.log, PublicURL: s.cfg.PublicURL, Limits: s.cfg.Limits, Registry: s.reg, Traces: s.tracing.Provider(),
-		MCP: door, Rates: s.rates,
+		MCP: door, MCPGuard: guard.Handler, Rates: s.rates,
 	})
 	if err != nil {
 		return err
