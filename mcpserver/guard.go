@@ -29,10 +29,15 @@ type GuardConfig struct {
 // pages in a browser calling a local server): a Host that is not the
 // public URL's, a loopback name, or an allowed host, and an Origin that is
 // not the public URL's or an allowed origin, are 403 FORBIDDEN. A request
-// without Origin (every client that is not a browser page) passes.
+// without Origin (every client that is not a browser page) passes. A
+// server whose public URL is on loopback (a local server) also takes every
+// loopback origin, whatever its port: a page that runs on this machine
+// already reaches it, and local clients (the Inspector's own page, a
+// proxy in front) use other ports.
 type Guard struct {
-	hosts   []string // lower case, each "host" or "host:port"
-	origins []string // lower case scheme://host[:port]
+	hosts    []string // lower case, each "host" or "host:port"
+	origins  []string // lower case scheme://host[:port]
+	loopback bool     // every loopback origin passes
 }
 
 // NewGuard makes the guard of a server reached at publicURL.
@@ -45,6 +50,7 @@ func NewGuard(publicURL string, cfg GuardConfig) (*Guard, error) {
 		}
 		g.hosts = append(g.hosts, strings.ToLower(u.Host))
 		g.origins = append(g.origins, origin(u))
+		g.loopback = isLoopback(u.Host)
 	}
 	for _, h := range list(cfg.AllowedHosts) {
 		g.hosts = append(g.hosts, strings.ToLower(h))
@@ -93,7 +99,7 @@ func (g *Guard) Check(r *http.Request) string {
 		return ""
 	}
 	u, err := url.Parse(o)
-	if err != nil || u.Scheme == "" || u.Host == "" || !slices.Contains(g.origins, origin(u)) {
+	if err != nil || u.Scheme == "" || u.Host == "" || !slices.Contains(g.origins, origin(u)) && !(g.loopback && isLoopback(u.Host)) {
 		return fmt.Sprintf("the Origin %q may not call /mcp: set AGENTFS_MCP_ALLOWED_ORIGINS to allow a browser origin", o)
 	}
 	return ""
@@ -101,18 +107,27 @@ func (g *Guard) Check(r *http.Request) string {
 
 func (g *Guard) hostAllowed(host string) bool {
 	host = strings.ToLower(host)
-	name := host
-	if h, _, err := net.SplitHostPort(host); err == nil {
+	return isLoopback(host) || slices.Contains(g.hosts, host) || slices.Contains(g.hosts, hostName(host))
+}
+
+// hostName is host without its port and brackets.
+func hostName(host string) string {
+	name := strings.ToLower(host)
+	if h, _, err := net.SplitHostPort(name); err == nil {
 		name = h
 	}
-	name = strings.Trim(name, "[]")
+	return strings.Trim(name, "[]")
+}
+
+// isLoopback reports whether host (with or without a port) names this
+// machine: localhost, a .localhost name, or a loopback address.
+func isLoopback(host string) bool {
+	name := hostName(host)
 	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
 		return true
 	}
-	if ip := net.ParseIP(name); ip != nil && ip.IsLoopback() {
-		return true
-	}
-	return slices.Contains(g.hosts, host) || slices.Contains(g.hosts, name)
+	ip := net.ParseIP(name)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Handler refuses what Check refuses (403 FORBIDDEN), and passes the rest

@@ -299,7 +299,8 @@ func TestHostAndOriginAreValidated(t *testing.T) {
 		{"no Origin", nil, 200},
 		{"the public origin", []string{"Origin", srv.URL}, 200},
 		{"a foreign origin", []string{"Origin", "http://evil.example"}, 403},
-		{"a foreign origin on the same host name", []string{"Origin", "http://" + strings.Split(host, ":")[0] + ":1"}, 403},
+		{"another local origin", []string{"Origin", "http://localhost:1"}, 200},
+		{"a foreign origin on a loopback-looking name", []string{"Origin", "http://127.0.0.1.evil.example"}, 403},
 		{"a null origin", []string{"Origin", "null"}, 403},
 		{"localhost", []string{"Host", "localhost:9"}, 200},
 		{"a rebinding Host", []string{"Host", "evil.example"}, 403},
@@ -356,6 +357,18 @@ func TestGuardConfig(t *testing.T) {
 		}
 		if why := g.Check(r); (why == "") != c.ok {
 			t.Errorf("host %q origin %q: %q", c.host, c.origin, why)
+		}
+	}
+	local, err := mcpserver.NewGuard("http://127.0.0.1:8080", mcpserver.GuardConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for origin, ok := range map[string]bool{"http://127.0.0.1:8080": true, "http://127.0.0.1:6274": true,
+		"http://localhost:3000": true, "http://[::1]:1": true, "http://evil.example": false, "null": false} {
+		r, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:8080/mcp", nil)
+		r.Header.Set("Origin", origin)
+		if why := local.Check(r); (why == "") != ok {
+			t.Errorf("a local server, origin %q: %q", origin, why)
 		}
 	}
 	if _, err := mcpserver.NewGuard("http://x", mcpserver.GuardConfig{AllowedOrigins: "console.example.com"}); err == nil {

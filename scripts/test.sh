@@ -43,6 +43,10 @@ deps=()
 ((start_pg)) && deps+=(pg)
 ((start_s3)) && deps+=(s3)
 ((run_python)) && deps+=(python)
+# The official MCP clients (cmd/agentfs TestOfficialMCPClients): Node 24 and
+# the pinned npm tools of tools/node; ensure_deps exports NODE24 and
+# NODE_TOOLS_DIR.
+deps+=(node npm)
 if ((${#deps[@]} > 0)); then
 	ensure_deps "${deps[@]}"
 fi
@@ -122,6 +126,7 @@ else
 	s3_where="S3 at $AGENTFS_TEST_S3_ENDPOINT (from AGENTFS_TEST_S3_ENDPOINT)"
 fi
 
+export NODE24 NODE_TOOLS_DIR
 echo "test servers: $pg_where; $s3_where; logs in $LOG_DIR"
 
 set +e
