@@ -473,8 +473,52 @@ func TestSubscriptionsHearEveryDoor(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.await(t, "a delete", watched)
+			// a batch item
+			ac := apitest.NewClient(t, srv.URL, token)
+			ac.Do("POST", "/v1/batch", fmt.Sprintf(`{"operations":[{"op":"put","path":%q,"content":"from a batch"}]}`, dir+"/watched.txt"),
+				"Content-Type", "application/json", "Idempotency-Key", dir+"-batch").Expect(t, http.StatusAccepted)
+			s.await(t, "a batch item", watched)
+			// a run's write, then the run's revert
+			run := dir + "-run"
+			ac.Do("POST", "/v1/files?path="+dir+"/watched.txt&if_exists=replace", "by the run",
+				"Content-Type", "text/plain", "X-Run-ID", run, "Idempotency-Key", run+"-put").Expect(t, http.StatusOK)
+			s.await(t, "the run's write", watched)
+			ac.Do("POST", "/v1/runs/"+run+"/revert", `{"force":false}`,
+				"Content-Type", "application/json", "Idempotency-Key", run+"-revert").Expect(t, http.StatusAccepted)
+			s.await(t, "the run's revert", watched)
 			s.quiet(t, "after the last change")
 			stranger.quiet(t, "another subject's session")
 		})
 	}
+}
+
+func FuzzGuard(f *testing.F) {
+	g, err := mcpserver.NewGuard("https://agentfs.example.com", mcpserver.GuardConfig{AllowedHosts: "lb.internal", AllowedOrigins: "https://console.example.com"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, c := range [][2]string{{"agentfs.example.com", ""}, {"evil.example", "http://evil.example"}, {"[::1]:80", "null"}, {"127.0.0.1", "http://[::1"}} {
+		f.Add(c[0], c[1])
+	}
+	f.Fuzz(func(t *testing.T, host, origin string) {
+		r, _ := http.NewRequest(http.MethodPost, "http://x/mcp", nil)
+		r.Host = host
+		if origin != "" {
+			r.Header.Set("Origin", origin)
+		}
+		why := g.Check(r)
+		if why == "" && origin != "" && !strings.HasPrefix(strings.ToLower(origin), "http") {
+			t.Fatalf("origin %q passed", origin)
+		}
+	})
+}
+
+func FuzzValidSessionID(f *testing.F) {
+	f.Add("mcps_aaaaaaaaaaaaaaaaaaaaaaaaaa")
+	f.Add("mcps_")
+	f.Fuzz(func(t *testing.T, s string) {
+		if mcpserver.ValidSessionID(s) && (len(s) != 31 || !strings.HasPrefix(s, "mcps_")) {
+			t.Fatalf("%q taken", s)
+		}
+	})
 }
