@@ -145,7 +145,10 @@ func newServer(b Backend, opts Options, subs subscriptions) (*mcp.Server, error)
 	if err != nil {
 		return nil, err
 	}
-	so := &mcp.ServerOptions{Instructions: instructions, Logger: opts.Logger, Capabilities: &mcp.ServerCapabilities{}}
+	// The list of resources changes with every write: no list_changed
+	// notification is promised (subscriptions tell of each change).
+	so := &mcp.ServerOptions{Instructions: instructions, Logger: opts.Logger,
+		Capabilities: &mcp.ServerCapabilities{Resources: &mcp.ResourceCapabilities{}}}
 	if subs != nil {
 		so.SubscribeHandler, so.UnsubscribeHandler = subs.subscribe, subs.unsubscribe
 	}
