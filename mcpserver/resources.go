@@ -116,7 +116,9 @@ func (tb *toolbox) readResource(ctx context.Context, req *mcp.ReadResourceReques
 	} else {
 		rc.Blob = c.Data
 	}
-	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{rc}}, nil
+	// A file is its subject's alone, and changes: cached by the client
+	// that asked only, never served from a cache without asking again.
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{rc}, Cacheable: private}, nil
 }
 
 // listResources is resources/list: the live files under the prefix its
@@ -140,7 +142,7 @@ func (tb *toolbox) listResources(ctx context.Context, req *mcp.ListResourcesRequ
 	if err != nil {
 		return nil, tb.rpcProblem(err)
 	}
-	out := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}}
+	out := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}, Cacheable: private}
 	for _, f := range list.Files {
 		out.Resources = append(out.Resources, &mcp.Resource{URI: ResourceURI(f.Path), Name: f.Path,
 			MIMEType: f.ContentType, Size: f.SizeBytes})
@@ -150,6 +152,10 @@ func (tb *toolbox) listResources(ctx context.Context, req *mcp.ListResourcesRequ
 	}
 	return out, nil
 }
+
+// private is the cache hint of what one subject reads: the requesting
+// client's alone, stale at once.
+var private = mcp.Cacheable{CacheScope: "private"}
 
 func invalidParams(msg string) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}

@@ -37,7 +37,7 @@ func TestResources(t *testing.T) {
 	read := func(uri string) *mcp.ResourceContents {
 		t.Helper()
 		res, err := b.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
-		if err != nil || len(res.Contents) != 1 {
+		if err != nil || len(res.Contents) != 1 || res.CacheScope != "private" {
 			t.Fatalf("read %s: %+v, %v", uri, res, err)
 		}
 		return res.Contents[0]
