@@ -62,3 +62,31 @@ func ParseEventCursor(s, subject string) (EventCursor, error) {
 	}
 	return EventCursor{Position: pos, At: time.UnixMicro(us).UTC(), Subject: subject}, nil
 }
+
+// Watch is a path one session of the /mcp door subscribed to (an MCP
+// resource subscription): the session hears of every event on the path
+// that commits after After, and of every event below it when the path is
+// a prefix (it ends with "/", or is "" for all the subject's files).
+// Watches are kept in Postgres, so that whichever instance streams a
+// session's notifications knows what the session subscribed to on another.
+type Watch struct {
+	Session string
+	Path    string
+	// After is the feed's end when the watch was made.
+	After EventCursor
+}
+
+// Covers reports whether an event on path p concerns the watch.
+func (w Watch) Covers(p string) bool {
+	if w.Path == "" || strings.HasSuffix(w.Path, "/") {
+		return strings.HasPrefix(p, w.Path)
+	}
+	return p == w.Path
+}
+
+// MaxWatchesPerSession bounds the paths one session watches.
+const MaxWatchesPerSession = 1000
+
+// ErrTooManyWatches says a session already watches MaxWatchesPerSession
+// paths.
+var ErrTooManyWatches = errors.New("the session already watches as many paths as it may")

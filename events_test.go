@@ -96,3 +96,18 @@ func FuzzParseEventCursor(f *testing.F) {
 		}
 	})
 }
+
+func TestWatchCovers(t *testing.T) {
+	for _, c := range []struct {
+		watch, path string
+		want        bool
+	}{
+		{"a.txt", "a.txt", true}, {"a.txt", "a.txt.bak", false}, {"a.txt", "b/a.txt", false},
+		{"docs/", "docs/x.md", true}, {"docs/", "docs/deep/y.md", true}, {"docs/", "docs", false}, {"docs/", "docsx/y", false},
+		{"", "anything/at/all", true},
+	} {
+		if got := (agentfs.Watch{Path: c.watch}).Covers(c.path); got != c.want {
+			t.Errorf("watch %q covers %q: %v", c.watch, c.path, got)
+		}
+	}
+}

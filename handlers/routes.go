@@ -180,6 +180,10 @@ type Deps struct {
 	// behind this API's authentication; it finds the caller with
 	// agentfs.CallerFromContext.
 	MCP http.Handler
+	// MCPGuard, when set, wraps /mcp before authentication: it validates
+	// Host and Origin (mcpserver.Guard), so a page a browser runs cannot
+	// reach the door, token or not.
+	MCPGuard func(http.Handler) http.Handler
 	// Rates, when set, is the per-subject request rate limit; the /mcp
 	// door takes each call of a request from the same one. Nil makes one
 	// from Limits.
@@ -279,7 +283,15 @@ func (a *API) addRoutes() {
 	// FORBIDDEN), and the byte quota is charged for what a tool stores, not
 	// for the request's body.
 	if a.deps.MCP != nil {
-		e.POST(mcpPath, a.mcp, singleHeaders, a.authenticate, a.limitRate, attribution, a.bodyIdle)
+		guard := func(next echo.HandlerFunc) echo.HandlerFunc { return next }
+		if a.deps.MCPGuard != nil {
+			guard = echo.WrapMiddleware(a.deps.MCPGuard)
+		}
+		e.POST(mcpPath, a.mcp, guard, singleHeaders, a.authenticate, a.limitRate, attribution, a.bodyIdle)
+		// GET holds a session's notification stream (resource
+		// subscriptions); DELETE ends the session.
+		getAndHead(e, mcpPath, a.mcp, guard, singleHeaders, a.authenticate, a.limitRate, attribution)
+		e.DELETE(mcpPath, a.mcp, guard, singleHeaders, a.authenticate, a.limitRate, attribution)
 	}
 }
 

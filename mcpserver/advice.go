@@ -24,6 +24,8 @@ type callContext struct {
 	// answerLimit is what one /mcp request answers at most, when the call
 	// did not run because the request's earlier calls answered that much.
 	answerLimit int64
+	// invalid says the arguments did not match the tool's input schema.
+	invalid bool
 }
 
 // errorText is the text of a failed call: the code and what happened, then

@@ -16,8 +16,9 @@ import (
 
 // envelope is what a request body holds.
 type envelope struct {
-	batch bool // a JSON array of messages
-	calls int  // requests with an id (notifications and responses are not calls)
+	batch bool        // a JSON array of messages
+	calls int         // requests with an id (notifications and responses are not calls)
+	first messageHead // the message, when it is not a batch
 }
 
 // messageHead is the part of a JSON-RPC message the door looks at.
@@ -52,6 +53,7 @@ func inspect(body []byte) (envelope, error) {
 		if m.isCall() {
 			env.calls = 1
 		}
+		env.first = m
 		return atEnd(env, dec, trimmed)
 	}
 	if _, err := dec.Token(); err != nil {

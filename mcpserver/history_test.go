@@ -178,7 +178,7 @@ func TestFileHistoryAndRevert(t *testing.T) {
 		}
 		args["version"] = 2
 		b.fail(t, "revert_file", args, "IDEMPOTENCY_CONFLICT")
-		b.protocolError(t, "revert_file", map[string]any{"path": "doc.txt", "version": 1, "idempotency_key": "bad key"})
+		b.badArgs(t, "revert_file", map[string]any{"path": "doc.txt", "version": 1, "idempotency_key": "bad key"}, "idempotency_key")
 	})
 
 	t.Run("UnknownVersionsAndFiles", func(t *testing.T) {
@@ -186,8 +186,8 @@ func TestFileHistoryAndRevert(t *testing.T) {
 		if !strings.HasPrefix(msg, "NOT_FOUND: doc.txt has no version 99") || !strings.Contains(msg, `Call file_history with path "doc.txt"`) {
 			t.Fatalf("text %s", msg)
 		}
-		b.protocolError(t, "revert_file", map[string]any{"path": "doc.txt", "version": 0})
-		b.protocolError(t, "revert_file", map[string]any{"path": "doc.txt", "version": 1.5})
+		b.badArgs(t, "revert_file", map[string]any{"path": "doc.txt", "version": 0}, "version")
+		b.badArgs(t, "revert_file", map[string]any{"path": "doc.txt", "version": 1.5}, "version")
 		_, msg = b.fail(t, "revert_file", map[string]any{"path": "nope.txt", "version": 1}, "NOT_FOUND")
 		if !strings.Contains(msg, "no live file at nope.txt") {
 			t.Fatalf("text %s", msg)
@@ -303,8 +303,8 @@ func TestShareFile(t *testing.T) {
 			t.Fatalf("text %s", msg)
 		}
 		b.fail(t, "share_file", map[string]any{"path": "out/none.md"}, "NOT_FOUND")
-		b.protocolError(t, "share_file", map[string]any{"path": "out/report.md", "version": 0})
-		b.protocolError(t, "share_file", map[string]any{"path": "out/report.md", "expires_in": 30})
+		b.badArgs(t, "share_file", map[string]any{"path": "out/report.md", "version": 0}, "version")
+		b.badArgs(t, "share_file", map[string]any{"path": "out/report.md", "expires_in": 30}, "expires_in")
 		stranger := connect(t, b.srv, config{subject: "stranger"})
 		stranger.fail(t, "share_file", map[string]any{"path": "out/report.md"}, "NOT_FOUND")
 	})

@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,8 +76,9 @@ func HTTPHandler(d HTTPDeps, opts Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := New(&CoreBackend{Core: d.Core, Reads: d.Reads, MaxUploadBytes: d.MaxUploadBytes,
-		Quota: d.Quota, Limit: d.QuotaLimit, Log: opts.Logger}, opts)
+	backend := &CoreBackend{Core: d.Core, Reads: d.Reads, MaxUploadBytes: d.MaxUploadBytes,
+		Quota: d.Quota, Limit: d.QuotaLimit, Log: opts.Logger}
+	srv, err := newServer(backend, opts, watches{d.Reads})
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +90,8 @@ func HTTPHandler(d HTTPDeps, opts Options) (http.Handler, error) {
 		return srv
 	}, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: maxBody})
 	return &door{sdk: sdk, rate: d.Rate, maxBody: maxBody, maxWrite: opts.MaxWriteBytes,
-		maxCalls: opts.MaxBatchCalls, maxAnswer: opts.MaxAnswerBytes}, nil
+		maxCalls: opts.MaxBatchCalls, maxAnswer: opts.MaxAnswerBytes,
+		gate: d.Reads, backend: backend, opts: opts, log: opts.Logger}, nil
 }
 
 // door bounds each /mcp request, then hands it to the SDK.
@@ -97,10 +102,27 @@ type door struct {
 	maxWrite  int64
 	maxCalls  int
 	maxAnswer int64
+	// What subscriptions need: the feed, and a server per listen request.
+	gate    *reads.Gate
+	backend Backend
+	opts    Options
+	log     *slog.Logger
 }
 
 func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	who, _ := agentfs.CallerFromContext(r.Context())
+	if why := badVersion(r); why != "" {
+		writeRPCError(w, http.StatusBadRequest, nil, CodeUnsupportedProtocolVersion, why)
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		d.stream(w, r, who)
+		return
+	case http.MethodDelete:
+		d.endSession(w, r, who)
+		return
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, d.maxBody+1))
 	switch {
 	case err != nil:
@@ -110,11 +132,95 @@ func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.tooLarge(w, io.MultiReader(bytes.NewReader(body), r.Body))
 		return
 	}
-	if env, err := inspect(body); err == nil && !d.admit(w, r, who, env) {
+	env, err := inspect(body)
+	if err == nil && !d.admit(w, r, who, env) {
 		return
 	}
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-	d.sdk.ServeHTTP(w, r.WithContext(withAnswers(r.Context(), d.maxAnswer)))
+	ctx := withAnswers(r.Context(), d.maxAnswer)
+	if id := r.Header.Get(SessionHeader); ValidSessionID(id) {
+		ctx = withSession(ctx, id)
+	}
+	pw := &plainErrors{ResponseWriter: w, id: env.first.ID}
+	defer pw.finish()
+	switch {
+	case env.first.Method == "subscriptions/listen":
+		d.listen(pw, r.WithContext(ctx), who)
+		return
+	case env.first.Method == "initialize" && r.Header.Get(SessionHeader) == "":
+		// The session resources/subscribe and GET /mcp name.
+		w.Header().Set(SessionHeader, newSessionID())
+	}
+	d.sdk.ServeHTTP(pw, r.WithContext(ctx))
+}
+
+// CodeUnsupportedProtocolVersion is the JSON-RPC error of a request whose
+// MCP-Protocol-Version this server does not speak.
+const CodeUnsupportedProtocolVersion = mcp.CodeUnsupportedProtocolVersion
+
+// ProtocolVersions are the MCP versions the doors negotiate, oldest first.
+var ProtocolVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"}
+
+// badVersion says why the request's MCP-Protocol-Version is not one this
+// server speaks, or "" when it is (or is absent: an initialize, or a
+// client of 2025-03-26).
+func badVersion(r *http.Request) string {
+	vs := r.Header.Values("MCP-Protocol-Version")
+	if len(vs) == 0 || len(vs) == 1 && slices.Contains(ProtocolVersions, vs[0]) {
+		return ""
+	}
+	return fmt.Sprintf("MCP-Protocol-Version %q is not a version this server speaks (%s)",
+		strings.Join(vs, ", "), strings.Join(ProtocolVersions, ", "))
+}
+
+// plainErrors turns the SDK's plain-text error answers into JSON-RPC
+// errors with the same status, so every /mcp answer is JSON.
+type plainErrors struct {
+	http.ResponseWriter
+	id     json.RawMessage
+	status int
+	text   bytes.Buffer
+}
+
+func (p *plainErrors) WriteHeader(status int) {
+	if status >= 400 && strings.HasPrefix(p.Header().Get("Content-Type"), "text/plain") {
+		p.status = status
+		return
+	}
+	p.ResponseWriter.WriteHeader(status)
+}
+
+func (p *plainErrors) Write(b []byte) (int, error) {
+	if p.status != 0 {
+		return p.text.Write(b)
+	}
+	return p.ResponseWriter.Write(b)
+}
+
+// Flush passes a stream's events on at once.
+func (p *plainErrors) Flush() {
+	if f, ok := p.ResponseWriter.(http.Flusher); ok && p.status == 0 {
+		f.Flush()
+	}
+}
+
+// Unwrap is for http.ResponseController.
+func (p *plainErrors) Unwrap() http.ResponseWriter { return p.ResponseWriter }
+
+func (p *plainErrors) finish() {
+	if p.status == 0 {
+		return
+	}
+	p.Header().Del("X-Content-Type-Options")
+	code := int64(jsonrpc.CodeInvalidRequest)
+	if p.status >= 500 {
+		code = jsonrpc.CodeInternalError
+	}
+	id := p.id
+	if len(id) == 0 {
+		id = nil
+	}
+	writeRPCError(p.ResponseWriter, p.status, id, code, strings.TrimSpace(p.text.String()))
 }
 
 // admit refuses a batch the protocol does not have, one of more calls
@@ -231,20 +337,18 @@ func answersOf(ctx context.Context) *answers {
 
 // run runs call unless the request's answers are spent, and counts what it
 // answered.
-func (a *answers) run(cc callContext, call func() (*mcp.CallToolResult, error)) (*mcp.CallToolResult, error) {
+func (a *answers) run(cc callContext, call func() *mcp.CallToolResult) *mcp.CallToolResult {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.used >= a.limit {
 		cc.answerLimit = a.limit
-		return failure(cc, tooLarge(fmt.Sprintf("this request's earlier calls answered %d bytes, the most one request answers; this call did not run", a.used))), nil
+		return failure(cc, tooLarge(fmt.Sprintf("this request's earlier calls answered %d bytes, the most one request answers; this call did not run", a.used)))
 	}
-	res, err := call()
-	if res != nil {
-		var n counter
-		_ = json.NewEncoder(&n).Encode(res)
-		a.used += int64(n)
-	}
-	return res, err
+	res := call()
+	var n counter
+	_ = json.NewEncoder(&n).Encode(res)
+	a.used += int64(n)
+	return res
 }
 
 // counter counts the bytes written to it.

@@ -63,13 +63,13 @@ func TestGrepFiles(t *testing.T) {
 			t.Fatalf("message %s", msg)
 		}
 		b.fail(t, "grep_files", map[string]any{"pattern": "x", "glob": "../*"}, "VALIDATION_FAILED")
-		// Outside the input schema: refused before the tool runs, as for
-		// every tool.
-		if err := b.protocolError(t, "grep_files", map[string]any{"pattern": "x", "context": 1000}); err == nil {
-			t.Fatal("context 1000 accepted")
+		// Outside the input schema: a tool error naming the argument,
+		// before the tool runs, as for every tool.
+		if _, msg := b.fail(t, "grep_files", map[string]any{"pattern": "x", "context": 1000}, "VALIDATION_FAILED"); !strings.Contains(msg, "context") {
+			t.Fatalf("context 1000: message %s does not name the argument", msg)
 		}
-		if err := b.protocolError(t, "grep_files", map[string]any{"pattern": ""}); err == nil {
-			t.Fatal("an empty pattern accepted")
+		if _, msg := b.fail(t, "grep_files", map[string]any{"pattern": ""}, "VALIDATION_FAILED"); !strings.Contains(msg, "pattern") {
+			t.Fatalf("an empty pattern: message %s does not name the argument", msg)
 		}
 	})
 }

@@ -7,9 +7,9 @@
 // Tool names and argument shapes follow the reference MCP filesystem
 // server, so models already know them. A failed call is a tool result with
 // isError set, whose text starts with the problem code and says whether
-// retrying helps and what to do next, and whose structured content is the
-// problem; protocol errors are kept for calls whose arguments are not JSON
-// or do not match the tool's input schema.
+// retrying helps and what to do next, and whose _meta carries the problem
+// ("agentfs/problem"); arguments that do not match the tool's input schema
+// are such a failure too (VALIDATION_FAILED naming them).
 package mcpserver
 
 import (
@@ -24,7 +24,6 @@ import (
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentfs/agentfs"
@@ -62,7 +61,7 @@ type Options struct {
 	AgentID string `env:"AGENTFS_AGENT_ID"`
 	RunID   string `env:"AGENTFS_RUN_ID"`
 	// OnCall, when set, is called once per tool call with the tool's name
-	// and its outcome (OutcomeOK, OutcomeError or OutcomeProtocolError),
+	// and its outcome (OutcomeOK, OutcomeError or OutcomeInvalidArguments),
 	// for a counter such as CountCalls. Both values come from closed sets.
 	OnCall func(tool, outcome string)
 	// Logger receives internal errors (with detail the model never sees).
@@ -83,10 +82,15 @@ const (
 
 // Outcomes of a tool call, as Options.OnCall reports them.
 const (
-	OutcomeOK            = "ok"
-	OutcomeError         = "error"          // a tool result with isError
-	OutcomeProtocolError = "protocol_error" // malformed arguments
+	OutcomeOK    = "ok"
+	OutcomeError = "error" // a tool result with isError
+	// OutcomeInvalidArguments is a tool error whose arguments the tool's
+	// input schema refused (VALIDATION_FAILED before anything ran).
+	OutcomeInvalidArguments = "invalid_arguments"
 )
+
+// ProblemMeta is the key of a failed call's problem in its result's _meta.
+const ProblemMeta = "agentfs/problem"
 
 func (o Options) withDefaults() (Options, error) {
 	if o.MaxReadBytes == 0 {
@@ -128,6 +132,12 @@ const instructions = `AgentFS stores files for agents, safe to retry. Paths are 
 // stateless mode, build one per request from the request's principal: the
 // tool definitions are prepared once per process, so New is cheap.
 func New(b Backend, opts Options) (*mcp.Server, error) {
+	return newServer(b, opts, nil)
+}
+
+// newServer is New, whose resources take subscriptions through subs when
+// it is set (the /mcp door's).
+func newServer(b Backend, opts Options, subs subscriptions) (*mcp.Server, error) {
 	if b == nil {
 		return nil, errors.New("mcpserver: nil Backend")
 	}
@@ -135,13 +145,20 @@ func New(b Backend, opts Options) (*mcp.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := mcp.NewServer(&mcp.Implementation{Name: "agentfs", Title: "AgentFS", Version: opts.Version},
-		&mcp.ServerOptions{Instructions: instructions, Logger: opts.Logger, Capabilities: &mcp.ServerCapabilities{}})
+	// The list of resources changes with every write: no list_changed
+	// notification is promised (subscriptions tell of each change).
+	so := &mcp.ServerOptions{Instructions: instructions, Logger: opts.Logger,
+		Capabilities: &mcp.ServerCapabilities{Resources: &mcp.ResourceCapabilities{}}}
+	if subs != nil {
+		so.SubscribeHandler, so.UnsubscribeHandler = subs.subscribe, subs.unsubscribe
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "agentfs", Title: "AgentFS", Version: opts.Version}, so)
 	tb := &toolbox{b: b, opts: opts}
 	for _, spec := range toolSpecs() {
 		s.AddTool(spec.tool, spec.bind(tb))
 	}
 	s.AddReceivingMiddleware(showAllowed)
+	addResources(s, tb)
 	return s, nil
 }
 
@@ -217,9 +234,9 @@ type reply[Out any] struct {
 // toolSpec is one tool, prepared once per process.
 type toolSpec struct {
 	tool *mcp.Tool
-	// call decodes the arguments and runs the tool. It returns a
-	// *jsonrpc.Error for malformed arguments, and fills in cc, the context
-	// to word a failure with.
+	// call decodes the arguments and runs the tool, filling in cc, the
+	// context to word a failure with (cc.invalid: the arguments did not
+	// match the input schema).
 	call func(ctx context.Context, tb *toolbox, raw json.RawMessage, cc *callContext) (*mcp.CallToolResult, error)
 }
 
@@ -228,7 +245,8 @@ type toolSpec struct {
 type runFunc[In, Out any] func(ctx context.Context, tb *toolbox, in *In, cc *callContext) (*reply[Out], error)
 
 // define prepares a tool: its input schema from In (adjusted by adjust),
-// its output schema from Out, and the decoding of its arguments.
+// its output schema from Out, both made portable (schema.go), and the
+// decoding of its arguments.
 func define[In, Out any](t *mcp.Tool, adjust func(*jsonschema.Schema), run runFunc[In, Out]) *toolSpec {
 	in, err := jsonschema.For[In](nil)
 	if err != nil {
@@ -237,6 +255,7 @@ func define[In, Out any](t *mcp.Tool, adjust func(*jsonschema.Schema), run runFu
 	if adjust != nil {
 		adjust(in)
 	}
+	portableInput(in)
 	resolved, err := in.Resolve(nil)
 	if err != nil {
 		panic(fmt.Sprintf("mcpserver: %s input schema: %v", t.Name, err))
@@ -249,10 +268,14 @@ func define[In, Out any](t *mcp.Tool, adjust func(*jsonschema.Schema), run runFu
 		}
 		t.OutputSchema = out
 	}
+	if out, ok := t.OutputSchema.(*jsonschema.Schema); ok {
+		portableOutput(out)
+	}
 	spec := &toolSpec{tool: t}
 	spec.call = func(ctx context.Context, tb *toolbox, raw json.RawMessage, cc *callContext) (*mcp.CallToolResult, error) {
-		args, perr := decodeArgs[In](raw, resolved)
+		args, perr := decodeArgs[In](raw, in, resolved)
 		if perr != nil {
+			cc.invalid = true
 			return nil, perr
 		}
 		rep, err := run(ctx, tb, args, cc)
@@ -267,106 +290,122 @@ func define[In, Out any](t *mcp.Tool, adjust func(*jsonschema.Schema), run runFu
 }
 
 // decodeArgs decodes a call's arguments: a JSON object (absent or null
-// counts as {}) that matches the input schema. A string in it that is not
-// Unicode text is a tool error (textArgument); anything else is a
-// protocol error, invalid params.
-func decodeArgs[In any](raw json.RawMessage, schema *jsonschema.Resolved) (*In, error) {
+// counts as {}) that matches the input schema. Arguments that do not are
+// a tool error VALIDATION_FAILED naming them (a string that is not Unicode
+// text: textArgument), so that the model can correct its call.
+func decodeArgs[In any](raw json.RawMessage, schema *jsonschema.Schema, resolved *jsonschema.Resolved) (*In, error) {
 	if f := jsonutf8.Check(raw); f != nil {
 		return nil, textArgument(f)
 	}
 	var v any
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &v); err != nil {
-			return nil, invalidParams("arguments are not valid JSON: %v", err)
+			return nil, validation("arguments", "are not valid JSON: "+err.Error())
 		}
 	}
 	if v == nil {
 		v, raw = map[string]any{}, json.RawMessage("{}")
 	}
-	if _, ok := v.(map[string]any); !ok {
-		return nil, invalidParams("arguments must be a JSON object")
+	if args, ok := v.(map[string]any); ok {
+		dropNullOptionals(schema, args) // decoding raw reads them as absent too
 	}
-	if err := schema.Validate(v); err != nil {
-		return nil, invalidParams("arguments do not match the tool's input schema: %v", err)
+	if p := argumentProblem(schema, resolved, v); p != nil {
+		return nil, p
 	}
 	in := new(In)
 	if err := json.Unmarshal(raw, in); err != nil {
-		return nil, invalidParams("arguments do not match the tool's input schema: %v", err)
+		return nil, validation("arguments", "do not match the tool's input schema: "+err.Error())
 	}
 	return in, nil
 }
 
-func invalidParams(format string, args ...any) *jsonrpc.Error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
-}
-
 // bind returns the SDK handler of the tool on one server: it turns
-// failures into tool errors (or protocol errors for malformed arguments),
-// survives a panic, and counts the outcome.
+// every failure into a tool error, survives a panic, and counts the
+// outcome.
 func (s *toolSpec) bind(tb *toolbox) mcp.ToolHandler {
 	name := s.tool.Name
-	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var raw json.RawMessage
 		if req != nil && req.Params != nil {
 			raw = req.Params.Arguments
 		}
+		var res *mcp.CallToolResult
+		cc := &callContext{tool: name}
 		if a := answersOf(ctx); a != nil {
-			res, err = a.run(callContext{tool: name}, func() (*mcp.CallToolResult, error) { return s.safeCall(ctx, tb, raw) })
+			res = a.run(*cc, func() *mcp.CallToolResult { return s.safeCall(ctx, tb, raw, cc) })
 		} else {
-			res, err = s.safeCall(ctx, tb, raw)
+			res = s.safeCall(ctx, tb, raw, cc)
 		}
 		outcome := OutcomeOK
 		switch {
-		case err != nil:
-			outcome = OutcomeProtocolError
+		case cc.invalid:
+			outcome = OutcomeInvalidArguments
 		case res.IsError:
 			outcome = OutcomeError
 		}
 		if tb.opts.OnCall != nil {
 			tb.opts.OnCall(name, outcome)
 		}
-		return res, err
+		return res, nil
 	}
 }
 
-// safeCall runs the tool; every failure but a protocol error becomes a
-// tool error result.
-func (s *toolSpec) safeCall(ctx context.Context, tb *toolbox, raw json.RawMessage) (res *mcp.CallToolResult, err error) {
-	cc := &callContext{tool: s.tool.Name}
+// safeCall runs the tool; every failure becomes a tool error result.
+func (s *toolSpec) safeCall(ctx context.Context, tb *toolbox, raw json.RawMessage, cc *callContext) (res *mcp.CallToolResult) {
 	defer func() {
 		if v := recover(); v != nil {
 			tb.opts.Logger.Error("mcp tool panicked", "tool", s.tool.Name, "panic", v, "stack", string(debug.Stack()))
-			res, err = failure(*cc, internal()), nil
+			res = failure(*cc, internal())
 		}
 	}()
-	res, err = s.call(ctx, tb, raw, cc)
-	var rpcErr *jsonrpc.Error
+	res, err := s.call(ctx, tb, raw, cc)
 	var p *Problem
 	switch {
 	case err == nil:
-		return res, nil
-	case errors.As(err, &rpcErr):
-		return nil, rpcErr
+		return res
 	case errors.As(err, &p):
-		return failure(*cc, p), nil
+		return failure(*cc, p)
 	}
 	tb.opts.Logger.Error("mcp tool failed", "tool", s.tool.Name, "error", err)
-	return failure(*cc, internal()), nil
+	return failure(*cc, internal())
 }
 
 func internal() *Problem {
 	return NewProblem(http.StatusInternalServerError, CodeInternal, "AgentFS could not complete the call because of an internal error")
 }
 
-// failure is the tool result of a problem.
+// failure is the tool result of a problem: its text for the model, the
+// problem itself in _meta. Never structured content: clients validate that
+// against the tool's output schema, a failure's too.
 func failure(cc callContext, p *Problem) *mcp.CallToolResult {
 	if p.Type == "" {
 		p.Type = "/problems/" + p.Code
 	}
 	return &mcp.CallToolResult{
-		IsError:           true,
-		Content:           []mcp.Content{&mcp.TextContent{Text: errorText(cc, p)}},
-		StructuredContent: p,
+		IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: errorText(cc, p)}},
+		Meta:    mcp.Meta{ProblemMeta: p},
+	}
+}
+
+// ProblemOf is the problem of a failed call's result (as this package
+// made it, or as a client decoded it), or nil for a result without one.
+func ProblemOf(res *mcp.CallToolResult) *Problem {
+	if res == nil || !res.IsError {
+		return nil
+	}
+	switch v := res.Meta[ProblemMeta].(type) {
+	case *Problem:
+		return v
+	case nil:
+		return nil
+	default:
+		raw, err := json.Marshal(v)
+		var p Problem
+		if err != nil || json.Unmarshal(raw, &p) != nil || p.Code == "" {
+			return nil
+		}
+		return &p
 	}
 }
 

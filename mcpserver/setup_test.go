@@ -313,8 +313,12 @@ func (b *bundle) fail(t *testing.T, name string, args any, code string) (mcpserv
 	if !res.IsError {
 		t.Fatalf("%s(%v) succeeded, want %s: %s", name, args, code, text(res))
 	}
+	if res.StructuredContent != nil {
+		t.Fatalf("%s(%v): a failed call with structured content %s (clients validate it against the output schema)",
+			name, args, mustJSON(res.StructuredContent))
+	}
 	var p mcpserver.Problem
-	remarshal(t, res.StructuredContent, &p)
+	remarshal(t, res.Meta[mcpserver.ProblemMeta], &p)
 	msg := text(res)
 	if p.Code != code || !strings.HasPrefix(msg, code+": ") {
 		t.Fatalf("%s(%v): got %s, want %s\n%s", name, args, p.Code, code, msg)
@@ -328,14 +332,20 @@ func (b *bundle) fail(t *testing.T, name string, args any, code string) (mcpserv
 	return p, msg
 }
 
-// protocolError calls a tool that must fail as a protocol error.
-func (b *bundle) protocolError(t *testing.T, name string, args any) error {
+// badArgs calls a tool with arguments its input schema refuses: a tool
+// error VALIDATION_FAILED (never a protocol error) naming field, so that
+// the model can correct the call.
+func (b *bundle) badArgs(t *testing.T, name string, args any, field string) (mcpserver.Problem, string) {
 	t.Helper()
-	res, err := b.raw(name, args)
-	if err == nil {
-		t.Fatalf("%s(%s): got a result, want a protocol error: %s", name, mustJSON(args), text(res))
+	p, msg := b.fail(t, name, args, "VALIDATION_FAILED")
+	named := false
+	for _, fe := range p.Errors {
+		named = named || fe.Field == field
 	}
-	return err
+	if !named || !strings.Contains(msg, field) {
+		t.Fatalf("%s(%s): the error does not name %s: %s\n%s", name, mustJSON(args), field, mustJSON(p.Errors), msg)
+	}
+	return p, msg
 }
 
 // text joins a result's text blocks.

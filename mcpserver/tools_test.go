@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -85,6 +86,57 @@ func TestListTools(t *testing.T) {
 				t.Errorf("no output schema")
 			}
 		})
+	}
+}
+
+// TestSchemasArePortable: as clients see them (tools/list), no schema of a
+// tool gives "type" as an array (["null", T] is legal JSON Schema, but
+// clients that map schemas onto one type per schema refuse or weaken it;
+// the Inspector warns of each), and every required argument has a plain
+// type. A nullable output member says so with anyOf branches of one type.
+func TestSchemasArePortable(t *testing.T) {
+	b := setup(t, config{})
+	for name, tool := range b.tools {
+		var in, out map[string]any
+		remarshal(t, tool.InputSchema, &in)
+		remarshal(t, tool.OutputSchema, &out)
+		for where, s := range map[string]map[string]any{"inputSchema": in, "outputSchema": out} {
+			walkJSON(where, s, func(at string, node map[string]any) {
+				if _, isArray := node["type"].([]any); isArray {
+					t.Errorf("%s %s: type %v is an array", name, at, node["type"])
+				}
+			})
+		}
+		props, _ := in["properties"].(map[string]any)
+		required, _ := in["required"].([]any)
+		for _, r := range required {
+			p, _ := props[r.(string)].(map[string]any)
+			if _, plain := p["type"].(string); !plain {
+				t.Errorf("%s: required argument %s has no plain type: %v", name, r, p)
+			}
+		}
+	}
+	// A member that may be null still validates null: deleted_at of a live
+	// file.
+	var info map[string]any
+	b.ok(t, "write_file", map[string]any{"path": "portable.txt", "content": "x"}, &info)
+	if _, ok := info["deleted_at"]; !ok || info["deleted_at"] != nil {
+		t.Fatalf("deleted_at of a live file: %v", info)
+	}
+}
+
+// walkJSON calls f on every object of a JSON value, with its JSON path.
+func walkJSON(at string, v any, f func(at string, node map[string]any)) {
+	switch v := v.(type) {
+	case map[string]any:
+		f(at, v)
+		for k, sub := range v {
+			walkJSON(at+"."+k, sub, f)
+		}
+	case []any:
+		for i, sub := range v {
+			walkJSON(fmt.Sprintf("%s[%d]", at, i), sub, f)
+		}
 	}
 }
 
@@ -384,8 +436,8 @@ func TestEditFile(t *testing.T) {
 		if b.content(t, "doc.md") != before {
 			t.Fatal("a failed edit wrote")
 		}
-		b.protocolError(t, "edit_file", map[string]any{"path": "doc.md", "edits": []any{edit("", "x")}})
-		b.protocolError(t, "edit_file", map[string]any{"path": "doc.md", "edits": []any{}})
+		b.badArgs(t, "edit_file", map[string]any{"path": "doc.md", "edits": []any{edit("", "x")}}, "edits[0].oldText")
+		b.badArgs(t, "edit_file", map[string]any{"path": "doc.md", "edits": []any{}}, "edits")
 	})
 
 	t.Run("NoChangeWritesNothing", func(t *testing.T) {
@@ -508,7 +560,7 @@ func TestIdempotentWrites(t *testing.T) {
 		t.Fatalf("problem %+v\n%s", p, msg)
 	}
 	b.fail(t, "write_file", map[string]any{"path": "k/other.md", "content": "report", "idempotency_key": "write-report-1"}, "IDEMPOTENCY_CONFLICT")
-	b.protocolError(t, "write_file", map[string]any{"path": "k/x.md", "content": "x", "idempotency_key": "bad key!"})
+	b.badArgs(t, "write_file", map[string]any{"path": "k/x.md", "content": "x", "idempotency_key": "bad key!"}, "idempotency_key")
 }
 
 func TestReadOnlyToken(t *testing.T) {
@@ -847,44 +899,52 @@ func TestListRunFiles(t *testing.T) {
 	anon.fail(t, "list_run_files", map[string]any{}, "VALIDATION_FAILED")
 }
 
-func TestProtocolErrorsAndCounting(t *testing.T) {
+// TestArgumentsOutsideTheSchemaAreToolErrors: arguments the input schema
+// refuses are a tool error VALIDATION_FAILED naming the argument, and say
+// what the argument must be (SEP-1303), so that a model can correct its
+// call; they are counted as invalid_arguments.
+func TestArgumentsOutsideTheSchemaAreToolErrors(t *testing.T) {
 	b := setup(t, config{})
 	for _, c := range []struct {
-		tool string
-		args any
+		tool  string
+		args  any
+		field string
+		says  string
 	}{
-		{"read_text_file", map[string]any{}},                         // path missing
-		{"read_text_file", map[string]any{"path": 7}},                // wrong type
-		{"read_text_file", map[string]any{"path": "a", "Path": "b"}}, // unknown property
-		{"read_text_file", map[string]any{"path": "a", "head": 0}},   // below minimum
-		{"read_text_file", map[string]any{"path": "a", "head": 1.5}}, // not an integer
-		{"write_file", map[string]any{"path": "a"}},                  // content missing
-		{"write_file", map[string]any{"path": "a", "content": "x", "if_exists": "sometimes"}},
-		{"write_file", map[string]any{"path": "a", "content": "x", "expires_in": 5}},
-		{"read_multiple_files", map[string]any{"paths": []string{}}},
-		{"edit_file", map[string]any{"path": "a", "edits": []any{map[string]any{"oldText": "x"}}}},
-		{"search_files", map[string]any{"path": "", "pattern": ""}},
-		{"read_text_file", []any{"a"}}, // not an object
-		{"move_file", map[string]any{"source": "a"}},
-		{"file_history", map[string]any{"path": "a", "limit": 5}},
-		{"revert_file", map[string]any{"path": "a", "version": 0}},
-		{"revert_file", map[string]any{"path": "a"}},
-		{"share_file", map[string]any{"path": "a", "expires_in": 59}},
-		{"share_file", map[string]any{"path": "a", "expires_in": 604801}},
-		{"share_file", map[string]any{"path": "a", "version": -1}},
-		{"run_summary", map[string]any{"run_id": strings.Repeat("r", 129)}},
+		{"read_text_file", map[string]any{}, "path", "is required"},
+		{"read_text_file", map[string]any{"path": 7}, "path", "must be a string"},
+		{"read_text_file", map[string]any{"path": "a", "Path": "b"}, "Path", "takes path, head, tail"},
+		{"read_text_file", map[string]any{"path": "a", "head": 0}, "head", "at least 1"},
+		{"read_text_file", map[string]any{"path": "a", "head": 1.5}, "head", "must be an integer"},
+		{"write_file", map[string]any{"path": "a"}, "content", "is required"},
+		{"write_file", map[string]any{"path": "a", "content": "x", "if_exists": "sometimes"}, "if_exists", `one of "error", "replace"`},
+		{"write_file", map[string]any{"path": "a", "content": "x", "expires_in": 5}, "expires_in", "at least 60"},
+		{"write_file", map[string]any{"path": "a", "content": nil}, "content", "must be a string"},
+		{"read_multiple_files", map[string]any{"paths": []string{}}, "paths", "at least 1 item"},
+		{"read_multiple_files", map[string]any{"paths": nil}, "paths", "must be an array"},
+		{"edit_file", map[string]any{"path": "a", "edits": []any{map[string]any{"oldText": "x"}}}, "edits[0].newText", "is required"},
+		{"search_files", map[string]any{"path": "", "pattern": ""}, "pattern", "at least 1 character"},
+		{"read_text_file", []any{"a"}, "arguments", "JSON object"},
+		{"move_file", map[string]any{"source": "a"}, "destination", "is required"},
+		{"file_history", map[string]any{"path": "a", "limit": 5}, "limit", "takes path, cursor"},
+		{"revert_file", map[string]any{"path": "a", "version": 0}, "version", "at least 1"},
+		{"revert_file", map[string]any{"path": "a"}, "version", "is required"},
+		{"share_file", map[string]any{"path": "a", "expires_in": 59}, "expires_in", "at least 60"},
+		{"share_file", map[string]any{"path": "a", "expires_in": 604801}, "expires_in", "at most 604800"},
+		{"share_file", map[string]any{"path": "a", "version": -1}, "version", "at least 1"},
+		{"run_summary", map[string]any{"run_id": strings.Repeat("r", 129)}, "run_id", "at most 128 characters"},
 	} {
-		err := b.protocolError(t, c.tool, c.args)
-		if !strings.Contains(err.Error(), "arguments") {
-			t.Errorf("%s %s: %v", c.tool, mustJSON(c.args), err)
+		p, msg := b.badArgs(t, c.tool, c.args, c.field)
+		if !strings.Contains(msg, c.says) || p.Status != http.StatusUnprocessableEntity || p.Retryable {
+			t.Errorf("%s %s: want %q in\n%s", c.tool, mustJSON(c.args), c.says, msg)
 		}
 	}
 	b.ok(t, "list_directory", map[string]any{"path": ""}, nil)
 	b.fail(t, "get_file_info", map[string]any{"path": "missing"}, "NOT_FOUND")
 	calls := b.calls.all()
-	want := 20
+	want := 22
 	for i, c := range calls[:want] {
-		if !strings.HasSuffix(c, " protocol_error") {
+		if !strings.HasSuffix(c, " "+mcpserver.OutcomeInvalidArguments) {
 			t.Fatalf("call %d counted %q", i, c)
 		}
 	}
@@ -908,7 +968,7 @@ func TestCallCounter(t *testing.T) {
 	for _, args := range []map[string]any{{"path": "a.txt", "content": "x"}, {"path": "a.txt", "content": "x"}, {"path": 1}} {
 		_, _ = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "write_file", Arguments: args})
 	}
-	for outcome, want := range map[string]float64{"ok": 1, "error": 1, "protocol_error": 1} {
+	for outcome, want := range map[string]float64{"ok": 1, "error": 1, "invalid_arguments": 1} {
 		if got := testutil.ToFloat64(vec.WithLabelValues("write_file", outcome)); got != want {
 			t.Errorf("write_file %s: %v, want %v", outcome, got, want)
 		}
@@ -940,7 +1000,7 @@ func TestUnreachableServerLeavesAKeyToRetryWith(t *testing.T) {
 		t.Fatalf("%v %v", err, res)
 	}
 	var p mcpserver.Problem
-	remarshal(t, res.StructuredContent, &p)
+	remarshal(t, res.Meta[mcpserver.ProblemMeta], &p)
 	msg := text(res)
 	if p.Code != "UNREACHABLE" || !p.Retryable || !strings.HasPrefix(p.IdempotencyKey, "afs-") ||
 		!strings.Contains(msg, `repeat it with idempotency_key="`+p.IdempotencyKey+`"`) || !strings.Contains(msg, "may or may not have happened") {

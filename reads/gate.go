@@ -42,6 +42,12 @@ type Store interface {
 	Search(ctx context.Context, subject string, q agentfs.Search) (*agentfs.SearchPage, error)
 	Tokens(ctx context.Context, subject, me string, after *agentfs.Cursor, limit int) ([]*agentfs.Token, error)
 	Token(ctx context.Context, subject, me, id string) (*agentfs.Token, error)
+	// The paths the /mcp door's sessions watch (watches.go).
+	AddWatch(ctx context.Context, subject string, w agentfs.Watch) error
+	RemoveWatch(ctx context.Context, subject, session, path string) error
+	Watches(ctx context.Context, subject, session string) ([]agentfs.Watch, error)
+	TouchWatches(ctx context.Context, subject, session string) error
+	EndWatches(ctx context.Context, subject, session string) (int64, error)
 }
 
 // allow checks that who may make the read op, and returns ctx holding the

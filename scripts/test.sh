@@ -51,6 +51,9 @@ deps=(rg)
 ((start_pg)) && deps+=(pg)
 ((start_s3)) && deps+=(s3)
 ((run_python)) && deps+=(python)
+# The official MCP clients (cmd/agentfs TestOfficialMCPClients): Node 24 and
+# the pinned npm tools of tools/node; ensure_deps exports NODE24 and
+# NODE_TOOLS_DIR.
 deps+=(node npm)
 start_hydra=1
 [[ -n "${AGENTFS_TEST_HYDRA_PUBLIC_URL:-}" && -n "${AGENTFS_TEST_HYDRA_ADMIN_URL:-}" ]] && start_hydra=0

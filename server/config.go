@@ -48,7 +48,9 @@ type Config struct {
 	// refetch interval; New sets the log).
 	OAuth        oauth.Config
 	OAuthOptions oauth.Options
-	Logs         telemetry.Logs
+	// MCPGuard names the further hosts and origins /mcp answers.
+	MCPGuard mcpserver.GuardConfig
+	Logs     telemetry.Logs
 	// RecordKeys seal the secrets kept in idempotency records (a share
 	// link's url): the one secret that must not live in the database it
 	// protects, the same on every instance. New refuses to start without.

@@ -128,10 +128,14 @@ func (s *Server) wire() error {
 	if err != nil {
 		return err
 	}
+	guard, err := mcpserver.NewGuard(s.cfg.PublicURL, s.cfg.MCPGuard)
+	if err != nil {
+		return err
+	}
 	deps := handlers.Deps{
 		Files: s.gate, Sessions: s.gate, Ledger: s.gate, Search: s.gate, Delegation: s.gate, Writes: s.core, Quota: s.store, Tokens: s.store, Health: s.store,
 		Log: s.log, PublicURL: s.cfg.PublicURL, Limits: s.cfg.Limits, Registry: s.reg, Traces: s.tracing.Provider(),
-		MCP: door, Rates: s.rates,
+		MCP: door, MCPGuard: guard.Handler, Rates: s.rates,
 	}
 	if s.cfg.OAuth.Issuer != "" {
 		opts := s.cfg.OAuthOptions

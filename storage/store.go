@@ -54,6 +54,10 @@ type Config struct {
 	// EventRetention is how long events are kept (0: 720h); a cursor older
 	// than that has expired.
 	EventRetention time.Duration `env:"AGENTFS_EVENT_RETENTION" envDefault:"720h"`
+	// WatchRetention is how long the resource subscriptions of an /mcp
+	// session are kept after it was last seen (0: 24h): a session's
+	// notification stream renews them while it is open.
+	WatchRetention time.Duration `env:"AGENTFS_MCP_SUBSCRIPTION_TTL" envDefault:"24h" envMin:"1h"`
 	// UploadCompleteLease is how long a complete holds its upload session
 	// without renewal (0: 30 s); it is renewed every third of that while
 	// the complete runs. A complete of a process that died frees the
@@ -243,6 +247,7 @@ func (cfg Config) withDefaults() Config {
 	if cfg.SearchMaxFileBytes == 0 {
 		cfg.SearchMaxFileBytes = DefaultSearchMaxFileBytes
 	}
+	orDuration(&cfg.WatchRetention, 24*time.Hour)
 	if cfg.PartSize == 0 {
 		cfg.PartSize = 16 << 20
 	}

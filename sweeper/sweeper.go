@@ -1,6 +1,7 @@
 // Package sweeper runs the periodic clean-up tasks of AgentFS in one place
 // (server.New wires them: expired idempotency records, expired upload sessions,
-// deleted files past purge_after, old quota windows, unreferenced blobs).
+// deleted files past purge_after, old quota windows, unreferenced blobs,
+// resource subscriptions of /mcp sessions gone idle).
 // Every task is safe to run on several instances at once, so no leader is
 // needed: each removes only what has expired or what no row references,
 // and the tasks that change rows take them with SKIP LOCKED.
@@ -54,6 +55,7 @@ type Store interface {
 	PurgeDeleted(ctx context.Context) (int64, error)
 	SweepVersions(ctx context.Context, retention time.Duration, maxVersions int) (int64, error)
 	SweepEvents(ctx context.Context) (int64, error)
+	SweepWatches(ctx context.Context) (int64, error)
 	SweepQuota(ctx context.Context, cutoff time.Time) (int64, error)
 	SweepBlobs(ctx context.Context, grace time.Duration) (int64, error)
 }
@@ -96,6 +98,7 @@ func Tasks(store Store, cfg Config) []Task {
 			return store.SweepVersions(ctx, cfg.VersionRetention, cfg.MaxVersions)
 		}},
 		{Name: "old events", Run: store.SweepEvents},
+		{Name: "idle resource subscriptions", Run: store.SweepWatches},
 		{Name: "old quota windows", Run: func(ctx context.Context) (int64, error) {
 			return store.SweepQuota(ctx, time.Now().Add(-cfg.QuotaWindow-time.Hour))
 		}},

@@ -154,7 +154,7 @@ func check(t *testing.T, tool string, scopes, missing []string, res *mcp.CallToo
 		return
 	}
 	var p mcpserver.Problem
-	raw, _ := json.Marshal(res.StructuredContent)
+	raw, _ := json.Marshal(res.Meta[mcpserver.ProblemMeta])
 	_ = json.Unmarshal(raw, &p)
 	switch {
 	case !res.IsError || p.Code != "FORBIDDEN" || !strings.HasPrefix(msg, "FORBIDDEN: "):
