@@ -22,22 +22,42 @@ func mcpCommand() *command {
 		name:    "mcp",
 		summary: "serve AgentFS as MCP tools over stdio, for MCP clients",
 		usage:   "agentfs mcp",
-		help:    mcpHelp,
+		help:    mcpHelp(),
 		flags:   func(*flag.FlagSet) action { return mcpCmd },
 	}
 }
 
-const mcpHelp = `Serves AgentFS as Model Context Protocol tools over stdin/stdout, for a
+// mcpHelp is agentfs mcp's help; its tool list is the server's own, so it
+// names every tool there is.
+func mcpHelp() string {
+	return strings.Replace(mcpHelpText, "{{tools}}", wrapWords(strings.Join(mcpserver.ToolNames(), ", ")+".", 72), 1)
+}
+
+// wrapWords breaks s at spaces into lines of at most width characters.
+func wrapWords(s string, width int) string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		if line != "" && len(line)+1+len(w) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	return strings.Join(append(lines, line), "\n")
+}
+
+const mcpHelpText = `Serves AgentFS as Model Context Protocol tools over stdin/stdout, for a
 local MCP client (a desktop assistant, an IDE, an agent framework) that
 starts it as a subprocess. Every tool call goes to the AgentFS server at
 AGENTFS_URL through the Go client, so it is retried as the client retries,
 and every write carries an Idempotency-Key (the tool's idempotency_key, or
 one generated per call), so no retry ever writes twice.
 
-Tools: read_text_file, read_media_file, read_multiple_files, write_file,
-edit_file, list_directory, directory_tree, search_files, get_file_info,
-delete_file, restore_file, list_run_files, move_file, file_history,
-revert_file, share_file, run_summary.
+Tools: {{tools}}
 
 Environment:
   AGENTFS_URL                  the AgentFS server (default ` + defaultURL + `)

@@ -107,9 +107,11 @@ func TestMCPStdio(t *testing.T) {
 		if err != nil || !res.IsError || !strings.HasPrefix(text(res), "PATH_EXISTS: notes/plan.md already exists") {
 			t.Fatalf("second create: %v %v", err, res)
 		}
-		_, err = s.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": 1}})
-		if err == nil || !strings.Contains(err.Error(), "input schema") {
-			t.Fatalf("malformed call: %v", err)
+		// Arguments outside the input schema: a tool error naming the
+		// argument, so a model can correct itself.
+		res, err = s.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": 1}})
+		if err != nil || !res.IsError || !strings.HasPrefix(text(res), "VALIDATION_FAILED") || !strings.Contains(text(res), "path") {
+			t.Fatalf("malformed call: %v %v", err, res)
 		}
 		if err := s.cs.Close(); err != nil {
 			t.Fatalf("agentfs mcp did not exit cleanly when its stdin closed: %v\n%s", err, s.stderr)

@@ -72,6 +72,9 @@ async function tools(client) {
   await call(client, 'list_directory', { path: dir });
   await call(client, 'directory_tree', { path: dir });
   await call(client, 'search_files', { path: dir, pattern: '**/*.txt' });
+  const grep = await call(client, 'grep_files', { path: dir, pattern: 'gam+a' });
+  assert.deepEqual(grep.structuredContent.data.map((m) => [m.path, m.line, m.text]), [[`${dir}/a.txt`, 2, 'gamma']],
+    JSON.stringify(grep.structuredContent));
   await call(client, 'get_file_info', { path: `${dir}/a.txt` });
   await call(client, 'file_history', { path: `${dir}/a.txt` });
   await call(client, 'revert_file', { path: `${dir}/a.txt`, version: 1 });
