@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/agentfs/agentfs/client"
-	"github.com/agentfs/agentfs/handlers/apitest"
 )
 
 // versions runs agentfs versions and decodes the array it prints.
@@ -45,8 +44,7 @@ func expectNext(t *testing.T, err error, want ...string) {
 
 func TestCLIVersionsRevertMv(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "hist-run")
+	_, env := servedCLI(t, "hist-run")
 	f := env.file(t, "put", writeLocal(t, "a.md", "# one"), "notes/a.md")
 	r := env.file(t, "put", writeLocal(t, "a.md", "# two"), "notes/a.md", "--replace")
 
@@ -109,8 +107,7 @@ func TestCLIVersionsRevertMv(t *testing.T) {
 
 func TestCLIShareExpire(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "hist-share")
+	_, env := servedCLI(t, "hist-share")
 	start := time.Now()
 	f := env.file(t, "put", writeLocal(t, "s.txt", "shared v1"), "notes/s.txt", "--expires-in", "2h")
 	if f.ExpiresAt == nil || f.ExpiresAt.Sub(start) < 119*time.Minute || f.ExpiresAt.Sub(start) > 121*time.Minute {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/agentfs/agentfs/client"
-	"github.com/agentfs/agentfs/handlers/apitest"
 	"github.com/agentfs/agentfs/storage/storagetest"
 )
 
@@ -32,8 +31,7 @@ func (e cliEnv) directClient(t *testing.T, opts ...client.Option) *client.Client
 
 func TestCLIUploadsBatches(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "hist-ledger")
+	_, env := servedCLI(t, "hist-ledger")
 	c := env.directClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -189,8 +187,7 @@ var resumeCursor = regexp.MustCompile(`--after (\S+)`)
 
 func TestCLIEventsAndRun(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "hist/run-1")
+	_, env := servedCLI(t, "hist/run-1")
 	f := env.file(t, "put", writeLocal(t, "e.txt", "1"), "notes/e.txt")
 	env.file(t, "put", writeLocal(t, "e.txt", "22"), "notes/e.txt", "--replace")
 	env.file(t, "mv", f.ID, "notes/e2.txt")
@@ -340,8 +337,7 @@ func (fw *following) stop(t *testing.T) error {
 // exactly what came after.
 func TestCLIEventsFollow(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "hist-follow")
+	srv, env := servedCLI(t, "hist-follow")
 	proxy := newCuttingProxy(t, srv.URL, 2)
 	writer := env.directClient(t, client.WithRunID("hist-follow"))
 	put := func(path string) {

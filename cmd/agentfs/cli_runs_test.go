@@ -17,7 +17,6 @@ import (
 	"testing"
 
 	"github.com/agentfs/agentfs/client"
-	"github.com/agentfs/agentfs/handlers/apitest"
 )
 
 // archiveEntries reads a zip or tar into path -> content.
@@ -93,8 +92,7 @@ func runVerb(t *testing.T, env cliEnv, cli *cliRun, setup func(*flag.FlagSet) ve
 // one shows the bytes received.
 func TestCLIRunArchive(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-arch/run")
+	srv, env := servedCLI(t, "cli-arch/run")
 	env.file(t, "put", writeLocal(t, "a.md", "# a"), "notes/a.md")
 	env.file(t, "put", writeLocal(t, "a.md", "# a, again"), "notes/a.md", "--replace")
 	env.file(t, "put", writeLocal(t, "b.txt", "b"), "notes/deep/b.txt")
@@ -256,8 +254,7 @@ func newArchiveCutter(t *testing.T, target string) string {
 // how --force undoes it anyway.
 func TestCLIRunRevert(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-rev-undo")
+	_, env := servedCLI(t, "cli-rev-undo")
 	c := env.directClient(t)
 	content := func(path string) string {
 		t.Helper()

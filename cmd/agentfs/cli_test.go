@@ -34,6 +34,14 @@ func newCLIEnv(t *testing.T, srv *apitest.Server, runID string) cliEnv {
 	}
 }
 
+// servedCLI starts a test server with default options and returns it with
+// the environment the CLI reads to talk to it as run runID.
+func servedCLI(t *testing.T, runID string) (*apitest.Server, cliEnv) {
+	t.Helper()
+	srv := apitest.NewServer(t, apitest.Options{})
+	return srv, newCLIEnv(t, srv, runID)
+}
+
 func (e cliEnv) with(k, v string) cliEnv {
 	out := cliEnv{k: v}
 	for key, val := range e {
@@ -111,8 +119,7 @@ func writeLocal(t *testing.T, name, content string) string {
 
 func TestCLIFiles(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-run")
+	_, env := servedCLI(t, "cli-run")
 	local := writeLocal(t, "data.json", `{"n":1}`)
 
 	f := env.file(t, "put", local, "reports/data.json")
@@ -183,8 +190,7 @@ const noSuchID = "file_00000000000000000000000000"
 
 func TestCLIListDeleteRestore(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "run-a")
+	_, env := servedCLI(t, "run-a")
 	other := env.with("AGENTFS_RUN_ID", "run-b")
 	local := writeLocal(t, "x.txt", "x")
 	a1 := env.file(t, "put", local, "a/1.txt")
@@ -360,8 +366,7 @@ func TestParseInterleaved(t *testing.T) {
 // Repr-Digest fail the download, and nothing appears at LOCAL.
 func TestCLIGetRejectsCorruptContent(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-run")
+	srv, env := servedCLI(t, "cli-run")
 	f := env.file(t, "put", writeLocal(t, "c.txt", "original"), "c.txt")
 
 	target, _ := url.Parse(srv.URL)

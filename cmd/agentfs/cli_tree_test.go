@@ -182,8 +182,7 @@ func TestCLICopyTree(t *testing.T) {
 // with explicit agentfs: paths.
 func TestCLICopyOneFile(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-cp-one")
+	_, env := servedCLI(t, "cli-cp-one")
 	local := writeLocal(t, "note.txt", "a note\n")
 
 	f := env.file(t, "cp", local, "notes/")

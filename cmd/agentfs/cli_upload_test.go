@@ -145,8 +145,7 @@ func TestCLIUpload(t *testing.T) {
 // the failed item's code goes to stderr, and the exit code is 1.
 func TestCLIBatch(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-batch")
+	_, env := servedCLI(t, "cli-batch")
 	taken := env.file(t, "put", writeLocal(t, "t.txt", "mine"), "taken.txt")
 	ops := filepath.Join(t.TempDir(), "ops.json")
 	if err := os.WriteFile(ops, []byte(`{"operations":[
