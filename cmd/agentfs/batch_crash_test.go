@@ -55,11 +55,7 @@ func TestBatchSurvivesSIGKILL(t *testing.T) {
 	env := []string{"AGENTFS_BATCH_RESCUE_AFTER=3s", "AGENTFS_BATCH_WORKERS=1"}
 	a := startServe(t, bin, cfg, env...)
 	a.waitReady(t)
-	out, err := runBinary(t, bin, cfg, "token", "create", "--subject", "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := strings.TrimSpace(out)
+	token := createToken(t, bin, cfg, "--subject", "agent")
 	ca := apitest.NewClient(t, a.url, token)
 	var b batchState
 	ca.Do("POST", "/v1/batch", putOps("crash", 400), "Content-Type", "application/json", "Idempotency-Key", "crash-batch").
@@ -146,11 +142,7 @@ func TestRunRevertSurvivesSIGKILL(t *testing.T) {
 	env := []string{"AGENTFS_BATCH_RESCUE_AFTER=3s", "AGENTFS_BATCH_WORKERS=1"}
 	a := startServe(t, bin, cfg, env...)
 	a.waitReady(t)
-	out, err := runBinary(t, bin, cfg, "token", "create", "--subject", "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := strings.TrimSpace(out)
+	token := createToken(t, bin, cfg, "--subject", "agent")
 	ca := apitest.NewClient(t, a.url, token)
 	const n = 300
 	var made batchState

@@ -131,11 +131,7 @@ func TestServeExportsTraces(t *testing.T) {
 		"OTEL_BSP_SCHEDULE_DELAY=50", // export within 50 ms rather than 5 s
 		"OTEL_SERVICE_NAME=agentfs-traced")
 	p.waitReady(t)
-	out, err := runBinary(t, bin, cfg, "token", "create", "--subject", "tracer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := apitest.NewClient(t, p.url, strings.TrimSpace(out))
+	c := apitest.NewClient(t, p.url, createToken(t, bin, cfg, "--subject", "tracer"))
 	c.Do("POST", "/v1/files?path=traced/hello.txt", "hello, traces", "Content-Type", "text/plain").Expect(t, 201)
 
 	var (
@@ -242,11 +238,7 @@ func TestShareLinkSecretStaysOutOfTelemetry(t *testing.T) {
 	p := startServe(t, bin, cfg, "OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL,
 		"OTEL_BSP_SCHEDULE_DELAY=50", "AGENTFS_LOG_LEVEL=debug")
 	p.waitReady(t)
-	out, err := runBinary(t, bin, cfg, "token", "create", "--subject", "sharer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := apitest.NewClient(t, p.url, strings.TrimSpace(out))
+	c := apitest.NewClient(t, p.url, createToken(t, bin, cfg, "--subject", "sharer"))
 	f := c.Do("POST", "/v1/files?path=shared/report.txt", "shared bytes", "Content-Type", "text/plain").Expect(t, 201).File(t)
 	var link struct {
 		ID  string `json:"id"`
