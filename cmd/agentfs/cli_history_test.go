@@ -18,15 +18,7 @@ import (
 // versions runs agentfs versions and decodes the array it prints.
 func (e cliEnv) versions(t *testing.T, args ...string) []client.FileVersion {
 	t.Helper()
-	stdout, stderr, err := e.run(append([]string{"versions"}, args...)...)
-	if err != nil {
-		t.Fatalf("agentfs versions %v: %v\nstderr: %s", args, err, stderr)
-	}
-	var out []client.FileVersion
-	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
-		t.Fatalf("versions printed %q: %v", stdout, err)
-	}
-	return out
+	return runJSON[[]client.FileVersion](t, e, append([]string{"versions"}, args...)...)
 }
 
 // expectNext checks that a failure says what to do next.

@@ -59,16 +59,27 @@ func (e cliEnv) run(args ...string) (stdout, stderr string, err error) {
 	return out.String(), errOut.String(), err
 }
 
-// file runs a verb that prints one file and decodes it.
-func (e cliEnv) file(t *testing.T, args ...string) client.File {
+// runJSON runs a verb and decodes the JSON it prints, failing the test when
+// the verb fails or prints something else.
+func runJSON[T any](t *testing.T, e cliEnv, args ...string) T {
 	t.Helper()
 	stdout, stderr, err := e.run(args...)
 	if err != nil {
 		t.Fatalf("agentfs %s: %v\nstderr: %s", strings.Join(args, " "), err, stderr)
 	}
-	var f client.File
-	if err := json.Unmarshal([]byte(stdout), &f); err != nil || f.ID == "" {
+	var out T
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatalf("agentfs %s printed %q: %v", strings.Join(args, " "), stdout, err)
+	}
+	return out
+}
+
+// file runs a verb that prints one file and decodes it.
+func (e cliEnv) file(t *testing.T, args ...string) client.File {
+	t.Helper()
+	f := runJSON[client.File](t, e, args...)
+	if f.ID == "" {
+		t.Fatalf("agentfs %s printed a file without an id", strings.Join(args, " "))
 	}
 	return f
 }
@@ -76,15 +87,7 @@ func (e cliEnv) file(t *testing.T, args ...string) client.File {
 // list runs ls and decodes the array it prints.
 func (e cliEnv) list(t *testing.T, args ...string) []client.File {
 	t.Helper()
-	stdout, stderr, err := e.run(append([]string{"ls"}, args...)...)
-	if err != nil {
-		t.Fatalf("agentfs ls %v: %v\nstderr: %s", args, err, stderr)
-	}
-	var files []client.File
-	if err := json.Unmarshal([]byte(stdout), &files); err != nil {
-		t.Fatalf("ls printed %q: %v", stdout, err)
-	}
-	return files
+	return runJSON[[]client.File](t, e, append([]string{"ls"}, args...)...)
 }
 
 // expectFailure checks that a verb failed with a problem of this code,
