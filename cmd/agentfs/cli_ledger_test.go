@@ -247,8 +247,7 @@ type cuttingProxy struct {
 func newCuttingProxy(t *testing.T, target string, cut int) *cuttingProxy {
 	t.Helper()
 	p := &cuttingProxy{}
-	transport := &http.Transport{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p.URL = newRelay(t, target, func(r *http.Request) relayAnswer {
 		n := 0
 		if r.URL.Path == "/v1/events" {
 			p.mu.Lock()
@@ -256,6 +255,31 @@ func newCuttingProxy(t *testing.T, target string, cut int) *cuttingProxy {
 			n = len(p.afters)
 			p.mu.Unlock()
 		}
+		return func(w http.ResponseWriter, res *http.Response, body []byte) {
+			if n == cut {
+				conn, _, _ := w.(http.Hijacker).Hijack()
+				conn.Close()
+				return
+			}
+			copyHeader(w, res)
+			w.WriteHeader(res.StatusCode)
+			_, _ = w.Write(body)
+		}
+	})
+	return p
+}
+
+// relayAnswer writes to the client what the server answered.
+type relayAnswer func(w http.ResponseWriter, res *http.Response, body []byte)
+
+// newRelay is a proxy to target: for every request it asks seen (before
+// forwarding it) how to answer, forwards it, reads the whole answer and
+// hands it on. It returns the proxy's URL.
+func newRelay(t *testing.T, target string, seen func(r *http.Request) relayAnswer) string {
+	t.Helper()
+	transport := &http.Transport{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		answer := seen(r)
 		out, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), r.Body)
 		if err != nil {
 			panic(err)
@@ -269,23 +293,20 @@ func newCuttingProxy(t *testing.T, target string, cut int) *cuttingProxy {
 		}
 		defer res.Body.Close()
 		body, _ := io.ReadAll(res.Body)
-		if n == cut {
-			conn, _, _ := w.(http.Hijacker).Hijack()
-			conn.Close()
-			return
-		}
-		for k, vs := range res.Header {
-			w.Header()[k] = vs
-		}
-		w.WriteHeader(res.StatusCode)
-		_, _ = w.Write(body)
+		answer(w, res, body)
 	}))
 	t.Cleanup(func() {
 		srv.Close()
 		transport.CloseIdleConnections()
 	})
-	p.URL = srv.URL
-	return p
+	return srv.URL
+}
+
+// copyHeader copies the server's answer headers to the client's.
+func copyHeader(w http.ResponseWriter, res *http.Response) {
+	for k, vs := range res.Header {
+		w.Header()[k] = vs
+	}
 }
 
 func (p *cuttingProxy) polls() []string {

@@ -9,7 +9,6 @@ import (
 	"flag"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
@@ -217,35 +216,17 @@ func TestCLIRunArchive(t *testing.T) {
 // headers and half the body of every answer, then drops the connection.
 func newArchiveCutter(t *testing.T, target string) string {
 	t.Helper()
-	transport := &http.Transport{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		out, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), r.Body)
-		if err != nil {
-			panic(err)
+	return newRelay(t, target, func(*http.Request) relayAnswer {
+		return func(w http.ResponseWriter, res *http.Response, body []byte) {
+			copyHeader(w, res)
+			w.Header().Del("Content-Length")
+			w.WriteHeader(res.StatusCode)
+			_, _ = w.Write(body[:len(body)/2])
+			w.(http.Flusher).Flush()
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close()
 		}
-		out.Header = r.Header.Clone()
-		res, err := transport.RoundTrip(out)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		for k, vs := range res.Header {
-			w.Header()[k] = vs
-		}
-		w.Header().Del("Content-Length")
-		w.WriteHeader(res.StatusCode)
-		_, _ = w.Write(body[:len(body)/2])
-		w.(http.Flusher).Flush()
-		conn, _, _ := w.(http.Hijacker).Hijack()
-		conn.Close()
-	}))
-	t.Cleanup(func() {
-		srv.Close()
-		transport.CloseIdleConnections()
 	})
-	return srv.URL
 }
 
 // TestCLIRunRevert: a run is undone by a batch, waited for with --wait;
