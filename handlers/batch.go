@@ -67,7 +67,7 @@ func (a *API) createBatch(c echo.Context) error {
 	if key, _ := c.Get(keyKey).(string); key == "" {
 		return problem.New(problem.IdempotencyKeyRequired, "POST /v1/batch runs only with an Idempotency-Key")
 	}
-	wait, err := parseWait(c.QueryParam("wait"))
+	wait, err := parseWait(c.QueryParam("wait"), maxBatchWait)
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,8 @@ func decodeOp(raw []byte) (batchOp, *jsonError) {
 	return op, nil
 }
 
-func parseWait(v string) (time.Duration, error) {
+// parseWait reads how many seconds, 0 to most, a request may wait.
+func parseWait(v string, most int) (time.Duration, error) {
 	if v == "" {
 		return 0, nil
 	}
@@ -198,8 +199,8 @@ func parseWait(v string) (time.Duration, error) {
 	if err != nil {
 		return 0, problem.Invalid("wait", "must be an integer number of seconds")
 	}
-	if n < 0 || n > maxBatchWait {
-		return 0, problem.Validation("wait", fmt.Sprintf("must be between 0 and %d", maxBatchWait))
+	if n < 0 || n > most {
+		return 0, problem.Validation("wait", fmt.Sprintf("must be between 0 and %d", most))
 	}
 	return time.Duration(n) * time.Second, nil
 }
