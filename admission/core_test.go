@@ -587,14 +587,7 @@ func TestRunItem(t *testing.T) {
 			items = append(items, agentfs.BatchItem{Op: agentfs.OpPut, Path: fmt.Sprintf("p%02d", i),
 				Content: []byte(fmt.Sprint(i)), ContentType: "text/plain"})
 		}
-		created, err := core.CreateBatch(ctx, unkeyed, &agentfs.Batch{Items: items}, []byte(`{}`), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bt, err := b.store.StartBatch(ctx, created.Resource.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		bt := startBatch(t, core, b, items...)
 		var wg sync.WaitGroup
 		for range 2 {
 			wg.Add(1)
@@ -627,22 +620,8 @@ func TestRunItem(t *testing.T) {
 		core, b := setup(t)
 		who := unkeyed
 		who.RequestID = "req_x"
-		created, err := core.CreateBatch(ctx, who, &agentfs.Batch{Items: []agentfs.BatchItem{
-			{Op: agentfs.OpRestore, FileID: storage.NewID("file")}}}, []byte(`{}`), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bt, err := b.store.StartBatch(ctx, created.Resource.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := core.RunItem(ctx, bt, bt.Items[0]); err != nil {
-			t.Fatal(err)
-		}
-		got, err := b.store.Batch(ctx, "s", bt.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		bt := startBatchAs(t, core, b, who, agentfs.BatchItem{Op: agentfs.OpRestore, FileID: storage.NewID("file")})
+		got := runFirstItem(t, core, b, bt)
 		p := problemOf(t, got.Items[0].Error)
 		if got.Items[0].Status != agentfs.ItemFailed || p.Code != problem.NotFound || p.RequestID != "req_x" ||
 			p.Instance != "/v1/batch/"+bt.ID+"/items/0" {
@@ -652,18 +631,7 @@ func TestRunItem(t *testing.T) {
 
 	t.Run("AnUnknownOpFailsTheItem", func(t *testing.T) {
 		core, b := setup(t)
-		created, err := core.CreateBatch(ctx, unkeyed, &agentfs.Batch{Items: []agentfs.BatchItem{{Op: "rename"}}}, []byte(`{}`), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bt, err := b.store.StartBatch(ctx, created.Resource.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := core.RunItem(ctx, bt, bt.Items[0]); err != nil {
-			t.Fatal(err)
-		}
-		got, _ := b.store.Batch(ctx, "s", bt.ID)
+		got := runFirstItem(t, core, b, startBatch(t, core, b, agentfs.BatchItem{Op: "rename"}))
 		if p := problemOf(t, got.Items[0].Error); got.Items[0].Status != agentfs.ItemFailed || p.Code != problem.ValidationFailed {
 			t.Fatalf("item: %s %+v", got.Items[0].Status, p)
 		}
@@ -674,7 +642,13 @@ func TestRunItem(t *testing.T) {
 // as a runner sees it (its put items' contents not loaded).
 func startBatch(t *testing.T, core *admission.Core, b *testBundle, items ...agentfs.BatchItem) *agentfs.Batch {
 	t.Helper()
-	created, err := core.CreateBatch(context.Background(), unkeyed, &agentfs.Batch{Items: items}, []byte(`{}`), 0)
+	return startBatchAs(t, core, b, unkeyed, items...)
+}
+
+// startBatchAs is startBatch for the caller who.
+func startBatchAs(t *testing.T, core *admission.Core, b *testBundle, who agentfs.Caller, items ...agentfs.BatchItem) *agentfs.Batch {
+	t.Helper()
+	created, err := core.CreateBatch(context.Background(), who, &agentfs.Batch{Items: items}, []byte(`{}`), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -683,6 +657,20 @@ func startBatch(t *testing.T, core *admission.Core, b *testBundle, items ...agen
 		t.Fatal(err)
 	}
 	return bt
+}
+
+// runFirstItem runs the first item of a started batch and returns the
+// batch as it then stands.
+func runFirstItem(t *testing.T, core *admission.Core, b *testBundle, bt *agentfs.Batch) *agentfs.Batch {
+	t.Helper()
+	if err := core.RunItem(context.Background(), bt, bt.Items[0]); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.store.Batch(context.Background(), "s", bt.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 func textItem(path, content string) agentfs.BatchItem {
