@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"io"
 	"net/http"
@@ -215,12 +214,8 @@ func FuzzParseHumanDuration(f *testing.F) {
 // shows its usage on stderr and exits 2, before any request.
 func TestCLIHistoryUsage(t *testing.T) {
 	t.Parallel()
-	env := cliEnv{"AGENTFS_URL": "http://127.0.0.1:1", "AGENTFS_TOKEN": "t"}
-	for _, tc := range []struct {
-		args  []string
-		usage string
-		want  string
-	}{
+	env := offlineEnv()
+	expectUsage(t, env, []usageCase{
 		{[]string{"versions"}, "Usage: agentfs versions FILE", "one FILE"},
 		{[]string{"revert", "file_x"}, "Usage: agentfs revert FILE N", "a version number N"},
 		{[]string{"revert", "file_x", "0"}, "Usage: agentfs revert FILE N", "not a version number"},
@@ -237,14 +232,5 @@ func TestCLIHistoryUsage(t *testing.T) {
 		{[]string{"run"}, "Usage: agentfs run show RUN_ID", "run needs a command"},
 		{[]string{"run", "list"}, "Usage: agentfs run show RUN_ID", `unknown run command "list"`},
 		{[]string{"run", "show"}, "Usage: agentfs run show RUN_ID", "one RUN_ID"},
-	} {
-		stdout, stderr, err := env.run(tc.args...)
-		if !errors.Is(err, errUsage) || exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("agentfs %s: %v (exit %d), want a usage error mentioning %q", strings.Join(tc.args, " "), err, exitCode(err), tc.want)
-			continue
-		}
-		if !strings.Contains(stderr, tc.usage) || stdout != "" {
-			t.Errorf("agentfs %s: stderr %q, want %q (stdout %q)", strings.Join(tc.args, " "), stderr, tc.usage, stdout)
-		}
-	}
+	}...)
 }

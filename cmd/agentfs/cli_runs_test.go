@@ -352,25 +352,17 @@ func TestCLIRunRevert(t *testing.T) {
 // without a request; the help of each names its flags and an example.
 func TestCLIRunUsage(t *testing.T) {
 	t.Parallel()
-	env := cliEnv{"AGENTFS_URL": "http://127.0.0.1:1", "AGENTFS_TOKEN": "t"}
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"run"}, "show, archive or revert"},
-		{[]string{"run", "erase", "r"}, `unknown run command "erase"`},
-		{[]string{"run", "archive"}, "RUN_ID and at most one OUT"},
-		{[]string{"run", "archive", "r", "a.zip", "b.zip"}, "RUN_ID and at most one OUT"},
-		{[]string{"run", "archive", "r", "--format", "rar"}, "zip or tar"},
-		{[]string{"run", "revert"}, "one RUN_ID"},
-		{[]string{"run", "revert", "r1", "r2"}, "one RUN_ID"},
-		{[]string{"run", "revert", "r", "--forse"}, "forse"},
-	} {
-		stdout, stderr, err := env.run(tc.args...)
-		if exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) || stdout != "" || !strings.Contains(stderr, "Usage: agentfs run") {
-			t.Errorf("%v: %v (exit %d), stderr %q; want exit 2 mentioning %q", tc.args, err, exitCode(err), stderr, tc.want)
-		}
-	}
+	env := offlineEnv()
+	expectUsage(t, env,
+		usageCase{[]string{"run"}, "Usage: agentfs run", "show, archive or revert"},
+		usageCase{[]string{"run", "erase", "r"}, "Usage: agentfs run", `unknown run command "erase"`},
+		usageCase{[]string{"run", "archive"}, "Usage: agentfs run", "RUN_ID and at most one OUT"},
+		usageCase{[]string{"run", "archive", "r", "a.zip", "b.zip"}, "Usage: agentfs run", "RUN_ID and at most one OUT"},
+		usageCase{[]string{"run", "archive", "r", "--format", "rar"}, "Usage: agentfs run", "zip or tar"},
+		usageCase{[]string{"run", "revert"}, "Usage: agentfs run", "one RUN_ID"},
+		usageCase{[]string{"run", "revert", "r1", "r2"}, "Usage: agentfs run", "one RUN_ID"},
+		usageCase{[]string{"run", "revert", "r", "--forse"}, "Usage: agentfs run", "forse"},
+	)
 	for args, want := range map[string][]string{
 		"run --help":            {"agentfs run archive RUN_ID [OUT]", "archive", "revert", "undo what the run did"},
 		"help run archive":      {"--format FORMAT", "agentfs run archive run-1 run-1.zip", "must not be a terminal", "AGENTFS_URL"},

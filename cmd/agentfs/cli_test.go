@@ -317,7 +317,7 @@ func TestCLIPutRetries(t *testing.T) {
 
 func TestCLIUsage(t *testing.T) {
 	t.Parallel()
-	env := cliEnv{"AGENTFS_URL": "http://127.0.0.1:1", "AGENTFS_TOKEN": "t"}
+	env := offlineEnv()
 	for _, tc := range []struct {
 		name string
 		env  cliEnv

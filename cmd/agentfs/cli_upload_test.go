@@ -219,7 +219,7 @@ func TestReadBatchFile(t *testing.T) {
 
 func TestCLIUploadUsage(t *testing.T) {
 	t.Parallel()
-	env := cliEnv{"AGENTFS_URL": "http://127.0.0.1:1", "AGENTFS_TOKEN": "t"}
+	env := offlineEnv()
 	for _, tc := range []struct {
 		args []string
 		want string
