@@ -31,6 +31,15 @@ type countingProxy struct {
 	seen []string
 }
 
+// countedCLI starts a default test server behind a counting proxy and
+// returns the proxy with the CLI's environment (run runID) pointed at it.
+func countedCLI(t *testing.T, runID string) (*countingProxy, cliEnv) {
+	t.Helper()
+	srv := apitest.NewServer(t, apitest.Options{})
+	proxy := newCountingProxy(t, srv.URL)
+	return proxy, newCLIEnv(t, srv, runID).with("AGENTFS_URL", proxy.URL)
+}
+
 func newCountingProxy(t *testing.T, target string) *countingProxy {
 	t.Helper()
 	u, _ := url.Parse(target)
@@ -85,9 +94,7 @@ func randomLocal(t *testing.T, name string, size int, seed byte) (string, []byte
 // threshold.
 func TestCLIUpload(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	proxy := newCountingProxy(t, srv.URL)
-	env := newCLIEnv(t, srv, "cli-up").with("AGENTFS_URL", proxy.URL)
+	proxy, env := countedCLI(t, "cli-up")
 	const size, part = 12 << 20, 5 << 20
 	local, data, sum := randomLocal(t, "big", size, 1)
 
