@@ -391,7 +391,7 @@ func putFlags(fs *flag.FlagSet) verbFunc {
 	replace := fs.Bool("replace", false, "replace the live file at REMOTE_PATH (keeps its id and url)")
 	contentType := fs.String("content-type", "", "the file's media `TYPE` (default: from LOCAL's extension)")
 	ifMatch := fs.String("if-match", "", "replace only while the file has this `ETAG` (needs --replace)")
-	key := fs.String("key", "", "the Idempotency-Key of this upload, a `KEY` (default: a new random one)")
+	key := keyFlag(fs, "upload")
 	threshold := sizeFlag(fs, "threshold", client.DefaultSessionThreshold, "send a file of this `SIZE` or more (bytes, or with KiB, MiB, GiB) through an upload session")
 	var expiresIn durationValue
 	fs.Var(&expiresIn, "expires-in", "make the file expire this `DURATION` after the upload (60s to 365d: 90m, 24h, 7d)")
@@ -662,7 +662,7 @@ Examples:
 
 func rmFlags(fs *flag.FlagSet) verbFunc {
 	ifMatch := fs.String("if-match", "", "delete only while the file has this `ETAG`")
-	key := fs.String("key", "", "the Idempotency-Key of this delete, a `KEY` (default: a new random one)")
+	key := keyFlag(fs, "delete")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 1 {
 			return usagef("rm needs one FILE (a file id or a path)")
@@ -700,7 +700,7 @@ Examples:
 }
 
 func restoreFlags(fs *flag.FlagSet) verbFunc {
-	key := fs.String("key", "", "the Idempotency-Key of this restore, a `KEY` (default: a new random one)")
+	key := keyFlag(fs, "restore")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 1 {
 			return usagef("restore needs one FILE (a file id or a path)")

@@ -135,7 +135,7 @@ func listAll[T any](seq iter.Seq2[*T, error], limit int, out rows) error {
 }
 
 func batchCancelFlags(fs *flag.FlagSet) verbFunc {
-	key := fs.String("key", "", "the Idempotency-Key of this cancel, a `KEY` (default: a new random one)")
+	key := keyFlag(fs, "cancel")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 1 {
 			return usagef("batch cancel needs one batch ID")
