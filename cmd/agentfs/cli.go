@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"iter"
 	"mime"
 	"net"
 	"os"
@@ -626,22 +627,16 @@ func lsFlags(fs *flag.FlagSet) verbFunc {
 	fs.StringVar(&opts.Prefix, "prefix", "", "only paths starting with `PREFIX`")
 	fs.StringVar(&opts.Path, "path", "", "only this exact `PATH`")
 	fs.BoolVar(&opts.IncludeDeleted, "deleted", false, "include deleted files not purged yet")
-	limit := fs.Int("limit", 0, "at most `N` files (default: all)")
-	return func(ctx context.Context, cli *cliRun, args []string) error {
-		if len(args) != 0 || *limit < 0 {
-			return usagef("ls takes flags only")
+	return listVerb(fs, "ls", "files", "ID\tSIZE\tVERSION\tUPDATED\tPATH", func(f *client.File) string {
+		p := f.Path
+		if f.DeletedAt != nil {
+			p += "  (deleted)"
 		}
-		opts.Limit = pageSize(*limit)
-		out := cli.lister("ID\tSIZE\tVERSION\tUPDATED\tPATH", func(v any) string {
-			f := v.(*client.File)
-			p := f.Path
-			if f.DeletedAt != nil {
-				p += "  (deleted)"
-			}
-			return fmt.Sprintf("%s\t%d\t%d\t%s\t%s", f.ID, f.SizeBytes, f.Version, f.UpdatedAt.Local().Format(time.DateTime), p)
-		})
-		return listAll(cli.client.AllFiles(ctx, opts), *limit, out)
-	}
+		return fmt.Sprintf("%s\t%d\t%d\t%s\t%s", f.ID, f.SizeBytes, f.Version, f.UpdatedAt.Local().Format(time.DateTime), p)
+	}, func(ctx context.Context, c *client.Client, pageSize int) iter.Seq2[*client.File, error] {
+		opts.Limit = pageSize
+		return c.AllFiles(ctx, opts)
+	})
 }
 
 // rmCommand is agentfs rm: a soft delete, restorable until the purge.
