@@ -396,19 +396,13 @@ func (a *API) getBatch(c echo.Context) error {
 // listBatches is GET /v1/batch: the subject's batches, newest first,
 // counted but without their items.
 func (a *API) listBatches(c echo.Context) error {
-	q := c.QueryParams()
-	limit, err := parseLimit(q.Get("limit"))
+	lq, err := readStatusList(c.QueryParams(), "batch", agentfs.BatchQueued, agentfs.BatchRunning, agentfs.BatchSucceeded,
+		agentfs.BatchPartiallySucceeded, agentfs.BatchFailed, agentfs.BatchCanceled)
 	if err != nil {
 		return err
 	}
-	f := agentfs.BatchFilter{Status: q.Get("status"), Limit: limit + 1}
-	if err := optionalOneOf("status", f.Status, agentfs.BatchQueued, agentfs.BatchRunning, agentfs.BatchSucceeded,
-		agentfs.BatchPartiallySucceeded, agentfs.BatchFailed, agentfs.BatchCanceled); err != nil {
-		return err
-	}
-	if f.After, err = parseCursor(q.Get("cursor"), "batch"); err != nil {
-		return err
-	}
+	limit := lq.limit
+	f := agentfs.BatchFilter{Status: lq.status, Limit: limit + 1, After: lq.after}
 	batches, err := a.deps.Sessions.ListBatches(c.Request().Context(), caller(c), f)
 	if err != nil {
 		return err
