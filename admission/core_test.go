@@ -601,10 +601,7 @@ func TestRunItem(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		got, err := b.store.Batch(ctx, "s", bt.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := b.batch(t, bt.ID)
 		for _, it := range got.Items {
 			if it.Status != agentfs.ItemSucceeded || it.Replayed || it.ResultID == "" {
 				t.Fatalf("item %d: %s replayed=%v result %q error %s", it.Index, it.Status, it.Replayed, it.ResultID, it.Error)
@@ -666,11 +663,28 @@ func runFirstItem(t *testing.T, core *admission.Core, b *testBundle, bt *agentfs
 	if err := core.RunItem(context.Background(), bt, bt.Items[0]); err != nil {
 		t.Fatal(err)
 	}
-	got, err := b.store.Batch(context.Background(), "s", bt.ID)
+	return b.batch(t, bt.ID)
+}
+
+// batch reads the batch id back as the store has it.
+func (b *testBundle) batch(t *testing.T, id string) *agentfs.Batch {
+	t.Helper()
+	got, err := b.store.Batch(context.Background(), "s", id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return got
+}
+
+// commitAll commits prepared items as one group, each of which must
+// commit.
+func commitAll(t *testing.T, core *admission.Core, prepared []*admission.PreparedItem) {
+	t.Helper()
+	for i, err := range core.CommitItems(context.Background(), prepared) {
+		if err != nil {
+			t.Fatalf("item %d: %v", i, err)
+		}
+	}
 }
 
 func textItem(path, content string) agentfs.BatchItem {
@@ -726,15 +740,8 @@ func TestCommitItems(t *testing.T) {
 		k := textItem("k.txt", "keyed")
 		k.Key = "item-k"
 		bt := startBatch(t, core, b, textItem("a.txt", "a"), k, textItem("b.txt", "b"), textItem("c.txt", "c"))
-		for i, err := range core.CommitItems(ctx, prepareAll(t, core, bt)) {
-			if err != nil {
-				t.Fatalf("item %d: %v", i, err)
-			}
-		}
-		got, err := b.store.Batch(ctx, "s", bt.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		commitAll(t, core, prepareAll(t, core, bt))
+		got := b.batch(t, bt.ID)
 		var ids []string
 		for _, it := range got.Items {
 			if it.Status != agentfs.ItemSucceeded || it.Replayed || it.ResultID == "" {
@@ -771,15 +778,8 @@ func TestCommitItems(t *testing.T) {
 		// The path is taken after the item was decided and before it commits:
 		// its effect fails in the group's transaction.
 		holderID := seedFile(t, core, "taken.txt", "theirs")
-		for i, err := range core.CommitItems(ctx, prepared) {
-			if err != nil {
-				t.Fatalf("item %d: %v", i, err)
-			}
-		}
-		got, err := b.store.Batch(ctx, "s", bt.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		commitAll(t, core, prepared)
+		got := b.batch(t, bt.ID)
 		var ids []string
 		for _, i := range []int{0, 2, 3} {
 			it := got.Items[i]
@@ -817,10 +817,7 @@ func TestCommitItems(t *testing.T) {
 		if errs[0] != nil || !errors.Is(errs[1], storage.ErrItemDone) || errs[2] != nil {
 			t.Fatalf("results %v, want item 1 no longer pending and the others committed", errs)
 		}
-		got, err := b.store.Batch(ctx, "s", bt.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := b.batch(t, bt.ID)
 		for _, it := range got.Items {
 			if it.Status != agentfs.ItemSucceeded || b.content(t, it.ResultID) != []string{"a", "b", "c"}[it.Index] {
 				t.Fatalf("item %d: %s %q", it.Index, it.Status, it.ResultID)
@@ -843,24 +840,14 @@ func TestCommitItems(t *testing.T) {
 		replay.Key = "seen"
 		bt := startBatch(t, core, b, replay, textItem("taken.txt", "mine"), textItem("new.txt", "new"))
 		prepared := prepareAll(t, core, bt)
-		before, err := b.store.Batch(ctx, "s", bt.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		before := b.batch(t, bt.ID)
 		for _, it := range before.Items {
 			if it.Status != agentfs.ItemPending {
 				t.Fatalf("item %d is %s before it commits", it.Index, it.Status)
 			}
 		}
-		for i, err := range core.CommitItems(ctx, prepared) {
-			if err != nil {
-				t.Fatalf("item %d: %v", i, err)
-			}
-		}
-		got, err := b.store.Batch(ctx, "s", bt.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		commitAll(t, core, prepared)
+		got := b.batch(t, bt.ID)
 		if it := got.Items[0]; it.Status != agentfs.ItemSucceeded || !it.Replayed || it.ResultID != first.Resource.ID {
 			t.Fatalf("item 0: %s replayed=%v %q, want a replay naming %s", it.Status, it.Replayed, it.ResultID, first.Resource.ID)
 		}
@@ -907,10 +894,7 @@ func TestCommitItems(t *testing.T) {
 				t.Fatalf("item %d: %v, want a failure the retry may pass", i, err)
 			}
 		}
-		got, err := b.store.Batch(ctx, "s", bt.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := b.batch(t, bt.ID)
 		for _, it := range got.Items {
 			if it.Status != agentfs.ItemPending {
 				t.Fatalf("item %d is %s after a commit that failed, want pending", it.Index, it.Status)
@@ -937,15 +921,8 @@ func TestCommitItems(t *testing.T) {
 		if _, err := core.Move(ctx, unkeyed, agentfs.Move{FileID: f.ID, Path: "x.txt"}); err != nil {
 			t.Fatal(err)
 		}
-		for i, err := range core.CommitItems(ctx, prepared) {
-			if err != nil {
-				t.Fatalf("item %d: %v", i, err)
-			}
-		}
-		got, err := b.store.Batch(ctx, "s", bt.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		commitAll(t, core, prepared)
+		got := b.batch(t, bt.ID)
 		if it := got.Items[0]; it.Status != agentfs.ItemFailed || problemOf(t, it.Error).Code != problem.PathExists {
 			t.Fatalf("item 0 (put x.txt): %s %s, want PATH_EXISTS: the moved file was there", it.Status, it.Error)
 		}
