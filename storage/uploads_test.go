@@ -59,6 +59,15 @@ func twoParts(seed int64) (whole, p1, p2 []byte) {
 	return whole, whole[:minPart], whole[minPart:]
 }
 
+// openTwoParts opens a session at path for twoParts(seed), without a
+// declared sha256, and returns it with the content and its parts.
+func openTwoParts(t *testing.T, store *storage.Store, path string, seed int64) (u *agentfs.Upload, whole, p1, p2 []byte) {
+	t.Helper()
+	whole, p1, p2 = twoParts(seed)
+	u, _ = openUpload(t, store, newUpload(path, int64(len(whole)), ""))
+	return u, whole, p1, p2
+}
+
 func newUpload(path string, size int64, sum string) agentfs.NewUpload {
 	return agentfs.NewUpload{Subject: "s", Path: path, SizeBytes: size, ContentType: "application/octet-stream",
 		SHA256: sum, PartSize: minPart, TTL: time.Hour, By: agentfs.Attribution{AgentID: "ag", RunID: "run"}}
@@ -303,8 +312,7 @@ func TestSendPart(t *testing.T) {
 
 	t.Run("PartsInOrderBuildTheRunningHash", func(t *testing.T) {
 		store, _ := setup(t)
-		whole, p1, p2 := twoParts(1)
-		u, _ := openUpload(t, store, newUpload("inorder.bin", int64(len(whole)), ""))
+		u, whole, p1, p2 := openTwoParts(t, store, "inorder.bin", 1)
 		putPart(t, store, u.ID, 1, string(p1))
 		wantHashed(t, store, u.ID, 1, "after part 1")
 		part := putPart(t, store, u.ID, 2, string(p2))
@@ -326,8 +334,7 @@ func TestSendPart(t *testing.T) {
 	// the file is given that content's sha256.
 	t.Run("CompleteTrustsARunningHashThatCoversEveryPart", func(t *testing.T) {
 		store, _ := setup(t)
-		whole, p1, p2 := twoParts(2)
-		u, _ := openUpload(t, store, newUpload("trust.bin", int64(len(whole)), ""))
+		u, whole, p1, p2 := openTwoParts(t, store, "trust.bin", 2)
 		putPart(t, store, u.ID, 1, string(p1))
 		putPart(t, store, u.ID, 2, string(p2))
 		other := randomBytes(len(whole), 3)
@@ -354,8 +361,7 @@ func TestSendPart(t *testing.T) {
 
 	t.Run("APartAheadOfTheHashWaitsInMemoryForItsTurn", func(t *testing.T) {
 		store, _ := setup(t)
-		whole, p1, p2 := twoParts(5)
-		u, _ := openUpload(t, store, newUpload("backwards.bin", int64(len(whole)), ""))
+		u, whole, p1, p2 := openTwoParts(t, store, "backwards.bin", 5)
 		putPart(t, store, u.ID, 2, string(p2))
 		wantHashed(t, store, u.ID, 0, "part 2 alone must not fold into the running hash")
 		putPart(t, store, u.ID, 1, string(p1))
@@ -365,8 +371,7 @@ func TestSendPart(t *testing.T) {
 
 	t.Run("APartResentWithOtherBytesAfterHashingResetsTheRunningHash", func(t *testing.T) {
 		store, _ := setup(t)
-		whole, p1, p2 := twoParts(6)
-		u, _ := openUpload(t, store, newUpload("resent.bin", int64(len(whole)), ""))
+		u, _, p1, p2 := openTwoParts(t, store, "resent.bin", 6)
 		putPart(t, store, u.ID, 1, string(p1))
 		putPart(t, store, u.ID, 2, string(p2))
 		putPart(t, store, u.ID, 1, string(p1)) // the same bytes again change nothing
@@ -394,8 +399,7 @@ func TestSendPart(t *testing.T) {
 	// name bytes it does not hold.
 	t.Run("APartReplacedWhileTheNextStreamsLeavesNoStaleRunningHash", func(t *testing.T) {
 		store, _ := setup(t)
-		whole, p1, p2 := twoParts(8)
-		u, _ := openUpload(t, store, newUpload("stale.bin", int64(len(whole)), ""))
+		u, _, p1, p2 := openTwoParts(t, store, "stale.bin", 8)
 		putPart(t, store, u.ID, 1, string(p1))
 		b1, d1 := randomBytes(minPart, 9), randomBytes(minPart, 10)
 		body := storagetest.OnFirstRead(bytes.NewReader(p2), func() {
