@@ -659,10 +659,7 @@ func rmFlags(fs *flag.FlagSet) verbFunc {
 	ifMatch := fs.String("if-match", "", "delete only while the file has this `ETAG`")
 	key := keyFlag(fs, "delete")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
-		if len(args) != 1 {
-			return usagef("rm needs one FILE (a file id or a path)")
-		}
-		id, err := cli.fileID(ctx, args[0])
+		id, err := cli.oneFile(ctx, "rm", args, true, cli.fileID)
 		if err != nil {
 			return err
 		}
@@ -697,10 +694,7 @@ Examples:
 func restoreFlags(fs *flag.FlagSet) verbFunc {
 	key := keyFlag(fs, "restore")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
-		if len(args) != 1 {
-			return usagef("restore needs one FILE (a file id or a path)")
-		}
-		id, err := cli.deletedFileID(ctx, args[0])
+		id, err := cli.oneFile(ctx, "restore", args, true, cli.deletedFileID)
 		if err != nil {
 			return err
 		}

@@ -49,10 +49,7 @@ Examples:
 func versionsFlags(fs *flag.FlagSet) verbFunc {
 	limit := fs.Int("limit", 0, "at most `N` versions (default: all)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
-		if len(args) != 1 || *limit < 0 {
-			return usagef("versions needs one FILE (a file id or a path)")
-		}
-		id, err := cli.fileID(ctx, args[0])
+		id, err := cli.oneFile(ctx, "versions", args, *limit >= 0, cli.fileID)
 		if err != nil {
 			return err
 		}
@@ -262,10 +259,7 @@ func shareFlags(fs *flag.FlagSet) verbFunc {
 	version := fs.Int64("version", 0, "share version `N` only (default: the current content, whatever it is)")
 	key := keyFlag(fs, "link")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
-		if len(args) != 1 || *version < 0 {
-			return usagef("share needs one FILE (a file id or a path)")
-		}
-		id, err := cli.fileID(ctx, args[0])
+		id, err := cli.oneFile(ctx, "share", args, *version >= 0, cli.fileID)
 		if err != nil {
 			return err
 		}
