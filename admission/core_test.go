@@ -587,14 +587,7 @@ func TestRunItem(t *testing.T) {
 			items = append(items, agentfs.BatchItem{Op: agentfs.OpPut, Path: fmt.Sprintf("p%02d", i),
 				Content: []byte(fmt.Sprint(i)), ContentType: "text/plain"})
 		}
-		created, err := core.CreateBatch(ctx, unkeyed, &agentfs.Batch{Items: items}, []byte(`{}`), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bt, err := b.store.StartBatch(ctx, created.Resource.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		bt := startBatch(t, core, b, items...)
 		var wg sync.WaitGroup
 		for range 2 {
 			wg.Add(1)
@@ -608,10 +601,7 @@ func TestRunItem(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		got, err := b.store.Batch(ctx, "s", bt.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := b.batch(t, bt.ID)
 		for _, it := range got.Items {
 			if it.Status != agentfs.ItemSucceeded || it.Replayed || it.ResultID == "" {
 				t.Fatalf("item %d: %s replayed=%v result %q error %s", it.Index, it.Status, it.Replayed, it.ResultID, it.Error)
@@ -627,22 +617,8 @@ func TestRunItem(t *testing.T) {
 		core, b := setup(t)
 		who := unkeyed
 		who.RequestID = "req_x"
-		created, err := core.CreateBatch(ctx, who, &agentfs.Batch{Items: []agentfs.BatchItem{
-			{Op: agentfs.OpRestore, FileID: storage.NewID("file")}}}, []byte(`{}`), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bt, err := b.store.StartBatch(ctx, created.Resource.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := core.RunItem(ctx, bt, bt.Items[0]); err != nil {
-			t.Fatal(err)
-		}
-		got, err := b.store.Batch(ctx, "s", bt.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		bt := startBatchAs(t, core, b, who, agentfs.BatchItem{Op: agentfs.OpRestore, FileID: storage.NewID("file")})
+		got := runFirstItem(t, core, b, bt)
 		p := problemOf(t, got.Items[0].Error)
 		if got.Items[0].Status != agentfs.ItemFailed || p.Code != problem.NotFound || p.RequestID != "req_x" ||
 			p.Instance != "/v1/batch/"+bt.ID+"/items/0" {
@@ -652,18 +628,7 @@ func TestRunItem(t *testing.T) {
 
 	t.Run("AnUnknownOpFailsTheItem", func(t *testing.T) {
 		core, b := setup(t)
-		created, err := core.CreateBatch(ctx, unkeyed, &agentfs.Batch{Items: []agentfs.BatchItem{{Op: "rename"}}}, []byte(`{}`), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bt, err := b.store.StartBatch(ctx, created.Resource.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := core.RunItem(ctx, bt, bt.Items[0]); err != nil {
-			t.Fatal(err)
-		}
-		got, _ := b.store.Batch(ctx, "s", bt.ID)
+		got := runFirstItem(t, core, b, startBatch(t, core, b, agentfs.BatchItem{Op: "rename"}))
 		if p := problemOf(t, got.Items[0].Error); got.Items[0].Status != agentfs.ItemFailed || p.Code != problem.ValidationFailed {
 			t.Fatalf("item: %s %+v", got.Items[0].Status, p)
 		}
@@ -674,7 +639,13 @@ func TestRunItem(t *testing.T) {
 // as a runner sees it (its put items' contents not loaded).
 func startBatch(t *testing.T, core *admission.Core, b *testBundle, items ...agentfs.BatchItem) *agentfs.Batch {
 	t.Helper()
-	created, err := core.CreateBatch(context.Background(), unkeyed, &agentfs.Batch{Items: items}, []byte(`{}`), 0)
+	return startBatchAs(t, core, b, unkeyed, items...)
+}
+
+// startBatchAs is startBatch for the caller who.
+func startBatchAs(t *testing.T, core *admission.Core, b *testBundle, who agentfs.Caller, items ...agentfs.BatchItem) *agentfs.Batch {
+	t.Helper()
+	created, err := core.CreateBatch(context.Background(), who, &agentfs.Batch{Items: items}, []byte(`{}`), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -683,6 +654,37 @@ func startBatch(t *testing.T, core *admission.Core, b *testBundle, items ...agen
 		t.Fatal(err)
 	}
 	return bt
+}
+
+// runFirstItem runs the first item of a started batch and returns the
+// batch as it then stands.
+func runFirstItem(t *testing.T, core *admission.Core, b *testBundle, bt *agentfs.Batch) *agentfs.Batch {
+	t.Helper()
+	if err := core.RunItem(context.Background(), bt, bt.Items[0]); err != nil {
+		t.Fatal(err)
+	}
+	return b.batch(t, bt.ID)
+}
+
+// batch reads the batch id back as the store has it.
+func (b *testBundle) batch(t *testing.T, id string) *agentfs.Batch {
+	t.Helper()
+	got, err := b.store.Batch(context.Background(), "s", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// commitAll commits prepared items as one group, each of which must
+// commit.
+func commitAll(t *testing.T, core *admission.Core, prepared []*admission.PreparedItem) {
+	t.Helper()
+	for i, err := range core.CommitItems(context.Background(), prepared) {
+		if err != nil {
+			t.Fatalf("item %d: %v", i, err)
+		}
+	}
 }
 
 func textItem(path, content string) agentfs.BatchItem {
@@ -738,15 +740,8 @@ func TestCommitItems(t *testing.T) {
 		k := textItem("k.txt", "keyed")
 		k.Key = "item-k"
 		bt := startBatch(t, core, b, textItem("a.txt", "a"), k, textItem("b.txt", "b"), textItem("c.txt", "c"))
-		for i, err := range core.CommitItems(ctx, prepareAll(t, core, bt)) {
-			if err != nil {
-				t.Fatalf("item %d: %v", i, err)
-			}
-		}
-		got, err := b.store.Batch(ctx, "s", bt.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		commitAll(t, core, prepareAll(t, core, bt))
+		got := b.batch(t, bt.ID)
 		var ids []string
 		for _, it := range got.Items {
 			if it.Status != agentfs.ItemSucceeded || it.Replayed || it.ResultID == "" {
@@ -783,15 +778,8 @@ func TestCommitItems(t *testing.T) {
 		// The path is taken after the item was decided and before it commits:
 		// its effect fails in the group's transaction.
 		holderID := seedFile(t, core, "taken.txt", "theirs")
-		for i, err := range core.CommitItems(ctx, prepared) {
-			if err != nil {
-				t.Fatalf("item %d: %v", i, err)
-			}
-		}
-		got, err := b.store.Batch(ctx, "s", bt.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		commitAll(t, core, prepared)
+		got := b.batch(t, bt.ID)
 		var ids []string
 		for _, i := range []int{0, 2, 3} {
 			it := got.Items[i]
@@ -829,10 +817,7 @@ func TestCommitItems(t *testing.T) {
 		if errs[0] != nil || !errors.Is(errs[1], storage.ErrItemDone) || errs[2] != nil {
 			t.Fatalf("results %v, want item 1 no longer pending and the others committed", errs)
 		}
-		got, err := b.store.Batch(ctx, "s", bt.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := b.batch(t, bt.ID)
 		for _, it := range got.Items {
 			if it.Status != agentfs.ItemSucceeded || b.content(t, it.ResultID) != []string{"a", "b", "c"}[it.Index] {
 				t.Fatalf("item %d: %s %q", it.Index, it.Status, it.ResultID)
@@ -855,24 +840,14 @@ func TestCommitItems(t *testing.T) {
 		replay.Key = "seen"
 		bt := startBatch(t, core, b, replay, textItem("taken.txt", "mine"), textItem("new.txt", "new"))
 		prepared := prepareAll(t, core, bt)
-		before, err := b.store.Batch(ctx, "s", bt.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		before := b.batch(t, bt.ID)
 		for _, it := range before.Items {
 			if it.Status != agentfs.ItemPending {
 				t.Fatalf("item %d is %s before it commits", it.Index, it.Status)
 			}
 		}
-		for i, err := range core.CommitItems(ctx, prepared) {
-			if err != nil {
-				t.Fatalf("item %d: %v", i, err)
-			}
-		}
-		got, err := b.store.Batch(ctx, "s", bt.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		commitAll(t, core, prepared)
+		got := b.batch(t, bt.ID)
 		if it := got.Items[0]; it.Status != agentfs.ItemSucceeded || !it.Replayed || it.ResultID != first.Resource.ID {
 			t.Fatalf("item 0: %s replayed=%v %q, want a replay naming %s", it.Status, it.Replayed, it.ResultID, first.Resource.ID)
 		}
@@ -919,10 +894,7 @@ func TestCommitItems(t *testing.T) {
 				t.Fatalf("item %d: %v, want a failure the retry may pass", i, err)
 			}
 		}
-		got, err := b.store.Batch(ctx, "s", bt.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := b.batch(t, bt.ID)
 		for _, it := range got.Items {
 			if it.Status != agentfs.ItemPending {
 				t.Fatalf("item %d is %s after a commit that failed, want pending", it.Index, it.Status)
@@ -949,15 +921,8 @@ func TestCommitItems(t *testing.T) {
 		if _, err := core.Move(ctx, unkeyed, agentfs.Move{FileID: f.ID, Path: "x.txt"}); err != nil {
 			t.Fatal(err)
 		}
-		for i, err := range core.CommitItems(ctx, prepared) {
-			if err != nil {
-				t.Fatalf("item %d: %v", i, err)
-			}
-		}
-		got, err := b.store.Batch(ctx, "s", bt.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		commitAll(t, core, prepared)
+		got := b.batch(t, bt.ID)
 		if it := got.Items[0]; it.Status != agentfs.ItemFailed || problemOf(t, it.Error).Code != problem.PathExists {
 			t.Fatalf("item 0 (put x.txt): %s %s, want PATH_EXISTS: the moved file was there", it.Status, it.Error)
 		}

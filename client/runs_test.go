@@ -136,11 +136,7 @@ func TestRunArchive(t *testing.T) {
 	ctx := context.Background()
 	put := func(c *client.Client, path, body string, replace bool) *client.File {
 		t.Helper()
-		f, err := c.PutFile(ctx, path, strings.NewReader(body), client.PutOptions{Replace: replace})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f
+		return mustPut(t, c, path, body, client.PutOptions{Replace: replace})
 	}
 	big := make([]byte, 3<<20)
 	for i := range big {

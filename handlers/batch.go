@@ -67,7 +67,7 @@ func (a *API) createBatch(c echo.Context) error {
 	if key, _ := c.Get(keyKey).(string); key == "" {
 		return problem.New(problem.IdempotencyKeyRequired, "POST /v1/batch runs only with an Idempotency-Key")
 	}
-	wait, err := parseWait(c.QueryParam("wait"))
+	wait, err := parseWait(c.QueryParam("wait"), maxBatchWait)
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,8 @@ func decodeOp(raw []byte) (batchOp, *jsonError) {
 	return op, nil
 }
 
-func parseWait(v string) (time.Duration, error) {
+// parseWait reads how many seconds, 0 to most, a request may wait.
+func parseWait(v string, most int) (time.Duration, error) {
 	if v == "" {
 		return 0, nil
 	}
@@ -198,8 +199,8 @@ func parseWait(v string) (time.Duration, error) {
 	if err != nil {
 		return 0, problem.Invalid("wait", "must be an integer number of seconds")
 	}
-	if n < 0 || n > maxBatchWait {
-		return 0, problem.Validation("wait", fmt.Sprintf("must be between 0 and %d", maxBatchWait))
+	if n < 0 || n > most {
+		return 0, problem.Validation("wait", fmt.Sprintf("must be between 0 and %d", most))
 	}
 	return time.Duration(n) * time.Second, nil
 }
@@ -395,19 +396,13 @@ func (a *API) getBatch(c echo.Context) error {
 // listBatches is GET /v1/batch: the subject's batches, newest first,
 // counted but without their items.
 func (a *API) listBatches(c echo.Context) error {
-	q := c.QueryParams()
-	limit, err := parseLimit(q.Get("limit"))
+	lq, err := readStatusList(c.QueryParams(), "batch", agentfs.BatchQueued, agentfs.BatchRunning, agentfs.BatchSucceeded,
+		agentfs.BatchPartiallySucceeded, agentfs.BatchFailed, agentfs.BatchCanceled)
 	if err != nil {
 		return err
 	}
-	f := agentfs.BatchFilter{Status: q.Get("status"), Limit: limit + 1}
-	if err := optionalOneOf("status", f.Status, agentfs.BatchQueued, agentfs.BatchRunning, agentfs.BatchSucceeded,
-		agentfs.BatchPartiallySucceeded, agentfs.BatchFailed, agentfs.BatchCanceled); err != nil {
-		return err
-	}
-	if f.After, err = parseCursor(q.Get("cursor"), "batch"); err != nil {
-		return err
-	}
+	limit := lq.limit
+	f := agentfs.BatchFilter{Status: lq.status, Limit: limit + 1, After: lq.after}
 	batches, err := a.deps.Sessions.ListBatches(c.Request().Context(), caller(c), f)
 	if err != nil {
 		return err

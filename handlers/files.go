@@ -5,7 +5,6 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -188,22 +187,12 @@ func bindFilter(c echo.Context) (agentfs.FileFilter, error) {
 		RunID: q.Get("run_id"), AgentID: q.Get("agent_id"), LastRunID: q.Get("last_run_id"),
 		Prefix: q.Get("prefix"), Path: q.Get("path"), Limit: defaultListLimit,
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return f, problem.Invalid("limit", "must be an integer")
-		}
-		if n < 1 || n > maxListLimit {
-			return f, problem.Validation("limit", "must be between 1 and 1000")
-		}
-		f.Limit = n
+	var err error
+	if f.Limit, err = parseLimit(q.Get("limit")); err != nil {
+		return f, err
 	}
-	if v := q.Get("include_deleted"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return f, problem.Invalid("include_deleted", "must be true or false")
-		}
-		f.IncludeDeleted = b
+	if err := queryBool(q, "include_deleted", &f.IncludeDeleted); err != nil {
+		return f, err
 	}
 	if v := q.Get("cursor"); v != "" {
 		cur, err := agentfs.ParseCursor(v, "file")

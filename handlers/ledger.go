@@ -10,7 +10,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -100,18 +99,8 @@ func (a *API) bindEventFilter(c echo.Context) (agentfs.EventFilter, time.Duratio
 			f.Types = append(f.Types, t)
 		}
 	}
-	var wait time.Duration
-	if v := q.Get("wait"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return f, 0, problem.Invalid("wait", "must be an integer number of seconds")
-		}
-		if n < 0 || n > maxEventWait {
-			return f, 0, problem.Validation("wait", "must be between 0 and 30")
-		}
-		wait = time.Duration(n) * time.Second
-	}
-	return f, wait, nil
+	wait, err := parseWait(q.Get("wait"), maxEventWait)
+	return f, wait, err
 }
 
 func knownEventType(t string) bool {

@@ -1,9 +1,11 @@
 package handlers
 
 import (
+	"net/url"
 	"slices"
 	"strings"
 
+	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/problem"
 )
 
@@ -20,6 +22,29 @@ func page[T, W any](rows []T, limit int, render func(T) W) (data []W, more bool,
 		data = append(data, render(r))
 	}
 	return data, more, last
+}
+
+// statusList is what a listing filtered by status reads from its query.
+type statusList struct {
+	limit  int
+	status string
+	after  *agentfs.Cursor
+}
+
+// readStatusList reads limit, status (empty or one of allowed) and a
+// cursor of the listing's kind, in that order of complaint.
+func readStatusList(q url.Values, kind string, allowed ...string) (statusList, error) {
+	var l statusList
+	var err error
+	if l.limit, err = parseLimit(q.Get("limit")); err != nil {
+		return l, err
+	}
+	l.status = q.Get("status")
+	if err := optionalOneOf("status", l.status, allowed...); err != nil {
+		return l, err
+	}
+	l.after, err = parseCursor(q.Get("cursor"), kind)
+	return l, err
 }
 
 // optionalOneOf checks a listing's filter: v is empty (no filter) or one

@@ -2,8 +2,11 @@ package handlers
 
 import (
 	"fmt"
+	"net/url"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentfs/agentfs/problem"
 )
@@ -44,5 +47,43 @@ func TestOptionalOneOf(t *testing.T) {
 		if p.Code != problem.ValidationFailed || p.Detail != "status: must be queued, running or failed" {
 			t.Errorf("%q: %+v (%v)", v, p, err)
 		}
+	}
+}
+
+func TestReadStatusList(t *testing.T) {
+	t.Parallel()
+	good := *nextCursor(time.Unix(1700000000, 0).UTC(), "upl_"+strings.Repeat("a", 26))
+	for _, tc := range []struct {
+		name, query string
+		limit       int
+		status      string
+		cursor      bool
+		wantErr     string
+	}{
+		{"Defaults", "", defaultListLimit, "", false, ""},
+		{"All", "limit=5&status=a&cursor=" + url.QueryEscape(good), 5, "a", true, ""},
+		{"BadLimit", "limit=x&status=zzz", 0, "", false, "limit"},
+		{"LimitOutOfRange", "limit=0", 0, "", false, "limit"},
+		{"UnknownStatus", "status=zzz&cursor=bad", 0, "", false, "status"},
+		{"BadCursor", "cursor=bad", 0, "", false, "cursor"},
+		{"CursorOfAnotherKind", "cursor=" + url.QueryEscape(*nextCursor(time.Unix(1, 0), "batch_"+strings.Repeat("a", 26))), 0, "", false, "cursor"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			q, err := url.ParseQuery(tc.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := readStatusList(q, "upl", "a", "b")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want a problem about %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got.limit != tc.limit || got.status != tc.status || (got.after != nil) != tc.cursor {
+				t.Fatalf("= %+v, %v; want limit %d status %q cursor %v", got, err, tc.limit, tc.status, tc.cursor)
+			}
+		})
 	}
 }

@@ -4,8 +4,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"mime"
+	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/agentfs/agentfs/problem"
 )
 
 // parseContentDigest returns the SHA-256 named by a Content-Digest header
@@ -127,4 +130,31 @@ func parseIfExists(v string) (replace bool, err error) {
 		return true, nil
 	}
 	return false, errors.New("must be error or replace")
+}
+
+// queryBool reads an optional true/false query parameter into to, leaving
+// it alone when the parameter is absent.
+func queryBool(v url.Values, name string, to *bool) error {
+	return optionalQuery(v, name, to, strconv.ParseBool, "must be true or false")
+}
+
+// queryInt reads an optional integer query parameter into to, leaving it
+// alone when the parameter is absent.
+func queryInt(v url.Values, name string, to *int) error {
+	return optionalQuery(v, name, to, strconv.Atoi, "must be an integer")
+}
+
+// optionalQuery parses the query parameter name into to when it is given;
+// a value parse refuses is a 400 that says what it must be.
+func optionalQuery[T any](v url.Values, name string, to *T, parse func(string) (T, error), must string) error {
+	s := v.Get(name)
+	if s == "" {
+		return nil
+	}
+	x, err := parse(s)
+	if err != nil {
+		return problem.Invalid(name, must)
+	}
+	*to = x
+	return nil
 }

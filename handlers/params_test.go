@@ -8,9 +8,11 @@ import (
 	"math"
 	"math/big"
 	"mime"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 func sha256Digest(s string) (sum []byte, member string) {
@@ -446,5 +448,62 @@ func TestSaneRequestID(t *testing.T) {
 				t.Fatalf("saneRequestID(%q) = %v, want %v", tc.id, got, tc.ok)
 			}
 		})
+	}
+}
+
+func TestOptionalQuery(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, query string
+		wantInt     int
+		wantBool    bool
+		wantErr     string
+	}{
+		{"AbsentLeavesTheDefault", "", 7, true, ""},
+		{"EmptyLeavesTheDefault", "n=&b=", 7, true, ""},
+		{"ParsesBoth", "n=-3&b=false", -3, false, ""},
+		{"BoolWords", "n=1&b=T", 1, true, ""},
+		{"RejectsAFraction", "n=1.5", 7, true, "must be an integer"},
+		{"RejectsOutOfRange", "n=99999999999999999999", 7, true, "must be an integer"},
+		{"RejectsYes", "b=yes", 7, true, "must be true or false"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			v, err := url.ParseQuery(tc.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, b := 7, true
+			err = errors.Join(queryInt(v, "n", &n), queryBool(v, "b", &b))
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("error %v, want %q", err, tc.wantErr)
+			}
+			if n != tc.wantInt || b != tc.wantBool {
+				t.Fatalf("n=%d b=%v, want %d %v", n, b, tc.wantInt, tc.wantBool)
+			}
+		})
+	}
+}
+
+func TestParseWait(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		v       string
+		most    int
+		want    time.Duration
+		wantErr string
+	}{
+		{"", 30, 0, ""},
+		{"0", 30, 0, ""},
+		{"30", 30, 30 * time.Second, ""},
+		{"31", 30, 0, "must be between 0 and 30"},
+		{"6", 5, 0, "must be between 0 and 5"},
+		{"-1", 30, 0, "must be between 0 and 30"},
+		{"1s", 30, 0, "must be an integer number of seconds"},
+	} {
+		got, err := parseWait(tc.v, tc.most)
+		if got != tc.want || (err == nil) != (tc.wantErr == "") || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
+			t.Fatalf("parseWait(%q, %d) = %v, %v; want %v, %q", tc.v, tc.most, got, err, tc.want, tc.wantErr)
+		}
 	}
 }

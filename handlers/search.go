@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -44,28 +43,12 @@ func bindSearch(v url.Values) (agentfs.Search, string, error) {
 	if !v.Has("q") {
 		return q, "", problem.Validation("q", "is required: the pattern to search for")
 	}
-	for _, b := range []struct {
-		name string
-		to   *bool
-	}{{"literal", &q.Literal}, {"ignore_case", &q.IgnoreCase}} {
-		if s := v.Get(b.name); s != "" {
-			x, err := strconv.ParseBool(s)
-			if err != nil {
-				return q, "", problem.Invalid(b.name, "must be true or false")
-			}
-			*b.to = x
-		}
-	}
-	for _, n := range []struct {
-		name string
-		to   *int
-	}{{"context", &q.Context}, {"limit", &q.Limit}} {
-		if s := v.Get(n.name); s != "" {
-			x, err := strconv.Atoi(s)
-			if err != nil {
-				return q, "", problem.Invalid(n.name, "must be an integer")
-			}
-			*n.to = x
+	for _, err := range []error{
+		queryBool(v, "literal", &q.Literal), queryBool(v, "ignore_case", &q.IgnoreCase),
+		queryInt(v, "context", &q.Context), queryInt(v, "limit", &q.Limit),
+	} {
+		if err != nil {
+			return q, "", err
 		}
 	}
 	if q.RunID != "" && !agentfs.ValidTagValue(q.RunID) {

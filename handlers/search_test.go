@@ -17,10 +17,10 @@ import (
 	"github.com/agentfs/agentfs/handlers/apitest"
 )
 
-// grep answers "path:line" of every match of a search, over every page.
-func grep(t *testing.T, c *apitest.Client, query string) []string {
+// searchAll answers every match of a search, over every page.
+func searchAll(t *testing.T, c *apitest.Client, query string) []api.SearchMatch {
 	t.Helper()
-	var out []string
+	var out []api.SearchMatch
 	cursor := ""
 	for {
 		q := query
@@ -29,14 +29,22 @@ func grep(t *testing.T, c *apitest.Client, query string) []string {
 		}
 		var page api.SearchResults
 		c.Do("GET", "/v1/search?"+q, nil).Expect(t, http.StatusOK).JSON(t, &page)
-		for _, m := range page.Data {
-			out = append(out, fmt.Sprintf("%s:%d", m.Path, m.Line))
-		}
+		out = append(out, page.Data...)
 		if !page.HasMore {
 			return out
 		}
 		cursor = *page.NextCursor
 	}
+}
+
+// grep answers "path:line" of every match of a search, over every page.
+func grep(t *testing.T, c *apitest.Client, query string) []string {
+	t.Helper()
+	var out []string
+	for _, m := range searchAll(t, c, query) {
+		out = append(out, fmt.Sprintf("%s:%d", m.Path, m.Line))
+	}
+	return out
 }
 
 func expectGrep(t *testing.T, c *apitest.Client, query string, want ...string) {
@@ -308,22 +316,10 @@ func utf8ValidEnd(s string) bool {
 func searchLines(t *testing.T, c *apitest.Client, query string) []string {
 	t.Helper()
 	lines := []string{}
-	cursor := ""
-	for {
-		q := query
-		if cursor != "" {
-			q += "&cursor=" + url.QueryEscape(cursor)
-		}
-		var page api.SearchResults
-		c.Do("GET", "/v1/search?"+q, nil).Expect(t, http.StatusOK).JSON(t, &page)
-		for _, m := range page.Data {
-			lines = append(lines, fmt.Sprintf("%s:%d:%d:%s", m.Path, m.Line, m.Column, m.Text))
-		}
-		if !page.HasMore {
-			return lines
-		}
-		cursor = *page.NextCursor
+	for _, m := range searchAll(t, c, query) {
+		lines = append(lines, fmt.Sprintf("%s:%d:%d:%s", m.Path, m.Line, m.Column, m.Text))
 	}
+	return lines
 }
 
 // corpus makes n files of varied text: words with the patterns' targets

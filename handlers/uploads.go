@@ -336,22 +336,17 @@ func (a *API) abortUpload(c echo.Context) error {
 // listUploads is GET /v1/uploads: the subject's sessions, newest first.
 func (a *API) listUploads(c echo.Context) error {
 	q := c.QueryParams()
-	limit, err := parseLimit(q.Get("limit"))
+	lq, err := readStatusList(q, "upl", agentfs.UploadPending, agentfs.UploadCompleting, agentfs.UploadCompleted,
+		agentfs.UploadAborted, agentfs.UploadExpired, agentfs.UploadFailed)
 	if err != nil {
 		return err
 	}
-	f := agentfs.UploadFilter{Status: q.Get("status"), Limit: limit + 1}
-	if err := optionalOneOf("status", f.Status, agentfs.UploadPending, agentfs.UploadCompleting, agentfs.UploadCompleted,
-		agentfs.UploadAborted, agentfs.UploadExpired, agentfs.UploadFailed); err != nil {
-		return err
-	}
+	limit := lq.limit
+	f := agentfs.UploadFilter{Status: lq.status, Limit: limit + 1, After: lq.after}
 	if p := q.Get("path"); p != "" {
 		if f.Path, err = cleanPath(p); err != nil {
 			return err
 		}
-	}
-	if f.After, err = parseCursor(q.Get("cursor"), "upl"); err != nil {
-		return err
 	}
 	uploads, err := a.deps.Sessions.ListUploads(c.Request().Context(), caller(c), f)
 	if err != nil {

@@ -58,6 +58,23 @@ func (b *bundle) token(t *testing.T, edit func(oauthtest.Claims)) string {
 	return b.iss.Sign(t, c)
 }
 
+// verifies fails unless a fresh token of the issuer verifies for the
+// resource.
+func (b *bundle) verifies(t *testing.T) {
+	t.Helper()
+	if _, err := b.v.Verify(context.Background(), b.token(t, nil), []string{resource}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fetched fails unless the issuer's keys were fetched n times.
+func (b *bundle) fetched(t *testing.T, n int64) {
+	t.Helper()
+	if got := b.iss.JWKSFetches.Load(); got != n {
+		t.Fatalf("%d JWKS fetches, want %d", got, n)
+	}
+}
+
 // refused fails unless err is a refusal of the token whose reason holds
 // want.
 func refused(t *testing.T, err error, want string) {
@@ -233,33 +250,21 @@ func TestKeys(t *testing.T) {
 	t.Run("FetchedOnceThenCached", func(t *testing.T) {
 		b := setup(t, oauthtest.IssuerOptions{}, oauth.Config{})
 		for range 3 {
-			if _, err := b.v.Verify(ctx, b.token(t, nil), aud); err != nil {
-				t.Fatal(err)
-			}
+			b.verifies(t)
 		}
-		if n := b.iss.JWKSFetches.Load(); n != 1 {
-			t.Fatalf("%d JWKS fetches, want 1", n)
-		}
+		b.fetched(t, 1)
 	})
 	t.Run("RotationIsFollowed", func(t *testing.T) {
 		b := setup(t, oauthtest.IssuerOptions{}, oauth.Config{})
-		if _, err := b.v.Verify(ctx, b.token(t, nil), aud); err != nil {
-			t.Fatal(err)
-		}
+		b.verifies(t)
 		b.clock.Advance(11 * time.Second) // past RefetchAfter since the first fetch
 		b.iss.AddKey(t, "ES256")
-		if _, err := b.v.Verify(ctx, b.token(t, nil), aud); err != nil {
-			t.Fatalf("a token of the new key: %v", err)
-		}
-		if n := b.iss.JWKSFetches.Load(); n != 2 {
-			t.Fatalf("%d JWKS fetches, want 2", n)
-		}
+		b.verifies(t) // a token of the new key
+		b.fetched(t, 2)
 	})
 	t.Run("UnknownKidsRefetchAtMostOncePerInterval", func(t *testing.T) {
 		b := setup(t, oauthtest.IssuerOptions{}, oauth.Config{})
-		if _, err := b.v.Verify(ctx, b.token(t, nil), aud); err != nil {
-			t.Fatal(err)
-		}
+		b.verifies(t)
 		b.clock.Advance(11 * time.Second)
 		other := oauthtest.NewIssuer(t, oauthtest.IssuerOptions{})
 		for i := range 5 {
@@ -275,9 +280,7 @@ func TestKeys(t *testing.T) {
 		_, err := b.v.Verify(ctx, b.token(t, nil), aud)
 		refused(t, err, "is not among the issuer's keys")
 		b.clock.Advance(11 * time.Second)
-		if _, err := b.v.Verify(ctx, b.token(t, nil), aud); err != nil {
-			t.Fatal(err)
-		}
+		b.verifies(t)
 	})
 	t.Run("ConcurrentUnknownKidsFetchOnce", func(t *testing.T) {
 		b := setup(t, oauthtest.IssuerOptions{}, oauth.Config{})
@@ -297,20 +300,14 @@ func TestKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if n := b.iss.JWKSFetches.Load(); n != 1 {
-			t.Fatalf("%d JWKS fetches, want 1", n)
-		}
+		b.fetched(t, 1)
 	})
 	t.Run("StaleKeysStillVerifyWhileTheIssuerIsDown", func(t *testing.T) {
 		b := setup(t, oauthtest.IssuerOptions{}, oauth.Config{})
-		if _, err := b.v.Verify(ctx, b.token(t, nil), aud); err != nil {
-			t.Fatal(err)
-		}
+		b.verifies(t)
 		b.iss.SetDown(true)
 		b.clock.Advance(2 * time.Hour) // the keys are stale; a refetch fails
-		if _, err := b.v.Verify(ctx, b.token(t, nil), aud); err != nil {
-			t.Fatal(err)
-		}
+		b.verifies(t)
 	})
 	t.Run("AnIssuerDownFromTheStartIsUnavailable", func(t *testing.T) {
 		b := setup(t, oauthtest.IssuerOptions{}, oauth.Config{})
@@ -325,9 +322,7 @@ func TestKeys(t *testing.T) {
 		}
 		b.iss.SetDown(false)
 		b.clock.Advance(11 * time.Second)
-		if _, err := b.v.Verify(ctx, b.token(t, nil), aud); err != nil {
-			t.Fatal(err)
-		}
+		b.verifies(t)
 	})
 	t.Run("MetadataNamingAnotherIssuerIsRefused", func(t *testing.T) {
 		iss := oauthtest.NewIssuer(t, oauthtest.IssuerOptions{})
@@ -348,9 +343,7 @@ func TestKeys(t *testing.T) {
 		if _, ok := b.v.Trusted(tok, aud); ok {
 			t.Fatal("Trusted took a token before any key was fetched")
 		}
-		if n := b.iss.JWKSFetches.Load(); n != 0 {
-			t.Fatalf("%d JWKS fetches, want 0", n)
-		}
+		b.fetched(t, 0)
 		if _, err := b.v.Verify(ctx, tok, aud); err != nil {
 			t.Fatal(err)
 		}

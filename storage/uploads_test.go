@@ -59,6 +59,15 @@ func twoParts(seed int64) (whole, p1, p2 []byte) {
 	return whole, whole[:minPart], whole[minPart:]
 }
 
+// openTwoParts opens a session at path for twoParts(seed), without a
+// declared sha256, and returns it with the content and its parts.
+func openTwoParts(t *testing.T, store *storage.Store, path string, seed int64) (u *agentfs.Upload, whole, p1, p2 []byte) {
+	t.Helper()
+	whole, p1, p2 = twoParts(seed)
+	u, _ = openUpload(t, store, newUpload(path, int64(len(whole)), ""))
+	return u, whole, p1, p2
+}
+
 func newUpload(path string, size int64, sum string) agentfs.NewUpload {
 	return agentfs.NewUpload{Subject: "s", Path: path, SizeBytes: size, ContentType: "application/octet-stream",
 		SHA256: sum, PartSize: minPart, TTL: time.Hour, By: agentfs.Attribution{AgentID: "ag", RunID: "run"}}
@@ -303,19 +312,14 @@ func TestSendPart(t *testing.T) {
 
 	t.Run("PartsInOrderBuildTheRunningHash", func(t *testing.T) {
 		store, _ := setup(t)
-		whole, p1, p2 := twoParts(1)
-		u, _ := openUpload(t, store, newUpload("inorder.bin", int64(len(whole)), ""))
+		u, whole, p1, p2 := openTwoParts(t, store, "inorder.bin", 1)
 		putPart(t, store, u.ID, 1, string(p1))
-		if got := getUpload(t, store, u.ID); got.HashedParts != 1 {
-			t.Fatalf("after part 1: hashed_parts %d, want 1", got.HashedParts)
-		}
+		wantHashed(t, store, u.ID, 1, "after part 1")
 		part := putPart(t, store, u.ID, 2, string(p2))
 		if part.SHA256 != hexSHA(p2) || part.SizeBytes != int64(len(p2)) {
 			t.Fatalf("part 2: %+v, want the part's own size and sha256", part)
 		}
-		if got := getUpload(t, store, u.ID); got.HashedParts != 2 {
-			t.Fatalf("after part 2: hashed_parts %d, want 2", got.HashedParts)
-		}
+		wantHashed(t, store, u.ID, 2, "after part 2")
 		f, created := mustComplete(t, store, u.ID, agentfs.CompleteRequest{SHA256: hexSHA(whole)})
 		if !created || f.SHA256 != hexSHA(whole) || f.SizeBytes != int64(len(whole)) || f.Version != 1 {
 			t.Fatalf("file: created=%v %+v, want version 1 of %d bytes with sha256 %s", created, f, len(whole), hexSHA(whole))
@@ -330,8 +334,7 @@ func TestSendPart(t *testing.T) {
 	// the file is given that content's sha256.
 	t.Run("CompleteTrustsARunningHashThatCoversEveryPart", func(t *testing.T) {
 		store, _ := setup(t)
-		whole, p1, p2 := twoParts(2)
-		u, _ := openUpload(t, store, newUpload("trust.bin", int64(len(whole)), ""))
+		u, whole, p1, p2 := openTwoParts(t, store, "trust.bin", 2)
 		putPart(t, store, u.ID, 1, string(p1))
 		putPart(t, store, u.ID, 2, string(p2))
 		other := randomBytes(len(whole), 3)
@@ -352,41 +355,27 @@ func TestSendPart(t *testing.T) {
 		}
 		// Part 3 came first and was held in memory; part 1 started the
 		// hash, and part 2 carried it over part 3.
-		if got := getUpload(t, store, u.ID); got.HashedParts != 3 {
-			t.Fatalf("hashed_parts %d, want 3", got.HashedParts)
-		}
-		if n := completeAndCheck(t, store, u.ID, whole); n != 0 {
-			t.Fatalf("complete read %d bytes back", n)
-		}
+		wantHashed(t, store, u.ID, 3, "after parts 3, 1 and 2")
+		completeReadsNothing(t, store, u.ID, whole)
 	})
 
 	t.Run("APartAheadOfTheHashWaitsInMemoryForItsTurn", func(t *testing.T) {
 		store, _ := setup(t)
-		whole, p1, p2 := twoParts(5)
-		u, _ := openUpload(t, store, newUpload("backwards.bin", int64(len(whole)), ""))
+		u, whole, p1, p2 := openTwoParts(t, store, "backwards.bin", 5)
 		putPart(t, store, u.ID, 2, string(p2))
-		if got := getUpload(t, store, u.ID); got.HashedParts != 0 {
-			t.Fatalf("part 2 alone folded into the running hash: hashed_parts %d", got.HashedParts)
-		}
+		wantHashed(t, store, u.ID, 0, "part 2 alone must not fold into the running hash")
 		putPart(t, store, u.ID, 1, string(p1))
-		if got := getUpload(t, store, u.ID); got.HashedParts != 2 {
-			t.Fatalf("after part 1: hashed_parts %d, want 2 (part 1, then the part 2 held for it)", got.HashedParts)
-		}
-		if n := completeAndCheck(t, store, u.ID, whole); n != 0 {
-			t.Fatalf("complete read %d bytes back", n)
-		}
+		wantHashed(t, store, u.ID, 2, "after part 1: part 1, then the part 2 held for it")
+		completeReadsNothing(t, store, u.ID, whole)
 	})
 
 	t.Run("APartResentWithOtherBytesAfterHashingResetsTheRunningHash", func(t *testing.T) {
 		store, _ := setup(t)
-		whole, p1, p2 := twoParts(6)
-		u, _ := openUpload(t, store, newUpload("resent.bin", int64(len(whole)), ""))
+		u, _, p1, p2 := openTwoParts(t, store, "resent.bin", 6)
 		putPart(t, store, u.ID, 1, string(p1))
 		putPart(t, store, u.ID, 2, string(p2))
 		putPart(t, store, u.ID, 1, string(p1)) // the same bytes again change nothing
-		if got := getUpload(t, store, u.ID); got.HashedParts != 2 {
-			t.Fatalf("an identical resend moved hashed_parts to %d, want 2", got.HashedParts)
-		}
+		wantHashed(t, store, u.ID, 2, "an identical resend changes nothing")
 		q1 := randomBytes(minPart, 7)
 		putPart(t, store, u.ID, 1, string(q1))
 		// The hash starts again from the new part 1; part 2 was hashed
@@ -410,8 +399,7 @@ func TestSendPart(t *testing.T) {
 	// name bytes it does not hold.
 	t.Run("APartReplacedWhileTheNextStreamsLeavesNoStaleRunningHash", func(t *testing.T) {
 		store, _ := setup(t)
-		whole, p1, p2 := twoParts(8)
-		u, _ := openUpload(t, store, newUpload("stale.bin", int64(len(whole)), ""))
+		u, _, p1, p2 := openTwoParts(t, store, "stale.bin", 8)
 		putPart(t, store, u.ID, 1, string(p1))
 		b1, d1 := randomBytes(minPart, 9), randomBytes(minPart, 10)
 		body := storagetest.OnFirstRead(bytes.NewReader(p2), func() {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
 )
 
@@ -46,21 +47,39 @@ func terminal(b batchState) bool {
 	return b.Status == "succeeded" || b.Status == "failed" || b.Status == "partially_succeeded"
 }
 
+// rescueRig is a database and a token shared by servers that rescue one
+// another's batches quickly, one item at a time.
+type rescueRig struct {
+	bin   string
+	cfg   storage.Config
+	token string
+}
+
+func newRescueRig(t *testing.T) *rescueRig {
+	t.Helper()
+	return &rescueRig{bin: buildBinary(t), cfg: storagetest.Config(t)}
+}
+
+// serve starts a server of the rig (with extra environment), waits until it
+// is ready and returns it with a client holding the rig's token, made once
+// the first server has migrated the database.
+func (r *rescueRig) serve(t *testing.T, extra ...string) (*process, *apitest.Client) {
+	t.Helper()
+	p := startServe(t, r.bin, r.cfg, append([]string{"AGENTFS_BATCH_RESCUE_AFTER=3s", "AGENTFS_BATCH_WORKERS=1"}, extra...)...)
+	p.waitReady(t)
+	if r.token == "" {
+		r.token = createToken(t, r.bin, r.cfg, "--subject", "agent")
+	}
+	return p, apitest.NewClient(t, p.url, r.token)
+}
+
 // TestBatchSurvivesSIGKILL kills the server running a 400-item batch and
 // starts another: the batch resumes at its first pending item and every
 // item is applied exactly once.
 func TestBatchSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
-	bin, cfg := buildBinary(t), storagetest.Config(t)
-	env := []string{"AGENTFS_BATCH_RESCUE_AFTER=3s", "AGENTFS_BATCH_WORKERS=1"}
-	a := startServe(t, bin, cfg, env...)
-	a.waitReady(t)
-	out, err := runBinary(t, bin, cfg, "token", "create", "--subject", "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := strings.TrimSpace(out)
-	ca := apitest.NewClient(t, a.url, token)
+	r := newRescueRig(t)
+	a, ca := r.serve(t)
 	var b batchState
 	ca.Do("POST", "/v1/batch", putOps("crash", 400), "Content-Type", "application/json", "Idempotency-Key", "crash-batch").
 		Expect(t, http.StatusAccepted).JSON(t, &b)
@@ -70,11 +89,7 @@ func TestBatchSurvivesSIGKILL(t *testing.T) {
 	}
 	_ = a.cmd.Wait()
 	var mid batchState
-	cb := func() *apitest.Client {
-		p := startServe(t, bin, cfg, env...)
-		p.waitReady(t)
-		return apitest.NewClient(t, p.url, token)
-	}()
+	_, cb := r.serve(t)
 	cb.Do("GET", "/v1/batch/"+b.ID, nil).Expect(t, 200).JSON(t, &mid)
 	if terminal(mid) {
 		t.Fatalf("the batch finished before the kill (%+v); the test proves nothing", mid.Counts)
@@ -97,10 +112,10 @@ func TestBatchSurvivesSIGKILL(t *testing.T) {
 	}
 	// The item in flight when the server died may have left its blob
 	// unreferenced; the blob sweep removes exactly such blobs.
-	if _, err := storagetest.OpenConfig(t, cfg).SweepBlobs(context.Background(), 0); err != nil {
+	if _, err := storagetest.OpenConfig(t, r.cfg).SweepBlobs(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(storagetest.ObjectKeys(t, cfg)); n != 400 {
+	if n := len(storagetest.ObjectKeys(t, r.cfg)); n != 400 {
 		t.Fatalf("%d objects after the blob sweep, want 400", n)
 	}
 }
@@ -142,16 +157,8 @@ func TestTwoServersShareTheQueue(t *testing.T) {
 // undone, and no undo is applied twice (one event each).
 func TestRunRevertSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
-	bin, cfg := buildBinary(t), storagetest.Config(t)
-	env := []string{"AGENTFS_BATCH_RESCUE_AFTER=3s", "AGENTFS_BATCH_WORKERS=1"}
-	a := startServe(t, bin, cfg, env...)
-	a.waitReady(t)
-	out, err := runBinary(t, bin, cfg, "token", "create", "--subject", "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := strings.TrimSpace(out)
-	ca := apitest.NewClient(t, a.url, token)
+	r := newRescueRig(t)
+	a, ca := r.serve(t)
 	const n = 300
 	var made batchState
 	ca.Do("POST", "/v1/batch", putOps("doomed", n), "Content-Type", "application/json", "Idempotency-Key", "doomed-batch",
@@ -166,17 +173,14 @@ func TestRunRevertSurvivesSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = a.cmd.Wait()
-	doomed := startServe(t, bin, cfg, append(env, "AGENTFS_FAULT_AFTER_ITEMS=20")...)
-	doomed.waitReady(t)
+	doomed, cd := r.serve(t, "AGENTFS_FAULT_AFTER_ITEMS=20")
 	var undo batchState
-	apitest.NewClient(t, doomed.url, token).Do("POST", "/v1/runs/doomed/revert", `{}`, "Content-Type", "application/json",
+	cd.Do("POST", "/v1/runs/doomed/revert", `{}`, "Content-Type", "application/json",
 		"Idempotency-Key", "undo-doomed", "X-Run-ID", "undo").Expect(t, http.StatusAccepted).JSON(t, &undo)
 	if err := doomed.cmd.Wait(); err == nil {
 		t.Fatal("the server running the revert exited cleanly, not as killed mid-revert")
 	}
-	b := startServe(t, bin, cfg, env...)
-	b.waitReady(t)
-	cb := apitest.NewClient(t, b.url, token)
+	_, cb := r.serve(t)
 	var mid batchState
 	cb.Do("GET", "/v1/batch/"+undo.ID, nil).Expect(t, http.StatusOK).JSON(t, &mid)
 	if terminal(mid) {

@@ -33,11 +33,7 @@ func TestBatchMemoryIsBoundedByTheBody(t *testing.T) {
 	bin, cfg := buildBinary(t), storagetest.Config(t)
 	p := startServe(t, bin, cfg, "AGENTFS_BATCH_MAX_BYTES=100663296", "AGENTFS_RATE_LIMIT=100000", "AGENTFS_RATE_BURST=100000")
 	p.waitReady(t)
-	out, err := runBinary(t, bin, cfg, "token", "create", "--subject", "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := apitest.NewClient(t, p.url, strings.TrimSpace(out))
+	c := apitest.NewClient(t, p.url, createToken(t, bin, cfg, "--subject", "agent"))
 	// A small batch first, so that what every request uses once (pools,
 	// code paths, the queue's client) is part of the idle RSS.
 	var warm batchState

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"iter"
 	"mime"
 	"net"
 	"os"
@@ -391,7 +392,7 @@ func putFlags(fs *flag.FlagSet) verbFunc {
 	replace := fs.Bool("replace", false, "replace the live file at REMOTE_PATH (keeps its id and url)")
 	contentType := fs.String("content-type", "", "the file's media `TYPE` (default: from LOCAL's extension)")
 	ifMatch := fs.String("if-match", "", "replace only while the file has this `ETAG` (needs --replace)")
-	key := fs.String("key", "", "the Idempotency-Key of this upload, a `KEY` (default: a new random one)")
+	key := keyFlag(fs, "upload")
 	threshold := sizeFlag(fs, "threshold", client.DefaultSessionThreshold, "send a file of this `SIZE` or more (bytes, or with KiB, MiB, GiB) through an upload session")
 	var expiresIn durationValue
 	fs.Var(&expiresIn, "expires-in", "make the file expire this `DURATION` after the upload (60s to 365d: 90m, 24h, 7d)")
@@ -626,22 +627,16 @@ func lsFlags(fs *flag.FlagSet) verbFunc {
 	fs.StringVar(&opts.Prefix, "prefix", "", "only paths starting with `PREFIX`")
 	fs.StringVar(&opts.Path, "path", "", "only this exact `PATH`")
 	fs.BoolVar(&opts.IncludeDeleted, "deleted", false, "include deleted files not purged yet")
-	limit := fs.Int("limit", 0, "at most `N` files (default: all)")
-	return func(ctx context.Context, cli *cliRun, args []string) error {
-		if len(args) != 0 || *limit < 0 {
-			return usagef("ls takes flags only")
+	return listVerb(fs, "ls", "files", "ID\tSIZE\tVERSION\tUPDATED\tPATH", func(f *client.File) string {
+		p := f.Path
+		if f.DeletedAt != nil {
+			p += "  (deleted)"
 		}
-		opts.Limit = pageSize(*limit)
-		out := cli.lister("ID\tSIZE\tVERSION\tUPDATED\tPATH", func(v any) string {
-			f := v.(*client.File)
-			p := f.Path
-			if f.DeletedAt != nil {
-				p += "  (deleted)"
-			}
-			return fmt.Sprintf("%s\t%d\t%d\t%s\t%s", f.ID, f.SizeBytes, f.Version, f.UpdatedAt.Local().Format(time.DateTime), p)
-		})
-		return listAll(cli.client.AllFiles(ctx, opts), *limit, out)
-	}
+		return fmt.Sprintf("%s\t%d\t%d\t%s\t%s", f.ID, f.SizeBytes, f.Version, f.UpdatedAt.Local().Format(time.DateTime), p)
+	}, func(ctx context.Context, c *client.Client, pageSize int) iter.Seq2[*client.File, error] {
+		opts.Limit = pageSize
+		return c.AllFiles(ctx, opts)
+	})
 }
 
 // rmCommand is agentfs rm: a soft delete, restorable until the purge.
@@ -662,12 +657,9 @@ Examples:
 
 func rmFlags(fs *flag.FlagSet) verbFunc {
 	ifMatch := fs.String("if-match", "", "delete only while the file has this `ETAG`")
-	key := fs.String("key", "", "the Idempotency-Key of this delete, a `KEY` (default: a new random one)")
+	key := keyFlag(fs, "delete")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
-		if len(args) != 1 {
-			return usagef("rm needs one FILE (a file id or a path)")
-		}
-		id, err := cli.fileID(ctx, args[0])
+		id, err := cli.oneFile(ctx, "rm", args, true, cli.fileID)
 		if err != nil {
 			return err
 		}
@@ -700,12 +692,9 @@ Examples:
 }
 
 func restoreFlags(fs *flag.FlagSet) verbFunc {
-	key := fs.String("key", "", "the Idempotency-Key of this restore, a `KEY` (default: a new random one)")
+	key := keyFlag(fs, "restore")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
-		if len(args) != 1 {
-			return usagef("restore needs one FILE (a file id or a path)")
-		}
-		id, err := cli.deletedFileID(ctx, args[0])
+		id, err := cli.oneFile(ctx, "restore", args, true, cli.deletedFileID)
 		if err != nil {
 			return err
 		}

@@ -41,7 +41,7 @@ Example:
 
 func batchFlags(fs *flag.FlagSet) verbFunc {
 	wait := fs.Bool("wait", false, "wait until every item has run; exit 1 if any failed")
-	key := fs.String("key", "", "the Idempotency-Key of this batch, a `KEY` (default: a new random one)")
+	key := keyFlag(fs, "batch")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 1 {
 			return usagef("batch needs one FILE.json (or - for stdin)")

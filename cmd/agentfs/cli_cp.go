@@ -115,13 +115,7 @@ func cpFlags(fs *flag.FlagSet) verbFunc {
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print what would be copied, and copy nothing")
 	fs.IntVar(&o.parallel, "parallel", defaultTreeParallel, "copy `N` files at once (with -r)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
-		if len(args) != 2 {
-			return usagef("cp needs SRC and DST")
-		}
-		if o.parallel < 1 {
-			return usagef("--parallel must be at least 1")
-		}
-		src, dst, err := transferSides("cp", args, cli.getenv)
+		src, dst, err := transferSides("cp", args, o, cli.getenv)
 		if err != nil {
 			return err
 		}
@@ -182,8 +176,15 @@ func localForm(p string) string {
 	return "./" + p
 }
 
-// transferSides reads SRC and DST: one local, the other remote.
-func transferSides(verb string, args []string, getenv func(string) string) (location, location, error) {
+// transferSides checks the arguments and options of cp or sync and reads
+// SRC and DST: one local, the other remote.
+func transferSides(verb string, args []string, o treeOptions, getenv func(string) string) (location, location, error) {
+	if len(args) != 2 {
+		return location{}, location{}, usagef("%s needs SRC and DST", verb)
+	}
+	if o.parallel < 1 {
+		return location{}, location{}, usagef("--parallel must be at least 1")
+	}
 	src, dst := parseLocation(args[0], getenv), parseLocation(args[1], getenv)
 	switch {
 	case src.local && dst.local:
@@ -365,13 +366,7 @@ func syncFlags(fs *flag.FlagSet) verbFunc {
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print what would change, and change nothing")
 	fs.IntVar(&o.parallel, "parallel", defaultTreeParallel, "move `N` files at once")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
-		if len(args) != 2 {
-			return usagef("sync needs SRC and DST")
-		}
-		if o.parallel < 1 {
-			return usagef("--parallel must be at least 1")
-		}
-		src, dst, err := transferSides("sync", args, cli.getenv)
+		src, dst, err := transferSides("sync", args, o, cli.getenv)
 		if err != nil {
 			return err
 		}

@@ -49,10 +49,7 @@ Examples:
 func versionsFlags(fs *flag.FlagSet) verbFunc {
 	limit := fs.Int("limit", 0, "at most `N` versions (default: all)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
-		if len(args) != 1 || *limit < 0 {
-			return usagef("versions needs one FILE (a file id or a path)")
-		}
-		id, err := cli.fileID(ctx, args[0])
+		id, err := cli.oneFile(ctx, "versions", args, *limit >= 0, cli.fileID)
 		if err != nil {
 			return err
 		}
@@ -152,7 +149,7 @@ Examples:
 
 func revertFlags(fs *flag.FlagSet) verbFunc {
 	ifMatch := fs.String("if-match", "", "revert only while the current content has this `ETAG`")
-	key := fs.String("key", "", "the Idempotency-Key of this revert, a `KEY` (default: a new random one)")
+	key := keyFlag(fs, "revert")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 2 {
 			return usagef("revert needs FILE (a file id or a path) and a version number N")
@@ -200,7 +197,7 @@ Examples:
 func mvFlags(fs *flag.FlagSet) verbFunc {
 	replace := fs.Bool("replace", false, "delete a live file at NEWPATH (restorable) instead of failing")
 	ifMatch := fs.String("if-match", "", "move only while the file has this `ETAG`")
-	key := fs.String("key", "", "the Idempotency-Key of this move, a `KEY` (default: a new random one)")
+	key := keyFlag(fs, "move")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 2 {
 			return usagef("mv needs FILE (a file id or a path) and NEWPATH")
@@ -260,12 +257,9 @@ func shareFlags(fs *flag.FlagSet) verbFunc {
 	var expiresIn durationValue
 	fs.Var(&expiresIn, "expires-in", "how long the link works, a `DURATION` from 1m to 7d (default 1h)")
 	version := fs.Int64("version", 0, "share version `N` only (default: the current content, whatever it is)")
-	key := fs.String("key", "", "the Idempotency-Key of this link, a `KEY` (default: a new random one)")
+	key := keyFlag(fs, "link")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
-		if len(args) != 1 || *version < 0 {
-			return usagef("share needs one FILE (a file id or a path)")
-		}
-		id, err := cli.fileID(ctx, args[0])
+		id, err := cli.oneFile(ctx, "share", args, *version >= 0, cli.fileID)
 		if err != nil {
 			return err
 		}
@@ -313,7 +307,7 @@ Examples:
 func expireFlags(fs *flag.FlagSet) verbFunc {
 	never := fs.Bool("never", false, "remove the file's expiry")
 	ifMatch := fs.String("if-match", "", "change it only while the file has this `ETAG`")
-	key := fs.String("key", "", "the Idempotency-Key of this change, a `KEY` (default: a new random one)")
+	key := keyFlag(fs, "change")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		var at *time.Time
 		switch {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"io"
 	"net/http"
@@ -13,21 +12,12 @@ import (
 	"time"
 
 	"github.com/agentfs/agentfs/client"
-	"github.com/agentfs/agentfs/handlers/apitest"
 )
 
 // versions runs agentfs versions and decodes the array it prints.
 func (e cliEnv) versions(t *testing.T, args ...string) []client.FileVersion {
 	t.Helper()
-	stdout, stderr, err := e.run(append([]string{"versions"}, args...)...)
-	if err != nil {
-		t.Fatalf("agentfs versions %v: %v\nstderr: %s", args, err, stderr)
-	}
-	var out []client.FileVersion
-	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
-		t.Fatalf("versions printed %q: %v", stdout, err)
-	}
-	return out
+	return runJSON[[]client.FileVersion](t, e, append([]string{"versions"}, args...)...)
 }
 
 // expectNext checks that a failure says what to do next.
@@ -45,8 +35,7 @@ func expectNext(t *testing.T, err error, want ...string) {
 
 func TestCLIVersionsRevertMv(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "hist-run")
+	_, env := servedCLI(t, "hist-run")
 	f := env.file(t, "put", writeLocal(t, "a.md", "# one"), "notes/a.md")
 	r := env.file(t, "put", writeLocal(t, "a.md", "# two"), "notes/a.md", "--replace")
 
@@ -109,8 +98,7 @@ func TestCLIVersionsRevertMv(t *testing.T) {
 
 func TestCLIShareExpire(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "hist-share")
+	_, env := servedCLI(t, "hist-share")
 	start := time.Now()
 	f := env.file(t, "put", writeLocal(t, "s.txt", "shared v1"), "notes/s.txt", "--expires-in", "2h")
 	if f.ExpiresAt == nil || f.ExpiresAt.Sub(start) < 119*time.Minute || f.ExpiresAt.Sub(start) > 121*time.Minute {
@@ -226,12 +214,8 @@ func FuzzParseHumanDuration(f *testing.F) {
 // shows its usage on stderr and exits 2, before any request.
 func TestCLIHistoryUsage(t *testing.T) {
 	t.Parallel()
-	env := cliEnv{"AGENTFS_URL": "http://127.0.0.1:1", "AGENTFS_TOKEN": "t"}
-	for _, tc := range []struct {
-		args  []string
-		usage string
-		want  string
-	}{
+	env := offlineEnv()
+	expectUsage(t, env, []usageCase{
 		{[]string{"versions"}, "Usage: agentfs versions FILE", "one FILE"},
 		{[]string{"revert", "file_x"}, "Usage: agentfs revert FILE N", "a version number N"},
 		{[]string{"revert", "file_x", "0"}, "Usage: agentfs revert FILE N", "not a version number"},
@@ -248,14 +232,5 @@ func TestCLIHistoryUsage(t *testing.T) {
 		{[]string{"run"}, "Usage: agentfs run show RUN_ID", "run needs a command"},
 		{[]string{"run", "list"}, "Usage: agentfs run show RUN_ID", `unknown run command "list"`},
 		{[]string{"run", "show"}, "Usage: agentfs run show RUN_ID", "one RUN_ID"},
-	} {
-		stdout, stderr, err := env.run(tc.args...)
-		if !errors.Is(err, errUsage) || exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("agentfs %s: %v (exit %d), want a usage error mentioning %q", strings.Join(tc.args, " "), err, exitCode(err), tc.want)
-			continue
-		}
-		if !strings.Contains(stderr, tc.usage) || stdout != "" {
-			t.Errorf("agentfs %s: stderr %q, want %q (stdout %q)", strings.Join(tc.args, " "), stderr, tc.usage, stdout)
-		}
-	}
+	}...)
 }

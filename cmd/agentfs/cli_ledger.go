@@ -60,19 +60,13 @@ func uploadsFlags(fs *flag.FlagSet) verbFunc {
 	var opts client.UploadListOptions
 	fs.StringVar(&opts.Status, "status", "", "only sessions in this `STATUS`")
 	fs.StringVar(&opts.Path, "path", "", "only sessions for this exact `PATH`")
-	limit := fs.Int("limit", 0, "at most `N` sessions (default: all)")
-	return func(ctx context.Context, cli *cliRun, args []string) error {
-		if len(args) != 0 || *limit < 0 {
-			return usagef("uploads takes flags only")
-		}
-		opts.Limit = pageSize(*limit)
-		out := cli.lister("ID\tSTATUS\tSIZE\tPARTS\tEXPIRES\tPATH", func(v any) string {
-			u := v.(*client.Upload)
-			return fmt.Sprintf("%s\t%s\t%d\t%d/%d\t%s\t%s", u.ID, u.Status, u.SizeBytes, len(u.Parts), u.PartCount,
-				u.ExpiresAt.Local().Format(time.DateTime), u.Path)
-		})
-		return listAll(cli.client.AllUploads(ctx, opts), *limit, out)
-	}
+	return listVerb(fs, "uploads", "sessions", "ID\tSTATUS\tSIZE\tPARTS\tEXPIRES\tPATH", func(u *client.Upload) string {
+		return fmt.Sprintf("%s\t%s\t%d\t%d/%d\t%s\t%s", u.ID, u.Status, u.SizeBytes, len(u.Parts), u.PartCount,
+			u.ExpiresAt.Local().Format(time.DateTime), u.Path)
+	}, func(ctx context.Context, c *client.Client, pageSize int) iter.Seq2[*client.Upload, error] {
+		opts.Limit = pageSize
+		return c.AllUploads(ctx, opts)
+	})
 }
 
 // batchesCommand is agentfs batches: the batches with their counts.
@@ -93,19 +87,29 @@ Example:
 func batchesFlags(fs *flag.FlagSet) verbFunc {
 	var opts client.BatchListOptions
 	fs.StringVar(&opts.Status, "status", "", "only batches in this `STATUS`")
-	limit := fs.Int("limit", 0, "at most `N` batches (default: all)")
+	return listVerb(fs, "batches", "batches", "ID\tSTATUS\tTOTAL\tSUCCEEDED\tFAILED\tPENDING\tCANCELED\tCREATED", func(b *client.Batch) string {
+		n := b.Counts
+		return fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s", b.ID, b.Status, n.Total, n.Succeeded, n.Failed, n.Pending, n.Canceled,
+			b.CreatedAt.Local().Format(time.DateTime))
+	}, func(ctx context.Context, c *client.Client, pageSize int) iter.Seq2[*client.Batch, error] {
+		opts.Limit = pageSize
+		return c.AllBatches(ctx, opts)
+	})
+}
+
+// listVerb is a verb that lists things named what, taking flags only: it
+// defines --limit, then prints every item all yields (asked for pages of
+// the size that serves the limit), a row of header's columns each on a
+// terminal, at most limit of them.
+func listVerb[T any](fs *flag.FlagSet, verb, what, header string, row func(*T) string,
+	all func(ctx context.Context, c *client.Client, pageSize int) iter.Seq2[*T, error]) verbFunc {
+	limit := fs.Int("limit", 0, "at most `N` "+what+" (default: all)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 0 || *limit < 0 {
-			return usagef("batches takes flags only")
+			return usagef("%s takes flags only", verb)
 		}
-		opts.Limit = pageSize(*limit)
-		out := cli.lister("ID\tSTATUS\tTOTAL\tSUCCEEDED\tFAILED\tPENDING\tCANCELED\tCREATED", func(v any) string {
-			b := v.(*client.Batch)
-			n := b.Counts
-			return fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s", b.ID, b.Status, n.Total, n.Succeeded, n.Failed, n.Pending, n.Canceled,
-				b.CreatedAt.Local().Format(time.DateTime))
-		})
-		return listAll(cli.client.AllBatches(ctx, opts), *limit, out)
+		out := cli.lister(header, func(v any) string { return row(v.(*T)) })
+		return listAll(all(ctx, cli.client, pageSize(*limit)), *limit, out)
 	}
 }
 
@@ -135,7 +139,7 @@ func listAll[T any](seq iter.Seq2[*T, error], limit int, out rows) error {
 }
 
 func batchCancelFlags(fs *flag.FlagSet) verbFunc {
-	key := fs.String("key", "", "the Idempotency-Key of this cancel, a `KEY` (default: a new random one)")
+	key := keyFlag(fs, "cancel")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 1 {
 			return usagef("batch cancel needs one batch ID")

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/agentfs/agentfs/client"
-	"github.com/agentfs/agentfs/handlers/apitest"
 	"github.com/agentfs/agentfs/storage/storagetest"
 )
 
@@ -32,8 +31,7 @@ func (e cliEnv) directClient(t *testing.T, opts ...client.Option) *client.Client
 
 func TestCLIUploadsBatches(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "hist-ledger")
+	_, env := servedCLI(t, "hist-ledger")
 	c := env.directClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -189,8 +187,7 @@ var resumeCursor = regexp.MustCompile(`--after (\S+)`)
 
 func TestCLIEventsAndRun(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "hist/run-1")
+	_, env := servedCLI(t, "hist/run-1")
 	f := env.file(t, "put", writeLocal(t, "e.txt", "1"), "notes/e.txt")
 	env.file(t, "put", writeLocal(t, "e.txt", "22"), "notes/e.txt", "--replace")
 	env.file(t, "mv", f.ID, "notes/e2.txt")
@@ -250,8 +247,7 @@ type cuttingProxy struct {
 func newCuttingProxy(t *testing.T, target string, cut int) *cuttingProxy {
 	t.Helper()
 	p := &cuttingProxy{}
-	transport := &http.Transport{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p.URL = newRelay(t, target, func(r *http.Request) relayAnswer {
 		n := 0
 		if r.URL.Path == "/v1/events" {
 			p.mu.Lock()
@@ -259,6 +255,31 @@ func newCuttingProxy(t *testing.T, target string, cut int) *cuttingProxy {
 			n = len(p.afters)
 			p.mu.Unlock()
 		}
+		return func(w http.ResponseWriter, res *http.Response, body []byte) {
+			if n == cut {
+				conn, _, _ := w.(http.Hijacker).Hijack()
+				conn.Close()
+				return
+			}
+			copyHeader(w, res)
+			w.WriteHeader(res.StatusCode)
+			_, _ = w.Write(body)
+		}
+	})
+	return p
+}
+
+// relayAnswer writes to the client what the server answered.
+type relayAnswer func(w http.ResponseWriter, res *http.Response, body []byte)
+
+// newRelay is a proxy to target: for every request it asks seen (before
+// forwarding it) how to answer, forwards it, reads the whole answer and
+// hands it on. It returns the proxy's URL.
+func newRelay(t *testing.T, target string, seen func(r *http.Request) relayAnswer) string {
+	t.Helper()
+	transport := &http.Transport{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		answer := seen(r)
 		out, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), r.Body)
 		if err != nil {
 			panic(err)
@@ -272,23 +293,20 @@ func newCuttingProxy(t *testing.T, target string, cut int) *cuttingProxy {
 		}
 		defer res.Body.Close()
 		body, _ := io.ReadAll(res.Body)
-		if n == cut {
-			conn, _, _ := w.(http.Hijacker).Hijack()
-			conn.Close()
-			return
-		}
-		for k, vs := range res.Header {
-			w.Header()[k] = vs
-		}
-		w.WriteHeader(res.StatusCode)
-		_, _ = w.Write(body)
+		answer(w, res, body)
 	}))
 	t.Cleanup(func() {
 		srv.Close()
 		transport.CloseIdleConnections()
 	})
-	p.URL = srv.URL
-	return p
+	return srv.URL
+}
+
+// copyHeader copies the server's answer headers to the client's.
+func copyHeader(w http.ResponseWriter, res *http.Response) {
+	for k, vs := range res.Header {
+		w.Header()[k] = vs
+	}
 }
 
 func (p *cuttingProxy) polls() []string {
@@ -340,8 +358,7 @@ func (fw *following) stop(t *testing.T) error {
 // exactly what came after.
 func TestCLIEventsFollow(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "hist-follow")
+	srv, env := servedCLI(t, "hist-follow")
 	proxy := newCuttingProxy(t, srv.URL, 2)
 	writer := env.directClient(t, client.WithRunID("hist-follow"))
 	put := func(path string) {

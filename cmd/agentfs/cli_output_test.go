@@ -11,8 +11,6 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/agentfs/agentfs/handlers/apitest"
 )
 
 // openPTY opens a pseudo-terminal: what the command writes to tty, a
@@ -58,8 +56,7 @@ func (e cliEnv) runOnTerminal(t *testing.T, args ...string) (string, string, err
 // forces the table when piped, and every client verb takes both.
 func TestCLIOutputFormat(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-output")
+	_, env := servedCLI(t, "cli-output")
 	f := env.file(t, "put", writeLocal(t, "o.txt", "out"), "out/o.txt")
 
 	shown, stderr, err := env.runOnTerminal(t, "ls", "--prefix", "out/")

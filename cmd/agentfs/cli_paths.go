@@ -38,6 +38,16 @@ func (cli *cliRun) fileID(ctx context.Context, arg string) (string, error) {
 	return id, noFile(err, arg)
 }
 
+// oneFile is the id of the one FILE of verb's arguments, found by resolve;
+// anything but one argument, or flags that are not valid, is a usage error.
+func (cli *cliRun) oneFile(ctx context.Context, verb string, args []string, valid bool,
+	resolve func(context.Context, string) (string, error)) (string, error) {
+	if len(args) != 1 || !valid {
+		return "", usagef("%s needs one FILE (a file id or a path)", verb)
+	}
+	return resolve(ctx, args[0])
+}
+
 // resolve is the file FILE names: by id (a deleted one too), or the live
 // file at a path.
 func (cli *cliRun) resolve(ctx context.Context, arg string) (*client.File, error) {

@@ -7,15 +7,13 @@ import (
 	"testing"
 
 	"github.com/agentfs/agentfs/client"
-	"github.com/agentfs/agentfs/handlers/apitest"
 )
 
 // TestCLIPathOrID: every verb that takes a file takes its id or its path,
 // without a flag, and does the same with either.
 func TestCLIPathOrID(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-paths")
+	_, env := servedCLI(t, "cli-paths")
 	v1 := writeLocal(t, "plan.md", "# v1\n")
 	v2 := writeLocal(t, "plan.md", "# v2\n")
 	f := env.file(t, "put", v1, "p/plan.md")

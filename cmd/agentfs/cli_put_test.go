@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/agentfs/agentfs/client"
-	"github.com/agentfs/agentfs/handlers/apitest"
 )
 
 // holdingProxy forwards to the server, except the first request that hold
@@ -96,8 +95,7 @@ func expectInterrupted(t *testing.T, err error, want ...string) {
 // how to finish, and following that advice finishes the upload.
 func TestCLIPutInterrupted(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-int")
+	srv, env := servedCLI(t, "cli-int")
 	isPost := func(r *http.Request) bool { return r.Method == "POST" && r.URL.Path == "/v1/files" }
 
 	t.Run("WholeBodySentOutcomeUnknown", func(t *testing.T) {
@@ -167,8 +165,7 @@ func TestCLIUnreachableServer(t *testing.T) {
 // shows its phases, labelled.
 func TestCLIProgressBar(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-bar")
+	_, env := servedCLI(t, "cli-bar")
 	put := func(args ...string) string {
 		t.Helper()
 		var stderr bytes.Buffer

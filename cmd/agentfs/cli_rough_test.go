@@ -11,14 +11,12 @@ import (
 	"testing"
 
 	"github.com/agentfs/agentfs/client"
-	"github.com/agentfs/agentfs/handlers/apitest"
 )
 
 // TestCLIRoughEdges: what a newcomer ran into, each said plainly.
 func TestCLIRoughEdges(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-rough")
+	_, env := servedCLI(t, "cli-rough")
 	f := env.file(t, "put", writeLocal(t, "data.json", `{"n":1}`), "rough/data.json")
 
 	t.Run("PutDirectorySaysCpR", func(t *testing.T) {
@@ -76,8 +74,7 @@ func TestCLIRoughEdges(t *testing.T) {
 // the session already holds.
 func TestCLIResumedUploadBar(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-resume-bar")
+	_, env := servedCLI(t, "cli-resume-bar")
 	const size, part = 15<<20 + 1000, 5 << 20
 	local, data, sum := randomLocal(t, "big", size, 9)
 	c, err := newCLIClient(func(k string) string { return env[k] }, false)

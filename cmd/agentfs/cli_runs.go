@@ -299,7 +299,7 @@ Examples:
 func runRevertFlags(fs *flag.FlagSet) verbFunc {
 	force := fs.Bool("force", false, "undo also the files another run changed after this one (CHANGED_SINCE_RUN without it)")
 	wait := fs.Bool("wait", false, "wait until every item has run and print each outcome; exit 1 if any failed")
-	key := fs.String("key", "", "the Idempotency-Key of this revert, a `KEY` (default: a new random one)")
+	key := keyFlag(fs, "revert")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 1 {
 			return usagef("run revert needs one RUN_ID")

@@ -9,7 +9,6 @@ import (
 	"flag"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,7 +16,6 @@ import (
 	"testing"
 
 	"github.com/agentfs/agentfs/client"
-	"github.com/agentfs/agentfs/handlers/apitest"
 )
 
 // archiveEntries reads a zip or tar into path -> content.
@@ -93,8 +91,7 @@ func runVerb(t *testing.T, env cliEnv, cli *cliRun, setup func(*flag.FlagSet) ve
 // one shows the bytes received.
 func TestCLIRunArchive(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-arch/run")
+	srv, env := servedCLI(t, "cli-arch/run")
 	env.file(t, "put", writeLocal(t, "a.md", "# a"), "notes/a.md")
 	env.file(t, "put", writeLocal(t, "a.md", "# a, again"), "notes/a.md", "--replace")
 	env.file(t, "put", writeLocal(t, "b.txt", "b"), "notes/deep/b.txt")
@@ -219,35 +216,17 @@ func TestCLIRunArchive(t *testing.T) {
 // headers and half the body of every answer, then drops the connection.
 func newArchiveCutter(t *testing.T, target string) string {
 	t.Helper()
-	transport := &http.Transport{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		out, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), r.Body)
-		if err != nil {
-			panic(err)
+	return newRelay(t, target, func(*http.Request) relayAnswer {
+		return func(w http.ResponseWriter, res *http.Response, body []byte) {
+			copyHeader(w, res)
+			w.Header().Del("Content-Length")
+			w.WriteHeader(res.StatusCode)
+			_, _ = w.Write(body[:len(body)/2])
+			w.(http.Flusher).Flush()
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close()
 		}
-		out.Header = r.Header.Clone()
-		res, err := transport.RoundTrip(out)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		for k, vs := range res.Header {
-			w.Header()[k] = vs
-		}
-		w.Header().Del("Content-Length")
-		w.WriteHeader(res.StatusCode)
-		_, _ = w.Write(body[:len(body)/2])
-		w.(http.Flusher).Flush()
-		conn, _, _ := w.(http.Hijacker).Hijack()
-		conn.Close()
-	}))
-	t.Cleanup(func() {
-		srv.Close()
-		transport.CloseIdleConnections()
 	})
-	return srv.URL
 }
 
 // TestCLIRunRevert: a run is undone by a batch, waited for with --wait;
@@ -256,8 +235,7 @@ func newArchiveCutter(t *testing.T, target string) string {
 // how --force undoes it anyway.
 func TestCLIRunRevert(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-rev-undo")
+	_, env := servedCLI(t, "cli-rev-undo")
 	c := env.directClient(t)
 	content := func(path string) string {
 		t.Helper()
@@ -374,25 +352,17 @@ func TestCLIRunRevert(t *testing.T) {
 // without a request; the help of each names its flags and an example.
 func TestCLIRunUsage(t *testing.T) {
 	t.Parallel()
-	env := cliEnv{"AGENTFS_URL": "http://127.0.0.1:1", "AGENTFS_TOKEN": "t"}
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"run"}, "show, archive or revert"},
-		{[]string{"run", "erase", "r"}, `unknown run command "erase"`},
-		{[]string{"run", "archive"}, "RUN_ID and at most one OUT"},
-		{[]string{"run", "archive", "r", "a.zip", "b.zip"}, "RUN_ID and at most one OUT"},
-		{[]string{"run", "archive", "r", "--format", "rar"}, "zip or tar"},
-		{[]string{"run", "revert"}, "one RUN_ID"},
-		{[]string{"run", "revert", "r1", "r2"}, "one RUN_ID"},
-		{[]string{"run", "revert", "r", "--forse"}, "forse"},
-	} {
-		stdout, stderr, err := env.run(tc.args...)
-		if exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) || stdout != "" || !strings.Contains(stderr, "Usage: agentfs run") {
-			t.Errorf("%v: %v (exit %d), stderr %q; want exit 2 mentioning %q", tc.args, err, exitCode(err), stderr, tc.want)
-		}
-	}
+	env := offlineEnv()
+	expectUsage(t, env,
+		usageCase{[]string{"run"}, "Usage: agentfs run", "show, archive or revert"},
+		usageCase{[]string{"run", "erase", "r"}, "Usage: agentfs run", `unknown run command "erase"`},
+		usageCase{[]string{"run", "archive"}, "Usage: agentfs run", "RUN_ID and at most one OUT"},
+		usageCase{[]string{"run", "archive", "r", "a.zip", "b.zip"}, "Usage: agentfs run", "RUN_ID and at most one OUT"},
+		usageCase{[]string{"run", "archive", "r", "--format", "rar"}, "Usage: agentfs run", "zip or tar"},
+		usageCase{[]string{"run", "revert"}, "Usage: agentfs run", "one RUN_ID"},
+		usageCase{[]string{"run", "revert", "r1", "r2"}, "Usage: agentfs run", "one RUN_ID"},
+		usageCase{[]string{"run", "revert", "r", "--forse"}, "Usage: agentfs run", "forse"},
+	)
 	for args, want := range map[string][]string{
 		"run --help":            {"agentfs run archive RUN_ID [OUT]", "archive", "revert", "undo what the run did"},
 		"help run archive":      {"--format FORMAT", "agentfs run archive run-1 run-1.zip", "must not be a terminal", "AGENTFS_URL"},

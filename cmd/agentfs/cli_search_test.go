@@ -3,14 +3,11 @@ package main
 import (
 	"errors"
 	"testing"
-
-	"github.com/agentfs/agentfs/handlers/apitest"
 )
 
 func TestCLIGrep(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-grep")
+	_, env := servedCLI(t, "cli-grep")
 	env.file(t, "put", writeLocal(t, "a.go", "package a\n\nfunc Search() {}\nfunc other() {}\n"), "src/a.go")
 	env.file(t, "put", writeLocal(t, "b.md", "# Search\nTODO: more\n"), "docs/b.md")
 	env.file(t, "put", writeLocal(t, "c.bin", "Search\x00"), "src/c.bin")

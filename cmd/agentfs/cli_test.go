@@ -34,6 +34,14 @@ func newCLIEnv(t *testing.T, srv *apitest.Server, runID string) cliEnv {
 	}
 }
 
+// servedCLI starts a test server with default options and returns it with
+// the environment the CLI reads to talk to it as run runID.
+func servedCLI(t *testing.T, runID string) (*apitest.Server, cliEnv) {
+	t.Helper()
+	srv := apitest.NewServer(t, apitest.Options{})
+	return srv, newCLIEnv(t, srv, runID)
+}
+
 func (e cliEnv) with(k, v string) cliEnv {
 	out := cliEnv{k: v}
 	for key, val := range e {
@@ -51,16 +59,27 @@ func (e cliEnv) run(args ...string) (stdout, stderr string, err error) {
 	return out.String(), errOut.String(), err
 }
 
-// file runs a verb that prints one file and decodes it.
-func (e cliEnv) file(t *testing.T, args ...string) client.File {
+// runJSON runs a verb and decodes the JSON it prints, failing the test when
+// the verb fails or prints something else.
+func runJSON[T any](t *testing.T, e cliEnv, args ...string) T {
 	t.Helper()
 	stdout, stderr, err := e.run(args...)
 	if err != nil {
 		t.Fatalf("agentfs %s: %v\nstderr: %s", strings.Join(args, " "), err, stderr)
 	}
-	var f client.File
-	if err := json.Unmarshal([]byte(stdout), &f); err != nil || f.ID == "" {
+	var out T
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatalf("agentfs %s printed %q: %v", strings.Join(args, " "), stdout, err)
+	}
+	return out
+}
+
+// file runs a verb that prints one file and decodes it.
+func (e cliEnv) file(t *testing.T, args ...string) client.File {
+	t.Helper()
+	f := runJSON[client.File](t, e, args...)
+	if f.ID == "" {
+		t.Fatalf("agentfs %s printed a file without an id", strings.Join(args, " "))
 	}
 	return f
 }
@@ -68,15 +87,7 @@ func (e cliEnv) file(t *testing.T, args ...string) client.File {
 // list runs ls and decodes the array it prints.
 func (e cliEnv) list(t *testing.T, args ...string) []client.File {
 	t.Helper()
-	stdout, stderr, err := e.run(append([]string{"ls"}, args...)...)
-	if err != nil {
-		t.Fatalf("agentfs ls %v: %v\nstderr: %s", args, err, stderr)
-	}
-	var files []client.File
-	if err := json.Unmarshal([]byte(stdout), &files); err != nil {
-		t.Fatalf("ls printed %q: %v", stdout, err)
-	}
-	return files
+	return runJSON[[]client.File](t, e, append([]string{"ls"}, args...)...)
 }
 
 // expectFailure checks that a verb failed with a problem of this code,
@@ -111,8 +122,7 @@ func writeLocal(t *testing.T, name, content string) string {
 
 func TestCLIFiles(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-run")
+	_, env := servedCLI(t, "cli-run")
 	local := writeLocal(t, "data.json", `{"n":1}`)
 
 	f := env.file(t, "put", local, "reports/data.json")
@@ -183,8 +193,7 @@ const noSuchID = "file_00000000000000000000000000"
 
 func TestCLIListDeleteRestore(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "run-a")
+	_, env := servedCLI(t, "run-a")
 	other := env.with("AGENTFS_RUN_ID", "run-b")
 	local := writeLocal(t, "x.txt", "x")
 	a1 := env.file(t, "put", local, "a/1.txt")
@@ -308,7 +317,7 @@ func TestCLIPutRetries(t *testing.T) {
 
 func TestCLIUsage(t *testing.T) {
 	t.Parallel()
-	env := cliEnv{"AGENTFS_URL": "http://127.0.0.1:1", "AGENTFS_TOKEN": "t"}
+	env := offlineEnv()
 	for _, tc := range []struct {
 		name string
 		env  cliEnv
@@ -360,8 +369,7 @@ func TestParseInterleaved(t *testing.T) {
 // Repr-Digest fail the download, and nothing appears at LOCAL.
 func TestCLIGetRejectsCorruptContent(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-run")
+	srv, env := servedCLI(t, "cli-run")
 	f := env.file(t, "put", writeLocal(t, "c.txt", "original"), "c.txt")
 
 	target, _ := url.Parse(srv.URL)

@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/agentfs/agentfs/handlers/apitest"
 )
 
 // makeTree writes a tree that has what trees have: nested folders, names
@@ -127,9 +125,7 @@ func (p *countingProxy) writes() int {
 // and run again sends nothing.
 func TestCLICopyTree(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	proxy := newCountingProxy(t, srv.URL)
-	env := newCLIEnv(t, srv, "cli-cp-tree").with("AGENTFS_URL", proxy.URL)
+	proxy, env := countedCLI(t, "cli-cp-tree")
 	root := makeTree(t)
 	n := countFiles(t, root)
 
@@ -182,8 +178,7 @@ func TestCLICopyTree(t *testing.T) {
 // with explicit agentfs: paths.
 func TestCLICopyOneFile(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-cp-one")
+	_, env := servedCLI(t, "cli-cp-one")
 	local := writeLocal(t, "note.txt", "a note\n")
 
 	f := env.file(t, "cp", local, "notes/")
@@ -216,9 +211,7 @@ func TestCLICopyOneFile(t *testing.T) {
 // lacks, both ways, and the trees end alike (diff -r).
 func TestCLISyncTree(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	proxy := newCountingProxy(t, srv.URL)
-	env := newCLIEnv(t, srv, "cli-sync-tree").with("AGENTFS_URL", proxy.URL)
+	proxy, env := countedCLI(t, "cli-sync-tree")
 	root := makeTree(t)
 	n := countFiles(t, root)
 

@@ -31,6 +31,15 @@ type countingProxy struct {
 	seen []string
 }
 
+// countedCLI starts a default test server behind a counting proxy and
+// returns the proxy with the CLI's environment (run runID) pointed at it.
+func countedCLI(t *testing.T, runID string) (*countingProxy, cliEnv) {
+	t.Helper()
+	srv := apitest.NewServer(t, apitest.Options{})
+	proxy := newCountingProxy(t, srv.URL)
+	return proxy, newCLIEnv(t, srv, runID).with("AGENTFS_URL", proxy.URL)
+}
+
 func newCountingProxy(t *testing.T, target string) *countingProxy {
 	t.Helper()
 	u, _ := url.Parse(target)
@@ -85,9 +94,7 @@ func randomLocal(t *testing.T, name string, size int, seed byte) (string, []byte
 // threshold.
 func TestCLIUpload(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	proxy := newCountingProxy(t, srv.URL)
-	env := newCLIEnv(t, srv, "cli-up").with("AGENTFS_URL", proxy.URL)
+	proxy, env := countedCLI(t, "cli-up")
 	const size, part = 12 << 20, 5 << 20
 	local, data, sum := randomLocal(t, "big", size, 1)
 
@@ -145,8 +152,7 @@ func TestCLIUpload(t *testing.T) {
 // the failed item's code goes to stderr, and the exit code is 1.
 func TestCLIBatch(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-batch")
+	_, env := servedCLI(t, "cli-batch")
 	taken := env.file(t, "put", writeLocal(t, "t.txt", "mine"), "taken.txt")
 	ops := filepath.Join(t.TempDir(), "ops.json")
 	if err := os.WriteFile(ops, []byte(`{"operations":[
@@ -220,7 +226,7 @@ func TestReadBatchFile(t *testing.T) {
 
 func TestCLIUploadUsage(t *testing.T) {
 	t.Parallel()
-	env := cliEnv{"AGENTFS_URL": "http://127.0.0.1:1", "AGENTFS_TOKEN": "t"}
+	env := offlineEnv()
 	for _, tc := range []struct {
 		args []string
 		want string

@@ -260,6 +260,12 @@ func (c *command) printHelp(w io.Writer, fs *flag.FlagSet) {
 
 // flagHelp lists flags the way the usage lines spell them: --name VALUE,
 // then what it does and its default.
+// keyFlag defines --key, the Idempotency-Key of a write verb's request, in
+// the same words for every verb; what names the write.
+func keyFlag(fs *flag.FlagSet, what string) *string {
+	return fs.String("key", "", "the Idempotency-Key of this "+what+", a `KEY` (default: a new random one)")
+}
+
 func flagHelp(fs *flag.FlagSet) string {
 	var b strings.Builder
 	fs.VisitAll(func(f *flag.Flag) {

@@ -88,25 +88,25 @@ func TestHelpShowsTheCommandsOwnFlags(t *testing.T) {
 	}
 }
 
-// TestWrongInvocationExits2: a wrong invocation says what is wrong, shows
-// the usage lines on stderr and exits 2; a missing server exits 1.
-func TestWrongInvocationExits2(t *testing.T) {
-	t.Parallel()
-	env := cliEnv{"AGENTFS_URL": "http://127.0.0.1:1", "AGENTFS_TOKEN": "t"}
-	for _, tc := range []struct {
-		args  []string
-		usage string
-		want  string
-	}{
-		{nil, "Usage: agentfs COMMAND", "no command given"},
-		{[]string{"put", "a.txt"}, "Usage: agentfs put LOCAL REMOTE_PATH", "put needs LOCAL and REMOTE_PATH"},
-		{[]string{"ls", "--colour"}, "Usage: agentfs ls", "ls: flag provided but not defined: -colour"},
-		{[]string{"token"}, "Usage: agentfs token create", "token needs a command"},
-		{[]string{"token", "revoke"}, "Usage: agentfs token revoke TOKEN_OR_ID", "the token or its id"},
-		{[]string{"admin", "block", "file_x"}, "Usage: agentfs admin block", "--reason"},
-		{[]string{"version", "now"}, "Usage: agentfs version", "no arguments"},
-		{[]string{"healthcheck", "--timeout", "0s"}, "Usage: agentfs healthcheck", "--timeout"},
-	} {
+// offlineEnv is a CLI environment whose server is never reached: for
+// invocations refused before any request.
+func offlineEnv() cliEnv {
+	return cliEnv{"AGENTFS_URL": "http://127.0.0.1:1", "AGENTFS_TOKEN": "t"}
+}
+
+// usageCase is a wrong invocation: its args, a line of the usage it shows
+// on stderr, and what its error says.
+type usageCase struct {
+	args  []string
+	usage string
+	want  string
+}
+
+// expectUsage checks that each invocation fails as a usage error (exit 2)
+// saying want, shows usage on stderr and prints nothing on stdout.
+func expectUsage(t *testing.T, env cliEnv, cases ...usageCase) {
+	t.Helper()
+	for _, tc := range cases {
 		stdout, stderr, err := env.run(tc.args...)
 		if !errors.Is(err, errUsage) || exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("agentfs %s: %v (exit %d), want a usage error mentioning %q", strings.Join(tc.args, " "), err, exitCode(err), tc.want)
@@ -116,6 +116,23 @@ func TestWrongInvocationExits2(t *testing.T) {
 			t.Errorf("agentfs %s: stderr %q, want %q (stdout %q)", strings.Join(tc.args, " "), stderr, tc.usage, stdout)
 		}
 	}
+}
+
+// TestWrongInvocationExits2: a wrong invocation says what is wrong, shows
+// the usage lines on stderr and exits 2; a missing server exits 1.
+func TestWrongInvocationExits2(t *testing.T) {
+	t.Parallel()
+	env := offlineEnv()
+	expectUsage(t, env, []usageCase{
+		{nil, "Usage: agentfs COMMAND", "no command given"},
+		{[]string{"put", "a.txt"}, "Usage: agentfs put LOCAL REMOTE_PATH", "put needs LOCAL and REMOTE_PATH"},
+		{[]string{"ls", "--colour"}, "Usage: agentfs ls", "ls: flag provided but not defined: -colour"},
+		{[]string{"token"}, "Usage: agentfs token create", "token needs a command"},
+		{[]string{"token", "revoke"}, "Usage: agentfs token revoke TOKEN_OR_ID", "the token or its id"},
+		{[]string{"admin", "block", "file_x"}, "Usage: agentfs admin block", "--reason"},
+		{[]string{"version", "now"}, "Usage: agentfs version", "no arguments"},
+		{[]string{"healthcheck", "--timeout", "0s"}, "Usage: agentfs healthcheck", "--timeout"},
+	}...)
 	// An unknown command is one line, which main prints: no usage, no help.
 	stdout, stderr, err := env.run("frobnicate")
 	if !errors.Is(err, errUsage) || exitCode(err) != 2 || !strings.Contains(err.Error(), `unknown command "frobnicate"; agentfs help lists the commands`) ||

@@ -29,6 +29,21 @@ type crashBundle struct {
 	token string
 }
 
+// crashA sends req to server A with the bundle's token and checks that A
+// died of the injected crash (exit 137) instead of answering.
+func (cb *crashBundle) crashA(t *testing.T, req *http.Request) {
+	t.Helper()
+	req.Header.Set("Authorization", "Bearer "+cb.token)
+	if res, err := (&http.Client{Timeout: 30 * time.Second}).Do(req); err == nil {
+		res.Body.Close()
+		t.Fatalf("the crashing server answered %d", res.StatusCode)
+	}
+	_ = cb.a.cmd.Wait()
+	if code := cb.a.cmd.ProcessState.ExitCode(); code != 137 {
+		t.Fatalf("server A exited %d, want the injected crash (137)", code)
+	}
+}
+
 func setupCrash(t *testing.T, envA ...string) *crashBundle {
 	t.Helper()
 	t.Parallel()
@@ -129,16 +144,8 @@ func TestCrashAfterCommit(t *testing.T) {
 	cb := setupCrash(t, "AGENTFS_FAULT_AFTER_COMMIT=exit")
 	body := payload()
 	req, _ := http.NewRequest("POST", cb.a.url+"/v1/files?path=big.bin", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+cb.token)
 	req.Header.Set("Idempotency-Key", "crash-2")
-	if res, err := (&http.Client{Timeout: 30 * time.Second}).Do(req); err == nil {
-		res.Body.Close()
-		t.Fatalf("the crashing server answered %d", res.StatusCode)
-	}
-	_ = cb.a.cmd.Wait()
-	if code := cb.a.cmd.ProcessState.ExitCode(); code != 137 {
-		t.Fatalf("server A exited %d, want the injected crash (137)", code)
-	}
+	cb.crashA(t, req)
 	res := cb.client(t, cb.b).Do("POST", "/v1/files?path=big.bin", body, "Idempotency-Key", "crash-2").Expect(t, 201)
 	if res.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatal("the committed upload was not replayed")

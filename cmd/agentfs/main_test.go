@@ -200,6 +200,17 @@ func runBinary(t *testing.T, bin string, cfg storage.Config, args ...string) (st
 	return string(out), nil
 }
 
+// createToken makes a token with the binary's own "token create" and the
+// flags given, as an operator would, and returns it.
+func createToken(t *testing.T, bin string, cfg storage.Config, flags ...string) string {
+	t.Helper()
+	out, err := runBinary(t, bin, cfg, append([]string{"token", "create"}, flags...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
+}
+
 // TestServeProcess runs the real binary the way the README does: two
 // instances migrating one fresh database at once, a token made by the CLI,
 // the curl tour over HTTP, and a clean stop on SIGTERM.
@@ -404,11 +415,7 @@ func TestShutdownAnswersLongPolls(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	out, err := runBinary(t, bin, cfg, "token", "create", "--subject", "follower")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := apitest.NewClient(t, p.url, strings.TrimSpace(out))
+	c := apitest.NewClient(t, p.url, createToken(t, bin, cfg, "--subject", "follower"))
 	type answer struct {
 		res  *apitest.Response
 		took time.Duration

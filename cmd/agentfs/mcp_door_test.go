@@ -158,11 +158,7 @@ func TestMCPDoorBounds(t *testing.T) {
 		p.waitReady(t)
 	}
 	token := func(subject string) string {
-		out, err := runBinary(t, bin, cfg, "token", "create", "--subject", subject, "--scopes", "read,write")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(out)
+		return createToken(t, bin, cfg, "--subject", subject, "--scopes", "read,write")
 	}
 
 	t.Run("BatchesAreRefusedWhereTheProtocolHasNone", func(t *testing.T) {

@@ -81,11 +81,7 @@ func TestMCPOverHTTP(t *testing.T) {
 	a.waitReady(t)
 	b.waitReady(t)
 	token := func(scopes string) string {
-		out, err := runBinary(t, bin, cfg, "token", "create", "--subject", "agent", "--scopes", scopes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(out)
+		return createToken(t, bin, cfg, "--subject", "agent", "--scopes", scopes)
 	}
 	writer, reader := token("read,write"), token("read")
 	hosts := []string{a.url, b.url}

@@ -116,6 +116,20 @@ func descendants(spans []receivedSpan, root receivedSpan) []receivedSpan {
 	return out
 }
 
+// serveTraced starts the real binary exporting its traces to an in-process
+// OTLP receiver within 50 ms (rather than 5 s), with extra environment, and
+// returns the receiver, the process and a client of a token for subject.
+func serveTraced(t *testing.T, subject string, extra ...string) (*otlpReceiver, *process, *apitest.Client) {
+	t.Helper()
+	rec := &otlpReceiver{}
+	collector := httptest.NewServer(rec)
+	t.Cleanup(collector.Close)
+	bin, cfg := buildBinary(t), storagetest.Config(t)
+	p := startServe(t, bin, cfg, append([]string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL, "OTEL_BSP_SCHEDULE_DELAY=50"}, extra...)...)
+	p.waitReady(t)
+	return rec, p, apitest.NewClient(t, p.url, createToken(t, bin, cfg, "--subject", subject))
+}
+
 // TestServeExportsTraces starts `agentfs serve` with
 // OTEL_EXPORTER_OTLP_ENDPOINT pointing at an in-process OTLP receiver and
 // uploads one file: a trace arrives with a server span for POST /v1/files,
@@ -123,19 +137,7 @@ func descendants(spans []receivedSpan, root receivedSpan) []receivedSpan {
 // checks before it made no spans, and serve's /metrics shows the upload.
 func TestServeExportsTraces(t *testing.T) {
 	t.Parallel()
-	rec := &otlpReceiver{}
-	collector := httptest.NewServer(rec)
-	t.Cleanup(collector.Close)
-	bin, cfg := buildBinary(t), storagetest.Config(t)
-	p := startServe(t, bin, cfg, "OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL,
-		"OTEL_BSP_SCHEDULE_DELAY=50", // export within 50 ms rather than 5 s
-		"OTEL_SERVICE_NAME=agentfs-traced")
-	p.waitReady(t)
-	out, err := runBinary(t, bin, cfg, "token", "create", "--subject", "tracer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := apitest.NewClient(t, p.url, strings.TrimSpace(out))
+	rec, p, c := serveTraced(t, "tracer", "OTEL_SERVICE_NAME=agentfs-traced")
 	c.Do("POST", "/v1/files?path=traced/hello.txt", "hello, traces", "Content-Type", "text/plain").Expect(t, 201)
 
 	var (
@@ -235,18 +237,7 @@ func checkServeMetrics(t *testing.T, base string) {
 // carries the link's secret.
 func TestShareLinkSecretStaysOutOfTelemetry(t *testing.T) {
 	t.Parallel()
-	rec := &otlpReceiver{}
-	collector := httptest.NewServer(rec)
-	t.Cleanup(collector.Close)
-	bin, cfg := buildBinary(t), storagetest.Config(t)
-	p := startServe(t, bin, cfg, "OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL,
-		"OTEL_BSP_SCHEDULE_DELAY=50", "AGENTFS_LOG_LEVEL=debug")
-	p.waitReady(t)
-	out, err := runBinary(t, bin, cfg, "token", "create", "--subject", "sharer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := apitest.NewClient(t, p.url, strings.TrimSpace(out))
+	rec, p, c := serveTraced(t, "sharer", "AGENTFS_LOG_LEVEL=debug")
 	f := c.Do("POST", "/v1/files?path=shared/report.txt", "shared bytes", "Content-Type", "text/plain").Expect(t, 201).File(t)
 	var link struct {
 		ID  string `json:"id"`

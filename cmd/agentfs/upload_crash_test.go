@@ -35,15 +35,7 @@ func TestCrashMidComplete(t *testing.T) {
 	a.Do("PUT", fmt.Sprintf("/v1/uploads/%s/parts/1", u.ID), data[:u.PartSize]).Expect(t, http.StatusOK)
 
 	req, _ := http.NewRequest("POST", cb.a.url+"/v1/uploads/"+u.ID+"/complete", nil)
-	req.Header.Set("Authorization", "Bearer "+cb.token)
-	if res, err := (&http.Client{Timeout: 30 * time.Second}).Do(req); err == nil {
-		res.Body.Close()
-		t.Fatalf("the crashing server answered %d", res.StatusCode)
-	}
-	_ = cb.a.cmd.Wait()
-	if code := cb.a.cmd.ProcessState.ExitCode(); code != 137 {
-		t.Fatalf("server A exited %d, want the injected crash (137)", code)
-	}
+	cb.crashA(t, req)
 
 	b := cb.client(t, cb.b)
 	waited := 0 // seconds, as the server's Retry-After told
