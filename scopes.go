@@ -27,6 +27,10 @@ const (
 	OpBatch          = "batch"
 	OpCancelBatch    = "cancel_batch"
 	OpRevertRun      = "revert_run"
+	// Points in time (DESIGN §18).
+	OpCreateCheckpoint = "create_checkpoint"
+	OpDeleteCheckpoint = "delete_checkpoint"
+	OpRestorePoint     = "restore_point"
 )
 
 // Reads the read gate (package reads) serves.
@@ -45,6 +49,10 @@ const (
 	OpListEvents   = "list_events"
 	OpGetRun       = "get_run"
 	OpRunArchive   = "run_archive"
+	// Points in time (DESIGN §18); as_of reads are the reads they qualify.
+	OpListCheckpoints = "list_checkpoints"
+	OpGetCheckpoint   = "get_checkpoint"
+	OpDiff            = "diff"
 )
 
 var (
@@ -66,11 +74,13 @@ var operationScopes = map[string][]string{
 	OpMove: needsWrite, OpRevert: needsWrite, OpSetExpiry: needsWrite, OpRevokeLink: needsWrite,
 	OpCreateUpload: needsWrite, OpPutPart: needsWrite, OpCompleteUpload: needsWrite, OpAbortUpload: needsWrite,
 	OpBatch: needsWrite, OpCancelBatch: needsWrite, OpRevertRun: needsWrite,
-	OpCreateLink: needsReadWrite,
+	OpCreateLink:       needsReadWrite,
+	OpCreateCheckpoint: needsWrite, OpDeleteCheckpoint: needsWrite, OpRestorePoint: needsReadWrite,
 
 	OpGetFile: needsRead, OpListFiles: needsRead, OpReadContent: needsRead, OpListVersions: needsRead, OpGetVersion: needsRead,
 	OpListLinks: needsRead, OpGetUpload: needsRead, OpListUploads: needsRead, OpGetBatch: needsRead, OpListBatches: needsRead,
 	OpGetOperation: needsRead, OpListEvents: needsRead, OpGetRun: needsRead, OpRunArchive: needsRead,
+	OpListCheckpoints: needsRead, OpGetCheckpoint: needsRead, OpDiff: needsRead,
 }
 
 // ScopesFor returns the scopes op needs; ok is false for an operation the

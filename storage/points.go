@@ -81,7 +81,7 @@ func (s *Store) checkpointPoint(ctx context.Context, subject string, spec agentf
 	}
 	var p agentfs.Point
 	err := s.pool.QueryRow(ctx, `SELECT id, pos, created_at FROM checkpoints
-		WHERE subject = $1 AND `+col+` = $2 AND pos IS NOT NULL`, subject, spec.Raw).Scan(&p.CheckpointID, &p.Position, &p.At)
+		WHERE subject = $1 AND `+col+` = $2`, subject, spec.Raw).Scan(&p.CheckpointID, &p.Position, &p.At)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return agentfs.Point{}, fmt.Errorf("resolve point %s: %w", spec.Field, agentfs.ErrNotFound)
 	}

@@ -30,7 +30,7 @@ CREATE TABLE checkpoints (
     name        text,
     prefix      text NOT NULL DEFAULT '',
     note        text NOT NULL DEFAULT '',
-    pos         bigint,          -- its checkpoint.created event's position, set at commit
+    pos         bigint NOT NULL, -- the subject's last committed position when it was made
     agent_id    text,
     run_id      text,
     created_at  timestamptz NOT NULL DEFAULT now()
@@ -61,14 +61,10 @@ CREATE INDEX file_states_by_expiry ON file_states (subject, expires_at) WHERE ex
 -- One open interval per file.
 CREATE UNIQUE INDEX file_states_open ON file_states (file_id) WHERE to_pos IS NULL;
 
--- agentfs_point_state applies event e, numbered p, to file_states (and a
--- checkpoint's creation to its row).
+-- agentfs_point_state applies event e, numbered p, to file_states.
 CREATE FUNCTION agentfs_point_state(e events, p bigint) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    IF e.type = 'checkpoint.created' THEN
-        UPDATE checkpoints SET pos = p WHERE id = e.checkpoint_id;
-        RETURN;
-    ELSIF e.type NOT LIKE 'file.%' THEN
+    IF e.type NOT LIKE 'file.%' THEN
         RETURN;
     END IF;
     UPDATE file_states SET to_pos = p WHERE file_id = e.file_id AND to_pos IS NULL;
