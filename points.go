@@ -174,3 +174,51 @@ func CheckCheckpointName(name string) error {
 	}
 	return nil
 }
+
+// AsOfFilter selects an as-of listing page: the files live at Point under
+// Prefix, in path order after After.
+type AsOfFilter struct {
+	Point  Point
+	Prefix string
+	After  string
+	Limit  int
+}
+
+
+// DiffRequest asks what changed under Prefix between two resolved points,
+// a page by path after (AfterPath, AfterID).
+type DiffRequest struct {
+	From, To  Point
+	Prefix    string
+	AfterPath string
+	AfterID   string
+	Limit     int
+}
+
+// Kinds of change a diff lists.
+const (
+	ChangeAdded    = "added"
+	ChangeModified = "modified"
+	ChangeDeleted  = "deleted"
+	ChangeMoved    = "moved"
+)
+
+// Change is one file that differs between two points: its state at each
+// (nil where it was not live).
+type Change struct {
+	Path         string // at To, or at From for a deletion
+	Kind         string
+	FileID       string
+	PreviousPath string // at From, for a move
+	From, To     *FileState
+}
+
+// FileState is a file's content at a point.
+type FileState struct {
+	Path        string
+	Version     int
+	SHA256      string
+	SizeBytes   int64
+	ContentType string
+	BlobKey     string
+}

@@ -378,6 +378,10 @@ type Event struct {
 	// BatchID is the batch whose item caused the event, if any.
 	BatchID *string   `json:"batch_id"`
 	At      time.Time `json:"at"`
+	// CheckpointID names the checkpoint of a checkpoint.created or
+	// checkpoint.deleted event (whose file_id is empty and path is the
+	// checkpoint's prefix); nil for file events.
+	CheckpointID *string `json:"checkpoint_id"`
 }
 
 // Event types (Event.Type).
@@ -390,6 +394,9 @@ const (
 	EventFileReverted = "file.reverted"
 	EventFileExpired  = "file.expired"
 	EventFilePurged   = "file.purged"
+	// Checkpoints (DESIGN §18) name no file.
+	EventCheckpointCreated = "checkpoint.created"
+	EventCheckpointDeleted = "checkpoint.deleted"
 )
 
 // EventList is a page of events, oldest first: the response of
@@ -601,4 +608,28 @@ type ProtocolRetry struct {
 	MaxDelayMS        int64    `json:"max_delay_ms"`
 	RetryableStatuses []int    `json:"retryable_statuses"`
 	SafeOperations    []string `json:"safe_operations"`
+}
+
+// Checkpoint is a named point of a subject's history (DESIGN §18): the
+// response of POST and GET /v1/checkpoints/{id_or_name}.
+type Checkpoint struct {
+	ID     string `json:"id"`
+	Object string `json:"object"`
+	// Name is unique per subject; nil for an unnamed checkpoint.
+	Name   *string `json:"name"`
+	Prefix string  `json:"prefix"`
+	Note   string  `json:"note"`
+	// Cursor is the checkpoint's position as an event cursor: a point.
+	Cursor    string    `json:"cursor"`
+	AgentID   *string   `json:"agent_id"`
+	RunID     *string   `json:"run_id"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// CheckpointList is a page of checkpoints, newest first.
+type CheckpointList struct {
+	Data    []Checkpoint `json:"data"`
+	HasMore bool         `json:"has_more"`
+	// NextCursor is the cursor of the next page; nil on the last.
+	NextCursor *string `json:"next_cursor"`
 }

@@ -67,6 +67,8 @@ var wire = []mapping{
 	{schema: "FileVersion", goType: reflect.TypeFor[api.FileVersion](), py: []string{"FileVersion"}},
 	{schema: "VersionList", goType: reflect.TypeFor[api.VersionList](), py: []string{"Page[FileVersion]", "AsyncPage[FileVersion]"}},
 	{schema: "Link", goType: reflect.TypeFor[api.Link](), py: []string{"Link"}},
+	{schema: "Checkpoint", goType: reflect.TypeFor[api.Checkpoint](), py: []string{"Checkpoint"}},
+	{schema: "CheckpointList", goType: reflect.TypeFor[api.CheckpointList](), py: []string{"Page[Checkpoint]", "AsyncPage[Checkpoint]"}},
 	{schema: "LinkList", goType: reflect.TypeFor[api.LinkList](), why: "Python: links() answers list[Link]"},
 	{schema: "Event", goType: reflect.TypeFor[api.Event](), py: []string{"Event"}},
 	{schema: "EventList", goType: reflect.TypeFor[api.EventList](), py: []string{"EventPage"}},

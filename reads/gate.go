@@ -36,6 +36,7 @@ type Store interface {
 	AwaitEvents(ctx context.Context, subject string, filter agentfs.EventFilter, wait time.Duration) ([]*agentfs.Event, agentfs.EventCursor, error)
 	EventsStart(ctx context.Context, subject string) (agentfs.EventCursor, error)
 	RunSummary(ctx context.Context, subject, runID string) (*agentfs.RunSummary, error)
+	PointStore
 }
 
 // Gate serves every door's reads, each as its caller may make it.

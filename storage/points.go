@@ -107,20 +107,11 @@ const stateFrom = `file_states s JOIN files f ON f.id = s.file_id
 const liveAt = `s.from_pos <= @pos AND (s.to_pos IS NULL OR s.to_pos > @pos)
 	AND (s.expires_at IS NULL OR s.expires_at > @at)`
 
-// AsOfFilter selects an as-of listing page: the files live at Point under
-// Prefix, in path order after After.
-type AsOfFilter struct {
-	Point  agentfs.Point
-	Prefix string
-	After  string
-	Limit  int
-}
-
 // FilesAsOf lists the subject's files live at a point, in path order, each
 // with the path and version it had then: one scan of file_states_by_path,
 // whose cost follows the page and the history of the paths it crosses,
 // not the number of files.
-func (s *Store) FilesAsOf(ctx context.Context, subject string, filter AsOfFilter) ([]*agentfs.File, error) {
+func (s *Store) FilesAsOf(ctx context.Context, subject string, filter agentfs.AsOfFilter) ([]*agentfs.File, error) {
 	w := newFilter("s.subject = @subject AND "+liveAt, pgx.NamedArgs{"subject": subject,
 		"pos": filter.Point.Position, "at": filter.Point.At, "limit": filter.Limit})
 	w.when(filter.Prefix != "", `s.path LIKE @prefix ESCAPE '\'`, pgx.NamedArgs{"prefix": likePrefix(filter.Prefix)})

@@ -26,7 +26,7 @@ func pointNow(t *testing.T, store *storage.Store, subject string) agentfs.Point 
 // pathsAsOf is "path@version" of every file live at p, in path order.
 func pathsAsOf(t *testing.T, store *storage.Store, p agentfs.Point, prefix string) string {
 	t.Helper()
-	files, err := store.FilesAsOf(context.Background(), "s", storage.AsOfFilter{Point: p, Prefix: prefix, Limit: 100})
+	files, err := store.FilesAsOf(context.Background(), "s", agentfs.AsOfFilter{Point: p, Prefix: prefix, Limit: 100})
 	if err != nil {
 		t.Fatalf("files as of %d: %v", p.Position, err)
 	}
@@ -95,6 +95,40 @@ func TestFileStatesFollowEveryEffect(t *testing.T) {
 	}
 	if _, err := store.FileAsOf(ctx, "other", a.ID, p1); !errors.Is(err, agentfs.ErrNotFound) {
 		t.Fatalf("a.txt as of p1 for another subject: %v, want not found", err)
+	}
+
+	// A diff: by path, each file compared at both points, either way round.
+	for _, tc := range []struct {
+		from, to agentfs.Point
+		want     string
+	}{
+		{p1, p4, "modified dir/a.txt 1>2, moved dir/c.txt<dir/b.txt 1>1"},
+		{p4, p1, "modified dir/a.txt 2>1, moved dir/b.txt<dir/c.txt 1>1"},
+		{p2, p3, "deleted dir/a.txt 2>0"},
+		{p2, p4, ""}, // deleted and restored: no change
+		{p1, p1, ""},
+	} {
+		changes, err := store.Diff(ctx, "s", agentfs.DiffRequest{From: tc.from, To: tc.to, Prefix: "dir/", Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range changes {
+			line := c.Kind + " " + c.Path
+			if c.PreviousPath != "" {
+				line += "<" + c.PreviousPath
+			}
+			v := func(s *agentfs.FileState) int {
+				if s == nil {
+					return 0
+				}
+				return s.Version
+			}
+			got = append(got, fmt.Sprintf("%s %d>%d", line, v(c.From), v(c.To)))
+		}
+		if g := strings.Join(got, ", "); g != tc.want {
+			t.Errorf("diff %d..%d: %q, want %q", tc.from.Position, tc.to.Position, g, tc.want)
+		}
 	}
 
 	// Lazy expiry: past its expires_at a file is gone from the points

@@ -505,6 +505,29 @@ class Link:
 
 
 @dataclass
+class Checkpoint:
+    """A named point of the subject's history: a position of the event feed, not a copy."""
+
+    id: str
+    #: Unique per subject; None for an unnamed checkpoint.
+    name: Optional[str]
+    #: The path prefix whose versions it keeps ('' for all).
+    prefix: str
+    note: str
+    #: Its position as an event cursor: a point for as_of, diff and restore.
+    cursor: str
+    agent_id: Optional[str]
+    run_id: Optional[str]
+    created_at: Optional[datetime]
+    object: str = "checkpoint"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Checkpoint":
+        """Build a Checkpoint from its JSON object."""
+        return _read(cls, d)
+
+
+@dataclass
 class Event:
     """One effect on a file, committed in the same transaction as the effect: the feed shows what happened, once."""
 
@@ -527,6 +550,8 @@ class Event:
     #: The batch whose item caused the event, if any.
     batch_id: Optional[str]
     at: Optional[datetime]
+    #: The checkpoint of a checkpoint.created or checkpoint.deleted event (file_id is then empty); None for file events.
+    checkpoint_id: Optional[str]
     object: str = "event"
 
     @classmethod
