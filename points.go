@@ -184,7 +184,6 @@ type AsOfFilter struct {
 	Limit  int
 }
 
-
 // DiffRequest asks what changed under Prefix between two resolved points,
 // a page by path after (AfterPath, AfterID).
 type DiffRequest struct {
