@@ -633,3 +633,31 @@ type CheckpointList struct {
 	// NextCursor is the cursor of the next page; nil on the last.
 	NextCursor *string `json:"next_cursor"`
 }
+
+// ChangeSide is a file's content at one point of a diff.
+type ChangeSide struct {
+	Version   int64  `json:"version"`
+	SHA256    string `json:"sha256"`
+	SizeBytes int64  `json:"size_bytes"`
+}
+
+// Change is one file that differs between the two points of a diff.
+type Change struct {
+	Path string `json:"path"`
+	// Change is added, modified, deleted or moved.
+	Change string `json:"change"`
+	FileID string `json:"file_id"`
+	// PreviousPath is the path at from of a moved file; nil otherwise.
+	PreviousPath *string     `json:"previous_path"`
+	From         *ChangeSide `json:"from"`
+	To           *ChangeSide `json:"to"`
+}
+
+// DiffList is a page of a diff, by path: the response of GET /v1/diff.
+type DiffList struct {
+	Object  string   `json:"object"`
+	Data    []Change `json:"data"`
+	HasMore bool     `json:"has_more"`
+	// NextCursor is the cursor of the next page; nil on the last.
+	NextCursor *string `json:"next_cursor"`
+}

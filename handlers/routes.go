@@ -77,6 +77,8 @@ type Writes interface {
 	RevokeLink(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
 	CancelBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
 	RevertRun(ctx context.Context, who agentfs.Caller, runID string, force bool) (idempotency.Result, error)
+	CreateCheckpoint(ctx context.Context, who agentfs.Caller, req agentfs.NewCheckpoint) (idempotency.Result, error)
+	DeleteCheckpoint(ctx context.Context, who agentfs.Caller, idOrName string) (idempotency.Result, error)
 	Operation(ctx context.Context, subject, key string) (*idempotency.Record, error)
 }
 
@@ -148,6 +150,7 @@ type Deps struct {
 	Files     Files
 	Sessions  Sessions
 	Ledger    Ledger
+	Points    Points
 	Writes    Writes
 	Quota     Quota
 	Tokens    Tokens
@@ -296,6 +299,11 @@ func (a *API) addV1(v1 *echo.Group) {
 	add(post, "/files/:id/links", agentfs.OpCreateLink, a.createLink)
 	add(get, "/files/:id/links", agentfs.OpListLinks, a.listLinks)
 	add(http.MethodDelete, "/links/:id", agentfs.OpRevokeLink, a.revokeLink)
+	add(post, "/checkpoints", agentfs.OpCreateCheckpoint, a.createCheckpoint)
+	add(get, "/checkpoints", agentfs.OpListCheckpoints, a.listCheckpoints)
+	add(get, "/checkpoints/:id", agentfs.OpGetCheckpoint, a.getCheckpoint)
+	add(http.MethodDelete, "/checkpoints/:id", agentfs.OpDeleteCheckpoint, a.deleteCheckpoint)
+	add(get, "/diff", agentfs.OpDiff, a.getDiff)
 	add(post, "/uploads", agentfs.OpCreateUpload, a.createUpload)
 	add(get, "/uploads", agentfs.OpListUploads, a.listUploads)
 	add(get, "/uploads/:id", agentfs.OpGetUpload, a.getUpload)

@@ -211,3 +211,15 @@ func Checkpoint(c *agentfs.Checkpoint) api.Checkpoint {
 		Cursor: c.Point().Cursor(c.Subject).String(), AgentID: nullable(c.By.AgentID), RunID: nullable(c.By.RunID),
 		CreatedAt: c.CreatedAt.UTC()}
 }
+
+// Change shows one change of a diff.
+func Change(c agentfs.Change) api.Change {
+	side := func(s *agentfs.FileState) *api.ChangeSide {
+		if s == nil {
+			return nil
+		}
+		return &api.ChangeSide{Version: int64(s.Version), SHA256: s.SHA256, SizeBytes: s.SizeBytes}
+	}
+	return api.Change{Path: c.Path, Change: c.Kind, FileID: c.FileID, PreviousPath: nullable(c.PreviousPath),
+		From: side(c.From), To: side(c.To)}
+}

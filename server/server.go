@@ -128,7 +128,7 @@ func (s *Server) wire() error {
 		return err
 	}
 	s.api, err = handlers.New(handlers.Deps{
-		Files: s.gate, Sessions: s.gate, Ledger: s.gate, Writes: s.core, Quota: s.store, Tokens: s.store, Health: s.store,
+		Files: s.gate, Sessions: s.gate, Ledger: s.gate, Points: s.gate, Writes: s.core, Quota: s.store, Tokens: s.store, Health: s.store,
 		Log: s.log, PublicURL: s.cfg.PublicURL, Limits: s.cfg.Limits, Registry: s.reg, Traces: s.tracing.Provider(),
 		MCP: door, Rates: s.rates,
 	})

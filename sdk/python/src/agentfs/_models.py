@@ -505,6 +505,46 @@ class Link:
 
 
 @dataclass
+class ChangeSide:
+    """A file's content at one point of a diff."""
+
+    version: int
+    sha256: str
+    size_bytes: int
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ChangeSide":
+        """Build a ChangeSide from its JSON object."""
+        return _read(cls, d)
+
+
+@dataclass
+class Change:
+    """One file that differs between the two points of a diff."""
+
+    #: The path at ``to`` (at ``from`` for a deleted file).
+    path: str
+    #: added, modified, deleted or moved.
+    change: str
+    file_id: str
+    #: The path at ``from`` of a moved file; None otherwise.
+    previous_path: Optional[str]
+    #: The file at ``from``; None when it was not live then.
+    from_: Optional[ChangeSide]
+    #: The file at ``to``; None when it was not live then.
+    to: Optional[ChangeSide]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Change":
+        """Build a Change from its JSON object (``from`` is read into ``from_``)."""
+
+        def side(v: Any) -> Optional[ChangeSide]:
+            return ChangeSide.from_dict(v) if isinstance(v, Mapping) else None
+
+        return _read(cls, d, from_=side(d.get("from")), to=side(d.get("to")))
+
+
+@dataclass
 class Checkpoint:
     """A named point of the subject's history: a position of the event feed, not a copy."""
 
