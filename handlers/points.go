@@ -68,11 +68,16 @@ func (a *API) listFilesAsOf(c echo.Context, spec agentfs.PointSpec) error {
 			return problem.Validation(k, "cannot be combined with as_of")
 		}
 	}
-	filter, err := bindFilter(c)
+	limit, err := limitParam(c, defaultListLimit, maxListLimit)
 	if err != nil {
 		return err
 	}
-	req := agentfs.AsOfFilter{Prefix: filter.Prefix, Limit: filter.Limit + 1}
+	req := agentfs.AsOfFilter{Limit: limit + 1}
+	if v := q.Get("prefix"); v != "" {
+		if req.Prefix, err = normalizePrefix(v); err != nil {
+			return err
+		}
+	}
 	if v := q.Get("cursor"); v != "" {
 		if req.After, _, err = parsePathCursor(v); err != nil {
 			return err
@@ -83,8 +88,8 @@ func (a *API) listFilesAsOf(c echo.Context, spec agentfs.PointSpec) error {
 		return err
 	}
 	out := api.FileList{Data: make([]api.File, 0, len(files))}
-	if len(files) > filter.Limit {
-		files, out.HasMore = files[:filter.Limit], true
+	if len(files) > limit {
+		files, out.HasMore = files[:limit], true
 		next := pathCursor(files[len(files)-1].Path, "")
 		out.NextCursor = &next
 	}
