@@ -72,6 +72,12 @@ func everyWrite(core *admission.Core) map[string]func(ctx context.Context, who a
 		agentfs.OpRevertRun: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
 			return core.RevertRun(ctx, who, "run-1", false)
 		},
+		agentfs.OpCreateCheckpoint: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
+			return core.CreateCheckpoint(ctx, who, agentfs.NewCheckpoint{Name: "c"})
+		},
+		agentfs.OpDeleteCheckpoint: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
+			return core.DeleteCheckpoint(ctx, who, "c")
+		},
 	}
 }
 
