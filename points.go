@@ -192,6 +192,9 @@ type DiffRequest struct {
 	AfterPath string
 	AfterID   string
 	Limit     int
+	// Content says the caller reads the bytes too (format=patch), which
+	// needs the content-read operation besides the diff's.
+	Content bool
 }
 
 // Kinds of change a diff lists.
@@ -210,6 +213,9 @@ type Change struct {
 	FileID       string
 	PreviousPath string // at From, for a move
 	From, To     *FileState
+	// Blocked says the file is blocked now: its bytes at either point are
+	// not served (a patch shows it as binary).
+	Blocked bool
 }
 
 // FileState is a file's content at a point.

@@ -25,14 +25,19 @@ func (a *API) getDiff(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if f := c.QueryParam("format"); f != "" && f != "json" {
-		return problem.Validation("format", "must be json")
+	format := c.QueryParam("format")
+	if format != "" && format != "json" && format != "patch" {
+		return problem.Validation("format", "must be json or patch")
 	}
-	limit, err := limitParam(c, defaultListLimit, maxListLimit)
+	def := defaultListLimit
+	if format == "patch" {
+		def = maxListLimit
+	}
+	limit, err := limitParam(c, def, maxListLimit)
 	if err != nil {
 		return err
 	}
-	req := agentfs.DiffRequest{Limit: limit + 1}
+	req := agentfs.DiffRequest{Limit: limit + 1, Content: format == "patch"}
 	if v := c.QueryParam("prefix"); v != "" {
 		if req.Prefix, err = normalizePrefix(v); err != nil {
 			return err
@@ -48,11 +53,15 @@ func (a *API) getDiff(c echo.Context) error {
 		return err
 	}
 	out := api.DiffList{Object: "list", Data: make([]api.Change, 0, len(changes))}
+	next := ""
 	if len(changes) > limit {
 		changes, out.HasMore = changes[:limit], true
 		last := changes[limit-1]
-		next := pathCursor(last.Path, last.FileID)
+		next = pathCursor(last.Path, last.FileID)
 		out.NextCursor = &next
+	}
+	if format == "patch" {
+		return a.writePatch(c, changes, next)
 	}
 	for _, ch := range changes {
 		out.Data = append(out.Data, render.Change(ch))

@@ -92,6 +92,11 @@ func (g *Gate) Diff(ctx context.Context, who agentfs.Caller, from, to agentfs.Po
 	if err := who.Allow(agentfs.OpDiff); err != nil {
 		return nil, err
 	}
+	if req.Content {
+		if err := who.Allow(agentfs.OpReadContent); err != nil {
+			return nil, err
+		}
+	}
 	var err error
 	if req.From, err = g.Point(ctx, who, from); err != nil {
 		return nil, err

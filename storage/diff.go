@@ -38,8 +38,9 @@ func (s *Store) Diff(ctx context.Context, subject string, req agentfs.DiffReques
 			WHERE subject = @subject AND ((from_pos > @lo AND from_pos <= @hi) OR (to_pos > @lo AND to_pos <= @hi)
 				OR (expires_at > @lo_at AND expires_at <= @hi_at)))
 		SELECT c.file_id, a.path, a.version, a.sha256, a.size_bytes, a.content_type, a.blob_key,
-			b.path, b.version, b.sha256, b.size_bytes, b.content_type, b.blob_key
+			b.path, b.version, b.sha256, b.size_bytes, b.content_type, b.blob_key, coalesce(f.blocked, false)
 		FROM c
+		LEFT JOIN files f ON f.subject = @subject AND f.id = c.file_id
 		LEFT JOIN LATERAL (SELECT * FROM file_states s WHERE s.file_id = c.file_id AND `+at("fpos", "fat")+`) a ON true
 		LEFT JOIN LATERAL (SELECT * FROM file_states s WHERE s.file_id = c.file_id AND `+at("tpos", "tat")+`) b ON true
 		WHERE `+w.where()+`
@@ -66,7 +67,7 @@ func scanChange(r pgx.CollectableRow) (agentfs.Change, error) {
 		a, b nullableState
 	)
 	if err := r.Scan(&ch.FileID, &a.path, &a.version, &a.sha256, &a.size, &a.contentType, &a.blobKey,
-		&b.path, &b.version, &b.sha256, &b.size, &b.contentType, &b.blobKey); err != nil {
+		&b.path, &b.version, &b.sha256, &b.size, &b.contentType, &b.blobKey, &ch.Blocked); err != nil {
 		return ch, err
 	}
 	ch.From, ch.To = a.state(), b.state()
