@@ -227,3 +227,11 @@ type FileState struct {
 	ContentType string
 	BlobKey     string
 }
+
+// RestoreRequest puts a subject's files under Prefix back to their state
+// at To (POST /v1/restore, DESIGN §18).
+type RestoreRequest struct {
+	Prefix string
+	To     PointSpec
+	Force  bool
+}

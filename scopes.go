@@ -30,6 +30,7 @@ const (
 	// Points in time (DESIGN §18).
 	OpCreateCheckpoint = "create_checkpoint"
 	OpDeleteCheckpoint = "delete_checkpoint"
+	OpRestorePoint     = "restore_point" // POST /v1/restore, its dry run included
 )
 
 // Reads the read gate (package reads) serves.
@@ -74,7 +75,7 @@ var operationScopes = map[string][]string{
 	OpCreateUpload: needsWrite, OpPutPart: needsWrite, OpCompleteUpload: needsWrite, OpAbortUpload: needsWrite,
 	OpBatch: needsWrite, OpCancelBatch: needsWrite, OpRevertRun: needsWrite,
 	OpCreateLink:       needsReadWrite,
-	OpCreateCheckpoint: needsWrite, OpDeleteCheckpoint: needsWrite,
+	OpCreateCheckpoint: needsWrite, OpDeleteCheckpoint: needsWrite, OpRestorePoint: needsReadWrite, OpRestoreTo: needsWrite,
 
 	OpGetFile: needsRead, OpListFiles: needsRead, OpReadContent: needsRead, OpListVersions: needsRead, OpGetVersion: needsRead,
 	OpListLinks: needsRead, OpGetUpload: needsRead, OpListUploads: needsRead, OpGetBatch: needsRead, OpListBatches: needsRead,

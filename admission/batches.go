@@ -43,12 +43,22 @@ type queueBatch struct {
 	// planned in the transaction.
 	undo  string
 	force bool
+	// plan, when set, plans the batch's items in the transaction (a
+	// restore to a point).
+	plan func(ctx context.Context) ([]agentfs.BatchItem, error)
 }
 
 func (e *queueBatch) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
 	b := e.b
 	if e.undo != "" {
 		items, err := e.c.store.RunUndoPlan(ctx, tx, e.who.Subject, e.undo, e.force)
+		if err != nil {
+			return idempotency.Outcome{}, err
+		}
+		b = &agentfs.Batch{Subject: e.who.Subject, By: e.who.By, RequestID: e.who.RequestID, Items: items}
+	}
+	if e.plan != nil {
+		items, err := e.plan(ctx)
 		if err != nil {
 			return idempotency.Outcome{}, err
 		}

@@ -653,6 +653,17 @@ type Change struct {
 	To           *ChangeSide `json:"to"`
 }
 
+// RestorePlan is what a restore would do, changing nothing: the response
+// of POST /v1/restore with dry_run. Each item is a change since the point
+// the restore would undo, in the order its batch would run them.
+type RestorePlan struct {
+	Object string `json:"object"`
+	Prefix string `json:"prefix"`
+	// To is the point as an event cursor.
+	To    string   `json:"to"`
+	Items []Change `json:"items"`
+}
+
 // DiffList is a page of a diff, by path: the response of GET /v1/diff.
 type DiffList struct {
 	Object  string   `json:"object"`

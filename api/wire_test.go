@@ -70,6 +70,7 @@ var wire = []mapping{
 	{schema: "ChangeSide", goType: reflect.TypeFor[api.ChangeSide](), py: []string{"ChangeSide"}},
 	{schema: "Change", goType: reflect.TypeFor[api.Change](), py: []string{"Change"}},
 	{schema: "DiffList", goType: reflect.TypeFor[api.DiffList](), why: "Python: diff() answers list[Change]"},
+	{schema: "RestorePlan", goType: reflect.TypeFor[api.RestorePlan](), py: []string{"RestorePlan"}},
 	{schema: "Checkpoint", goType: reflect.TypeFor[api.Checkpoint](), py: []string{"Checkpoint"}},
 	{schema: "CheckpointList", goType: reflect.TypeFor[api.CheckpointList](), py: []string{"Page[Checkpoint]", "AsyncPage[Checkpoint]"}},
 	{schema: "LinkList", goType: reflect.TypeFor[api.LinkList](), why: "Python: links() answers list[Link]"},

@@ -79,6 +79,8 @@ type Writes interface {
 	RevertRun(ctx context.Context, who agentfs.Caller, runID string, force bool) (idempotency.Result, error)
 	CreateCheckpoint(ctx context.Context, who agentfs.Caller, req agentfs.NewCheckpoint) (idempotency.Result, error)
 	DeleteCheckpoint(ctx context.Context, who agentfs.Caller, idOrName string) (idempotency.Result, error)
+	RestorePoint(ctx context.Context, who agentfs.Caller, req agentfs.RestoreRequest) (idempotency.Result, error)
+	PlanRestorePoint(ctx context.Context, who agentfs.Caller, req agentfs.RestoreRequest) ([]agentfs.Change, agentfs.Point, error)
 	Operation(ctx context.Context, subject, key string) (*idempotency.Record, error)
 }
 
@@ -303,6 +305,7 @@ func (a *API) addV1(v1 *echo.Group) {
 	add(get, "/checkpoints", agentfs.OpListCheckpoints, a.listCheckpoints)
 	add(get, "/checkpoints/:id", agentfs.OpGetCheckpoint, a.getCheckpoint)
 	add(http.MethodDelete, "/checkpoints/:id", agentfs.OpDeleteCheckpoint, a.deleteCheckpoint)
+	add(post, "/restore", agentfs.OpRestorePoint, a.restorePoint)
 	add(get, "/diff", agentfs.OpDiff, a.getDiff)
 	add(post, "/uploads", agentfs.OpCreateUpload, a.createUpload)
 	add(get, "/uploads", agentfs.OpListUploads, a.listUploads)

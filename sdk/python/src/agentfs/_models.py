@@ -545,6 +545,23 @@ class Change:
 
 
 @dataclass
+class RestorePlan:
+    """What a restore would do, changing nothing (restore with dry_run)."""
+
+    prefix: str
+    #: The point, as an event cursor.
+    to: str
+    #: The changes since the point the restore would undo, in the order its items would run.
+    items: list[Change]
+    object: str = "restore_plan"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RestorePlan":
+        """Build a RestorePlan from its JSON object."""
+        return _read(cls, d, items=[Change.from_dict(c) for c in d.get("items") or []])
+
+
+@dataclass
 class Checkpoint:
     """A named point of the subject's history: a position of the event feed, not a copy."""
 
