@@ -91,6 +91,7 @@ func clientCommands() []*command {
 		restoreCommand(),
 		protocolCommand(),
 	}
+	verbs = append(verbs, pointCommands()...)
 	return append(verbs, append(historyCommands(), ledgerCommands()...)...)
 }
 
@@ -526,8 +527,8 @@ func getCommand() *command {
 	return clientCommand(command{
 		name:    "get",
 		summary: "download a file by id or by path (stdout without LOCAL)",
-		usage: `agentfs get ID [LOCAL]
-agentfs get --path REMOTE_PATH [LOCAL]`,
+		usage: `agentfs get ID [LOCAL] [--as-of POINT]
+agentfs get --path REMOTE_PATH [LOCAL] [--as-of POINT]`,
 		help: `Downloads a live file's content to LOCAL (a file or a directory), or to
 stdout without LOCAL or with -. Written to LOCAL, the content's SHA-256 is
 checked before the file appears, and the file's metadata is printed.
@@ -540,6 +541,7 @@ Examples:
 
 func getFlags(fs *flag.FlagSet) verbFunc {
 	byPath := fs.String("path", "", "download the live file at this `REMOTE_PATH` instead of by ID")
+	asOf := fs.String("as-of", "", "the content the file had at this `POINT`")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		var (
 			f     *client.File
@@ -548,17 +550,20 @@ func getFlags(fs *flag.FlagSet) verbFunc {
 		)
 		switch {
 		case *byPath != "" && len(args) <= 1:
-			if f, err = liveFileAt(ctx, cli.client, *byPath); err != nil {
+			if f, err = fileAt(ctx, cli.client, *byPath, *asOf); err != nil {
 				return err
 			}
 			local = strings.Join(args, "")
 		case *byPath == "" && (len(args) == 1 || len(args) == 2):
-			if f, err = cli.client.File(ctx, args[0]); err != nil {
+			if f, err = fileByID(ctx, cli.client, args[0], *asOf); err != nil {
 				return err
 			}
 			local = strings.Join(args[1:], "")
 		default:
 			return usagef("get needs ID or --path REMOTE_PATH, and at most one LOCAL")
+		}
+		if *asOf != "" {
+			return getAsOf(ctx, cli, f, *asOf, local)
 		}
 		content, err := cli.client.FileContent(ctx, f.ID, client.ContentOptions{})
 		if err != nil {
@@ -640,7 +645,7 @@ func lsCommand() *command {
 	return clientCommand(command{
 		name:    "ls",
 		summary: "list files, newest first",
-		usage:   "agentfs ls [--run RUN_ID] [--agent AGENT_ID] [--prefix PREFIX] [--path PATH] [--deleted] [--limit N]",
+		usage:   "agentfs ls [--run RUN_ID] [--agent AGENT_ID] [--prefix PREFIX] [--path PATH] [--deleted] [--as-of POINT] [--limit N]",
 		help: `Lists files, newest first, through every page: a JSON array when stdout is
 not a terminal, a table on one. --run and --agent match the X-Run-ID and
 X-Agent-ID of the request that created each file.
@@ -657,6 +662,7 @@ func lsFlags(fs *flag.FlagSet) verbFunc {
 	fs.StringVar(&opts.Prefix, "prefix", "", "only paths starting with `PREFIX`")
 	fs.StringVar(&opts.Path, "path", "", "only this exact `PATH`")
 	fs.BoolVar(&opts.IncludeDeleted, "deleted", false, "include deleted files not purged yet")
+	fs.StringVar(&opts.AsOf, "as-of", "", "the files live at this `POINT`, in path order, as they were then")
 	limit := fs.Int("limit", 0, "at most `N` files (default: all)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 0 || *limit < 0 {
@@ -712,21 +718,34 @@ func rmFlags(fs *flag.FlagSet) verbFunc {
 func restoreCommand() *command {
 	return clientCommand(command{
 		name:    "restore",
-		summary: "undo a delete",
-		usage:   "agentfs restore ID [--key KEY]",
+		summary: "undo a delete, or put a folder back to a point (--to)",
+		usage: `agentfs restore ID [--key KEY]
+agentfs restore PREFIX --to POINT [--dry-run] [--wait] [--key KEY]`,
 		help: `Undoes a delete and prints the file. 409 PATH_EXISTS means another live
 file took its path meanwhile.
 
-Example:
+With --to, puts every file under PREFIX back to its state at POINT (a
+checkpoint id or name, an event cursor, an RFC 3339 time or now) as a
+durable batch, and prints it; --dry-run prints the plan and changes
+nothing. A file changed after the plan fails its item (412).
+
+Examples:
   agentfs restore file_01jd8x2m4k9q7v3t5r6w8y0z1a
+  agentfs restore src/ --to before-refactor --wait
 `}, false, restoreFlags)
 }
 
 func restoreFlags(fs *flag.FlagSet) verbFunc {
 	key := fs.String("key", "", "the Idempotency-Key of this restore, a `KEY` (default: a new random one)")
+	to := fs.String("to", "", "put PREFIX back to this `POINT` instead of undoing a delete")
+	dryRun := fs.Bool("dry-run", false, "with --to: print the plan, change nothing")
+	wait := fs.Bool("wait", false, "with --to: wait until every item has run")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
-		if len(args) != 1 {
-			return usagef("restore needs one file ID")
+		if *to != "" && len(args) == 1 {
+			return restoreToPoint(ctx, cli, args[0], *to, *dryRun, *wait, *key)
+		}
+		if len(args) != 1 || *dryRun || *wait {
+			return usagef("restore needs one file ID (or PREFIX --to POINT)")
 		}
 		f, err := cli.client.RestoreFile(ctx, args[0], client.RestoreOptions{IdempotencyKey: *key})
 		if err != nil {
