@@ -59,6 +59,7 @@ type Backend interface {
 	// Run summarizes what the run runID did, from its events; NOT_FOUND
 	// when no event of the subject carries it.
 	Run(ctx context.Context, runID string) (*Run, error)
+	PointsBackend
 }
 
 // File is a stored file's metadata, with the API's field names (schema File

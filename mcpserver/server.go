@@ -167,6 +167,10 @@ var toolOperations = map[string][]string{
 	"revert_file":         {agentfs.OpListFiles, agentfs.OpRevert},
 	"share_file":          {agentfs.OpListFiles, agentfs.OpCreateLink},
 	"run_summary":         {agentfs.OpGetRun},
+	"checkpoint":          {agentfs.OpCreateCheckpoint},
+	"list_checkpoints":    {agentfs.OpListCheckpoints},
+	"diff":                {agentfs.OpDiff, agentfs.OpReadContent},
+	"restore":             {agentfs.OpRestorePoint},
 }
 
 // ToolOperations names the operations a tool runs, whose scopes
@@ -382,6 +386,7 @@ func toolSpecs() []*toolSpec {
 			listDirectoryTool(), directoryTreeTool(), searchFilesTool(),
 			getFileInfoTool(), deleteFileTool(), restoreFileTool(), listRunFilesTool(),
 			moveFileTool(), fileHistoryTool(), revertFileTool(), shareFileTool(), runSummaryTool(),
+			checkpointTool(), listCheckpointsTool(), diffTool(), restoreTool(),
 		}
 	})
 	return specs
