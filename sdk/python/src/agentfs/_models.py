@@ -30,6 +30,10 @@ __all__ = [
     "EventPage",
     "Run",
     "RunCounts",
+    "Checkpoint",
+    "Change",
+    "ChangeSide",
+    "RestorePlan",
 ]
 
 T = TypeVar("T")

@@ -103,6 +103,12 @@ ROUTE_EVENTS = "GET /v1/events"
 ROUTE_RUN = "GET /v1/runs/{run_id}"
 ROUTE_RUN_ARCHIVE = "GET /v1/runs/{run_id}/archive"
 ROUTE_REVERT_RUN = "POST /v1/runs/{run_id}/revert"
+ROUTE_CREATE_CHECKPOINT = "POST /v1/checkpoints"
+ROUTE_LIST_CHECKPOINTS = "GET /v1/checkpoints"
+ROUTE_CHECKPOINT = "GET /v1/checkpoints/{id}"
+ROUTE_DELETE_CHECKPOINT = "DELETE /v1/checkpoints/{id}"
+ROUTE_DIFF = "GET /v1/diff"
+ROUTE_RESTORE = "POST /v1/restore"
 
 _SAFE_WITHOUT_KEY = {
     ROUTE_DELETE_FILE,
