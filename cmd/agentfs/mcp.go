@@ -37,7 +37,8 @@ one generated per call), so no retry ever writes twice.
 Tools: read_text_file, read_media_file, read_multiple_files, write_file,
 edit_file, list_directory, directory_tree, search_files, get_file_info,
 delete_file, restore_file, list_run_files, move_file, file_history,
-revert_file, share_file, run_summary.
+revert_file, share_file, run_summary, checkpoint, list_checkpoints, diff,
+restore.
 
 Environment:
   AGENTFS_URL                  the AgentFS server (default ` + defaultURL + `)
