@@ -25,6 +25,11 @@ const (
 	// OpUndo brings one file back to its state before a run (POST
 	// /v1/runs/{run_id}/revert makes these items, never a request).
 	OpUndo = "undo"
+	// OpRestoreTo brings one file back to its state at a point (POST
+	// /v1/restore makes these items, never a request): its Undo carries
+	// that state, with no run id, and a change after After fails it with
+	// ErrPreconditionFailed unless Force.
+	OpRestoreTo = "restore_to"
 )
 
 // How a batch put's content is encoded in the request's JSON string.

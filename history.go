@@ -145,7 +145,7 @@ const (
 
 // EventTypes lists every event type.
 var EventTypes = []string{EventCreated, EventReplaced, EventDeleted, EventRestored, EventMoved,
-	EventReverted, EventExpired, EventPurged}
+	EventReverted, EventExpired, EventPurged, EventCheckpointCreated, EventCheckpointDeleted}
 
 // Origin is what caused an effect, as its event records it: the request's
 // attribution, its Idempotency-Key and id, and the batch it ran in.
@@ -174,6 +174,9 @@ type Event struct {
 	SHA256       string
 	Origin       Origin
 	At           time.Time
+	// CheckpointID names the checkpoint of a checkpoint.* event (which
+	// names no file).
+	CheckpointID string
 	// Position is the event's place in its subject's feed: events are
 	// numbered 1, 2, 3… in the order their transactions committed.
 	Position int64

@@ -52,6 +52,10 @@ const (
 	OpRevertRun      = "revert_run"
 	OpCreateToken    = "create_token"
 	OpRevokeToken    = "revoke_token"
+	// Points in time (DESIGN §18).
+	OpCreateCheckpoint = "create_checkpoint"
+	OpDeleteCheckpoint = "delete_checkpoint"
+	OpRestorePoint     = "restore_point" // POST /v1/restore, its dry run included
 )
 
 // Reads the read gate (package reads) serves.
@@ -73,11 +77,16 @@ const (
 	OpSearch       = "search" // the lines of files' contents that match a pattern
 	OpListTokens   = "list_tokens"
 	OpGetToken     = "get_token"
+	// Points in time (DESIGN §18); as_of reads are the reads they qualify.
+	OpListCheckpoints = "list_checkpoints"
+	OpGetCheckpoint   = "get_checkpoint"
+	OpDiff            = "diff"
 )
 
 var (
 	needsRead      = []string{ScopeRead}
 	needsWrite     = []string{ScopeWrite}
+	needsReadWrite = []string{ScopeRead, ScopeWrite}
 	needsReadShare = []string{ScopeRead, ScopeShare}
 	needsDelegate  = []string{ScopeDelegate}
 	// needsNothing: what any token may do to itself and its descendants
@@ -100,11 +109,13 @@ var operationScopes = map[string][]string{
 	OpBatch: needsWrite, OpCancelBatch: needsWrite, OpRevertRun: needsWrite,
 	OpCreateLink:  needsReadShare,
 	OpCreateToken: needsDelegate, OpRevokeToken: needsNothing,
+	OpCreateCheckpoint: needsWrite, OpDeleteCheckpoint: needsWrite, OpRestorePoint: needsReadWrite, OpRestoreTo: needsWrite,
 
 	OpGetFile: needsRead, OpListFiles: needsRead, OpReadContent: needsRead, OpListVersions: needsRead, OpGetVersion: needsRead,
 	OpListLinks: needsRead, OpGetUpload: needsRead, OpListUploads: needsRead, OpGetBatch: needsRead, OpListBatches: needsRead,
 	OpGetOperation: needsRead, OpListEvents: needsRead, OpGetRun: needsRead, OpRunArchive: needsRead,
 	OpSearch: needsRead, OpListTokens: needsNothing, OpGetToken: needsNothing,
+	OpListCheckpoints: needsRead, OpGetCheckpoint: needsRead, OpDiff: needsRead,
 }
 
 // readOperations are the operations the read gate serves; every other
@@ -113,7 +124,7 @@ var readOperations = map[string]bool{
 	OpGetFile: true, OpListFiles: true, OpReadContent: true, OpListVersions: true, OpGetVersion: true,
 	OpListLinks: true, OpGetUpload: true, OpListUploads: true, OpGetBatch: true, OpListBatches: true,
 	OpGetOperation: true, OpListEvents: true, OpGetRun: true, OpRunArchive: true, OpListTokens: true, OpGetToken: true,
-	OpSearch: true,
+	OpSearch: true, OpListCheckpoints: true, OpGetCheckpoint: true, OpDiff: true,
 }
 
 // IsRead reports whether op is a read (served by the read gate) rather

@@ -50,6 +50,9 @@ type queueBatch struct {
 	// planned in the transaction.
 	undo  string
 	force bool
+	// plan, when set, plans the batch's items in the transaction (a
+	// restore to a point).
+	plan func(ctx context.Context) ([]agentfs.BatchItem, error)
 }
 
 func (e *queueBatch) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
@@ -61,6 +64,13 @@ func (e *queueBatch) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome,
 		}
 		b = &agentfs.Batch{Subject: e.who.Subject, By: e.who.By, RequestID: e.who.RequestID, Items: items}
 		heldTo(b, e.who)
+	}
+	if e.plan != nil {
+		items, err := e.plan(ctx)
+		if err != nil {
+			return idempotency.Outcome{}, err
+		}
+		b = &agentfs.Batch{Subject: e.who.Subject, By: e.who.By, RequestID: e.who.RequestID, Items: items}
 	}
 	created, err := e.c.store.CreateBatchTx(ctx, tx, b)
 	if err != nil {

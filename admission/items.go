@@ -118,6 +118,10 @@ func (c *Core) itemEffect(ctx context.Context, who agentfs.Caller, b *agentfs.Ba
 		if it.Undo != nil {
 			return c.undoFile(who, it.FileID, *it.Undo, o), nil
 		}
+	case agentfs.OpRestoreTo:
+		if it.Undo != nil {
+			return c.restoreTo(who, it.FileID, *it.Undo, o), nil
+		}
 	}
 	return nil, problem.Validation("op", "unknown operation "+strconv.Quote(it.Op))
 }
@@ -199,7 +203,7 @@ func (c *Core) noteItem(p *PreparedItem, err error) {
 	}
 	op := p.op
 	switch op {
-	case agentfs.OpPut, agentfs.OpDelete, agentfs.OpRestore, agentfs.OpCopy, agentfs.OpUndo:
+	case agentfs.OpPut, agentfs.OpDelete, agentfs.OpRestore, agentfs.OpCopy, agentfs.OpUndo, agentfs.OpRestoreTo:
 	default:
 		op = "other"
 	}

@@ -72,6 +72,15 @@ func everyWrite(core *admission.Core) map[string]func(ctx context.Context, who a
 		agentfs.OpRevertRun: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
 			return core.RevertRun(ctx, who, "run-1", false)
 		},
+		agentfs.OpCreateCheckpoint: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
+			return core.CreateCheckpoint(ctx, who, agentfs.NewCheckpoint{Name: "c"})
+		},
+		agentfs.OpDeleteCheckpoint: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
+			return core.DeleteCheckpoint(ctx, who, "c")
+		},
+		agentfs.OpRestorePoint: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
+			return core.RestorePoint(ctx, who, agentfs.RestoreRequest{To: agentfs.PointSpec{Field: "to", Kind: agentfs.PointNow, Raw: "now"}})
+		},
 	}
 }
 
@@ -83,12 +92,12 @@ func TestWritesNeedTheScopesOfTheirOperation(t *testing.T) {
 	core, b := setup(t)
 	ctx := context.Background()
 	writes := everyWrite(core)
-	// Every write is run here but the batch items' own (copy, undo), which
-	// run with the batch's authority (the batch and run revert tests run
-	// them).
+	// Every write is run here but the batch items' own (copy, undo,
+	// restore_to), which run with the batch's authority (the batch, run
+	// revert and restore tests run them).
 	for _, op := range agentfs.Operations() {
 		need, _ := agentfs.ScopesFor(op)
-		if _, ok := writes[op]; !ok && slices.Contains(need, agentfs.ScopeWrite) && op != agentfs.OpCopy && op != agentfs.OpUndo {
+		if _, ok := writes[op]; !ok && slices.Contains(need, agentfs.ScopeWrite) && op != agentfs.OpCopy && op != agentfs.OpUndo && op != agentfs.OpRestoreTo {
 			t.Errorf("%s needs %v and no test runs it", op, need)
 		}
 	}

@@ -378,6 +378,10 @@ type Event struct {
 	// BatchID is the batch whose item caused the event, if any.
 	BatchID *string   `json:"batch_id"`
 	At      time.Time `json:"at"`
+	// CheckpointID names the checkpoint of a checkpoint.created or
+	// checkpoint.deleted event (whose file_id is empty and path is the
+	// checkpoint's prefix); nil for file events.
+	CheckpointID *string `json:"checkpoint_id"`
 }
 
 // Event types (Event.Type).
@@ -390,6 +394,9 @@ const (
 	EventFileReverted = "file.reverted"
 	EventFileExpired  = "file.expired"
 	EventFilePurged   = "file.purged"
+	// Checkpoints (DESIGN §18) name no file.
+	EventCheckpointCreated = "checkpoint.created"
+	EventCheckpointDeleted = "checkpoint.deleted"
 )
 
 // EventList is a page of events, oldest first: the response of
@@ -718,4 +725,67 @@ type Token struct {
 // response of GET /v1/tokens.
 type TokenList struct {
 	Data []Token `json:"data"`
+}
+
+// Checkpoint is a named point of a subject's history (DESIGN §18): the
+// response of POST and GET /v1/checkpoints/{id_or_name}.
+type Checkpoint struct {
+	ID     string `json:"id"`
+	Object string `json:"object"`
+	// Name is unique per subject; nil for an unnamed checkpoint.
+	Name   *string `json:"name"`
+	Prefix string  `json:"prefix"`
+	Note   string  `json:"note"`
+	// Cursor is the checkpoint's position as an event cursor: a point.
+	Cursor    string    `json:"cursor"`
+	AgentID   *string   `json:"agent_id"`
+	RunID     *string   `json:"run_id"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// CheckpointList is a page of checkpoints, newest first.
+type CheckpointList struct {
+	Data    []Checkpoint `json:"data"`
+	HasMore bool         `json:"has_more"`
+	// NextCursor is the cursor of the next page; nil on the last.
+	NextCursor *string `json:"next_cursor"`
+}
+
+// ChangeSide is a file's content at one point of a diff.
+type ChangeSide struct {
+	Version   int64  `json:"version"`
+	SHA256    string `json:"sha256"`
+	SizeBytes int64  `json:"size_bytes"`
+}
+
+// Change is one file that differs between the two points of a diff.
+type Change struct {
+	Path string `json:"path"`
+	// Change is added, modified, deleted or moved.
+	Change string `json:"change"`
+	FileID string `json:"file_id"`
+	// PreviousPath is the path at from of a moved file; nil otherwise.
+	PreviousPath *string     `json:"previous_path"`
+	From         *ChangeSide `json:"from"`
+	To           *ChangeSide `json:"to"`
+}
+
+// RestorePlan is what a restore would do, changing nothing: the response
+// of POST /v1/restore with dry_run. Each item is a change since the point
+// the restore would undo, in the order its batch would run them.
+type RestorePlan struct {
+	Object string `json:"object"`
+	Prefix string `json:"prefix"`
+	// To is the point as an event cursor.
+	To    string   `json:"to"`
+	Items []Change `json:"items"`
+}
+
+// DiffList is a page of a diff, by path: the response of GET /v1/diff.
+type DiffList struct {
+	Object  string   `json:"object"`
+	Data    []Change `json:"data"`
+	HasMore bool     `json:"has_more"`
+	// NextCursor is the cursor of the next page; nil on the last.
+	NextCursor *string `json:"next_cursor"`
 }

@@ -67,6 +67,12 @@ var wire = []mapping{
 	{schema: "FileVersion", goType: reflect.TypeFor[api.FileVersion](), py: []string{"FileVersion"}},
 	{schema: "VersionList", goType: reflect.TypeFor[api.VersionList](), py: []string{"Page[FileVersion]", "AsyncPage[FileVersion]"}},
 	{schema: "Link", goType: reflect.TypeFor[api.Link](), py: []string{"Link"}},
+	{schema: "ChangeSide", goType: reflect.TypeFor[api.ChangeSide](), py: []string{"ChangeSide"}},
+	{schema: "Change", goType: reflect.TypeFor[api.Change](), py: []string{"Change"}},
+	{schema: "DiffList", goType: reflect.TypeFor[api.DiffList](), why: "Python: diff() answers list[Change]"},
+	{schema: "RestorePlan", goType: reflect.TypeFor[api.RestorePlan](), py: []string{"RestorePlan"}},
+	{schema: "Checkpoint", goType: reflect.TypeFor[api.Checkpoint](), py: []string{"Checkpoint"}},
+	{schema: "CheckpointList", goType: reflect.TypeFor[api.CheckpointList](), py: []string{"Page[Checkpoint]", "AsyncPage[Checkpoint]"}},
 	{schema: "LinkList", goType: reflect.TypeFor[api.LinkList](), why: "Python: links() answers list[Link]"},
 	{schema: "Event", goType: reflect.TypeFor[api.Event](), py: []string{"Event"}},
 	{schema: "EventList", goType: reflect.TypeFor[api.EventList](), py: []string{"EventPage"}},
@@ -111,6 +117,10 @@ var allowed = []struct {
 	keys []string
 	why  string
 }{
+	{
+		keys: []string{"py Change.from (missing)", "py Change.from_ (extra)"},
+		why:  "from is a Python keyword: the class reads the member from into the field from_",
+	},
 	{
 		keys: []string{"go UploadPart.object (null)", "go UploadPart.upload_id (null)", "py UploadPart.upload_id (null)",
 			"go Upload.parts[].object (extra)", "go Upload.parts[].upload_id (extra)",

@@ -69,7 +69,7 @@ var (
 // after and before everything.
 func orderKeys(it agentfs.BatchItem, paths map[string]string) (keys []string, barrier bool) {
 	switch it.Op {
-	case agentfs.OpPut, agentfs.OpCopy, agentfs.OpDelete, agentfs.OpRestore, agentfs.OpUndo:
+	case agentfs.OpPut, agentfs.OpCopy, agentfs.OpDelete, agentfs.OpRestore, agentfs.OpUndo, agentfs.OpRestoreTo:
 	default:
 		return nil, true
 	}

@@ -158,13 +158,17 @@ type ListOptions struct {
 	Limit int
 	// Cursor is a previous page's NextCursor.
 	Cursor string
+	// AsOf lists the files live at this point (a checkpoint id or name,
+	// an event cursor, an RFC 3339 time or "now"), in path order, each as
+	// it was then; only Prefix, Limit and Cursor combine with it.
+	AsOf string
 }
 
 // ListFiles returns one page of files, newest first (GET /v1/files).
 func (c *Client) ListFiles(ctx context.Context, opts ListOptions) (*FileList, error) {
 	q := url.Values{}
 	for name, v := range map[string]string{"run_id": opts.RunID, "agent_id": opts.AgentID, "last_run_id": opts.LastRunID,
-		"prefix": opts.Prefix, "path": opts.Path, "cursor": opts.Cursor} {
+		"prefix": opts.Prefix, "path": opts.Path, "cursor": opts.Cursor, "as_of": opts.AsOf} {
 		if v != "" {
 			q.Set(name, v)
 		}

@@ -156,6 +156,12 @@ func readFormHead(req *http.Request) (formHead, error) {
 
 // listFiles is GET /v1/files.
 func (a *API) listFiles(c echo.Context) error {
+	if spec, ok, err := asOfParam(c); ok || err != nil {
+		if err != nil {
+			return err
+		}
+		return a.listFilesAsOf(c, spec)
+	}
 	filter, err := bindFilter(c)
 	if err != nil {
 		return err
@@ -233,6 +239,12 @@ func normalizePrefix(prefix string) (string, error) {
 
 // getFile is GET and HEAD /v1/files/{id}: metadata, also of a deleted file.
 func (a *API) getFile(c echo.Context) error {
+	if spec, ok, err := asOfParam(c); ok || err != nil {
+		if err != nil {
+			return err
+		}
+		return a.getFileAsOf(c, spec)
+	}
 	f, err := a.deps.Files.File(c.Request().Context(), caller(c), c.Param("id"))
 	if err != nil {
 		return err

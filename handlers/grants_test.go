@@ -114,6 +114,23 @@ func TestScopedTokenReadsOnlyItsFolder(t *testing.T) {
 	// Another token's key record may name files outside: not its to see.
 	upload(t, w.root, "Q/keyed.txt", "x", "Idempotency-Key", "root-key").Expect(t, http.StatusCreated)
 	w.child.Do("GET", "/v1/operations/root-key", nil).ExpectProblem(t, http.StatusNotFound, "NOT_FOUND")
+
+	// Points in time: an as-of listing, and a diff since a checkpoint the
+	// root made, hold only what lies inside P/.
+	var asOf api.FileList
+	w.child.Do("GET", "/v1/files?as_of=now", nil).Expect(t, http.StatusOK).JSON(t, &asOf)
+	if got := pathsOf(asOf.Data); !slices.Equal(got, []string{"P/a.txt"}) {
+		t.Fatalf("the scoped token's as-of listing holds %v, want only P/a.txt", got)
+	}
+	w.child.Do("GET", "/v1/files/"+w.out.ID+"?as_of=now", nil).ExpectProblem(t, http.StatusNotFound, "NOT_FOUND")
+	send(w.root, "POST", "/v1/checkpoints", map[string]any{"name": "grant-base"}, "Idempotency-Key", "ckpt-grant-base").Expect(t, http.StatusCreated)
+	upload(t, w.root, "P/new.txt", "new inside").Expect(t, http.StatusCreated)
+	upload(t, w.root, "Q/new.txt", "new outside").Expect(t, http.StatusCreated)
+	var diff api.DiffList
+	w.child.Do("GET", "/v1/diff?from=grant-base", nil).Expect(t, http.StatusOK).JSON(t, &diff)
+	if len(diff.Data) != 1 || diff.Data[0].Path != "P/new.txt" {
+		t.Fatalf("the scoped token's diff since the checkpoint is %+v, want only P/new.txt", diff.Data)
+	}
 }
 
 // TestScopedTokenWritesOnlyInItsFolder: a write outside P/ is 403 naming

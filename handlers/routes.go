@@ -79,6 +79,10 @@ type Writes interface {
 	RevertRun(ctx context.Context, who agentfs.Caller, runID string, force bool) (idempotency.Result, error)
 	CreateToken(ctx context.Context, who agentfs.Caller, req agentfs.NewToken) (idempotency.Result, error)
 	RevokeToken(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
+	CreateCheckpoint(ctx context.Context, who agentfs.Caller, req agentfs.NewCheckpoint) (idempotency.Result, error)
+	DeleteCheckpoint(ctx context.Context, who agentfs.Caller, idOrName string) (idempotency.Result, error)
+	RestorePoint(ctx context.Context, who agentfs.Caller, req agentfs.RestoreRequest) (idempotency.Result, error)
+	PlanRestorePoint(ctx context.Context, who agentfs.Caller, req agentfs.RestoreRequest) ([]agentfs.Change, agentfs.Point, error)
 	Operation(ctx context.Context, subject, key string) (*idempotency.Record, error)
 }
 
@@ -159,6 +163,7 @@ type Deps struct {
 	Ledger     Ledger
 	Search     Searcher
 	Delegation Delegation
+	Points     Points
 	Writes     Writes
 	Quota      Quota
 	Tokens     Tokens
@@ -328,6 +333,12 @@ func (a *API) addV1(v1 *echo.Group) {
 	add(post, "/files/:id/links", agentfs.OpCreateLink, a.createLink)
 	add(get, "/files/:id/links", agentfs.OpListLinks, a.listLinks)
 	add(http.MethodDelete, "/links/:id", agentfs.OpRevokeLink, a.revokeLink)
+	add(post, "/checkpoints", agentfs.OpCreateCheckpoint, a.createCheckpoint)
+	add(get, "/checkpoints", agentfs.OpListCheckpoints, a.listCheckpoints)
+	add(get, "/checkpoints/:id", agentfs.OpGetCheckpoint, a.getCheckpoint)
+	add(http.MethodDelete, "/checkpoints/:id", agentfs.OpDeleteCheckpoint, a.deleteCheckpoint)
+	add(post, "/restore", agentfs.OpRestorePoint, a.restorePoint)
+	add(get, "/diff", agentfs.OpDiff, a.getDiff)
 	add(post, "/uploads", agentfs.OpCreateUpload, a.createUpload)
 	add(get, "/uploads", agentfs.OpListUploads, a.listUploads)
 	add(get, "/uploads/:id", agentfs.OpGetUpload, a.getUpload)

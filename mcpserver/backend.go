@@ -62,6 +62,7 @@ type Backend interface {
 	// Search answers one page of the lines of the subject's live text
 	// files that match pattern (GET /v1/search).
 	Search(ctx context.Context, pattern string, opts SearchOptions) (*SearchPage, error)
+	PointsBackend
 }
 
 // File is a stored file's metadata, with the API's field names (schema File

@@ -186,6 +186,10 @@ var toolOperations = map[string][]string{
 	"revert_file":         {agentfs.OpListFiles, agentfs.OpRevert},
 	"share_file":          {agentfs.OpListFiles, agentfs.OpCreateLink},
 	"run_summary":         {agentfs.OpGetRun},
+	"checkpoint":          {agentfs.OpCreateCheckpoint},
+	"list_checkpoints":    {agentfs.OpListCheckpoints},
+	"diff":                {agentfs.OpDiff, agentfs.OpReadContent},
+	"restore":             {agentfs.OpRestorePoint},
 }
 
 // ToolOperations names the operations a tool runs, whose scopes
@@ -423,6 +427,7 @@ func toolSpecs() []*toolSpec {
 			listDirectoryTool(), directoryTreeTool(), searchFilesTool(), grepFilesTool(),
 			getFileInfoTool(), deleteFileTool(), restoreFileTool(), listRunFilesTool(),
 			moveFileTool(), fileHistoryTool(), revertFileTool(), shareFileTool(), runSummaryTool(),
+			checkpointTool(), listCheckpointsTool(), diffTool(), restoreTool(),
 		}
 	})
 	return specs

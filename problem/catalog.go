@@ -36,6 +36,7 @@ const (
 	ContentBlocked         = "CONTENT_BLOCKED"
 	ChangedSinceRun        = "CHANGED_SINCE_RUN"
 	CursorExpired          = "CURSOR_EXPIRED"
+	CheckpointExists       = "CHECKPOINT_EXISTS"
 	Internal               = "INTERNAL"
 	StorageUnavailable     = "STORAGE_UNAVAILABLE"
 )
@@ -84,6 +85,7 @@ func init() {
 		{UploadAborted, 409, "Upload aborted", false, "The upload session was aborted; start a new one."},
 		{UploadExpired, 409, "Upload expired", false, "The upload session expired; start a new one."},
 		{ChangedSinceRun, 409, "Changed since the run", false, "Another run changed this file after the run being reverted last wrote it, so undoing the run would undo that change too. Revert with force to override, or leave the file as it is."},
+		{CheckpointExists, 409, "Checkpoint exists", false, "The subject already has a checkpoint of this name. Pick another name, or delete the old checkpoint first."},
 		{CursorExpired, 410, "Cursor expired", false, "The events after this cursor may have been removed by the retention (AGENTFS_EVENT_RETENTION). Start again without after, or with after=now."},
 		{LengthRequired, 411, "Length required", false, "This request needs a Content-Length header."},
 		{PreconditionFailed, 412, "Precondition failed", false, "If-Match or If-None-Match did not hold: the file changed or exists. Read its current etag and decide again."},
@@ -114,6 +116,7 @@ func init() {
 var recorded = map[string]bool{
 	NotFound: true, PathExists: true, UploadCompleted: true, UploadAborted: true, UploadExpired: true,
 	PreconditionFailed: true, SizeMismatch: true, PartsMissing: true, ContentBlocked: true, ChangedSinceRun: true,
+	CheckpointExists: true,
 }
 
 // Recorded reports whether a keyed write that ended in p keeps p under its

@@ -38,6 +38,7 @@ var designCodes = map[string]int{
 	problem.UploadAborted:          409,
 	problem.UploadExpired:          409,
 	problem.ChangedSinceRun:        409,
+	problem.CheckpointExists:       409,
 	problem.CursorExpired:          410,
 	problem.LengthRequired:         411,
 	problem.PreconditionFailed:     412,

@@ -48,6 +48,7 @@ type Store interface {
 	Watches(ctx context.Context, subject, session string) ([]agentfs.Watch, error)
 	TouchWatches(ctx context.Context, subject, session string) error
 	EndWatches(ctx context.Context, subject, session string) (int64, error)
+	PointStore
 }
 
 // allow checks that who may make the read op, and returns ctx holding the

@@ -17,7 +17,7 @@ import (
 // allowed, by its operation.
 func everyRead(g *reads.Gate) map[string][]func(ctx context.Context, who agentfs.Caller) error {
 	id := "file_00000000000000000000000000"
-	return map[string][]func(context.Context, agentfs.Caller) error{
+	m := map[string][]func(context.Context, agentfs.Caller) error{
 		agentfs.OpGetFile: {func(ctx context.Context, who agentfs.Caller) error { _, err := g.File(ctx, who, id); return err }},
 		agentfs.OpReadContent: {
 			func(ctx context.Context, who agentfs.Caller) error { _, err := g.Content(ctx, who, id); return err },
@@ -87,6 +87,38 @@ func everyRead(g *reads.Gate) map[string][]func(ctx context.Context, who agentfs
 			return err
 		}},
 	}
+	addPointReads(g, m)
+	return m
+}
+
+// addPointReads adds the reads of points in time (DESIGN §18) to m: the
+// as-of forms of the file reads, checkpoints and diffs.
+func addPointReads(g *reads.Gate, m map[string][]func(context.Context, agentfs.Caller) error) {
+	now := agentfs.PointSpec{Field: "as_of", Kind: agentfs.PointNow, Raw: "now"}
+	m[agentfs.OpListFiles] = append(m[agentfs.OpListFiles], func(ctx context.Context, who agentfs.Caller) error {
+		_, _, err := g.FilesAsOf(ctx, who, now, agentfs.AsOfFilter{Limit: 10})
+		return err
+	})
+	m[agentfs.OpGetFile] = append(m[agentfs.OpGetFile], func(ctx context.Context, who agentfs.Caller) error {
+		_, err := g.FileAsOf(ctx, who, "file_x", now)
+		return err
+	})
+	m[agentfs.OpReadContent] = append(m[agentfs.OpReadContent], func(ctx context.Context, who agentfs.Caller) error {
+		_, err := g.ContentAsOf(ctx, who, "file_x", now)
+		return err
+	})
+	m[agentfs.OpGetCheckpoint] = []func(context.Context, agentfs.Caller) error{func(ctx context.Context, who agentfs.Caller) error {
+		_, err := g.Checkpoint(ctx, who, "c")
+		return err
+	}}
+	m[agentfs.OpListCheckpoints] = []func(context.Context, agentfs.Caller) error{func(ctx context.Context, who agentfs.Caller) error {
+		_, err := g.ListCheckpoints(ctx, who, agentfs.CheckpointFilter{Limit: 10})
+		return err
+	}}
+	m[agentfs.OpDiff] = []func(context.Context, agentfs.Caller) error{func(ctx context.Context, who agentfs.Caller) error {
+		_, err := g.Diff(ctx, who, now, now, agentfs.DiffRequest{Limit: 10})
+		return err
+	}}
 }
 
 // TestEveryReadNeedsTheScopesOfItsOperation reads through the gate on a

@@ -169,7 +169,7 @@ func Event(e *agentfs.Event) api.Event {
 		PreviousPath: nullable(e.PreviousPath), SHA256: nullable(e.SHA256),
 		AgentID: nullable(e.Origin.By.AgentID), RunID: nullable(e.Origin.By.RunID),
 		IdempotencyKey: nullable(e.Origin.Key), RequestID: nullable(e.Origin.RequestID), BatchID: nullable(e.Origin.BatchID),
-		At: e.At.UTC()}
+		At: e.At.UTC(), CheckpointID: nullable(e.CheckpointID)}
 	if e.Version != 0 {
 		v, n := int64(e.Version), e.SizeBytes
 		out.Version, out.SizeBytes = &v, &n
@@ -263,4 +263,23 @@ func optional(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// Checkpoint shows a checkpoint; its cursor is its point.
+func Checkpoint(c *agentfs.Checkpoint) api.Checkpoint {
+	return api.Checkpoint{ID: c.ID, Object: "checkpoint", Name: nullable(c.Name), Prefix: c.Prefix, Note: c.Note,
+		Cursor: c.Point().Cursor(c.Subject).String(), AgentID: nullable(c.By.AgentID), RunID: nullable(c.By.RunID),
+		CreatedAt: c.CreatedAt.UTC()}
+}
+
+// Change shows one change of a diff.
+func Change(c agentfs.Change) api.Change {
+	side := func(s *agentfs.FileState) *api.ChangeSide {
+		if s == nil {
+			return nil
+		}
+		return &api.ChangeSide{Version: int64(s.Version), SHA256: s.SHA256, SizeBytes: s.SizeBytes}
+	}
+	return api.Change{Path: c.Path, Change: c.Kind, FileID: c.FileID, PreviousPath: nullable(c.PreviousPath),
+		From: side(c.From), To: side(c.To)}
 }

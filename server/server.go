@@ -133,7 +133,7 @@ func (s *Server) wire() error {
 		return err
 	}
 	deps := handlers.Deps{
-		Files: s.gate, Sessions: s.gate, Ledger: s.gate, Search: s.gate, Delegation: s.gate, Writes: s.core, Quota: s.store, Tokens: s.store, Health: s.store,
+		Files: s.gate, Sessions: s.gate, Ledger: s.gate, Search: s.gate, Delegation: s.gate, Points: s.gate, Writes: s.core, Quota: s.store, Tokens: s.store, Health: s.store,
 		Log: s.log, PublicURL: s.cfg.PublicURL, Limits: s.cfg.Limits, Registry: s.reg, Traces: s.tracing.Provider(),
 		MCP: door, MCPGuard: guard.Handler, Rates: s.rates,
 	}

@@ -212,7 +212,7 @@ func (s *Store) ExpireFiles(ctx context.Context) (int64, error) {
 // SweepVersions removes non-current versions superseded longer ago than
 // retention, and those beyond the newest maxVersions of their file (the
 // current one always stays), and reports how many. A version a live share
-// link pins stays. Their blobs go with the next blob sweep, once no row
+// link pins stays, and so does one a checkpoint keeps (pinnedBy). Their blobs go with the next blob sweep, once no row
 // references them (versions share blobs after a revert or a copy).
 func (s *Store) SweepVersions(ctx context.Context, retention time.Duration, maxVersions int) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM file_versions v USING files f
@@ -220,7 +220,8 @@ func (s *Store) SweepVersions(ctx context.Context, retention time.Duration, maxV
 		  AND (v.superseded_at < now() - make_interval(secs => $1)
 		       OR v.version <= f.version - $2)
 		  AND NOT EXISTS (SELECT 1 FROM links l WHERE l.file_id = v.file_id AND l.version = v.version
-		                  AND l.revoked_at IS NULL AND l.expires_at > now())`,
+		                  AND l.revoked_at IS NULL AND l.expires_at > now())
+		  AND NOT `+pinnedBy("v.file_id", "v.version"),
 		retention.Seconds(), maxVersions)
 	if err != nil {
 		return 0, Translate(fmt.Errorf("sweep versions: %w", err))

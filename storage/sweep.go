@@ -118,7 +118,7 @@ func (s *Store) abortStaleMultipart(ctx context.Context, cutoff time.Time) (int6
 }
 
 // PurgeDeleted removes files deleted longer ago than their retention
-// (purge_after): the row with its versions and links, with a file.purged
+// (purge_after), except those a checkpoint keeps: the row with its versions and links, with a file.purged
 // event, then the blobs of its versions that no other row references.
 func (s *Store) PurgeDeleted(ctx context.Context) (int64, error) {
 	var n int64
@@ -127,7 +127,8 @@ func (s *Store) PurgeDeleted(ctx context.Context) (int64, error) {
 		err := s.WithTx(ctx, func(tx pgx.Tx) error {
 			rows, err := tx.Query(ctx, `WITH f AS (
 					DELETE FROM files WHERE id = (
-						SELECT id FROM files WHERE purge_after < now() LIMIT 1 FOR UPDATE SKIP LOCKED)
+						SELECT id FROM files p WHERE purge_after < now() AND NOT `+pinnedBy("p.id", "")+`
+						LIMIT 1 FOR UPDATE SKIP LOCKED)
 					RETURNING *),
 				gone AS (SELECT blob_key FROM file_versions WHERE file_id = (SELECT id FROM f)
 					UNION SELECT blob_key FROM f),

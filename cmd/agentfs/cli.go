@@ -84,6 +84,7 @@ func clientCommands() []*command {
 		restoreCommand(),
 		protocolCommand(),
 	}
+	verbs = append(verbs, pointCommands()...)
 	return append(verbs, append(historyCommands(), ledgerCommands()...)...)
 }
 
@@ -531,7 +532,7 @@ func getCommand() *command {
 	return clientCommand(command{
 		name:    "get",
 		summary: "download a file by id or by path (stdout without LOCAL)",
-		usage:   "agentfs get FILE [LOCAL]",
+		usage:   "agentfs get FILE [LOCAL] [--as-of POINT]",
 		help: `Downloads a live file's content to LOCAL (a file or a directory), or to
 stdout without LOCAL or with -. FILE is a file id (file_ and 26 characters)
 or the path of a live file (agentfs:PATH says it is a path). Written to
@@ -547,12 +548,16 @@ Examples:
 
 func getFlags(fs *flag.FlagSet) verbFunc {
 	byPath := fs.String("path", "", "the `REMOTE_PATH` of the live file, as FILE can give it")
+	asOf := fs.String("as-of", "", "the content the file had at this `POINT` (a checkpoint, a cursor, an RFC 3339 time)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if *byPath != "" {
 			args = append([]string{"agentfs:" + *byPath}, args...)
 		}
 		if len(args) != 1 && len(args) != 2 {
 			return usagef("get needs FILE (a file id or a path) and at most one LOCAL")
+		}
+		if *asOf != "" {
+			return getAsOf(ctx, cli, args[0], *asOf, strings.Join(args[1:], ""))
 		}
 		f, err := cli.resolve(ctx, args[0])
 		if err != nil {
@@ -610,7 +615,7 @@ func lsCommand() *command {
 	return clientCommand(command{
 		name:    "ls",
 		summary: "list files, newest first",
-		usage:   "agentfs ls [--run RUN_ID] [--agent AGENT_ID] [--prefix PREFIX] [--path PATH] [--deleted] [--limit N]",
+		usage:   "agentfs ls [--run RUN_ID] [--agent AGENT_ID] [--prefix PREFIX] [--path PATH] [--deleted] [--as-of POINT] [--limit N]",
 		help: `Lists files, newest first, through every page: a JSON array when stdout is
 not a terminal, a table on one. --run and --agent match the X-Run-ID and
 X-Agent-ID of the request that created each file.
@@ -627,6 +632,7 @@ func lsFlags(fs *flag.FlagSet) verbFunc {
 	fs.StringVar(&opts.Prefix, "prefix", "", "only paths starting with `PREFIX`")
 	fs.StringVar(&opts.Path, "path", "", "only this exact `PATH`")
 	fs.BoolVar(&opts.IncludeDeleted, "deleted", false, "include deleted files not purged yet")
+	fs.StringVar(&opts.AsOf, "as-of", "", "the files live at this `POINT`, in path order, as they were then")
 	return listVerb(fs, "ls", "files", "ID\tSIZE\tVERSION\tUPDATED\tPATH", func(f *client.File) string {
 		p := f.Path
 		if f.DeletedAt != nil {
@@ -679,22 +685,35 @@ func rmFlags(fs *flag.FlagSet) verbFunc {
 func restoreCommand() *command {
 	return clientCommand(command{
 		name:    "restore",
-		summary: "undo a delete",
-		usage:   "agentfs restore FILE [--key KEY]",
+		summary: "undo a delete, or put a folder back to a point (--to)",
+		usage: `agentfs restore FILE [--key KEY]
+agentfs restore PREFIX --to POINT [--dry-run] [--wait] [--key KEY]`,
 		help: `Undoes a delete and prints the file. FILE is a file id, or a path: the file
 deleted (or expired) last among those that held it. 409 PATH_EXISTS means
 another live file took its path meanwhile.
 
+With --to, puts every file under PREFIX back to its state at POINT (a
+checkpoint id or name, an event cursor, an RFC 3339 time or now) as a
+durable batch, and prints it; --dry-run prints the plan and changes
+nothing. A file changed after the plan fails its item (412).
+
 Examples:
   agentfs restore reports/draft.md
   agentfs restore file_01jd8x2m4k9q7v3t5r6w8y0z1a
+  agentfs restore src/ --to before-refactor --wait
 `}, false, restoreFlags)
 }
 
 func restoreFlags(fs *flag.FlagSet) verbFunc {
 	key := keyFlag(fs, "restore")
+	to := fs.String("to", "", "put PREFIX back to this `POINT` instead of undoing a delete")
+	dryRun := fs.Bool("dry-run", false, "with --to: print the plan, change nothing")
+	wait := fs.Bool("wait", false, "with --to: wait until every item has run")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
-		id, err := cli.oneFile(ctx, "restore", args, true, cli.deletedFileID)
+		if *to != "" && len(args) == 1 {
+			return restoreToPoint(ctx, cli, args[0], *to, *dryRun, *wait, *key)
+		}
+		id, err := cli.oneFile(ctx, "restore", args, !*dryRun && !*wait, cli.deletedFileID)
 		if err != nil {
 			return err
 		}

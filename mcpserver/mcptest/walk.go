@@ -88,6 +88,10 @@ func (fx Fixture) steps() []step {
 		{"move_file", map[string]any{"source": p("mv.txt"), "destination": p("moved.txt")}},
 		{"revert_file", map[string]any{"path": p("rev.txt"), "version": 1}},
 		{"share_file", map[string]any{"path": p("a.txt")}},
+		{"checkpoint", map[string]any{"path": fx.Dir, "note": "the walk"}},
+		{"list_checkpoints", map[string]any{"path": fx.Dir}},
+		{"diff", map[string]any{"from": "now", "path": fx.Dir}},
+		{"restore", map[string]any{"path": fx.Dir, "to": "now", "dry_run": true}},
 	}
 }
 

@@ -43,6 +43,9 @@ from ._models import (
     AsyncSearchResults,
     Batch,
     BatchOp,
+    Change,
+    Checkpoint,
+    RestorePlan,
     EventPage,
     File,
     FileVersion,
@@ -828,6 +831,62 @@ class AsyncClient(BaseClient):
         """
         b = Batch.from_dict(await self._json(self._r_revert_run(
             run_id, force=force, idempotency_key=idempotency_key, agent_id=NOT_GIVEN, run_id_header=NOT_GIVEN)))
+        if wait and not b.terminal:
+            return await self.wait_batch(b.id, timeout=timeout)
+        return b
+
+    # Points in time.
+
+    async def create_checkpoint(self, *, name: Optional[str] = None, prefix: Optional[str] = None,
+                                note: Optional[str] = None, idempotency_key: Optional[str] = None) -> Checkpoint:
+        """Name the present as a point (POST /v1/checkpoints): a position, not a copy.
+
+        A name in use raises CheckpointExistsError.
+        """
+        return Checkpoint.from_dict(await self._json(self._r_create_checkpoint(
+            name=name, prefix=prefix, note=note, idempotency_key=idempotency_key)))
+
+    async def list_checkpoints(self, *, prefix: Optional[str] = None, limit: Optional[int] = None,
+                               cursor: Optional[str] = None) -> AsyncPage[Checkpoint]:
+        """One page of checkpoints, newest first (GET /v1/checkpoints)."""
+        return await self._page(self._r_list_checkpoints(prefix=prefix, limit=limit, cursor=cursor),
+                                Checkpoint.from_dict,
+                                lambda c: self.list_checkpoints(prefix=prefix, limit=limit, cursor=c))
+
+    async def get_checkpoint(self, id_or_name: str) -> Checkpoint:
+        """A checkpoint by id or name (GET /v1/checkpoints/{id})."""
+        return Checkpoint.from_dict(await self._json(self._r_get_checkpoint(id_or_name)))
+
+    async def delete_checkpoint(self, id_or_name: str) -> None:
+        """Forget a checkpoint (DELETE /v1/checkpoints/{id}); an unknown one raises NotFoundError."""
+        await self._json(self._r_delete_checkpoint(id_or_name))
+
+    async def diff(self, from_: str, *, to: Optional[str] = None, prefix: Optional[str] = None,
+                   limit: Optional[int] = None, cursor: Optional[str] = None) -> list[Change]:
+        """One page of what changed between the points ``from_`` and ``to`` (default now), by path (GET /v1/diff)."""
+        d = await self._json(self._r_diff(from_, to=to, prefix=prefix, limit=limit, cursor=cursor, patch=False))
+        return [Change.from_dict(c) for c in d.get("data") or []]
+
+    async def diff_patch(self, from_: str, *, to: Optional[str] = None, prefix: Optional[str] = None,
+                         limit: Optional[int] = None, cursor: Optional[str] = None) -> str:
+        """The same diff as a unified diff that git apply accepts (format=patch)."""
+        reply = await self._run(self._r_diff(from_, to=to, prefix=prefix, limit=limit, cursor=cursor, patch=True))
+        return (reply.body or b"").decode("utf-8")
+
+    async def plan_restore(self, prefix: str, to: str) -> RestorePlan:
+        """What restore would do now, changing nothing (POST /v1/restore with dry_run)."""
+        return RestorePlan.from_dict(await self._json(self._r_restore(prefix, to, force=False, dry_run=True,
+                                                                       idempotency_key=None)))
+
+    async def restore(self, prefix: str, to: str, *, force: bool = False, wait: bool = False,
+                      timeout: Optional[float] = None, idempotency_key: Optional[str] = None) -> Batch:
+        """Put the files under ``prefix`` back to their state at the point ``to`` (POST /v1/restore), as a batch.
+
+        A file changed after the plan fails its item with PreconditionFailedError
+        unless ``force``. With ``wait`` it returns once the batch has ended.
+        """
+        b = Batch.from_dict(await self._json(self._r_restore(prefix, to, force=force, dry_run=False,
+                                                             idempotency_key=idempotency_key)))
         if wait and not b.terminal:
             return await self.wait_batch(b.id, timeout=timeout)
         return b

@@ -71,6 +71,12 @@ from ._retry import (
     ROUTE_TOKENS,
     ROUTE_TOKEN,
     ROUTE_REVOKE_TOKEN,
+    ROUTE_CREATE_CHECKPOINT,
+    ROUTE_LIST_CHECKPOINTS,
+    ROUTE_CHECKPOINT,
+    ROUTE_DELETE_CHECKPOINT,
+    ROUTE_DIFF,
+    ROUTE_RESTORE,
     ROUTE_REVOKE_LINK,
     ROUTE_RUN,
     ROUTE_SEARCH,
@@ -731,6 +737,37 @@ class BaseClient:
         req = route_request(ROUTE_REVERT_RUN, _run_path(run_id) + "/revert", key=_required_key(idempotency_key),
                             agent_id=agent_id, run_id=run_id_header)
         return _json_body(req, {"force": bool(force)})
+
+    # Points in time.
+
+    def _r_create_checkpoint(self, *, name: Optional[str], prefix: Optional[str], note: Optional[str],
+                             idempotency_key: Optional[str]) -> Request:
+        req = self._write(ROUTE_CREATE_CHECKPOINT, "/v1/checkpoints", idempotency_key, NOT_GIVEN, NOT_GIVEN)
+        body = {k: v for k, v in {"name": name, "prefix": prefix, "note": note}.items() if v is not None}
+        return _json_body(req, body)
+
+    def _r_list_checkpoints(self, *, prefix: Optional[str], limit: Optional[int], cursor: Optional[str]) -> Request:
+        return _page(route_request(ROUTE_LIST_CHECKPOINTS, "/v1/checkpoints"), limit, cursor, prefix=prefix)
+
+    def _r_get_checkpoint(self, id_or_name: str) -> Request:
+        return route_request(ROUTE_CHECKPOINT, "/v1/checkpoints/" + escape(id_or_name))
+
+    def _r_delete_checkpoint(self, id_or_name: str) -> Request:
+        return self._write(ROUTE_DELETE_CHECKPOINT, "/v1/checkpoints/" + escape(id_or_name), None, NOT_GIVEN, NOT_GIVEN)
+
+    def _r_diff(self, from_: str, *, to: Optional[str], prefix: Optional[str], limit: Optional[int],
+                cursor: Optional[str], patch: bool) -> Request:
+        req = _page(route_request(ROUTE_DIFF, "/v1/diff"), limit, cursor, to=to, prefix=prefix)
+        req.query["from"] = from_
+        if patch:
+            req.query["format"] = "patch"
+        return req
+
+    def _r_restore(self, prefix: str, to: str, *, force: bool, dry_run: bool,
+                   idempotency_key: Optional[str]) -> Request:
+        key = None if dry_run else _required_key(idempotency_key)
+        req = route_request(ROUTE_RESTORE, "/v1/restore", key=key, agent_id=NOT_GIVEN, run_id=NOT_GIVEN)
+        return _json_body(req, {"prefix": prefix, "to": to, "force": bool(force), "dry_run": bool(dry_run)})
 
 
 def _required_key(given: Optional[str]) -> str:

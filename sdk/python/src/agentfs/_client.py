@@ -43,6 +43,8 @@ from ._events import EventFollower
 from ._models import (
     Batch,
     BatchOp,
+    Change,
+    Checkpoint,
     EventPage,
     File,
     FileVersion,
@@ -50,6 +52,7 @@ from ._models import (
     Operation,
     Page,
     Protocol,
+    RestorePlan,
     Run,
     SearchResults,
     Token,
@@ -830,6 +833,62 @@ class Client(BaseClient):
         """
         b = Batch.from_dict(self._json(self._r_revert_run(
             run_id, force=force, idempotency_key=idempotency_key, agent_id=NOT_GIVEN, run_id_header=NOT_GIVEN)))
+        if wait and not b.terminal:
+            return self.wait_batch(b.id, timeout=timeout)
+        return b
+
+    # Points in time.
+
+    def create_checkpoint(self, *, name: Optional[str] = None, prefix: Optional[str] = None,
+                          note: Optional[str] = None, idempotency_key: Optional[str] = None) -> Checkpoint:
+        """Name the present as a point (POST /v1/checkpoints): a position, not a copy.
+
+        A name in use raises CheckpointExistsError.
+        """
+        return Checkpoint.from_dict(self._json(self._r_create_checkpoint(
+            name=name, prefix=prefix, note=note, idempotency_key=idempotency_key)))
+
+    def list_checkpoints(self, *, prefix: Optional[str] = None, limit: Optional[int] = None,
+                         cursor: Optional[str] = None) -> Page[Checkpoint]:
+        """One page of checkpoints, newest first (GET /v1/checkpoints)."""
+        return self._page(self._r_list_checkpoints(prefix=prefix, limit=limit, cursor=cursor),
+                          Checkpoint.from_dict,
+                          lambda c: self.list_checkpoints(prefix=prefix, limit=limit, cursor=c))
+
+    def get_checkpoint(self, id_or_name: str) -> Checkpoint:
+        """A checkpoint by id or name (GET /v1/checkpoints/{id})."""
+        return Checkpoint.from_dict(self._json(self._r_get_checkpoint(id_or_name)))
+
+    def delete_checkpoint(self, id_or_name: str) -> None:
+        """Forget a checkpoint (DELETE /v1/checkpoints/{id}); an unknown one raises NotFoundError."""
+        self._json(self._r_delete_checkpoint(id_or_name))
+
+    def diff(self, from_: str, *, to: Optional[str] = None, prefix: Optional[str] = None,
+             limit: Optional[int] = None, cursor: Optional[str] = None) -> list[Change]:
+        """One page of what changed between the points ``from_`` and ``to`` (default now), by path (GET /v1/diff)."""
+        d = self._json(self._r_diff(from_, to=to, prefix=prefix, limit=limit, cursor=cursor, patch=False))
+        return [Change.from_dict(c) for c in d.get("data") or []]
+
+    def diff_patch(self, from_: str, *, to: Optional[str] = None, prefix: Optional[str] = None,
+                   limit: Optional[int] = None, cursor: Optional[str] = None) -> str:
+        """The same diff as a unified diff that git apply accepts (format=patch)."""
+        reply = self._run(self._r_diff(from_, to=to, prefix=prefix, limit=limit, cursor=cursor, patch=True))
+        return (reply.body or b"").decode("utf-8")
+
+    def plan_restore(self, prefix: str, to: str) -> RestorePlan:
+        """What restore would do now, changing nothing (POST /v1/restore with dry_run)."""
+        return RestorePlan.from_dict(self._json(self._r_restore(prefix, to, force=False, dry_run=True,
+                                                                       idempotency_key=None)))
+
+    def restore(self, prefix: str, to: str, *, force: bool = False, wait: bool = False,
+                timeout: Optional[float] = None, idempotency_key: Optional[str] = None) -> Batch:
+        """Put the files under ``prefix`` back to their state at the point ``to`` (POST /v1/restore), as a batch.
+
+        A file changed after the plan fails its item with PreconditionFailedError
+        unless ``force``. With ``wait`` it returns once the batch has ended.
+        """
+        b = Batch.from_dict(self._json(self._r_restore(prefix, to, force=force, dry_run=False,
+                                                       idempotency_key=idempotency_key)))
         if wait and not b.terminal:
             return self.wait_batch(b.id, timeout=timeout)
         return b

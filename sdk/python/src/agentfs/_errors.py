@@ -21,6 +21,7 @@ __all__ = [
     "IdempotencyConflictError",
     "OperationInProgressError",
     "ChangedSinceRunError",
+    "CheckpointExistsError",
     "CursorExpiredError",
     "PreconditionFailedError",
     "PayloadTooLargeError",
@@ -181,6 +182,10 @@ class ChangedSinceRunError(ConflictError):
     """
 
 
+class CheckpointExistsError(ConflictError):
+    """409 CHECKPOINT_EXISTS: you already have a checkpoint of this name; pick another or delete that one."""
+
+
 class CursorExpiredError(Problem):
     """410 CURSOR_EXPIRED: the events after this cursor are past the server's event retention.
 
@@ -217,6 +222,7 @@ _BY_CODE: dict[str, type[Problem]] = {
     "IDEMPOTENCY_CONFLICT": IdempotencyConflictError,
     "OPERATION_IN_PROGRESS": OperationInProgressError,
     "CHANGED_SINCE_RUN": ChangedSinceRunError,
+    "CHECKPOINT_EXISTS": CheckpointExistsError,
     "CURSOR_EXPIRED": CursorExpiredError,
 }
 

@@ -35,6 +35,10 @@ __all__ = [
     "SearchSkipped",
     "SearchResults",
     "AsyncSearchResults",
+    "Checkpoint",
+    "Change",
+    "ChangeSide",
+    "RestorePlan",
 ]
 
 T = TypeVar("T")
@@ -540,6 +544,86 @@ class Token:
 
 
 @dataclass
+class ChangeSide:
+    """A file's content at one point of a diff."""
+
+    version: int
+    sha256: str
+    size_bytes: int
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ChangeSide":
+        """Build a ChangeSide from its JSON object."""
+        return _read(cls, d)
+
+
+@dataclass
+class Change:
+    """One file that differs between the two points of a diff."""
+
+    #: The path at ``to`` (at ``from`` for a deleted file).
+    path: str
+    #: added, modified, deleted or moved.
+    change: str
+    file_id: str
+    #: The path at ``from`` of a moved file; None otherwise.
+    previous_path: Optional[str]
+    #: The file at ``from``; None when it was not live then.
+    from_: Optional[ChangeSide]
+    #: The file at ``to``; None when it was not live then.
+    to: Optional[ChangeSide]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Change":
+        """Build a Change from its JSON object (``from`` is read into ``from_``)."""
+
+        def side(v: Any) -> Optional[ChangeSide]:
+            return ChangeSide.from_dict(v) if isinstance(v, Mapping) else None
+
+        return _read(cls, d, from_=side(d.get("from")), to=side(d.get("to")))
+
+
+@dataclass
+class RestorePlan:
+    """What a restore would do, changing nothing (restore with dry_run)."""
+
+    prefix: str
+    #: The point, as an event cursor.
+    to: str
+    #: The changes since the point the restore would undo, in the order its items would run.
+    items: list[Change]
+    object: str = "restore_plan"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RestorePlan":
+        """Build a RestorePlan from its JSON object."""
+        return _read(cls, d, items=[Change.from_dict(c) for c in d.get("items") or []])
+
+
+@dataclass
+class Checkpoint:
+    """A named point of the subject's history: a position of the event feed, not a copy."""
+
+    id: str
+    #: Unique per subject; None for an unnamed checkpoint.
+    name: Optional[str]
+    #: The path prefix whose versions it keeps ('' for all).
+    prefix: str
+    note: str
+    #: Its position as an event cursor: a point for as_of, diff and restore.
+    cursor: str
+    agent_id: Optional[str]
+    run_id: Optional[str]
+    created_at: Optional[datetime]
+    object: str = "checkpoint"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Checkpoint":
+        """Build a Checkpoint from its JSON object."""
+        return _read(cls, d)
+
+
+@dataclass
 class Event:
     """One effect on a file, committed in the same transaction as the effect: the feed shows what happened, once."""
 
@@ -562,6 +646,8 @@ class Event:
     #: The batch whose item caused the event, if any.
     batch_id: Optional[str]
     at: Optional[datetime]
+    #: The checkpoint of a checkpoint.created or checkpoint.deleted event (file_id is then empty); None for file events.
+    checkpoint_id: Optional[str]
     object: str = "event"
 
     @classmethod

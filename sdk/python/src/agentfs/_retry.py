@@ -108,6 +108,12 @@ ROUTE_CREATE_TOKEN = "POST /v1/tokens"
 ROUTE_TOKENS = "GET /v1/tokens"
 ROUTE_TOKEN = "GET /v1/tokens/{id}"
 ROUTE_REVOKE_TOKEN = "DELETE /v1/tokens/{id}"
+ROUTE_CREATE_CHECKPOINT = "POST /v1/checkpoints"
+ROUTE_LIST_CHECKPOINTS = "GET /v1/checkpoints"
+ROUTE_CHECKPOINT = "GET /v1/checkpoints/{id}"
+ROUTE_DELETE_CHECKPOINT = "DELETE /v1/checkpoints/{id}"
+ROUTE_DIFF = "GET /v1/diff"
+ROUTE_RESTORE = "POST /v1/restore"
 
 _SAFE_WITHOUT_KEY = {
     ROUTE_DELETE_FILE,

@@ -1,0 +1,69 @@
+package admission
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/render"
+)
+
+// CreateCheckpoint makes a checkpoint of the caller's present (POST
+// /v1/checkpoints): 201 with it. Its cost is one row and one event
+// whatever the number of files; a name the subject already uses is 409
+// CHECKPOINT_EXISTS, recorded under the key.
+func (c *Core) CreateCheckpoint(ctx context.Context, who agentfs.Caller, req agentfs.NewCheckpoint) (idempotency.Result, error) {
+	req.Subject, req.By = who.Subject, who.By
+	return c.run(ctx, who, &createCheckpoint{c: c, req: req, origin: agentfs.OriginOf(who),
+		named: named{admission{method: http.MethodPost, route: "/v1/checkpoints",
+			request: idempotency.Request{Operation: agentfs.OpCreateCheckpoint, Target: req.Name, MediaType: "application/json", By: who.By}}},
+		fixed: jsonContent(map[string]any{"name": req.Name, "prefix": req.Prefix, "note": req.Note})})
+}
+
+// createCheckpoint makes a checkpoint.
+type createCheckpoint struct {
+	named
+	fixed
+	c      *Core
+	req    agentfs.NewCheckpoint
+	origin agentfs.Origin
+}
+
+func (e *createCheckpoint) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
+	cp, err := e.c.store.CreateCheckpointTx(ctx, tx, e.req, e.origin)
+	if err != nil {
+		return idempotency.Outcome{}, err
+	}
+	out := outcome(http.StatusCreated, render.Checkpoint(cp), "checkpoint", cp.ID)
+	out.Header["Location"] = "/v1/checkpoints/" + cp.ID
+	return out, nil
+}
+
+// DeleteCheckpoint forgets a checkpoint by id or name (DELETE
+// /v1/checkpoints/{id_or_name}); repeating it is safe: an unknown one is
+// 404 and changes nothing.
+func (c *Core) DeleteCheckpoint(ctx context.Context, who agentfs.Caller, idOrName string) (idempotency.Result, error) {
+	return c.run(ctx, who, &deleteCheckpoint{c: c, subject: who.Subject, ref: idOrName, origin: agentfs.OriginOf(who),
+		named: named{admission{method: http.MethodDelete, route: "/v1/checkpoints/:id",
+			request: idempotency.Request{Operation: agentfs.OpDeleteCheckpoint, Target: idOrName, By: who.By}}}})
+}
+
+// deleteCheckpoint forgets a checkpoint.
+type deleteCheckpoint struct {
+	named
+	fixed
+	c            *Core
+	subject, ref string
+	origin       agentfs.Origin
+}
+
+func (e *deleteCheckpoint) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
+	cp, err := e.c.store.DeleteCheckpointTx(ctx, tx, e.subject, e.ref, e.origin)
+	if err != nil {
+		return idempotency.Outcome{}, err
+	}
+	return outcome(http.StatusOK, render.Checkpoint(cp), "checkpoint", cp.ID), nil
+}

@@ -1,0 +1,85 @@
+package admission
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/idempotency"
+)
+
+// RestorePoint puts the caller's files under req.Prefix back to their state at
+// req.To (POST /v1/restore; the key is required): a durable batch with one
+// item per file that differs, planned from the diff between the point and
+// now when the key is first claimed (202 with the batch). Each item is
+// conditional on its file not changing after the plan (412
+// PRECONDITION_FAILED unless force). A replay answers the batch's current
+// state (200).
+func (c *Core) RestorePoint(ctx context.Context, who agentfs.Caller, req agentfs.RestoreRequest) (idempotency.Result, error) {
+	return c.run(ctx, who, &queueBatch{c: c, who: who,
+		plan: func(ctx context.Context) ([]agentfs.BatchItem, error) {
+			items, _, err := c.planRestore(ctx, who, req)
+			return items, err
+		},
+		named: named{admission{method: http.MethodPost, route: "/v1/restore",
+			request: idempotency.Request{Operation: agentfs.OpRestorePoint, Target: req.Prefix, MediaType: "application/json", By: who.By}}},
+		fixed: jsonContent(map[string]any{"prefix": req.Prefix, "to": req.To.Raw, "force": req.Force})})
+}
+
+// PlanRestorePoint is what RestorePoint would do now, changing nothing
+// (POST /v1/restore with dry_run): the changes since the point it would
+// undo, in the order its items would run, and the point.
+func (c *Core) PlanRestorePoint(ctx context.Context, who agentfs.Caller, req agentfs.RestoreRequest) ([]agentfs.Change, agentfs.Point, error) {
+	if err := who.Allow(agentfs.OpRestorePoint); err != nil {
+		return nil, agentfs.Point{}, err
+	}
+	to, err := c.store.ResolvePoint(ctx, who.Subject, req.To)
+	if err != nil {
+		return nil, to, err
+	}
+	_, changes, err := c.planFrom(ctx, who, to, req)
+	return changes, to, err
+}
+
+func (c *Core) planRestore(ctx context.Context, who agentfs.Caller, req agentfs.RestoreRequest) ([]agentfs.BatchItem, []agentfs.Change, error) {
+	to, err := c.store.ResolvePoint(ctx, who.Subject, req.To)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.planFrom(ctx, who, to, req)
+}
+
+func (c *Core) planFrom(ctx context.Context, who agentfs.Caller, to agentfs.Point, req agentfs.RestoreRequest) ([]agentfs.BatchItem, []agentfs.Change, error) {
+	now, err := c.store.ResolvePoint(ctx, who.Subject, agentfs.PointSpec{Field: "to", Kind: agentfs.PointNow, Raw: "now"})
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.store.RestorePlan(ctx, who.Subject, agentfs.DiffRequest{From: to, To: now, Prefix: req.Prefix}, req.Force)
+}
+
+// restoreToPoint is the item of a restore that brings one file back to its
+// state at the point.
+type restoreToPoint struct {
+	named
+	fixed
+	c       *Core
+	subject string
+	fileID  string
+	u       agentfs.Undo
+	origin  agentfs.Origin
+}
+
+func (c *Core) restoreTo(who agentfs.Caller, fileID string, u agentfs.Undo, o agentfs.Origin) *restoreToPoint {
+	return &restoreToPoint{c: c, subject: who.Subject, fileID: fileID, u: u, origin: o,
+		named: named{admission{method: http.MethodPost, route: "/v1/restore",
+			request: idempotency.Request{Operation: agentfs.OpRestoreTo, Target: fileID, Params: map[string]string{
+				"after": strconv.FormatInt(u.After, 10), "force": strconv.FormatBool(u.Force)}, By: who.By}}}}
+}
+
+func (e *restoreToPoint) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
+	f, err := e.c.store.RestoreToTx(ctx, tx, e.subject, e.fileID, e.u, e.origin)
+	return e.c.changedFile(f, false, err)
+}

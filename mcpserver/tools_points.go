@@ -1,0 +1,166 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// pointHelp is how the tools of points in time describe a point.
+const pointHelp = "a checkpoint id or name, an event cursor, an RFC 3339 time, or now"
+
+type checkpointIn struct {
+	Name string `json:"name,omitempty" jsonschema:"a name unique among your checkpoints, e.g. before-refactor; default none"`
+	Path string `json:"path,omitempty" jsonschema:"the directory whose versions it keeps, e.g. src; default all files"`
+	Note string `json:"note,omitempty" jsonschema:"why, for whoever reads it later"`
+}
+
+func checkpointTool() *toolSpec {
+	return define(&mcp.Tool{
+		Name: "checkpoint",
+		Description: "Name the present as a point before a risky step: instant whatever the number of files (a position, not a copy). " +
+			"diff shows what changed since, restore puts a directory back to it. A name in use answers CHECKPOINT_EXISTS.",
+		Annotations: writes("Checkpoint", false, false),
+	}, nil, func(ctx context.Context, tb *toolbox, in *checkpointIn, cc *callContext) (*reply[Checkpoint], error) {
+		dir, err := dirPath("path", in.Path)
+		if err != nil {
+			return nil, err
+		}
+		cc.path = dir
+		cp, err := tb.b.Checkpoint(ctx, in.Name, dirPrefix(dir), in.Note)
+		if err != nil {
+			return nil, err
+		}
+		return &reply[Checkpoint]{Text: fmt.Sprintf("Checkpoint %s%s at %s. Use it as from in diff or to in restore.",
+			cp.ID, nameSuffix(cp.Name), cp.Cursor), Out: *cp}, nil
+	})
+}
+
+func nameSuffix(name *string) string {
+	if name == nil {
+		return ""
+	}
+	return " (" + *name + ")"
+}
+
+type listCheckpointsIn struct {
+	Path string `json:"path,omitempty" jsonschema:"only checkpoints of this directory; default all"`
+}
+
+// CheckpointList is list_checkpoints' structured output.
+type CheckpointList struct {
+	Checkpoints []Checkpoint `json:"checkpoints"`
+}
+
+func listCheckpointsTool() *toolSpec {
+	return define(&mcp.Tool{
+		Name:        "list_checkpoints",
+		Description: "List your checkpoints, newest first: id, name, directory, note and when each was made; use one as from in diff or to in restore.",
+		Annotations: readOnly("List checkpoints"),
+	}, nil, func(ctx context.Context, tb *toolbox, in *listCheckpointsIn, cc *callContext) (*reply[CheckpointList], error) {
+		dir, err := dirPath("path", in.Path)
+		if err != nil {
+			return nil, err
+		}
+		cc.path = dir
+		cps, err := tb.b.Checkpoints(ctx, dirPrefix(dir))
+		if err != nil {
+			return nil, err
+		}
+		var b strings.Builder
+		if len(cps) == 0 {
+			b.WriteString("No checkpoints.")
+		}
+		for _, cp := range cps {
+			fmt.Fprintf(&b, "%s%s  %s  %s  %s\n", cp.ID, nameSuffix(cp.Name), cp.Prefix, cp.CreatedAt.Format(rfc3339), cp.Note)
+		}
+		return &reply[CheckpointList]{Text: b.String(), Out: CheckpointList{Checkpoints: cps}}, nil
+	})
+}
+
+type diffIn struct {
+	From string `json:"from" jsonschema:"the earlier point: a checkpoint id or name, an event cursor, an RFC 3339 time, or now"`
+	To   string `json:"to,omitempty" jsonschema:"the later point; default now"`
+	Path string `json:"path,omitempty" jsonschema:"only files under this directory; default all"`
+}
+
+func diffTool() *toolSpec {
+	return define(&mcp.Tool{
+		Name: "diff",
+		Description: "Show what changed between two points (" + pointHelp + "): each file added, modified, deleted or moved, " +
+			"and a unified diff of the text files. Changed and changed back is no change.",
+		Annotations: readOnly("Diff"),
+	}, nil, func(ctx context.Context, tb *toolbox, in *diffIn, cc *callContext) (*reply[DiffResult], error) {
+		dir, err := dirPath("path", in.Path)
+		if err != nil {
+			return nil, err
+		}
+		cc.path = dir
+		d, err := tb.b.Diff(ctx, in.From, in.To, dirPrefix(dir))
+		if err != nil {
+			return nil, err
+		}
+		var b strings.Builder
+		if len(d.Changes) == 0 {
+			fmt.Fprintf(&b, "No changes between %s and %s.", in.From, cmpOr(in.To, "now"))
+		}
+		for _, ch := range d.Changes {
+			fmt.Fprintf(&b, "%s %s\n", ch.Change, ch.Path)
+		}
+		if d.HasMore {
+			b.WriteString("(more changes: narrow path)\n")
+		}
+		if d.Patch != "" {
+			b.WriteString("\n" + d.Patch)
+		}
+		return &reply[DiffResult]{Text: b.String(), Out: *d}, nil
+	})
+}
+
+type restoreIn struct {
+	Path   string `json:"path" jsonschema:"the directory to put back, e.g. src; / for every file"`
+	To     string `json:"to" jsonschema:"the point to put it back to: a checkpoint id or name, an event cursor, an RFC 3339 time, or now"`
+	DryRun bool   `json:"dry_run,omitempty" jsonschema:"show what would change, change nothing"`
+}
+
+func restoreTool() *toolSpec {
+	return define(&mcp.Tool{
+		Name: "restore",
+		Description: "Put a directory back to a point: files added since are deleted (restorable), modified ones get the point's bytes as a new version, " +
+			"deleted ones come back, moved ones move back. A file changed meanwhile fails PRECONDITION_FAILED. dry_run shows the plan.",
+		Annotations: writes("Restore", true, false),
+	}, nil, func(ctx context.Context, tb *toolbox, in *restoreIn, cc *callContext) (*reply[RestoreResult], error) {
+		dir, err := dirPath("path", in.Path)
+		if err != nil {
+			return nil, err
+		}
+		cc.path = dir
+		r, err := tb.b.RestorePoint(ctx, dirPrefix(dir), in.To, in.DryRun)
+		if err != nil {
+			return nil, err
+		}
+		return &reply[RestoreResult]{Text: restoreText(r, in.To), Out: *r}, nil
+	})
+}
+
+func restoreText(r *RestoreResult, to string) string {
+	var b strings.Builder
+	if r.DryRun {
+		fmt.Fprintf(&b, "A restore to %s would undo %d changes:\n", to, len(r.Plan))
+		for _, ch := range r.Plan {
+			fmt.Fprintf(&b, "%s %s\n", ch.Change, ch.Path)
+		}
+		return b.String()
+	}
+	n := r.Batch.Counts
+	fmt.Fprintf(&b, "Restore to %s: batch %s %s, %d items (%d succeeded, %d failed, %d pending).\n",
+		to, r.Batch.ID, r.Batch.Status, n.Total, n.Succeeded, n.Failed, n.Pending)
+	for _, it := range r.Batch.Items {
+		if it.Error != nil && it.Path != nil {
+			fmt.Fprintf(&b, "%s: %s %s\n", *it.Path, it.Error.Code, it.Error.Detail)
+		}
+	}
+	return b.String()
+}
