@@ -75,10 +75,15 @@ async function tools(client) {
   const grep = await call(client, 'grep_files', { path: dir, pattern: 'gam+a' });
   assert.deepEqual(grep.structuredContent.data.map((m) => [m.path, m.line, m.text]), [[`${dir}/a.txt`, 2, 'gamma']],
     JSON.stringify(grep.structuredContent));
+  const ck = await call(client, 'checkpoint', { path: dir, note: 'before the revert' });
+  await call(client, 'list_checkpoints', { path: dir });
   await call(client, 'get_file_info', { path: `${dir}/a.txt` });
   await call(client, 'file_history', { path: `${dir}/a.txt` });
   await call(client, 'revert_file', { path: `${dir}/a.txt`, version: 1 });
   await call(client, 'share_file', { path: `${dir}/a.txt` });
+  const diff = await call(client, 'diff', { from: ck.structuredContent.id, path: dir });
+  assert.ok(diff.structuredContent.changes.some((c) => c.path === `${dir}/a.txt` && c.change === 'modified'), JSON.stringify(diff.structuredContent));
+  await call(client, 'restore', { path: dir, to: ck.structuredContent.id, dry_run: true });
   await call(client, 'move_file', { source: `${dir}/a.txt`, destination: `${dir}/b.txt` });
   const del = await call(client, 'delete_file', { path: `${dir}/b.txt` });
   await call(client, 'restore_file', { file_id: del.structuredContent.id ?? w.structuredContent.id });
