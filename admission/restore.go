@@ -76,7 +76,8 @@ func (c *Core) restoreTo(who agentfs.Caller, fileID string, u agentfs.Undo, o ag
 	return &restoreToPoint{c: c, subject: who.Subject, fileID: fileID, u: u, origin: o,
 		named: named{admission{method: http.MethodPost, route: "/v1/restore",
 			request: idempotency.Request{Operation: agentfs.OpRestoreTo, Target: fileID, Params: map[string]string{
-				"after": strconv.FormatInt(u.After, 10), "force": strconv.FormatBool(u.Force)}, By: who.By}}}}
+				"after": strconv.FormatInt(u.After, 10), "force": strconv.FormatBool(u.Force)}, By: who.By},
+			paths: []string{u.Path}}}}
 }
 
 func (e *restoreToPoint) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
