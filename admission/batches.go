@@ -107,7 +107,10 @@ func (c *Core) RevertRun(ctx context.Context, who agentfs.Caller, runID string, 
 		fixed: jsonContent(map[string]any{"force": force})})
 }
 
-// undoFile is the item of a run revert that undoes the run on one file.
+// undoFile is the item of a run revert (OpUndo: undo the run on one file)
+// and of a restore (OpRestoreTo: bring one file back to its state at a
+// point). Both write one file in the core's transaction, conditional on what
+// was planned, and answer the file as it is after.
 type undoFile struct {
 	named
 	fixed
@@ -116,18 +119,27 @@ type undoFile struct {
 	fileID  string
 	u       agentfs.Undo
 	origin  agentfs.Origin
+	toPoint bool
 }
 
-func (c *Core) undoFile(who agentfs.Caller, fileID string, u agentfs.Undo, o agentfs.Origin) *undoFile {
-	return &undoFile{c: c, subject: who.Subject, fileID: fileID, u: u, origin: o,
-		named: named{admission{method: http.MethodPost, route: "/v1/runs/:run_id/revert",
-			request: idempotency.Request{Operation: agentfs.OpUndo, Target: fileID, Params: map[string]string{
-				"run_id": u.RunID, "force": strconv.FormatBool(u.Force)}, By: who.By},
-			paths: []string{u.Path}}}}
+func (c *Core) undoFile(who agentfs.Caller, op, fileID string, u agentfs.Undo, o agentfs.Origin) *undoFile {
+	route, params := "/v1/runs/:run_id/revert", map[string]string{"run_id": u.RunID}
+	if op == agentfs.OpRestoreTo {
+		route, params = "/v1/restore", map[string]string{"after": strconv.FormatInt(u.After, 10)}
+	}
+	params["force"] = strconv.FormatBool(u.Force)
+	return &undoFile{c: c, subject: who.Subject, fileID: fileID, u: u, origin: o, toPoint: op == agentfs.OpRestoreTo,
+		named: named{admission{method: http.MethodPost, route: route,
+			request: idempotency.Request{Operation: op, Target: fileID, Params: params, By: who.By},
+			paths:   []string{u.Path}}}}
 }
 
 func (e *undoFile) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
-	f, err := e.c.store.UndoTx(ctx, tx, e.subject, e.fileID, e.u, e.origin)
+	undo := e.c.store.UndoTx
+	if e.toPoint {
+		undo = e.c.store.RestoreToTx
+	}
+	f, err := undo(ctx, tx, e.subject, e.fileID, e.u, e.origin)
 	return e.c.changedFile(f, false, err)
 }
 

@@ -114,13 +114,9 @@ func (c *Core) itemEffect(ctx context.Context, who agentfs.Caller, b *agentfs.Ba
 	case agentfs.OpCopy:
 		put := agentfs.Put{Subject: b.Subject, Path: it.Path, Replace: it.Replace, Size: -1, By: b.By}
 		return &copyFile{putFile: putFile{c: c, put: put, origin: o}, src: it.FileID}, nil
-	case agentfs.OpUndo:
+	case agentfs.OpUndo, agentfs.OpRestoreTo:
 		if it.Undo != nil {
-			return c.undoFile(who, it.FileID, *it.Undo, o), nil
-		}
-	case agentfs.OpRestoreTo:
-		if it.Undo != nil {
-			return c.restoreTo(who, it.FileID, *it.Undo, o), nil
+			return c.undoFile(who, it.Op, it.FileID, *it.Undo, o), nil
 		}
 	}
 	return nil, problem.Validation("op", "unknown operation "+strconv.Quote(it.Op))

@@ -3,9 +3,6 @@ package admission
 import (
 	"context"
 	"net/http"
-	"strconv"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/idempotency"
@@ -58,29 +55,4 @@ func (c *Core) planFrom(ctx context.Context, who agentfs.Caller, to agentfs.Poin
 		return nil, nil, err
 	}
 	return c.store.RestorePlan(ctx, who.Subject, agentfs.DiffRequest{From: to, To: now, Prefix: req.Prefix}, req.Force)
-}
-
-// restoreToPoint is the item of a restore that brings one file back to its
-// state at the point.
-type restoreToPoint struct {
-	named
-	fixed
-	c       *Core
-	subject string
-	fileID  string
-	u       agentfs.Undo
-	origin  agentfs.Origin
-}
-
-func (c *Core) restoreTo(who agentfs.Caller, fileID string, u agentfs.Undo, o agentfs.Origin) *restoreToPoint {
-	return &restoreToPoint{c: c, subject: who.Subject, fileID: fileID, u: u, origin: o,
-		named: named{admission{method: http.MethodPost, route: "/v1/restore",
-			request: idempotency.Request{Operation: agentfs.OpRestoreTo, Target: fileID, Params: map[string]string{
-				"after": strconv.FormatInt(u.After, 10), "force": strconv.FormatBool(u.Force)}, By: who.By},
-			paths: []string{u.Path}}}}
-}
-
-func (e *restoreToPoint) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
-	f, err := e.c.store.RestoreToTx(ctx, tx, e.subject, e.fileID, e.u, e.origin)
-	return e.c.changedFile(f, false, err)
 }

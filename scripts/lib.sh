@@ -524,11 +524,17 @@ tool_versions() {
 	done
 }
 
-# free_port [EXCLUDED_PORT...]: a random unused port in 20000-60999.
+# free_port [EXCLUDED_PORT...]: a random unused port below the kernel's
+# ephemeral range (ip_local_port_range; 32768-60999 by default), so the port
+# cannot be taken between this check and the server's bind by the source port
+# of some outgoing connection. From 20000 up to that range's start.
 free_port() {
-	local p i x skip
+	local p i x skip lo=32768 hi span
+	read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+	span=$((lo - 20000))
+	((span >= 1000)) || span=41000 # an unusual range: fall back to 20000-60999
 	for ((i = 0; i < 500; i++)); do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 41000))
+		p=$((20000 + (RANDOM * 32768 + RANDOM) % span))
 		skip=0
 		for x in "$@"; do
 			if [[ "$x" == "$p" ]]; then

@@ -81,23 +81,12 @@ func (r *rescueRig) serve(t *testing.T, extra ...string) (*process, *apitest.Cli
 func TestBatchSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
 	r := newRescueRig(t)
-	a, ca := r.serve(t, "AGENTFS_FAULT_AFTER_ITEMS=20")
-	var b batchState
-	ca.Do("POST", "/v1/batch", putOps("crash", 400), "Content-Type", "application/json", "Idempotency-Key", "crash-batch").
-		Expect(t, http.StatusAccepted).JSON(t, &b)
-	if err := a.cmd.Wait(); err == nil {
-		t.Fatal("the server running the batch exited cleanly, not as killed mid-batch")
-	}
-	var mid batchState
-	_, cb := r.serve(t)
-	cb.Do("GET", "/v1/batch/"+b.ID, nil).Expect(t, 200).JSON(t, &mid)
-	if terminal(mid) {
-		t.Fatalf("the batch finished before the kill (%+v); the test proves nothing", mid.Counts)
-	}
-	end := waitBatch(t, cb, b.ID, terminal, 3*time.Minute)
-	if end.Status != "succeeded" || end.Counts.Succeeded != 400 {
-		t.Fatalf("after restart: %s %+v", end.Status, end.Counts)
-	}
+	cb := r.killedMidBatch(t, nil, 400, func(ca *apitest.Client) string {
+		var b batchState
+		ca.Do("POST", "/v1/batch", putOps("crash", 400), "Content-Type", "application/json", "Idempotency-Key", "crash-batch").
+			Expect(t, http.StatusAccepted).JSON(t, &b)
+		return b.ID
+	})
 	var files apitest.FileList
 	cb.Do("GET", "/v1/files?prefix=crash/&include_deleted=true&limit=1000", nil).Expect(t, 200).JSON(t, &files)
 	seen := map[string]bool{}
@@ -166,36 +155,55 @@ func TestRunRevertSurvivesSIGKILL(t *testing.T) {
 	if end := waitBatch(t, ca, made.ID, terminal, 2*time.Minute); end.Counts.Succeeded != n {
 		t.Fatalf("the run's batch: %+v", end)
 	}
-	// The revert runs on a server that dies like a killed process once 20
-	// of its items are applied (AGENTFS_FAULT_AFTER_ITEMS): mid-revert,
-	// however fast the items go.
-	if err := a.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = a.cmd.Wait()
-	doomed, cd := r.serve(t, "AGENTFS_FAULT_AFTER_ITEMS=20")
-	var undo batchState
-	cd.Do("POST", "/v1/runs/doomed/revert", `{}`, "Content-Type", "application/json",
-		"Idempotency-Key", "undo-doomed", "X-Run-ID", "undo").Expect(t, http.StatusAccepted).JSON(t, &undo)
-	if err := doomed.cmd.Wait(); err == nil {
-		t.Fatal("the server running the revert exited cleanly, not as killed mid-revert")
-	}
-	_, cb := r.serve(t)
-	var mid batchState
-	cb.Do("GET", "/v1/batch/"+undo.ID, nil).Expect(t, http.StatusOK).JSON(t, &mid)
-	if terminal(mid) {
-		t.Fatalf("the revert finished before the kill (%+v); the test proves nothing", mid.Counts)
-	}
-	if end := waitBatch(t, cb, undo.ID, terminal, 3*time.Minute); end.Status != "succeeded" || end.Counts.Succeeded != n {
-		t.Fatalf("after restart: %s %+v", end.Status, end.Counts)
-	}
+	cb := r.killedMidBatch(t, a, n, func(cd *apitest.Client) string {
+		var undo batchState
+		cd.Do("POST", "/v1/runs/doomed/revert", `{}`, "Content-Type", "application/json",
+			"Idempotency-Key", "undo-doomed", "X-Run-ID", "undo").Expect(t, http.StatusAccepted).JSON(t, &undo)
+		return undo.ID
+	})
 	var live apitest.FileList
 	cb.Do("GET", "/v1/files?prefix=doomed/", nil).Expect(t, http.StatusOK).JSON(t, &live)
 	if len(live.Data) != 0 {
 		t.Fatalf("%d of the run's files are still live", len(live.Data))
 	}
-	// Events are handed out once every transaction before them ended
-	// (other tests write on the same Postgres): count until all are there.
+	undoneOnce(t, cb, n)
+}
+
+// killedMidBatch stops a (if any) and runs start (which posts a durable batch of n
+// items and answers its id) on a server that dies like a killed process once
+// 20 items are applied (AGENTFS_FAULT_AFTER_ITEMS): mid-batch, however fast
+// the items go. A third server then resumes the batch; killedMidBatch
+// returns a client of it once the batch succeeded with all n items.
+func (r *rescueRig) killedMidBatch(t *testing.T, a *process, n int, start func(*apitest.Client) string) *apitest.Client {
+	t.Helper()
+	if a != nil {
+		if err := a.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		_ = a.cmd.Wait()
+	}
+	doomed, cd := r.serve(t, "AGENTFS_FAULT_AFTER_ITEMS=20")
+	id := start(cd)
+	if err := doomed.cmd.Wait(); err == nil {
+		t.Fatal("the server running the batch exited cleanly, not as killed mid-batch")
+	}
+	_, cb := r.serve(t)
+	var mid batchState
+	cb.Do("GET", "/v1/batch/"+id, nil).Expect(t, http.StatusOK).JSON(t, &mid)
+	if terminal(mid) {
+		t.Fatalf("the batch finished before the kill (%+v); the test proves nothing", mid.Counts)
+	}
+	if end := waitBatch(t, cb, id, terminal, 3*time.Minute); end.Status != "succeeded" || end.Counts.Succeeded != n {
+		t.Fatalf("after restart: %s %+v", end.Status, end.Counts)
+	}
+	return cb
+}
+
+// undoneOnce checks that run "undo" deleted n files, each exactly once.
+// Events are handed out once every transaction before them ended (other
+// tests write on the same Postgres): it counts until all are there.
+func undoneOnce(t *testing.T, cb *apitest.Client, n int) {
+	t.Helper()
 	var deleted map[string]int
 	storagetest.Eventually(t, 30*time.Second, "an event for every undone file", func() bool {
 		deleted = undoneFiles(t, cb)
