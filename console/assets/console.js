@@ -305,7 +305,7 @@ async function filePage(root, id) {
       el('dt', {}, 'Written by'), el('dd', {}, [f.last_run_id && `run ${f.last_run_id}`, f.last_agent_id && `agent ${f.last_agent_id}`].filter(Boolean).join(', ') || '—'),
       el('dt', {}, 'Updated'), el('dd', {}, when(f.updated_at))));
   const share = el('div', { id: 'share' });
-  const moveTo = el('input', { id: 'move-to', value: f.path, size: 40 });
+  const moveTo = el('input', { id: 'move-to', value: f.path });
   const actions = el('div', { class: 'actions' });
   if (!f.deleted_at) {
     actions.append(
@@ -328,8 +328,8 @@ async function filePage(root, id) {
     el('td', { class: 'num' }, v.version), el('td', { class: 'num' }, bytes(v.size_bytes)), el('td', {}, when(v.created_at)),
     el('td', {}, [v.run_id && `run ${v.run_id}`, v.agent_id && `agent ${v.agent_id}`].filter(Boolean).join(', ')),
     el('td', {}, v.version === f.version || f.deleted_at ? '' : el('button', { type: 'button', class: 'secondary',
-      'aria-label': `Revert to version ${v.version}`,
-      onclick: () => act(`Reverting to version ${v.version}`, () => api('POST', `/v1/files/${id}/revert`, { json: { version: v.version } }), render) }, 'Revert to this'))))));
+      onclick: () => act(`Reverting to version ${v.version}`, () => api('POST', `/v1/files/${id}/revert`, { json: { version: v.version } }), render) },
+      `Revert to version ${v.version}`))))));
 
   if (versions.length > 1) {
     const pick = (idn, sel) => el('select', { id: idn }, versions.map((v) => el('option', { value: v.version, selected: v.version === sel }, `version ${v.version}`)));
@@ -364,15 +364,16 @@ function lineDiff(a, b) {
   let i = 0, j = 0;
   while (i < n || j < m) {
     if (i < n && j < m && a[i] === b[j]) { out.push([' ', a[i]]); i++; j++; }
-    else if (j < m && (i === n || lcs[i][j + 1] >= lcs[i + 1][j])) { out.push(['+', b[j]]); j++; }
-    else { out.push(['-', a[i]]); i++; }
+    else if (i < n && (j === m || lcs[i + 1][j] >= lcs[i][j + 1])) { out.push(['-', a[i]]); i++; }
+    else { out.push(['+', b[j]]); j++; }
   }
   return out;
 }
 
 async function showDiff(out, id, from, to) {
   const [a, b] = await Promise.all([versionText(id, from), versionText(id, to)]);
-  const lines = lineDiff(a.split('\n'), b.split('\n'));
+  const split = (t) => (t.endsWith('\n') ? t.slice(0, -1) : t).split('\n');
+  const lines = lineDiff(split(a), split(b));
   const changed = lines.filter(([op]) => op !== ' ').length;
   out.replaceChildren(el('p', {}, `Version ${from} → ${to}: ${changed} changed line${changed === 1 ? '' : 's'}.`),
     el('pre', { class: 'diff', 'aria-label': `Diff from version ${from} to ${to}` },
@@ -466,6 +467,8 @@ async function route() {
   const root = $('#page');
   root.replaceChildren();
   root.removeAttribute('data-live');
+  root.removeAttribute('data-ready');
+  root.dataset.route = location.hash;
   if (!signedIn) { $('#token').focus(); return; }
   const [path, query] = (location.hash.slice(1) || '/runs').split('?');
   const params = new URLSearchParams(query || '');
