@@ -251,3 +251,42 @@ func TestEventStreamClosesWhenTheTokenIsRevoked(t *testing.T) {
 	}
 	apitest.NewClient(t, srv.URL, *child.Token).Do("GET", "/v1/events/stream", nil).ExpectProblem(t, 401, "UNAUTHENTICATED")
 }
+
+// TestEventStreamAcrossInstances: behind a load balancer a stream may be
+// served by either instance. One opened on B sees a write made on A as it
+// commits, and a reconnect to A with B's Last-Event-ID goes on with
+// exactly the events after it.
+func TestEventStreamAcrossInstances(t *testing.T) {
+	a, tok := streamServer(t)
+	b := apitest.NewServer(t, apitest.Options{Config: &a.Config, Limits: handlers.Limits{StreamHeartbeat: 200 * time.Millisecond}})
+	onA := apitest.NewClient(t, a.URL, tok)
+	s := openStream(t, b.URL, tok, "after=now", "")
+	if m, ok := s.next(); !ok || !m.comment {
+		t.Fatalf("no first heartbeat from B: %+v", m)
+	}
+	first := upload(t, onA, "lb/1.txt", "x").Expect(t, 201).File(t)
+	e, id, ok := s.nextEvent(t)
+	if !ok || e.FileID != first.ID {
+		t.Fatalf("B streamed %+v, want the creation of %s made on A", e, first.ID)
+	}
+	s.close()
+	var want []string
+	for _, p := range []string{"lb/2.txt", "lb/3.txt", "lb/4.txt"} {
+		want = append(want, upload(t, onA, p, "x").Expect(t, 201).File(t).Path)
+	}
+	s = openStream(t, a.URL, tok, "after=now", id) // Last-Event-ID wins over after
+	var got []string
+	for range want {
+		e, _, ok := s.nextEvent(t)
+		if !ok {
+			t.Fatal("the stream on A ended")
+		}
+		got = append(got, e.Path)
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("A resumed with %v, want %v", got, want)
+	}
+	if m, ok := s.next(); !ok || m.data != "" {
+		t.Fatalf("after the three events A sent %+v, want a heartbeat", m)
+	}
+}
