@@ -209,4 +209,7 @@ type RunSummary struct {
 	Counts       map[string]int // by event type
 	BytesWritten int64
 	LiveFiles    int
+	// LastPosition is the feed position of the run's newest event: where
+	// a listing of runs, newest activity first, goes on from.
+	LastPosition int64
 }

@@ -73,6 +73,7 @@ const (
 	OpGetOperation = "get_operation"
 	OpListEvents   = "list_events"
 	OpGetRun       = "get_run"
+	OpListRuns     = "list_runs"
 	OpRunArchive   = "run_archive"
 	OpSearch       = "search" // the lines of files' contents that match a pattern
 	OpListTokens   = "list_tokens"
@@ -113,7 +114,7 @@ var operationScopes = map[string][]string{
 
 	OpGetFile: needsRead, OpListFiles: needsRead, OpReadContent: needsRead, OpListVersions: needsRead, OpGetVersion: needsRead,
 	OpListLinks: needsRead, OpGetUpload: needsRead, OpListUploads: needsRead, OpGetBatch: needsRead, OpListBatches: needsRead,
-	OpGetOperation: needsRead, OpListEvents: needsRead, OpGetRun: needsRead, OpRunArchive: needsRead,
+	OpGetOperation: needsRead, OpListEvents: needsRead, OpGetRun: needsRead, OpListRuns: needsRead, OpRunArchive: needsRead,
 	OpSearch: needsRead, OpListTokens: needsNothing, OpGetToken: needsNothing,
 	OpListCheckpoints: needsRead, OpGetCheckpoint: needsRead, OpDiff: needsRead,
 }
@@ -123,7 +124,7 @@ var operationScopes = map[string][]string{
 var readOperations = map[string]bool{
 	OpGetFile: true, OpListFiles: true, OpReadContent: true, OpListVersions: true, OpGetVersion: true,
 	OpListLinks: true, OpGetUpload: true, OpListUploads: true, OpGetBatch: true, OpListBatches: true,
-	OpGetOperation: true, OpListEvents: true, OpGetRun: true, OpRunArchive: true, OpListTokens: true, OpGetToken: true,
+	OpGetOperation: true, OpListEvents: true, OpGetRun: true, OpListRuns: true, OpRunArchive: true, OpListTokens: true, OpGetToken: true,
 	OpSearch: true, OpListCheckpoints: true, OpGetCheckpoint: true, OpDiff: true,
 }
 

@@ -107,6 +107,16 @@ func (c *Core) RevertRun(ctx context.Context, who agentfs.Caller, runID string, 
 		fixed: jsonContent(map[string]any{"force": force})})
 }
 
+// PlanRevertRun is what RevertRun would do now, changing nothing (POST
+// /v1/runs/{run_id}/revert with dry_run): its items, newest change first,
+// held to the caller's reach as the revert's own plan is.
+func (c *Core) PlanRevertRun(ctx context.Context, who agentfs.Caller, runID string, force bool) ([]agentfs.BatchItem, error) {
+	if err := who.Allow(agentfs.OpRevertRun); err != nil {
+		return nil, err
+	}
+	return c.store.PlanRunUndo(within(ctx, who), who.Subject, runID, force)
+}
+
 // undoFile is the item of a run revert (OpUndo: undo the run on one file)
 // and of a restore (OpRestoreTo: bring one file back to its state at a
 // point). Both write one file in the core's transaction, conditional on what

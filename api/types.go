@@ -427,6 +427,37 @@ type Run struct {
 	LiveFiles int `json:"live_files"`
 }
 
+// RunList is a page of runs, newest activity first: the response of
+// GET /v1/runs.
+type RunList struct {
+	Data    []Run `json:"data"`
+	HasMore bool  `json:"has_more"`
+	// NextCursor is the cursor of the next page; nil on the last.
+	NextCursor *string `json:"next_cursor"`
+}
+
+// RunRevertPlan is what reverting a run would do, changing nothing: the
+// response of POST /v1/runs/{run_id}/revert with dry_run. Its items are
+// the revert batch's, newest change first.
+type RunRevertPlan struct {
+	Object string          `json:"object"`
+	RunID  string          `json:"run_id"`
+	Items  []RunRevertStep `json:"items"`
+}
+
+// RunRevertStep is one file of a run revert's plan: what the file becomes.
+type RunRevertStep struct {
+	FileID string `json:"file_id"`
+	// Path is where the file is put back (for a delete, where it is).
+	Path string `json:"path"`
+	// Action is delete (the run created or restored it) or put_back (it
+	// gets back its path, content and life from before the run).
+	Action string `json:"action"`
+	// Version is the version whose content it gets back; nil when the
+	// run did not change its content.
+	Version *int `json:"version"`
+}
+
 // RunCounts are a run's effects by kind.
 type RunCounts struct {
 	Created  int `json:"created"`

@@ -95,6 +95,8 @@ const (
 	routeLinks          = "GET /v1/files/{id}/links"
 	routeRevokeLink     = "DELETE /v1/links/{id}"
 	routeEvents         = "GET /v1/events"
+	routeStreamEvents   = "GET /v1/events/stream"
+	routeListRuns       = "GET /v1/runs"
 	routeRun            = "GET /v1/runs/{run_id}"
 	routeRunArchive     = "GET /v1/runs/{run_id}/archive"
 	routeRevertRun      = "POST /v1/runs/{run_id}/revert"

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"iter"
 	"mime"
 	"net/url"
 	"sync"
+
+	"github.com/agentfs/agentfs/api"
 )
 
 // Archive formats (ArchiveOptions.Format).
@@ -170,3 +173,52 @@ func (c *Client) RevertRun(ctx context.Context, runID string, opts RevertRunOpti
 // runPath is /v1/runs/{run_id}, the run id one escaped path segment (a /
 // in it is sent as %2F).
 func runPath(runID string) string { return "/v1/runs/" + url.PathEscape(runID) }
+
+// RunList is one page of runs, newest activity first (schema RunList).
+type RunList = api.RunList
+
+// RunRevertPlan is what reverting a run would do (schema RunRevertPlan).
+type RunRevertPlan = api.RunRevertPlan
+
+// RunListOptions page ListRuns.
+type RunListOptions struct {
+	// Limit is the page size, 1-1000; zero means the server's default (100).
+	Limit int
+	// Cursor is a previous page's NextCursor.
+	Cursor string
+}
+
+// ListRuns returns one page of the subject's runs (GET /v1/runs), the
+// run with the newest event first, each summarised as Run does.
+func (c *Client) ListRuns(ctx context.Context, opts RunListOptions) (*RunList, error) {
+	r := newRequest(routeListRuns, "/v1/runs")
+	r.query = pageQuery(opts.Limit, opts.Cursor)
+	return callJSON[RunList](ctx, c, r)
+}
+
+// AllRuns iterates over every run, newest activity first, page after
+// page. It stops at the first error, which it yields with a nil run.
+func (c *Client) AllRuns(ctx context.Context, opts RunListOptions) iter.Seq2[*Run, error] {
+	return allPages(opts.Cursor, func(cursor string) ([]Run, bool, *string, error) {
+		opts.Cursor = cursor
+		l, err := c.ListRuns(ctx, opts)
+		if err != nil {
+			return nil, false, nil, err
+		}
+		return l.Data, l.HasMore, l.NextCursor, nil
+	})
+}
+
+// PlanRevertRun is what RevertRun would do now, changing nothing (POST
+// /v1/runs/{run_id}/revert with dry_run): each file it would delete or
+// put back, newest change first. force plans as RevertRunOptions.Force.
+func (c *Client) PlanRevertRun(ctx context.Context, runID string, force bool) (*RunRevertPlan, error) {
+	if err := checkTagValue("run id", runID); err != nil {
+		return nil, err
+	}
+	r, err := newRequest(routeRevertRun, runPath(runID)+"/revert").withJSON(map[string]bool{"force": force, "dry_run": true})
+	if err != nil {
+		return nil, err
+	}
+	return callJSON[RunRevertPlan](ctx, c, r)
+}

@@ -38,8 +38,8 @@ func TestHeadAnswersEveryGetRoute(t *testing.T) {
 	}
 	gets := 0
 	for _, r := range b.srv.API.Routes() {
-		if r.Method != http.MethodGet {
-			continue
+		if r.Method != http.MethodGet || strings.HasPrefix(r.Path, "/console") {
+			continue // the console's HEAD: TestConsoleServesItsPage
 		}
 		gets++
 		if !heads[r.Path] {

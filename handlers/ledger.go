@@ -34,17 +34,8 @@ func (a *API) listEvents(c echo.Context) error {
 	limit := filter.Limit
 	filter.Limit++
 	events, next, err := a.deps.Ledger.AwaitEvents(c.Request().Context(), caller(c), filter, wait)
-	if errors.Is(err, agentfs.ErrCursorExpired) {
-		return problem.New(problem.CursorExpired, "the events after this cursor may have been removed by the retention; start again without after")
-	}
-	if errors.Is(err, agentfs.ErrTooManyWaiters) {
-		p := problem.New(problem.RateLimited, "this subject has as many requests waiting for events on this server as it may; "+
-			"wait for one of them to answer, or ask again after Retry-After seconds")
-		p.RetryAfter = 1
-		return p
-	}
 	if err != nil {
-		return err
+		return eventsProblem(err)
 	}
 	out := api.EventList{}
 	var last *agentfs.Event
@@ -54,6 +45,21 @@ func (a *API) listEvents(c echo.Context) error {
 	}
 	out.NextCursor = next.String()
 	return c.JSON(http.StatusOK, out)
+}
+
+// eventsProblem is the problem of a read of the feed that failed: an
+// expired cursor, or too many of the subject's waits on this instance.
+func eventsProblem(err error) error {
+	if errors.Is(err, agentfs.ErrCursorExpired) {
+		return problem.New(problem.CursorExpired, "the events after this cursor may have been removed by the retention; start again without after")
+	}
+	if errors.Is(err, agentfs.ErrTooManyWaiters) {
+		p := problem.New(problem.RateLimited, "this subject has as many requests waiting for events on this server as it may; "+
+			"wait for one of them to answer, or ask again after Retry-After seconds")
+		p.RetryAfter = 1
+		return p
+	}
+	return err
 }
 
 func (a *API) bindEventFilter(c echo.Context) (agentfs.EventFilter, time.Duration, error) {
@@ -143,15 +149,14 @@ func (a *API) getRun(c echo.Context) error {
 
 // revertRunBody is the optional body of POST /v1/runs/{run_id}/revert.
 type revertRunBody struct {
-	Force *bool `json:"force"`
+	Force  *bool `json:"force"`
+	DryRun bool  `json:"dry_run"`
 }
 
 // revertRun is POST /v1/runs/{run_id}/revert: undo a run, as a durable
-// batch (202); the key is required.
+// batch (202; the key is required), or answer its plan with dry_run (200,
+// nothing changed, no key needed).
 func (a *API) revertRun(c echo.Context) error {
-	if key, _ := c.Get(keyKey).(string); key == "" {
-		return problem.New(problem.IdempotencyKeyRequired, "POST /v1/runs/{run_id}/revert runs only with an Idempotency-Key")
-	}
 	id, err := runID(c)
 	if err != nil {
 		return err
@@ -160,7 +165,14 @@ func (a *API) revertRun(c echo.Context) error {
 	if _, err := readJSON(c, maxJSONBytes, &body, true); err != nil {
 		return err
 	}
-	res, err := a.deps.Writes.RevertRun(c.Request().Context(), caller(c), id, body.Force != nil && *body.Force)
+	force := body.Force != nil && *body.Force
+	if body.DryRun {
+		return a.planRevertRun(c, id, force)
+	}
+	if key, _ := c.Get(keyKey).(string); key == "" {
+		return problem.New(problem.IdempotencyKeyRequired, "POST /v1/runs/{run_id}/revert runs only with an Idempotency-Key")
+	}
+	res, err := a.deps.Writes.RevertRun(c.Request().Context(), caller(c), id, force)
 	return writeResult(c, res, err)
 }
 

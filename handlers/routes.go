@@ -54,6 +54,9 @@ type Ledger interface {
 	EventsStart(ctx context.Context, who agentfs.Caller) (agentfs.EventCursor, error)
 	RunSummary(ctx context.Context, who agentfs.Caller, runID string) (*agentfs.RunSummary, error)
 	RunArchive(ctx context.Context, who agentfs.Caller, runID string) (*agentfs.RunSummary, error)
+	ListRuns(ctx context.Context, who agentfs.Caller, before int64, limit int) ([]*agentfs.RunSummary, error)
+	// Draining is closed when the server shuts down: an event stream ends.
+	Draining() <-chan struct{}
 }
 
 // Writes is the admission core (package admission): every write the API
@@ -77,6 +80,7 @@ type Writes interface {
 	RevokeLink(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
 	CancelBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
 	RevertRun(ctx context.Context, who agentfs.Caller, runID string, force bool) (idempotency.Result, error)
+	PlanRevertRun(ctx context.Context, who agentfs.Caller, runID string, force bool) ([]agentfs.BatchItem, error)
 	CreateToken(ctx context.Context, who agentfs.Caller, req agentfs.NewToken) (idempotency.Result, error)
 	RevokeToken(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
 	CreateCheckpoint(ctx context.Context, who agentfs.Caller, req agentfs.NewCheckpoint) (idempotency.Result, error)
@@ -147,6 +151,10 @@ type Limits struct {
 	VersionRetention time.Duration `env:"AGENTFS_VERSION_RETENTION" envDefault:"720h"`
 	MaxVersions      int           `env:"AGENTFS_MAX_VERSIONS" envDefault:"100" envMax:"1048576"`
 	EventRetention   time.Duration
+	// StreamHeartbeat is how often a quiet GET /v1/events/stream sends a
+	// comment (and the cursor it is at), so proxies keep it open, and
+	// looks again whether its token still stands.
+	StreamHeartbeat time.Duration `env:"AGENTFS_STREAM_HEARTBEAT" envDefault:"15s" envMin:"100ms"`
 }
 
 // Delegation reads the caller's token and its descendants, through the
@@ -278,6 +286,12 @@ func (a *API) addRoutes() {
 
 	a.addV1(e.Group("/v1"))
 
+	// The console (package console): a page for people, served from the
+	// binary. It authenticates nothing itself: its script calls /v1 with
+	// the token the person pastes in.
+	getAndHead(e, "/console", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/console/") })
+	getAndHead(e, "/console/*", a.serveConsole)
+
 	// Share links carry their own authority: no token, only the link's
 	// secret.
 	getAndHead(e, "/s/:secret", a.getShared, linkInstance, singleHeaders)
@@ -351,7 +365,9 @@ func (a *API) addV1(v1 *echo.Group) {
 	add(post, "/batch/:id/cancel", agentfs.OpCancelBatch, a.cancelBatch)
 	add(get, "/operations/:idempotency_key", agentfs.OpGetOperation, a.getOperation)
 	add(get, "/events", agentfs.OpListEvents, a.listEvents)
+	add(get, "/events/stream", agentfs.OpListEvents, a.streamEvents)
 	add(get, "/search", agentfs.OpSearch, a.search)
+	add(get, "/runs", agentfs.OpListRuns, a.listRuns)
 	add(get, "/runs/:run_id", agentfs.OpGetRun, a.getRun)
 	add(get, "/runs/:run_id/archive", agentfs.OpRunArchive, a.runArchive)
 	add(post, "/runs/:run_id/revert", agentfs.OpRevertRun, a.revertRun)

@@ -39,6 +39,8 @@ type Store interface {
 	AwaitEvents(ctx context.Context, subject string, filter agentfs.EventFilter, wait time.Duration) ([]*agentfs.Event, agentfs.EventCursor, error)
 	EventsStart(ctx context.Context, subject string) (agentfs.EventCursor, error)
 	RunSummary(ctx context.Context, subject, runID string) (*agentfs.RunSummary, error)
+	ListRuns(ctx context.Context, subject string, before int64, limit int) ([]*agentfs.RunSummary, error)
+	Draining() <-chan struct{}
 	Search(ctx context.Context, subject string, q agentfs.Search) (*agentfs.SearchPage, error)
 	Tokens(ctx context.Context, subject, me string, after *agentfs.Cursor, limit int) ([]*agentfs.Token, error)
 	Token(ctx context.Context, subject, me, id string) (*agentfs.Token, error)
@@ -271,6 +273,20 @@ func (g *Gate) RunSummary(ctx context.Context, who agentfs.Caller, runID string)
 	}
 	return g.store.RunSummary(ctx, who.Subject, runID)
 }
+
+// ListRuns is a page of the caller's runs, newest activity first (GET
+// /v1/runs), before a feed position (0: from the newest).
+func (g *Gate) ListRuns(ctx context.Context, who agentfs.Caller, before int64, limit int) ([]*agentfs.RunSummary, error) {
+	ctx, err := allow(ctx, who, agentfs.OpListRuns)
+	if err != nil {
+		return nil, err
+	}
+	return g.store.ListRuns(ctx, who.Subject, before, limit)
+}
+
+// Draining is closed when the server shuts down: a stream of events
+// ends on it instead of holding the shutdown.
+func (g *Gate) Draining() <-chan struct{} { return g.store.Draining() }
 
 // RunArchive is the run whose files GET /v1/runs/{run_id}/archive streams
 // (agentfs.ErrNotFound for a run no event names); its files are listed

@@ -70,6 +70,10 @@ func everyRead(g *reads.Gate) map[string][]func(ctx context.Context, who agentfs
 			_, err := g.RunSummary(ctx, who, "run-1")
 			return err
 		}},
+		agentfs.OpListRuns: {func(ctx context.Context, who agentfs.Caller) error {
+			_, err := g.ListRuns(ctx, who, 0, 10)
+			return err
+		}},
 		agentfs.OpRunArchive: {func(ctx context.Context, who agentfs.Caller) error {
 			_, err := g.RunArchive(ctx, who, "run-1")
 			return err

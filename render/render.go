@@ -283,3 +283,20 @@ func Change(c agentfs.Change) api.Change {
 	return api.Change{Path: c.Path, Change: c.Kind, FileID: c.FileID, PreviousPath: nullable(c.PreviousPath),
 		From: side(c.From), To: side(c.To)}
 }
+
+// RunRevertStep is one item of a run revert's plan, as the dry run shows
+// it: a file the run created (or restored) is deleted, any other is put
+// back as it was before the run.
+func RunRevertStep(it agentfs.BatchItem) api.RunRevertStep {
+	s := api.RunRevertStep{FileID: it.FileID, Path: it.Path, Action: "put_back"}
+	if u := it.Undo; u != nil {
+		if !u.Existed || !u.Live {
+			s.Action = "delete"
+		}
+		if u.Version != 0 {
+			v := u.Version
+			s.Version = &v
+		}
+	}
+	return s
+}

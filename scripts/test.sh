@@ -55,6 +55,10 @@ deps=(rg)
 # the pinned npm tools of tools/node; ensure_deps exports NODE24 and
 # NODE_TOOLS_DIR.
 deps+=(node npm)
+# The console in a real browser (console TestConsoleInABrowser): Debian's
+# chromium, driven by tools/node's playwright-core; ensure_deps exports
+# CHROMIUM_BIN, which tools/node/chromium.mjs launches.
+deps+=(chromium)
 start_hydra=1
 [[ -n "${AGENTFS_TEST_HYDRA_PUBLIC_URL:-}" && -n "${AGENTFS_TEST_HYDRA_ADMIN_URL:-}" ]] && start_hydra=0
 [[ "${AGENTFS_TEST_HYDRA:-1}" == 0 ]] && start_hydra=0
@@ -134,7 +138,7 @@ else
 	s3_where="S3 at $AGENTFS_TEST_S3_ENDPOINT (from AGENTFS_TEST_S3_ENDPOINT)"
 fi
 
-export AGENTFS_TEST_NODE=$NODE24 AGENTFS_TEST_NODE_TOOLS=$NODE_TOOLS_DIR
+export AGENTFS_TEST_NODE=$NODE24 AGENTFS_TEST_NODE_TOOLS=$NODE_TOOLS_DIR CHROMIUM_BIN
 
 hydra_where="Hydra from AGENTFS_TEST_HYDRA_PUBLIC_URL"
 if ((start_hydra)); then

@@ -19,7 +19,7 @@ import (
 // and where the undo puts it, both inside its folders), and leaves the
 // others alone. No such file, or no event carrying the run id, is
 // agentfs.ErrNotFound.
-func (s *Store) RunUndoPlan(ctx context.Context, tx pgx.Tx, subject, runID string, force bool) ([]agentfs.BatchItem, error) {
+func (s *Store) RunUndoPlan(ctx context.Context, tx querier, subject, runID string, force bool) ([]agentfs.BatchItem, error) {
 	rows, err := tx.Query(ctx, `WITH r AS (SELECT * FROM events WHERE subject = $1 AND run_id = $2 AND type LIKE 'file.%'),
 		firsts AS (SELECT DISTINCT ON (file_id) file_id, type, path, coalesce(previous_path, '') AS previous_path
 			FROM r ORDER BY file_id, pos),

@@ -4,6 +4,7 @@
 package apitest
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -302,13 +303,34 @@ func (c *Client) Send(req *http.Request) *Response {
 		c.t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
 	}
 	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
+	body, err := readBody(res)
 	if err != nil {
 		c.t.Fatalf("%s %s: read body: %v", req.Method, req.URL.Path, err)
 	}
 	out := &Response{Status: res.StatusCode, Header: res.Header, Body: body}
 	Check(c.t, req, out)
 	return out
+}
+
+// readBody reads a response whole, except an event stream (which never
+// ends by itself): of that, its first message, which the server sends at
+// once (its first events, or a heartbeat).
+func readBody(res *http.Response) ([]byte, error) {
+	if res.Header.Get("Content-Type") != "text/event-stream" {
+		return io.ReadAll(res.Body)
+	}
+	r := bufio.NewReader(res.Body)
+	var msg []byte
+	for {
+		line, err := r.ReadBytes('\n')
+		msg = append(msg, line...)
+		if err == io.EOF || bytes.HasSuffix(msg, []byte("\n\n")) {
+			return msg, nil
+		}
+		if err != nil {
+			return msg, err
+		}
+	}
 }
 
 // Check validates one response against the spec: the route and status must

@@ -339,6 +339,19 @@ def file_at(b: Bundle, path: str) -> bytes:
         return content.read()
 
 
+def test_list_runs_and_plan_revert_run(bundle: Bundle, writers: Any) -> None:
+    for run in ["lr-1", "lr-2", "lr-3"]:
+        writers(run).put_file(f"lr/{run}.txt", b"made")
+    c = bundle.client()
+    page = c.list_runs(limit=2)
+    assert [r.run_id for r in page.data] == ["lr-3", "lr-2"] and page.has_more
+    assert [r.run_id for r in c.list_runs(limit=2)] == ["lr-3", "lr-2", "lr-1"], "iterating walks every page"
+    plan = c.plan_revert_run("lr-2")
+    assert (plan.object, plan.run_id) == ("run_revert_plan", "lr-2")
+    assert [(s.action, s.path, s.version) for s in plan.items] == [("delete", "lr/lr-2.txt", None)]
+    assert file_at(bundle, "lr/lr-2.txt") == b"made", "a plan changes nothing"
+
+
 def test_revert_run(bundle: Bundle, writers: Any) -> None:
     setup, run = writers("rev-setup"), writers("rev-run")
     setup.put_file("rev/base.txt", b"original")

@@ -53,6 +53,7 @@ from ._models import (
     Operation,
     Protocol,
     Run,
+    RunRevertPlan,
     Token,
     Upload,
     UploadPart,
@@ -784,6 +785,22 @@ class AsyncClient(BaseClient):
         sent escaped, as one path segment.
         """
         return Run.from_dict(await self._json(self._r_run(run_id)))
+
+    async def list_runs(self, *, limit: Optional[int] = None, cursor: Optional[str] = None) -> AsyncPage[Run]:
+        """One page of your runs, the one whose latest event is newest first (GET /v1/runs).
+
+        Each is summarised as run() does; iterate the page to walk every page.
+        """
+        return await self._page(self._r_list_runs(limit=limit, cursor=cursor), Run.from_dict,
+                                lambda c: self.list_runs(limit=limit, cursor=c))
+
+    async def plan_revert_run(self, run_id: str, *, force: bool = False) -> RunRevertPlan:
+        """What revert_run would do now, changing nothing (POST /v1/runs/{run_id}/revert with dry_run).
+
+        Per file, newest change first: "delete" or "put_back" (with the
+        version whose content comes back).
+        """
+        return RunRevertPlan.from_dict(await self._json(self._r_plan_revert_run(run_id, force=force)))
 
     async def run_archive(
         self,

@@ -78,6 +78,7 @@ from ._retry import (
     ROUTE_DIFF,
     ROUTE_RESTORE,
     ROUTE_REVOKE_LINK,
+    ROUTE_LIST_RUNS,
     ROUTE_RUN,
     ROUTE_SEARCH,
     ROUTE_RUN_ARCHIVE,
@@ -724,6 +725,13 @@ class BaseClient:
 
     def _r_run(self, run_id: str) -> Request:
         return route_request(ROUTE_RUN, _run_path(run_id))
+
+    def _r_list_runs(self, *, limit: Optional[int], cursor: Optional[str]) -> Request:
+        return _page(route_request(ROUTE_LIST_RUNS, "/v1/runs"), limit, cursor)
+
+    def _r_plan_revert_run(self, run_id: str, *, force: bool) -> Request:
+        req = route_request(ROUTE_REVERT_RUN, _run_path(run_id) + "/revert")
+        return _json_body(req, {"force": bool(force), "dry_run": True})
 
     def _r_run_archive(self, run_id: str, format: str) -> Request:
         if format not in ARCHIVE_FORMATS:

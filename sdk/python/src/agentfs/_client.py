@@ -54,6 +54,7 @@ from ._models import (
     Protocol,
     RestorePlan,
     Run,
+    RunRevertPlan,
     SearchResults,
     Token,
     Upload,
@@ -786,6 +787,22 @@ class Client(BaseClient):
         sent escaped, as one path segment.
         """
         return Run.from_dict(self._json(self._r_run(run_id)))
+
+    def list_runs(self, *, limit: Optional[int] = None, cursor: Optional[str] = None) -> Page[Run]:
+        """One page of your runs, the one whose latest event is newest first (GET /v1/runs).
+
+        Each is summarised as run() does; iterate the page to walk every page.
+        """
+        return self._page(self._r_list_runs(limit=limit, cursor=cursor), Run.from_dict,
+                          lambda c: self.list_runs(limit=limit, cursor=c))
+
+    def plan_revert_run(self, run_id: str, *, force: bool = False) -> RunRevertPlan:
+        """What revert_run would do now, changing nothing (POST /v1/runs/{run_id}/revert with dry_run).
+
+        Per file, newest change first: "delete" or "put_back" (with the
+        version whose content comes back).
+        """
+        return RunRevertPlan.from_dict(self._json(self._r_plan_revert_run(run_id, force=force)))
 
     def run_archive(
         self,

@@ -31,6 +31,8 @@ __all__ = [
     "EventPage",
     "Run",
     "RunCounts",
+    "RunRevertPlan",
+    "RunRevertStep",
     "SearchMatch",
     "SearchSkipped",
     "SearchResults",
@@ -581,6 +583,39 @@ class Change:
             return ChangeSide.from_dict(v) if isinstance(v, Mapping) else None
 
         return _read(cls, d, from_=side(d.get("from")), to=side(d.get("to")))
+
+
+@dataclass
+class RunRevertStep:
+    """One file of a run revert's plan: what the file becomes."""
+
+    file_id: str
+    #: Where the file is put back (for a delete, where the run made it).
+    path: str
+    #: "delete" (the run created or restored it) or "put_back" (its path, content and life from before the run).
+    action: str
+    #: The version whose content it gets back; None when the run did not change its content.
+    version: Optional[int]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RunRevertStep":
+        """Build a RunRevertStep from its JSON object."""
+        return _read(cls, d)
+
+
+@dataclass
+class RunRevertPlan:
+    """What reverting a run would do, changing nothing (plan_revert_run)."""
+
+    run_id: str
+    #: The files the revert would undo, newest change first.
+    items: list[RunRevertStep]
+    object: str = "run_revert_plan"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RunRevertPlan":
+        """Build a RunRevertPlan from its JSON object."""
+        return _read(cls, d, items=[RunRevertStep.from_dict(c) for c in d.get("items") or []])
 
 
 @dataclass
