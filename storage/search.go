@@ -475,9 +475,9 @@ const searchKeysMax = 1000
 // lookupKeys lists the subject's blobs whose texts the index lets through,
 // up to limit of them (ok false when there are more). Postgres does not
 // cost the detoasting of the bodies that the condition reads, so left to
-// itself it prefers walking the files in path order and reading every
-// body to a bitmap of the trigram index; here only that bitmap is
-// allowed, for this one statement. A broad pattern stops after limit+1
+// itself it prefers reading every body (a sequential scan, or a walk of
+// the files in path order) to a bitmap of the trigram index; here only
+// that bitmap is allowed, for this one statement. A broad pattern stops after limit+1
 // rows of the bitmap; a selective one then reads only the files that
 // show the blobs found.
 func (r *pageReader) lookupKeys(ctx context.Context, tx pgx.Tx, limit int) (keys []string, ok bool, err error) {
