@@ -135,7 +135,7 @@ func parseFlags() (*config, error) {
 	quickEnv := os.Getenv("BENCH_QUICK") == "1"
 	flag.StringVar(&c.url, "url", env("AGENTFS_URL", ""), "AgentFS base URL (env AGENTFS_URL)")
 	flag.StringVar(&c.token, "token", env("AGENTFS_TOKEN", ""), "bearer token (env AGENTFS_TOKEN)")
-	flag.StringVar(&c.noIndexURL, "noindex-url", env("BENCH_NOINDEX_URL", ""), "a second AgentFS on the same Postgres and S3 that indexes nothing for search (AGENTFS_SEARCH_MAX_FILE_BYTES=-1), for indexcost (env BENCH_NOINDEX_URL)")
+	flag.StringVar(&c.noIndexURL, "noindex-url", env("BENCH_NOINDEX_URL", ""), "a second AgentFS on the same Postgres and S3 that indexes nothing for search (AGENTFS_SEARCH_MAX_FILE_BYTES=0), for indexcost (env BENCH_NOINDEX_URL)")
 	flag.IntVar(&c.serverPID, "server-pid", pid, "pid of the agentfs serve process, for RSS (env BENCH_SERVER_PID)")
 	flag.IntVar(&c.s3PID, "s3-pid", s3pid, "pid of the S3 server, for its CPU time (env BENCH_S3_PID; optional)")
 	flag.StringVar(&c.s3Name, "s3-name", env("BENCH_S3_NAME", "versitygw"), "the S3 server's program name: versitygw or minio (env BENCH_S3_NAME)")
