@@ -391,3 +391,22 @@ func dumpPages(pages []*agentfs.SearchPage) string {
 	}
 	return b.String()
 }
+
+// TestSearchPlansForItsArguments: a search's statements are planned for
+// their own arguments every time, never by the generic plan of a cached
+// statement, which does not know how few blobs or skipped files there are
+// and walks every file under the prefix.
+func TestSearchPlansForItsArguments(t *testing.T) {
+	store, _ := setup(t)
+	mustPut(t, store, "a.txt", "needle\n", false)
+	var mode string
+	store.SetSearchHook(func(ctx context.Context, tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&mode)
+	})
+	for range 7 { // past the five runs after which Postgres may choose a generic plan
+		wantGrep(t, store, "needle", "a.txt:1")
+		if mode != "force_custom_plan" {
+			t.Fatalf("plan_cache_mode in a search is %q, want force_custom_plan", mode)
+		}
+	}
+}
