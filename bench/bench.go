@@ -228,6 +228,10 @@ func (b *bench) run(ctx context.Context, m string) ([]row, error) {
 		return b.feed(ctx)
 	case "mcp":
 		return b.mcp(ctx)
+	case "indexcost":
+		return b.indexCost(ctx)
+	case "points":
+		return b.points(ctx)
 	}
 	return nil, fmt.Errorf("unknown measurement %q", m)
 }

@@ -35,6 +35,7 @@ import (
 
 type config struct {
 	url, token   string
+	noIndexURL   string
 	serverPID    int
 	s3PID        int
 	s3Name       string
@@ -72,6 +73,9 @@ type config struct {
 	feedSmall     int
 	feedLarge     int
 	mcpCalls      int
+	indexCalls    int
+	pointsSmall   int
+	pointsLarge   int
 	timeout       time.Duration
 	only          map[string]bool
 }
@@ -94,10 +98,12 @@ var measurements = []measurement{
 	{"batch", "batches of 1 KiB and 64 KiB puts, against the same items as standalone uploads"},
 	{"delivery", "event delivery: commit of an upload to the answer of a waiting GET /v1/events?wait="},
 	{"mcp", "MCP write_file of 4 KiB against POST /v1/files of 4 KiB, p50"},
+	{"indexcost", "a 4 KiB text upload with the search index against the same to a server that indexes nothing, p50"},
 	{"list", "run listing (GET /v1/files?run_id=) at 10 k and 1 M files"},
 	{"search", "content search (GET /v1/search) for a pattern in 20 files, at 10 k and 100 k text files, against rg"},
 	{"versions", "one file's versions (GET /v1/files/{id}/versions) at 200 and 10 k versions"},
 	{"feed", "the event feed (GET /v1/events?after=, with and without run_id) at 10 k and 1 M events"},
+	{"points", "checkpoint create, an as-of listing page and a diff of 10 changes at 10 k and 1 M files"},
 }
 
 func measurementNames() []string {
@@ -129,6 +135,7 @@ func parseFlags() (*config, error) {
 	quickEnv := os.Getenv("BENCH_QUICK") == "1"
 	flag.StringVar(&c.url, "url", env("AGENTFS_URL", ""), "AgentFS base URL (env AGENTFS_URL)")
 	flag.StringVar(&c.token, "token", env("AGENTFS_TOKEN", ""), "bearer token (env AGENTFS_TOKEN)")
+	flag.StringVar(&c.noIndexURL, "noindex-url", env("BENCH_NOINDEX_URL", ""), "a second AgentFS on the same Postgres and S3 that indexes nothing for search (AGENTFS_SEARCH_MAX_FILE_BYTES=0), for indexcost (env BENCH_NOINDEX_URL)")
 	flag.IntVar(&c.serverPID, "server-pid", pid, "pid of the agentfs serve process, for RSS (env BENCH_SERVER_PID)")
 	flag.IntVar(&c.s3PID, "s3-pid", s3pid, "pid of the S3 server, for its CPU time (env BENCH_S3_PID; optional)")
 	flag.StringVar(&c.s3Name, "s3-name", env("BENCH_S3_NAME", "versitygw"), "the S3 server's program name: versitygw or minio (env BENCH_S3_NAME)")
@@ -165,6 +172,9 @@ func parseFlags() (*config, error) {
 	flag.IntVar(&c.feedSmall, "feed-small", 10_000, "seeded events for the first feed point")
 	flag.IntVar(&c.feedLarge, "feed-large", 1_000_000, "seeded events for the second feed point (quick 100000)")
 	flag.IntVar(&c.mcpCalls, "mcp-calls", 200, "calls of each kind for the MCP comparison (quick 50)")
+	flag.IntVar(&c.indexCalls, "indexcost-calls", 200, "uploads to each server for the search index's cost (quick 50)")
+	flag.IntVar(&c.pointsSmall, "points-small", 10_000, "seeded files for the first points-in-time point")
+	flag.IntVar(&c.pointsLarge, "points-large", 1_000_000, "seeded files for the second points-in-time point (quick 100000)")
 	flag.DurationVar(&c.timeout, "timeout", 30*time.Minute, "give up on the whole run after this long")
 	only := flag.String("only", "", "comma-separated subset of the measurements below")
 	flag.Usage = usage
@@ -191,6 +201,8 @@ func parseFlags() (*config, error) {
 		quick("events", func() { c.events = 30 })
 		quick("feed-large", func() { c.feedLarge = 100_000 })
 		quick("mcp-calls", func() { c.mcpCalls = 50 })
+		quick("indexcost-calls", func() { c.indexCalls = 50 })
+		quick("points-large", func() { c.pointsLarge = 100_000 })
 		quick("replay-samples", func() { c.replayN = 50 })
 		quick("list-large", func() { c.listLarge = 100_000 })
 		quick("list-calls", func() { c.listCalls = 20 })
@@ -223,8 +235,10 @@ func parseFlags() (*config, error) {
 		return nil, errors.New("-feed-large ≥ -feed-small ≥ 1000")
 	case c.batchItems < 1 || len(c.batchSizes) == 0:
 		return nil, errors.New("-batch-items must be ≥ 1 and -batch-item-sizes name at least one size")
-	case c.events < 1 || c.mcpCalls < 1:
-		return nil, errors.New("-events and -mcp-calls must be ≥ 1")
+	case c.events < 1 || c.mcpCalls < 1 || c.indexCalls < 1:
+		return nil, errors.New("-events, -mcp-calls and -indexcost-calls must be ≥ 1")
+	case c.pointsSmall < 1000 || c.pointsLarge < c.pointsSmall:
+		return nil, errors.New("-points-large ≥ -points-small ≥ 1000")
 	case c.archiveFiles < 1 || c.archiveSize < int64(c.archiveFiles):
 		return nil, errors.New("-archive-files must be ≥ 1 and -archive-size at least one byte per file")
 	}
@@ -232,6 +246,12 @@ func parseFlags() (*config, error) {
 		return nil, err
 	}
 	c.url = strings.TrimRight(c.url, "/")
+	if c.noIndexURL != "" {
+		if err := loopbackURL("-noindex-url", c.noIndexURL); err != nil {
+			return nil, err
+		}
+		c.noIndexURL = strings.TrimRight(c.noIndexURL, "/")
+	}
 	if err := loopbackHost("-s3-endpoint", c.s3Endpoint); err != nil {
 		return nil, err
 	}

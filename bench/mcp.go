@@ -79,34 +79,13 @@ func (b *bench) mcp(ctx context.Context) ([]row, error) {
 		_, _, err := b.api.putFile(ctx, b.path(fmt.Sprintf("mcp/rest/%d.txt", i)), strings.NewReader(content), size, textHdr)
 		return time.Since(t0), err
 	}
-	const warmup = 5
-	var viaMCP, viaREST []time.Duration
-	for i := range warmup + c.mcpCalls {
-		var dm, dr time.Duration
-		err := rotate(i,
-			func() (err error) { dm, err = write(i); return err },
-			func() (err error) { dr, err = post(i); return err })
-		if err != nil {
-			return nil, err
-		}
-		if i >= warmup {
-			viaMCP, viaREST = append(viaMCP, dm), append(viaREST, dr)
-		}
+	viaMCP, viaREST, err := alternated(5, c.mcpCalls, write, post)
+	if err != nil {
+		return nil, err
 	}
 	m50, r50 := percentile(viaMCP, 50), percentile(viaREST, 50)
 	logf("  write_file p50 %s (p90 %s), POST /v1/files p50 %s (p90 %s)", fmtMS(m50), fmtMS(percentile(viaMCP, 90)), fmtMS(r50), fmtMS(percentile(viaREST, 90)))
 	b.notes = append(b.notes, fmt.Sprintf("MCP: write_file through github.com/modelcontextprotocol/go-sdk's client (Streamable HTTP, stateless server), p90 %s; POST /v1/files p90 %s; both unkeyed, one call at a time.",
 		fmtMS(percentile(viaMCP, 90)), fmtMS(percentile(viaREST, 90))))
-	r := float64(m50) / float64(r50)
-	verdict := "meets"
-	if r > mcpBudget {
-		verdict = "misses"
-	}
-	return []row{{
-		name:    name,
-		agentfs: fmt.Sprintf("%s vs %s", fmtMS(m50), fmtMS(r50)),
-		ratio:   fmt.Sprintf("%.2f×", r),
-		budget:  fmt.Sprintf("p50 ≤ %g×", mcpBudget),
-		verdict: verdict,
-	}}, nil
+	return []row{p50RatioRow(name, viaMCP, viaREST, mcpBudget)}, nil
 }

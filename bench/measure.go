@@ -443,6 +443,43 @@ func rotate(round int, sides ...func() error) error {
 	return nil
 }
 
+// alternated times two kinds of call n times each after warmup rounds,
+// one call at a time, in rotating order (rotate); a and b answer how long
+// their call i took.
+func alternated(warmup, n int, a, b func(i int) (time.Duration, error)) (as, bs []time.Duration, err error) {
+	for i := range warmup + n {
+		var da, db time.Duration
+		err := rotate(i,
+			func() (err error) { da, err = a(i); return err },
+			func() (err error) { db, err = b(i); return err })
+		if err != nil {
+			return nil, nil, err
+		}
+		if i >= warmup {
+			as, bs = append(as, da), append(bs, db)
+		}
+	}
+	return as, bs, nil
+}
+
+// p50RatioRow is a row whose budget is a bound on the p50 of as over that
+// of bs.
+func p50RatioRow(name string, as, bs []time.Duration, budget float64) row {
+	a50, b50 := percentile(as, 50), percentile(bs, 50)
+	r := float64(a50) / float64(b50)
+	verdict := "meets"
+	if r > budget {
+		verdict = "misses"
+	}
+	return row{
+		name:    name,
+		agentfs: fmt.Sprintf("%s vs %s", fmtMS(a50), fmtMS(b50)),
+		ratio:   fmt.Sprintf("%.2f×", r),
+		budget:  fmt.Sprintf("p50 ≤ %g×", budget),
+		verdict: verdict,
+	}
+}
+
 // runRatios formats a[i]/b[i] for every run.
 func runRatios(a, b []float64) string {
 	var out []string

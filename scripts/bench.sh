@@ -41,6 +41,7 @@ BENCH_TMP=""
 pg_dir=""
 s3_dir=""
 agentfs_pid=""
+noindex_pid=""
 pg_pid=""
 s3_pid=""
 
@@ -50,6 +51,7 @@ cleanup() {
 	trap - EXIT INT TERM
 	set +e
 	[[ -n "$agentfs_pid" ]] && stop_pid "$agentfs_pid" agentfs 20
+	[[ -n "$noindex_pid" ]] && stop_pid "$noindex_pid" agentfs 20
 	[[ -n "$s3_dir" ]] && s3_stop "$s3_dir"
 	[[ -n "$pg_dir" ]] && pg_stop "$pg_dir"
 	# The helpers find the servers through files in the temporary
@@ -122,44 +124,62 @@ bin/agentfs migrate
 token=$(bin/agentfs token create --subject bench | tail -n 1 | tr -d '[:space:]')
 [[ -n "$token" ]] || die "bin/agentfs token create printed no token"
 
-# start_agentfs: start agentfs serve on a free port and wait for /readyz.
-# Returns 1 when it exits during startup (a port taken meanwhile, say).
+# start_agentfs NAME [VAR=VALUE ...]: start agentfs serve on a free port
+# (with the extra settings given, logging to NAME.log) and wait for /readyz;
+# it sets started_pid and started_url. Returns 1 when it exits during
+# startup (a port taken meanwhile, say).
 start_agentfs() {
-	local port code i
+	local name=$1 port code i url
+	shift
 	port=$(free_port "$pg_port" "$s3_port")
-	export AGENTFS_LISTEN_ADDR="127.0.0.1:$port"
-	export AGENTFS_PUBLIC_URL="http://127.0.0.1:$port"
-	bin/agentfs serve >>"$LOG_DIR/agentfs.log" 2>&1 &
-	agentfs_pid=$!
+	url="http://127.0.0.1:$port"
+	env "$@" AGENTFS_LISTEN_ADDR="127.0.0.1:$port" AGENTFS_PUBLIC_URL="$url" \
+		bin/agentfs serve >>"$LOG_DIR/$name.log" 2>&1 &
+	started_pid=$!
+	started_url=$url
 	for ((i = 0; i < SERVER_START_TIMEOUT * 10; i++)); do
-		if ! _pid_alive "$agentfs_pid"; then
-			wait "$agentfs_pid" 2>/dev/null || true
-			agentfs_pid=""
-			_tail_log "$LOG_DIR/agentfs.log"
+		if ! _pid_alive "$started_pid"; then
+			wait "$started_pid" 2>/dev/null || true
+			started_pid=""
+			_tail_log "$LOG_DIR/$name.log"
 			return 1
 		fi
-		code=$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$AGENTFS_PUBLIC_URL/readyz" 2>/dev/null || true)
+		code=$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$url/readyz" 2>/dev/null || true)
 		if [[ "$code" == 200 ]]; then
 			return 0
 		fi
 		sleep 0.1
 	done
-	_tail_log "$LOG_DIR/agentfs.log"
-	die "agentfs serve was not ready on $AGENTFS_LISTEN_ADDR within ${SERVER_START_TIMEOUT}s"
+	_tail_log "$LOG_DIR/$name.log"
+	die "agentfs serve ($name) was not ready on $url within ${SERVER_START_TIMEOUT}s"
 }
 
 for attempt in 1 2 3; do
-	if start_agentfs; then
+	if start_agentfs agentfs; then
 		break
 	fi
 	((attempt < 3)) || die "agentfs serve exited during startup"
 	log "retrying agentfs serve on another port ..."
 done
+agentfs_pid=$started_pid
+AGENTFS_PUBLIC_URL=$started_url
 
-echo "bench servers: AgentFS $AGENTFS_PUBLIC_URL (pid $agentfs_pid), postgres 127.0.0.1:$pg_port, $S3_SERVER 127.0.0.1:$s3_port; logs in $LOG_DIR" >&2
+# A second server on the same Postgres and S3 that indexes nothing for
+# search: the indexcost measurement uploads to both.
+for attempt in 1 2 3; do
+	if start_agentfs agentfs-noindex AGENTFS_SEARCH_MAX_FILE_BYTES=0; then
+		break
+	fi
+	((attempt < 3)) || die "agentfs serve (no search index) exited during startup"
+	log "retrying agentfs serve (no search index) on another port ..."
+done
+noindex_pid=$started_pid
+noindex_url=$started_url
+
+echo "bench servers: AgentFS $AGENTFS_PUBLIC_URL (pid $agentfs_pid; without the search index $noindex_url, pid $noindex_pid), postgres 127.0.0.1:$pg_port, $S3_SERVER 127.0.0.1:$s3_port; logs in $LOG_DIR" >&2
 
 set +e
-AGENTFS_URL=$AGENTFS_PUBLIC_URL AGENTFS_TOKEN=$token \
+AGENTFS_URL=$AGENTFS_PUBLIC_URL AGENTFS_TOKEN=$token BENCH_NOINDEX_URL=$noindex_url \
 	BENCH_SERVER_PID=$agentfs_pid BENCH_S3_PID=$s3_pid BENCH_S3_NAME=$S3_SERVER \
 	go run ./bench "${BENCH_ARGS[@]}"
 status=$?
@@ -167,6 +187,11 @@ set -e
 if ! _pid_alive "$agentfs_pid"; then
 	log "error: agentfs serve is no longer running"
 	_tail_log "$LOG_DIR/agentfs.log"
+	status=1
+fi
+if ! _pid_alive "$noindex_pid"; then
+	log "error: agentfs serve (no search index) is no longer running"
+	_tail_log "$LOG_DIR/agentfs-noindex.log"
 	status=1
 fi
 exit "$status"

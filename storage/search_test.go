@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -281,4 +282,131 @@ func setupConfig(t *testing.T) storage.Config {
 func openConfig(t *testing.T, cfg storage.Config) *storage.Store {
 	t.Helper()
 	return storagetest.OpenConfig(t, cfg)
+}
+
+// searchPages searches the subject "s" and answers every page.
+func searchPages(t *testing.T, store *storage.Store, q agentfs.Search) []*agentfs.SearchPage {
+	t.Helper()
+	var out []*agentfs.SearchPage
+	for {
+		page, err := store.Search(context.Background(), "s", q)
+		if err != nil {
+			t.Fatalf("search %+v: %v", q, err)
+		}
+		out = append(out, page)
+		if page.Next == nil {
+			return out
+		}
+		q.After = page.Next
+	}
+}
+
+// TestSearchIndexLookupAndWalkAgree holds the two ways a page finds its
+// candidates to the same answers, page by page and cursor by cursor: the
+// blobs the trigram index lists (when there are at most so many), and the
+// walk of the files in scope. The files include a copy sharing a blob, a
+// deleted file and an old version whose blobs still match, another
+// subject's file, paths in and out of a prefix and a grant.
+func TestSearchIndexLookupAndWalkAgree(t *testing.T) {
+	ctx := context.Background()
+	store, _ := setup(t)
+	for k := range 12 {
+		body := fmt.Sprintf("common line %d\nplain text\n", k)
+		if k%4 == 1 {
+			body += "the Needle is here\nand a needle there\ncommon again\n"
+		}
+		mustPut(t, store, fmt.Sprintf("%s/f%02d.txt", []string{"src", "docs", "src/deep"}[k%3], k), body, false)
+	}
+	gone := mustPut(t, store, "src/gone.txt", "needle of a deleted file\n", false)
+	if _, err := deleteFile(ctx, store, "s", gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, store, "docs/replaced.txt", "an old needle\n", false)
+	mustPut(t, store, "docs/replaced.txt", "common and new\n", true)
+	first := mustPut(t, store, "src/copied.txt", "needle to copy\ncommon\n", false)
+	p, err := store.PrepareCopy(ctx, first.ID, put("docs/copy.txt", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.WithTx(ctx, func(tx pgx.Tx) error { _, _, err := p.Apply(ctx, tx, agentfs.Origin{}); return err }); err != nil {
+		t.Fatal(err)
+	}
+	p.Finish(ctx, nil)
+	other := put("src/other.txt", false)
+	other.Subject = "s2"
+	if _, err := putFile(ctx, store, other, strings.NewReader("needle of another subject\n"), alone); err != nil {
+		t.Fatal(err)
+	}
+
+	queries := []agentfs.Search{
+		{Pattern: "needle"}, {Pattern: "needle", IgnoreCase: true}, {Pattern: "common"},
+		{Pattern: "needle|common"}, {Pattern: "n.edle"}, {Pattern: "ne.dl"}, {Pattern: "absent_word"},
+		{Pattern: "needle", Limit: 1}, {Pattern: "common", Limit: 2, Context: 1},
+		{Pattern: "needle", Prefix: "src/"}, {Pattern: "needle", IgnoreCase: true, Within: []string{"docs", "src/deep/"}},
+		{Pattern: "needle", Glob: "**/*.txt", RunID: "run"},
+	}
+	// 0 is the default bound; 3 lets the selective patterns through the
+	// lookup and sends the broad ones to the walk; -1 always walks.
+	for _, q := range queries {
+		if q.Limit == 0 {
+			q.Limit = 100
+		}
+		store.SetSearchKeys(-1)
+		walked := searchPages(t, store, q)
+		for _, keys := range []int{0, 3} {
+			store.SetSearchKeys(keys)
+			if got := searchPages(t, store, q); !reflect.DeepEqual(got, walked) {
+				t.Errorf("%+v with at most %d keys:\n%s\nwalking:\n%s", q, keys, dumpPages(got), dumpPages(walked))
+			}
+		}
+	}
+
+	// Both ways were taken: "needle" (5 blobs of s: 3 live texts, the deleted
+	// and the replaced file's) by the lookup under the default bound and by
+	// the walk under 3; "common" (every file) by the walk under 3; "ne.dl"
+	// (no run of three letters to look up) by the walk.
+	cases := []struct {
+		pattern        string
+		keys           int
+		byKeys, walked int64
+	}{{"needle", 0, 1, 0}, {"needle", 3, 0, 1}, {"common", 3, 0, 1}, {"absent_word", 3, 1, 0}, {"ne.dl", 0, 0, 1}}
+	for _, c := range cases {
+		store.SetSearchKeys(c.keys)
+		before := store.Counters()
+		searchPages(t, store, agentfs.Search{Pattern: c.pattern, Limit: 100})
+		after := store.Counters()
+		if by, w := after.SearchByKeys-before.SearchByKeys, after.SearchWalks-before.SearchWalks; by != c.byKeys || w != c.walked {
+			t.Errorf("%q with at most %d keys: %d pages by keys and %d walks, want %d and %d", c.pattern, c.keys, by, w, c.byKeys, c.walked)
+		}
+	}
+}
+
+func dumpPages(pages []*agentfs.SearchPage) string {
+	var b strings.Builder
+	for _, p := range pages {
+		fmt.Fprintf(&b, "  matched %d searched %d next %+v\n", p.FilesMatched, p.FilesSearched, p.Next)
+		for _, m := range p.Matches {
+			fmt.Fprintf(&b, "    %s:%d:%d %q %q %q\n", m.Path, m.Line, m.Column, m.Text, m.Before, m.After)
+		}
+	}
+	return b.String()
+}
+
+// TestSearchPlansForItsArguments: a search's statements are planned for
+// their own arguments every time, never by the generic plan of a cached
+// statement, which does not know how few blobs or skipped files there are
+// and walks every file under the prefix.
+func TestSearchPlansForItsArguments(t *testing.T) {
+	store, _ := setup(t)
+	mustPut(t, store, "a.txt", "needle\n", false)
+	var mode string
+	store.SetSearchHook(func(ctx context.Context, tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&mode)
+	})
+	for range 7 { // past the five runs after which Postgres may choose a generic plan
+		wantGrep(t, store, "needle", "a.txt:1")
+		if mode != "force_custom_plan" {
+			t.Fatalf("plan_cache_mode in a search is %q, want force_custom_plan", mode)
+		}
+	}
 }

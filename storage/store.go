@@ -125,6 +125,9 @@ type Store struct {
 	// searchHook, when set (tests), runs on a search's connection before
 	// its first statement: a test makes that statement slow.
 	searchHook func(ctx context.Context, tx pgx.Tx) error
+	// searchKeys, when set (tests), replaces searchKeysMax (negative: a
+	// search always walks the files in scope).
+	searchKeys int
 	// draining is closed by Drain: waits end early.
 	draining  chan struct{}
 	drainOnce sync.Once
@@ -144,6 +147,8 @@ type counters struct {
 	tokenHits     atomic.Int64
 	readBackBytes atomic.Int64
 	eventLooks    atomic.Int64
+	searchByKeys  atomic.Int64
+	searchWalks   atomic.Int64
 }
 
 // Counters are running totals of work an instance did, since it opened:
@@ -170,6 +175,11 @@ type Counters struct {
 	// connection (what committed meanwhile was not heard), or a statement
 	// inserted more events than a notification lists.
 	BroadWakes int64
+	// SearchByKeys is how many search pages read only the files that show
+	// the blobs the trigram index found; SearchWalks how many walked the
+	// files in scope because the index found too many or could not narrow
+	// the pattern.
+	SearchByKeys, SearchWalks int64
 }
 
 // Counters returns the running totals.
@@ -181,6 +191,8 @@ func (s *Store) Counters() Counters {
 		SlowSplices:    s.relay.SlowChunks(),
 		EventLooks:     s.counters.eventLooks.Load(),
 		BroadWakes:     s.waiters.broadWakes.Load(),
+		SearchByKeys:   s.counters.searchByKeys.Load(),
+		SearchWalks:    s.counters.searchWalks.Load(),
 	}
 }
 
