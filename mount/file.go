@@ -247,4 +247,3 @@ func (f *filesystem) stagePath() string {
 
 // etagSHA is the SHA-256 hex an etag quotes.
 func etagSHA(etag string) string { return strings.Trim(etag, `"`) }
-

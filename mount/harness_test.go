@@ -132,4 +132,3 @@ func stored(t *testing.T, c *client.Client, path string) (string, *client.File) 
 	}
 	return string(b), &f
 }
-

@@ -39,10 +39,10 @@ type Options struct {
 // Mount is a mounted filesystem: Wait for it to be unmounted, or Unmount
 // it.
 type Mount struct {
-	server  *fuse.Server
-	fs      *filesystem
-	stop    context.CancelFunc
-	tmpDir  string
+	server *fuse.Server
+	fs     *filesystem
+	stop   context.CancelFunc
+	tmpDir string
 }
 
 // Kernel cache lifetimes: entries and attributes are kept a second, and the
