@@ -102,14 +102,26 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 }
 
 // Lookup finds name in the folder: the live file at its path (a marker is
-// a folder), or else a folder when a file lies under it.
+// a folder), or else a folder when a file lies under it. An inode the
+// kernel already has for the name is kept (the folder's children, a file
+// being written), so a lookup after the entry's timeout changes nothing.
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	known := d.GetChild(name)
+	if c := d.childFile(name); c != nil && c.local() {
+		c.fill(&out.Attr) // created here and not stored yet, or open
+		return known, 0
+	}
 	p := d.child(name)
 	f, e := d.fs.fileAt(ctx, p)
 	switch {
 	case e != 0:
 		return nil, e
 	case f != nil && f.Kind != "directory":
+		if c := d.childFile(name); c != nil && typeBits(c.current().Kind) == typeBits(f.Kind) {
+			c.setMeta(f)
+			c.fill(&out.Attr)
+			return known, 0
+		}
 		return d.fileInode(ctx, f, out), 0
 	case f == nil:
 		page, err := d.fs.c.ListFolder(ctx, d.fs.remote(p)+"/", client.FolderOptions{Limit: 1})
@@ -118,6 +130,12 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		}
 		if len(page.Data) == 0 && len(page.Prefixes) == 0 {
 			return nil, syscall.ENOENT
+		}
+	}
+	if known != nil {
+		if dn, ok := known.Operations().(*dirNode); ok {
+			dn.fill(&out.Attr)
+			return known, 0
 		}
 	}
 	return d.dirInode(ctx, out), 0
@@ -182,7 +200,7 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	}
 	m := int(mode & 0o7777)
 	_, err := d.fs.c.PutFile(ctx, d.fs.remote(d.child(name)), strings.NewReader(""),
-		client.PutOptions{Kind: "directory", Mode: &m, IfNoneMatchAny: true})
+		client.PutOptions{Kind: "directory", Mode: &m, IfNoneMatchAny: true, IdempotencyKey: d.fs.key()})
 	if err != nil {
 		if client.ErrorCode(err) == "PRECONDITION_FAILED" {
 			return nil, syscall.EEXIST
@@ -212,7 +230,7 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if f.Kind != "directory" {
 		return syscall.ENOTDIR
 	}
-	_, err = d.fs.c.DeleteFile(ctx, f.ID, client.DeleteOptions{})
+	_, err = d.fs.c.DeleteFile(ctx, f.ID, client.DeleteOptions{IdempotencyKey: d.fs.key()})
 	return errno(err)
 }
 
@@ -230,7 +248,7 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	case f.Kind == "directory":
 		return syscall.EISDIR
 	}
-	_, err := d.fs.c.DeleteFile(ctx, f.ID, client.DeleteOptions{})
+	_, err := d.fs.c.DeleteFile(ctx, f.ID, client.DeleteOptions{IdempotencyKey: d.fs.key()})
 	return errno(err)
 }
 
@@ -242,7 +260,7 @@ func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.En
 	}
 	m := 0o777
 	f, err := d.fs.c.PutFile(ctx, d.fs.remote(d.child(name)), strings.NewReader(target),
-		client.PutOptions{Kind: "symlink", Mode: &m, IfNoneMatchAny: true})
+		client.PutOptions{Kind: "symlink", Mode: &m, IfNoneMatchAny: true, IdempotencyKey: d.fs.key()})
 	if err != nil {
 		if client.ErrorCode(err) == "PRECONDITION_FAILED" {
 			return nil, syscall.EEXIST
@@ -263,8 +281,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags, mode uint32, o
 	if e != 0 {
 		return nil, nil, 0, e
 	}
-	h.dirty = true // an empty file is stored at close too
-	n.fill(&out.Attr)
+	n.fill(&out.Attr) // stored at its first close
 	return d.NewInode(ctx, n, fs.StableAttr{Mode: fuse.S_IFREG}), h, 0, 0
 }
 
@@ -292,7 +309,7 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent fs.InodeEmb
 			return e
 		}
 	}
-	moved, err := d.fs.c.Move(ctx, f.ID, d.fs.remote(to), client.MoveOptions{Overwrite: flags&1 == 0})
+	moved, err := d.fs.c.Move(ctx, f.ID, d.fs.remote(to), client.MoveOptions{Overwrite: flags&1 == 0, IdempotencyKey: d.fs.key()})
 	if err != nil {
 		return errno(err)
 	}
@@ -322,7 +339,7 @@ func (f *filesystem) moveFolder(ctx context.Context, from, to string) syscall.Er
 		return syscall.ENOENT
 	}
 	for _, file := range files {
-		if _, err := f.c.Move(ctx, file.ID, dst+strings.TrimPrefix(file.Path, src), client.MoveOptions{Overwrite: true}); err != nil {
+		if _, err := f.c.Move(ctx, file.ID, dst+strings.TrimPrefix(file.Path, src), client.MoveOptions{Overwrite: true, IdempotencyKey: f.key()}); err != nil {
 			return errno(err)
 		}
 	}

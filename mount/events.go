@@ -20,6 +20,9 @@ func (f *filesystem) follow(ctx context.Context) {
 			if err != nil {
 				break
 			}
+			if e.IdempotencyKey != nil && strings.HasPrefix(*e.IdempotencyKey, f.keyPrefix) {
+				continue // this mount's own write: the kernel already saw it
+			}
 			f.invalidate(ctx, e.Path, e.FileID)
 			if e.PreviousPath != nil {
 				f.invalidate(ctx, *e.PreviousPath, e.FileID)
@@ -44,16 +47,21 @@ func (f *filesystem) invalidate(ctx context.Context, p, fileID string) {
 	dir := f.root
 	parts := strings.Split(local, "/")
 	for i, name := range parts {
-		dir.NotifyEntry(name)
 		child := dir.GetChild(name)
 		if child == nil {
+			dir.NotifyEntry(name) // a negative entry, or a folder the kernel has not seen
 			return
 		}
 		if i < len(parts)-1 {
-			dir = child
+			dir = child // a folder the kernel knows stays
 			continue
 		}
-		if n, ok := child.Operations().(*fileNode); ok && !n.hasDirty() {
+		n, ok := child.Operations().(*fileNode)
+		if !ok || n.local() {
+			return
+		}
+		dir.NotifyEntry(name)
+		if ok {
 			if file, err := f.c.File(ctx, fileID); err == nil && file.DeletedAt == nil && file.Path == p {
 				n.setMeta(file)
 			}

@@ -95,13 +95,13 @@ func (n *fileNode) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAt
 	var opts client.MetaOptions
 	if mode, ok := in.GetMode(); ok {
 		m := int(mode & 0o7777)
-		opts.Mode = &m
+		opts.Mode, opts.IdempotencyKey = &m, n.fs.key()
 		n.mu.Lock()
 		n.mode = m
 		n.mu.Unlock()
 	}
 	if mt, ok := in.GetMTime(); ok {
-		opts.MTime = &mt
+		opts.MTime, opts.IdempotencyKey = &mt, n.fs.key()
 		n.mu.Lock()
 		n.mtime = &mt
 		n.mu.Unlock()
@@ -230,12 +230,21 @@ func (n *fileNode) Setxattr(context.Context, string, []byte, uint32) syscall.Err
 	return syscall.ENOTSUP
 }
 
-// newKey names one store of a file: the client sends it on every attempt,
-// so a retried flush never makes two versions.
-func newKey() string {
-	b := make([]byte, 16)
+// key names one write of the mount: the client sends it on every attempt,
+// so a retried flush never makes two versions. Its prefix names the mount,
+// so the event feed's echo of its own writes is told apart.
+func (f *filesystem) key() string {
+	b := make([]byte, 12)
 	_, _ = rand.Read(b)
-	return "mount-" + hex.EncodeToString(b)
+	return f.keyPrefix + hex.EncodeToString(b)
+}
+
+// local reports whether the kernel's inode holds what the store does not
+// have yet: a file created here and not stored, or one open.
+func (n *fileNode) local() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.meta == nil || len(n.open) > 0
 }
 
 // stagePath is a new file in the cache directory's stage.

@@ -131,8 +131,8 @@ func (h *handle) staged(ctx context.Context, keep bool) syscall.Errno {
 func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.dirty {
-		return 0
+	if !h.dirty && (h.base != nil || h.n.current() != nil) {
+		return 0 // nothing new; a file created here is stored at its first close, empty or not
 	}
 	f, err := h.n.store(ctx, h.stage, h.base)
 	if err != nil {
@@ -173,7 +173,7 @@ func (n *fileNode) store(ctx context.Context, content *os.File, base *client.Fil
 	}
 	n.mu.Unlock()
 	remote := n.fs.remote(n.Path(n.fs.root))
-	opts := client.PutOptions{Mode: &mode, MTime: &mtime, Kind: kind, IdempotencyKey: newKey()}
+	opts := client.PutOptions{Mode: &mode, MTime: &mtime, Kind: kind, IdempotencyKey: n.fs.key()}
 	if base == nil {
 		opts.IfNoneMatchAny = true
 	} else {
@@ -181,7 +181,7 @@ func (n *fileNode) store(ctx context.Context, content *os.File, base *client.Fil
 	}
 	f, err := n.putFrom(ctx, remote, content, opts)
 	if client.ErrorCode(err) == "PRECONDITION_FAILED" {
-		opts.Replace, opts.IfMatch, opts.IfNoneMatchAny, opts.IdempotencyKey = true, "", false, newKey()
+		opts.Replace, opts.IfMatch, opts.IfNoneMatchAny, opts.IdempotencyKey = true, "", false, n.fs.key()
 		f, err = n.putFrom(ctx, remote, content, opts)
 	}
 	if err != nil {

@@ -9,6 +9,8 @@ package mount
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -72,7 +74,7 @@ func New(c *client.Client, dir string, opts Options) (*Mount, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	m.stop = stop
-	m.fs = &filesystem{c: c, prefix: prefix, readOnly: opts.ReadOnly, cache: cache, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
+	m.fs = &filesystem{c: c, prefix: prefix, keyPrefix: "mount-" + randomHex(6) + "-", readOnly: opts.ReadOnly, cache: cache, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
 	root := &dirNode{fs: m.fs}
 	timeout := cacheTimeout
 	server, err := fs.Mount(dir, root, &fs.Options{
@@ -120,8 +122,10 @@ type filesystem struct {
 	prefix   string
 	readOnly bool
 	cache    string
-	uid, gid uint32
-	root     *fs.Inode
+	// keyPrefix starts every idempotency key of this mount's writes.
+	keyPrefix string
+	uid, gid  uint32
+	root      *fs.Inode
 }
 
 // remote is the subject's path of the node at local path p ("" the root).
@@ -162,4 +166,10 @@ func errno(err error) syscall.Errno {
 		return syscall.EAGAIN
 	}
 	return syscall.EIO
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
