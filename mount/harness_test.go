@@ -98,8 +98,10 @@ func unmount(t *testing.T, m *mount.Mount, dir string) {
 // when the command fails.
 func sh(t *testing.T, dir, script string) string {
 	t.Helper()
-	cmd := exec.Command("sh", "-c", script)
-	cmd.Dir = dir
+	// The shell changes into dir itself: a child that entered the mount
+	// between fork and exec would stop in the kernel on this very
+	// process's filesystem.
+	cmd := exec.Command("sh", "-c", `cd "$1" && `+script, "sh", dir)
 	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
 		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "HOME="+t.TempDir())
 	out, err := cmd.CombinedOutput()
@@ -132,3 +134,5 @@ func stored(t *testing.T, c *client.Client, path string) (string, *client.File) 
 	}
 	return string(b), &f
 }
+
+func bytesReader(s string) *strings.Reader { return strings.NewReader(s) }
