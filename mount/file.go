@@ -59,19 +59,31 @@ func (n *fileNode) fill(a *fuse.Attr) {
 		a.Size = uint64(m.SizeBytes)
 		a.SetTimes(&m.MTime, &m.MTime, &m.UpdatedAt)
 	}
-	for h := range n.open {
-		if h.stage != nil && h.dirty {
-			if st, err := h.stage.Stat(); err == nil {
-				a.Size = uint64(st.Size())
+	if n.mtime != nil {
+		a.SetTimes(n.mtime, n.mtime, nil)
+	}
+	hs, mt := n.handles(), n.mtime
+	n.mu.Unlock()
+	for _, h := range hs {
+		if st, ok := h.staging(); ok {
+			a.Size = uint64(st.Size())
+			if mt == nil {
 				t := st.ModTime()
 				a.SetTimes(&t, &t, &t)
 			}
 		}
 	}
-	if n.mtime != nil {
-		a.SetTimes(n.mtime, n.mtime, nil)
-	}
+	n.mu.Lock()
 	a.Blocks = (a.Size + 511) / 512
+}
+
+// handles are the file's open handles; n.mu is held.
+func (n *fileNode) handles() []*handle {
+	hs := make([]*handle, 0, len(n.open))
+	for h := range n.open {
+		hs = append(hs, h)
+	}
+	return hs
 }
 
 // Getattr answers the file's attributes.
@@ -169,9 +181,10 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 
 func (n *fileNode) hasDirty() bool {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	for h := range n.open {
-		if h.dirty {
+	hs := n.handles()
+	n.mu.Unlock()
+	for _, h := range hs {
+		if _, ok := h.staging(); ok {
 			return true
 		}
 	}
@@ -181,10 +194,7 @@ func (n *fileNode) hasDirty() bool {
 // flushOpen stores what the file's open handles staged (before a rename).
 func (n *fileNode) flushOpen(ctx context.Context) syscall.Errno {
 	n.mu.Lock()
-	var hs []*handle
-	for h := range n.open {
-		hs = append(hs, h)
-	}
+	hs := n.handles()
 	n.mu.Unlock()
 	for _, h := range hs {
 		if e := h.Flush(ctx); e != 0 {

@@ -52,6 +52,18 @@ func (n *fileNode) newHandle(base *client.File, writable bool) (*handle, syscall
 	return h, 0
 }
 
+// staging answers the staged content's stat while it holds changes not
+// stored yet.
+func (h *handle) staging() (os.FileInfo, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stage == nil || !h.dirty {
+		return nil, false
+	}
+	st, err := h.stage.Stat()
+	return st, err == nil
+}
+
 // Read answers bytes from the staged content, or from the version opened.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	h.mu.Lock()

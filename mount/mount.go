@@ -76,6 +76,7 @@ func New(c *client.Client, dir string, opts Options) (*Mount, error) {
 	m.stop = stop
 	m.fs = &filesystem{c: c, prefix: prefix, keyPrefix: "mount-" + randomHex(6) + "-", readOnly: opts.ReadOnly, cache: cache, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
 	root := &dirNode{fs: m.fs}
+	m.fs.root = root.EmbeddedInode() // before the first call can come
 	timeout := cacheTimeout
 	server, err := fs.Mount(dir, root, &fs.Options{
 		MountOptions: fuse.MountOptions{FsName: "agentfs", Name: "agentfs", Debug: opts.Debug,
@@ -88,7 +89,7 @@ func New(c *client.Client, dir string, opts Options) (*Mount, error) {
 		m.cleanup()
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
-	m.server, m.fs.root = server, root.EmbeddedInode()
+	m.server = server
 	go m.fs.follow(ctx)
 	return m, nil
 }
