@@ -40,6 +40,12 @@ type File struct {
 	ExpiresAt   *time.Time
 	Blocked     bool
 	BlockReason string
+	// Mode is the file's POSIX permission bits (0644 unless set), MTime
+	// the client's modification time (UpdatedAt unless set) and Kind what
+	// a mount shows it as (KindFile, KindSymlink, KindDirectory).
+	Mode  int
+	MTime time.Time
+	Kind  string
 }
 
 // ETag names the file's content: the quoted SHA-256 hex, so the same bytes

@@ -30,7 +30,9 @@ type Put struct {
 	// ExpiresIn, when positive, makes the file expire this long after the
 	// write; 0 keeps a replaced file's expiry (a new file never expires).
 	ExpiresIn time.Duration
-	By        Attribution
+	// Meta is the file's mode, mtime and kind as the write sets them.
+	Meta FileMeta
+	By   Attribution
 }
 
 // CheckAgainst decides the put against the live file at its path (nil when

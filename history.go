@@ -38,8 +38,12 @@ type Move struct {
 	Subject string
 	FileID  string
 	Path    string
-	Replace bool   // soft-delete a live file at the destination
-	IfMatch string // the file must carry this etag
+	Replace bool // soft-delete a live file at the destination
+	// Overwrite makes the file's bytes the next version of a live file at
+	// the destination (which keeps its id and history) and deletes the
+	// moved file: the atomic save of editors and git.
+	Overwrite bool
+	IfMatch   string // the file must carry this etag
 }
 
 // Revert asks to make an earlier version's content the current one, as a
@@ -52,12 +56,17 @@ type Revert struct {
 	By      Attribution
 }
 
-// Expiry asks to set (or clear, when At is nil) when a file expires.
+// Expiry asks to change a file's metadata without a new version (PATCH
+// /v1/files/{id}): when it expires (set, or cleared when At is nil, unless
+// KeepExpiry), and its mode and mtime when they are set.
 type Expiry struct {
-	Subject string
-	FileID  string
-	At      *time.Time
-	IfMatch string
+	Subject    string
+	FileID     string
+	At         *time.Time
+	KeepExpiry bool // leave expires_at as it is
+	Mode       *int
+	MTime      *time.Time
+	IfMatch    string
 }
 
 // Limits on expiry times (lifecycle).

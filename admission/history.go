@@ -51,12 +51,16 @@ func (e *revertFile) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome,
 }
 
 // Move gives a file another path (POST /v1/files/{id}/move), keeping its
-// id, url, version and history.
+// id, url, version and history; with Overwrite its bytes become the next
+// version of the file at the destination.
 func (c *Core) Move(ctx context.Context, who agentfs.Caller, m agentfs.Move) (idempotency.Result, error) {
 	m.Subject = who.Subject
 	e := &moveFile{c: c, m: m, origin: agentfs.OriginOf(who)}
-	e.named, e.fixed = fileChange(http.MethodPost, "/v1/files/:id/move", agentfs.OpMove, m.FileID, m.IfMatch, who,
-		map[string]any{"path": m.Path, "replace": m.Replace})
+	body := map[string]any{"path": m.Path, "replace": m.Replace}
+	if m.Overwrite { // absent before overwrite existed: keys recorded then still replay
+		body["overwrite"] = true
+	}
+	e.named, e.fixed = fileChange(http.MethodPost, "/v1/files/:id/move", agentfs.OpMove, m.FileID, m.IfMatch, who, body)
 	e.adm.paths = []string{m.Path} // the other end is found by id, in the caller's reach
 	return c.run(ctx, who, e)
 }
@@ -74,16 +78,26 @@ func (e *moveFile) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, e
 	return e.c.changedFile(e.c.store.MoveFileTx(ctx, tx, e.m, e.origin))
 }
 
-// SetExpiry sets or clears when a file expires (PATCH /v1/files/{id}).
+// SetExpiry sets or clears when a file expires, and sets its mode and mtime
+// (PATCH /v1/files/{id}), without a new version.
 func (c *Core) SetExpiry(ctx context.Context, who agentfs.Caller, x agentfs.Expiry) (idempotency.Result, error) {
 	x.Subject = who.Subject
-	var at any
-	if x.At != nil {
-		at = x.At.UTC().Format(time.RFC3339Nano)
+	body := map[string]any{}
+	if !x.KeepExpiry { // the only member before mode and mtime existed: keys recorded then still replay
+		var at any
+		if x.At != nil {
+			at = x.At.UTC().Format(time.RFC3339Nano)
+		}
+		body["expires_at"] = at
+	}
+	if x.Mode != nil {
+		body["mode"] = *x.Mode
+	}
+	if x.MTime != nil {
+		body["mtime"] = x.MTime.UTC().Format(time.RFC3339Nano)
 	}
 	e := &setExpiry{c: c, x: x}
-	e.named, e.fixed = fileChange(http.MethodPatch, "/v1/files/:id", agentfs.OpSetExpiry, x.FileID, x.IfMatch, who,
-		map[string]any{"expires_at": at})
+	e.named, e.fixed = fileChange(http.MethodPatch, "/v1/files/:id", agentfs.OpSetExpiry, x.FileID, x.IfMatch, who, body)
 	return c.run(ctx, who, e)
 }
 

@@ -48,6 +48,15 @@ type File struct {
 	// deleted; nil: never.
 	ExpiresAt *time.Time `json:"expires_at"`
 	Blocked   bool       `json:"blocked"`
+	// Mode is the file's POSIX permission bits (0644 unless a write set
+	// them), kept for a mount's chmod.
+	Mode int32 `json:"mode"`
+	// MTime is the client's modification time; updated_at unless a write
+	// set it.
+	MTime time.Time `json:"mtime"`
+	// Kind is file, symlink (the content is the target) or directory (a
+	// zero-byte marker that keeps an empty folder).
+	Kind string `json:"kind"`
 }
 
 // FileList is a page of files, newest first: the response of
@@ -57,6 +66,10 @@ type FileList struct {
 	HasMore bool   `json:"has_more"`
 	// NextCursor is the cursor of the next page; nil on the last.
 	NextCursor *string `json:"next_cursor"`
+	// Prefixes are the folders directly under the listing's prefix, with
+	// delimiter=/ (each the prefix, a segment and "/", in byte order, paged
+	// with Data); absent otherwise.
+	Prefixes []string `json:"prefixes,omitempty"`
 }
 
 // Upload is the Upload object, a multipart upload session: a file of

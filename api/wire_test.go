@@ -111,6 +111,7 @@ const requestBody = "a request body: handlers decode it (keeping which members w
 // notWire are the Python dataclasses that answer no schema.
 var notWire = map[string]string{
 	"BatchOp": "one operation of a POST /v1/batch request, " + requestBody,
+	"Folder":  "a FileList answered with delimiter=/, read by list_folder into files and prefixes (the paged lists read theirs into Page)",
 }
 
 // allowed are the differences made on purpose, each with its reason; a
@@ -120,6 +121,10 @@ var allowed = []struct {
 	keys []string
 	why  string
 }{
+	{
+		keys: []string{"py FileList.prefixes (missing)"},
+		why:  "prefixes come only with delimiter=/, which list_folder reads into Folder; Page and AsyncPage are the paged lists of every schema",
+	},
 	{
 		keys: []string{"py Change.from (missing)", "py Change.from_ (extra)"},
 		why:  "from is a Python keyword: the class reads the member from into the field from_",

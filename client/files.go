@@ -55,6 +55,15 @@ type PutOptions struct {
 	// it counts as deleted, so scratch output cleans itself up. Zero sets
 	// nothing, and a replace then keeps the file's expires_at.
 	ExpiresIn time.Duration
+	// Mode sets the file's permission bits (0-0o7777); nil: 0644 for a new
+	// file, kept by a replace.
+	Mode *int
+	// MTime sets the file's modification time; nil: its updated_at.
+	MTime *time.Time
+	// Kind is "file", "symlink" (the body is the target) or "directory"
+	// (an empty body: a marker keeping an empty folder); empty: "file" for
+	// a new file, kept by a replace.
+	Kind string
 }
 
 // PutFile uploads body as the file at path (POST /v1/files) and returns
@@ -72,6 +81,15 @@ func (c *Client) PutFile(ctx context.Context, path string, body io.Reader, opts 
 	}
 	if secs > 0 {
 		q.Set("expires_in", strconv.FormatInt(secs, 10))
+	}
+	if opts.Mode != nil {
+		q.Set("mode", strconv.FormatInt(int64(*opts.Mode), 8))
+	}
+	if opts.MTime != nil {
+		q.Set("mtime", opts.MTime.UTC().Format(time.RFC3339Nano))
+	}
+	if opts.Kind != "" {
+		q.Set("kind", opts.Kind)
 	}
 	r := newRequest(routePutFile, "/v1/files").withKey(c.keyFor(opts.IdempotencyKey))
 	r.query, r.Replace, r.body = q, opts.Replace, newBody(body, opts.GetBody)

@@ -94,6 +94,11 @@ type MoveOptions struct {
 	// Replace deletes (softly, history kept) a live file that holds the
 	// new path, in the same transaction; without it that is PATH_EXISTS.
 	Replace bool
+	// Overwrite keeps a live file that holds the new path (its id and
+	// history) and makes this file's content its next version, then
+	// deletes this one softly: an editor's atomic save. The answer is the
+	// file at the new path.
+	Overwrite bool
 	// IfMatch moves only while the file has this ETag (412 otherwise).
 	IfMatch string
 	// IdempotencyKey names this move; generated when empty.
@@ -107,6 +112,9 @@ func (c *Client) Move(ctx context.Context, fileID, newPath string, opts MoveOpti
 	ifExists := "error"
 	if opts.Replace {
 		ifExists = "replace"
+	}
+	if opts.Overwrite {
+		ifExists = "overwrite"
 	}
 	return c.changeFile(ctx, routeMove, filePath(fileID)+"/move", opts.IdempotencyKey, opts.IfMatch,
 		map[string]any{"path": newPath, "if_exists": ifExists})

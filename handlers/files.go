@@ -69,6 +69,9 @@ func (a *API) bindPut(c echo.Context) (agentfs.Put, io.Reader, error) {
 	if put.ExpiresIn, err = parseExpiresIn("expires_in", c.QueryParam("expires_in"), agentfs.MinExpiresIn, agentfs.MaxExpiresIn); err != nil {
 		return put, nil, err
 	}
+	if put.Meta, err = bindMeta(c.QueryParams(), put.Size); err != nil {
+		return put, nil, err
+	}
 	return put, body, validatePut(&put, ifExists, req.Header)
 }
 
@@ -156,6 +159,9 @@ func readFormHead(req *http.Request) (formHead, error) {
 
 // listFiles is GET /v1/files.
 func (a *API) listFiles(c echo.Context) error {
+	if c.QueryParams().Has("delimiter") {
+		return a.listChildren(c)
+	}
 	if spec, ok, err := asOfParam(c); ok || err != nil {
 		if err != nil {
 			return err

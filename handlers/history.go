@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -131,48 +132,86 @@ func (a *API) moveFile(c echo.Context) error {
 		return err
 	}
 	m := agentfs.Move{FileID: c.Param("id"), Path: p, IfMatch: ifMatch(c)}
-	if body.IfExists != nil {
+	if body.IfExists != nil && *body.IfExists == "overwrite" {
+		m.Overwrite = true
+	} else if body.IfExists != nil {
 		if m.Replace, err = parseIfExists(*body.IfExists); err != nil {
-			return problem.Validation("if_exists", err.Error())
+			return problem.Validation("if_exists", "must be error, replace or overwrite")
 		}
 	}
 	res, err := a.deps.Writes.Move(c.Request().Context(), caller(c), m)
 	return writeResult(c, res, err)
 }
 
-// patchFile is PATCH /v1/files/{id}: {"expires_at": RFC 3339 | null}, the
-// only field it takes.
+// patchFile is PATCH /v1/files/{id}: any of {"expires_at": RFC 3339 |
+// null, "mode": permission bits, "mtime": RFC 3339}, without a new version.
 func (a *API) patchFile(c echo.Context) error {
-	var body map[string]any
+	var body map[string]json.RawMessage
 	if _, err := readJSON(c, maxJSONBytes, &body, false); err != nil {
 		return err
 	}
-	e := agentfs.Expiry{FileID: c.Param("id"), IfMatch: ifMatch(c)}
-	for k := range body {
-		if k != "expires_at" {
-			return problem.Validation(k, "cannot be changed; PATCH takes only expires_at")
-		}
+	e := agentfs.Expiry{FileID: c.Param("id"), IfMatch: ifMatch(c), KeepExpiry: true}
+	if len(body) == 0 {
+		return problem.Validation("expires_at", "PATCH needs at least one of expires_at, mode, mtime")
 	}
-	v, ok := body["expires_at"]
-	if !ok {
-		return problem.Validation("expires_at", "is required")
-	}
-	if v != nil {
-		s, ok := v.(string)
-		if !ok {
-			return problem.Validation("expires_at", "must be an RFC 3339 time or null")
+	for k, raw := range body {
+		var err error
+		switch k {
+		case "expires_at":
+			e.KeepExpiry = false
+			e.At, err = patchExpiry(raw)
+		case "mode":
+			e.Mode, err = patchMode(raw)
+		case "mtime":
+			e.MTime, err = patchTime(k, raw)
+		default:
+			err = problem.Validation(k, "cannot be changed; PATCH takes expires_at, mode and mtime")
 		}
-		at, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
-			return problem.Validation("expires_at", "must be an RFC 3339 time or null")
+			return err
 		}
-		if d := time.Until(at); d < agentfs.MinExpiresIn-time.Second || d > agentfs.MaxExpiresIn+time.Minute {
-			return problem.Validation("expires_at", "must be between 60 seconds and 365 days from now; delete the file to remove it now")
-		}
-		e.At = &at
 	}
 	res, err := a.deps.Writes.SetExpiry(c.Request().Context(), caller(c), e)
 	return writeResult(c, res, err)
+}
+
+// patchExpiry reads a PATCH's expires_at: an RFC 3339 time from 60 seconds
+// to 365 days ahead, or null (never).
+func patchExpiry(raw json.RawMessage) (*time.Time, error) {
+	if string(raw) == "null" {
+		return nil, nil
+	}
+	at, err := patchTime("expires_at", raw)
+	if err != nil {
+		return nil, problem.Validation("expires_at", "must be an RFC 3339 time or null")
+	}
+	if d := time.Until(*at); d < agentfs.MinExpiresIn-time.Second || d > agentfs.MaxExpiresIn+time.Minute {
+		return nil, problem.Validation("expires_at", "must be between 60 seconds and 365 days from now; delete the file to remove it now")
+	}
+	return at, nil
+}
+
+// patchTime reads an RFC 3339 time member of a PATCH body.
+func patchTime(field string, raw json.RawMessage) (*time.Time, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, problem.Validation(field, "must be an RFC 3339 time")
+	}
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return nil, problem.Validation(field, "must be an RFC 3339 time")
+	}
+	return &at, nil
+}
+
+// patchMode reads a PATCH's mode: permission bits as a number, 0 to 4095
+// (0o7777).
+func patchMode(raw json.RawMessage) (*int, error) {
+	var n int
+	if err := json.Unmarshal(raw, &n); err != nil || n < 0 || n > agentfs.MaxMode {
+		return nil, problem.Validation("mode", "must be a whole number from 0 to 4095 (0o7777)")
+	}
+	return &n, nil
 }
 
 // parseExpiresIn reads an expires_in of seconds (60 s … 365 days): not a

@@ -29,6 +29,7 @@ type Files interface {
 	File(ctx context.Context, who agentfs.Caller, id string) (*agentfs.File, error)
 	Content(ctx context.Context, who agentfs.Caller, id string) (*agentfs.File, error)
 	ListFiles(ctx context.Context, who agentfs.Caller, filter agentfs.FileFilter) ([]*agentfs.File, error)
+	ListChildren(ctx context.Context, who agentfs.Caller, filter agentfs.ChildFilter) ([]agentfs.Child, error)
 	OpenBlob(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
 	Versions(ctx context.Context, who agentfs.Caller, fileID string, filter agentfs.VersionFilter) ([]*agentfs.FileVersion, error)
 	Version(ctx context.Context, who agentfs.Caller, fileID string, n int) (*agentfs.File, *agentfs.FileVersion, error)

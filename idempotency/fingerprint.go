@@ -73,6 +73,7 @@ func PutRequest(p agentfs.Put) Request {
 	if p.ExpiresIn > 0 { // absent before expiry existed: keys recorded then still replay
 		params["expires_in"] = strconv.FormatInt(int64(p.ExpiresIn.Seconds()), 10)
 	}
+	p.Meta.Params(params)
 	return Request{
 		Operation: agentfs.OpPut,
 		Target:    p.Path,

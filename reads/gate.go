@@ -25,6 +25,7 @@ import (
 type Store interface {
 	File(ctx context.Context, subject, id string) (*agentfs.File, error)
 	ListFiles(ctx context.Context, subject string, filter agentfs.FileFilter) ([]*agentfs.File, error)
+	ListChildren(ctx context.Context, subject string, filter agentfs.ChildFilter) ([]agentfs.Child, error)
 	OpenBlob(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
 	Versions(ctx context.Context, subject, fileID string, filter agentfs.VersionFilter) ([]*agentfs.FileVersion, error)
 	Version(ctx context.Context, subject, fileID string, n int) (*agentfs.FileVersion, error)
@@ -114,6 +115,16 @@ func (g *Gate) ListFiles(ctx context.Context, who agentfs.Caller, filter agentfs
 		return nil, err
 	}
 	return g.store.ListFiles(ctx, who.Subject, filter)
+}
+
+// ListChildren is one page of the entries directly under a prefix (GET
+// /v1/files?delimiter=/): files and folders, within the caller's grant.
+func (g *Gate) ListChildren(ctx context.Context, who agentfs.Caller, filter agentfs.ChildFilter) ([]agentfs.Child, error) {
+	ctx, err := allow(ctx, who, agentfs.OpListFiles)
+	if err != nil {
+		return nil, err
+	}
+	return g.store.ListChildren(ctx, who.Subject, filter)
 }
 
 // OpenBlob opens the bytes of a blob whose key came from a read this gate

@@ -27,6 +27,7 @@ func File(base string, f *agentfs.File) api.File {
 		LastAgentID: nullable(f.LastAgentID), LastRunID: nullable(f.LastRunID),
 		CreatedAt: f.CreatedAt.UTC(), UpdatedAt: f.UpdatedAt.UTC(),
 		DeletedAt: utc(f.DeletedAt), PurgeAfter: utc(f.PurgeAfter), ExpiresAt: utc(f.ExpiresAt), Blocked: f.Blocked,
+		Mode: int32(f.Mode), MTime: f.MTime.UTC(), Kind: f.Kind,
 	}
 }
 

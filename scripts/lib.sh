@@ -204,7 +204,7 @@ ensure_deps() {
 		node) want_node=1 ;;
 		npm) want_npm=1 ;;
 		hydra) want_hydra=1 ;;
-		chromium | fuse | rg | rclone | haproxy | autofailover) apt_parts+=("$a") ;;
+		chromium | fuse | rsync | rg | rclone | haproxy | autofailover) apt_parts+=("$a") ;;
 		*) die "ensure_deps: unknown argument $a" ;;
 		esac
 	done
@@ -383,6 +383,7 @@ _apt_part() {
 		_part_pkgs=(chromium fonts-liberation)
 		;;
 	fuse) _part_cmd=fusermount3 _part_var=FUSERMOUNT3_BIN _part_pkgs=(fuse3) ;;
+	rsync) _part_cmd=rsync _part_var=RSYNC_BIN _part_pkgs=(rsync) ;;
 	rg) _part_cmd=rg _part_var=RG_BIN _part_pkgs=(ripgrep) ;;
 	rclone) _part_cmd=rclone _part_var=RCLONE_BIN _part_pkgs=(rclone) ;;
 	haproxy) _part_cmd=haproxy _part_var=HAPROXY_BIN _part_pkgs=(haproxy) ;;

@@ -47,7 +47,9 @@ run_readme=$run_python
 [[ "${AGENTFS_TEST_README:-1}" == 0 ]] && run_readme=0
 
 # ripgrep: the content search test compares every answer with rg -n (RG_BIN).
-deps=(rg)
+# fuse3 and rsync: the mount tests (mount/) mount with fusermount3 and run
+# real programs in the mount, rsync among them.
+deps=(rg fuse rsync)
 ((start_pg)) && deps+=(pg)
 ((start_s3)) && deps+=(s3)
 ((run_python)) && deps+=(python)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -29,14 +30,15 @@ const (
 const fileColumns = `id, subject, path, size_bytes, content_type, sha256, version, blob_key,
 	coalesce(agent_id, ''), coalesce(run_id, ''), coalesce(last_agent_id, ''), coalesce(last_run_id, ''),
 	created_at, updated_at, deleted_at, purge_after, expires_at, ` + pastExpiry + `,
-	blocked, block_reason`
+	blocked, block_reason, mode, coalesce(mtime, updated_at), kind`
 
 func (s *Store) scanFile(row pgx.Row) (*agentfs.File, error) {
 	var f agentfs.File
 	var expired bool
 	err := row.Scan(&f.ID, &f.Subject, &f.Path, &f.SizeBytes, &f.ContentType, &f.SHA256, &f.Version, &f.BlobKey,
 		&f.AgentID, &f.RunID, &f.LastAgentID, &f.LastRunID,
-		&f.CreatedAt, &f.UpdatedAt, &f.DeletedAt, &f.PurgeAfter, &f.ExpiresAt, &expired, &f.Blocked, &f.BlockReason)
+		&f.CreatedAt, &f.UpdatedAt, &f.DeletedAt, &f.PurgeAfter, &f.ExpiresAt, &expired, &f.Blocked, &f.BlockReason,
+		&f.Mode, &f.MTime, &f.Kind)
 	if err != nil {
 		return nil, Translate(err)
 	}
@@ -305,7 +307,8 @@ func (s *Store) applyPut(ctx context.Context, tx pgx.Tx, put agentfs.Put, fresh 
 		return nil, false, false, err
 	}
 	if live != nil && live.SHA256 == b.sha256 && live.ContentType == put.ContentType {
-		return live, false, false, nil // identical bytes change nothing
+		f, err := s.keepMeta(ctx, tx, live, put.Meta) // identical bytes make no version
+		return f, false, false, err
 	}
 	if expired != nil {
 		if err := s.recordExpiry(ctx, tx, expired); err != nil {
@@ -379,14 +382,14 @@ func writeFiles(i, f, typ string, supersede bool) string {
 var insertFilesSQL = writeFiles(`SELECT * FROM unnest(@ids::text[], @paths::text[], @sizes::bigint[],
 		@content_types::text[], @sha256s::text[], @blob_keys::text[], @agent_ids::text[], @run_ids::text[],
 		@expires_in::float8[], @idempotency_keys::text[], @request_ids::text[], @batch_ids::text[],
-		@search_kinds::smallint[], @search_bodies::text[])
+		@search_kinds::smallint[], @search_bodies::text[], @modes::int[], @mtimes::timestamptz[], @kinds::text[])
 		WITH ORDINALITY AS i(id, path, size, content_type, sha256, blob_key, agent_id, run_id, expires_in,
-			idempotency_key, request_id, batch_id, search_kind, search_body, n)`,
+			idempotency_key, request_id, batch_id, search_kind, search_body, mode, mtime, kind, n)`,
 	`INSERT INTO files (id, subject, path, size_bytes, content_type, sha256, blob_key,
-			agent_id, run_id, last_agent_id, last_run_id, expires_at)
+			agent_id, run_id, last_agent_id, last_run_id, expires_at, mode, mtime, kind)
 		SELECT id, @subject, path, size, content_type, sha256, blob_key, nullif(agent_id, ''), nullif(run_id, ''),
 			nullif(agent_id, ''), nullif(run_id, ''),
-			CASE WHEN expires_in > 0 THEN now() + make_interval(secs => expires_in) END
+			CASE WHEN expires_in > 0 THEN now() + make_interval(secs => expires_in) END, mode, mtime, kind
 		FROM i ORDER BY n
 		RETURNING *`,
 	`'`+agentfs.EventCreated+`'`, false)
@@ -398,6 +401,9 @@ type newFiles struct {
 	sizes                                                         []int64
 	expiresIn                                                     []float64
 	searchKinds                                                   []int16
+	modes                                                         []int32
+	mtimes                                                        []*time.Time
+	kinds                                                         []string
 }
 
 // add adds the file id that put makes with blob b, from origin o.
@@ -409,6 +415,14 @@ func (n *newFiles) add(id string, put agentfs.Put, b *writtenBlob, o agentfs.Ori
 	n.keys, n.requestIDs, n.batchIDs = append(n.keys, o.Key), append(n.requestIDs, o.RequestID), append(n.batchIDs, o.BatchID)
 	kind, body := b.searchRow()
 	n.searchKinds, n.searchBodies = append(n.searchKinds, kind), append(n.searchBodies, body)
+	mode, fk := int32(agentfs.DefaultMode), agentfs.KindFile
+	if put.Meta.Mode != nil {
+		mode = int32(*put.Meta.Mode)
+	}
+	if put.Meta.Kind != "" {
+		fk = put.Meta.Kind
+	}
+	n.modes, n.mtimes, n.kinds = append(n.modes, mode), append(n.mtimes, put.Meta.MTime), append(n.kinds, fk)
 }
 
 // insertFiles makes the subject's new files in one statement: their rows,
@@ -418,7 +432,8 @@ func (s *Store) insertFiles(ctx context.Context, q querier, subject string, n *n
 		"ids": n.ids, "paths": n.paths, "sizes": n.sizes, "content_types": n.contentTypes, "sha256s": n.sha256s,
 		"blob_keys": n.blobKeys, "agent_ids": n.agentIDs, "run_ids": n.runIDs, "expires_in": n.expiresIn,
 		"idempotency_keys": n.keys, "request_ids": n.requestIDs, "batch_ids": n.batchIDs,
-		"search_kinds": n.searchKinds, "search_bodies": n.searchBodies}))
+		"search_kinds": n.searchKinds, "search_bodies": n.searchBodies,
+		"modes": n.modes, "mtimes": n.mtimes, "kinds": n.kinds}))
 }
 
 // insertFile makes one new file at version 1 (insertFiles of one).
@@ -455,7 +470,8 @@ var updateFileSQL = writeFiles(`SELECT @id::text AS id, @idempotency_key::text A
 		@search_body::text AS search_body, 1 AS n`,
 	`UPDATE files SET size_bytes = @size, content_type = @content_type, sha256 = @sha256, blob_key = @blob_key,
 			version = version + 1, last_agent_id = nullif(@agent_id, ''), last_run_id = nullif(@run_id, ''),
-			updated_at = now(),
+			updated_at = now(), mode = coalesce(@mode::int, mode), mtime = @mtime::timestamptz,
+			kind = coalesce(nullif(@kind::text, ''), kind),
 			expires_at = CASE WHEN @expires_in::float8 > 0 THEN now() + make_interval(secs => @expires_in) ELSE expires_at END
 		WHERE id = @id AND (@only_version = 0 OR version = @only_version AND `+liveFile+` AND NOT blocked)
 		RETURNING *`,
@@ -468,7 +484,8 @@ func (s *Store) updateFile(ctx context.Context, q querier, u fileUpdate) (*agent
 	return s.scanFile(q.QueryRow(ctx, updateFileSQL, pgx.NamedArgs{"id": u.id, "size": b.size, "search_kind": kind, "search_body": body,
 		"content_type": put.ContentType, "sha256": b.sha256, "blob_key": b.key, "agent_id": put.By.AgentID,
 		"run_id": put.By.RunID, "expires_in": put.ExpiresIn.Seconds(), "event": u.event, "only_version": u.onlyVersion,
-		"idempotency_key": o.Key, "request_id": o.RequestID, "batch_id": o.BatchID}))
+		"idempotency_key": o.Key, "request_id": o.RequestID, "batch_id": o.BatchID,
+		"mode": put.Meta.Mode, "mtime": put.Meta.MTime, "kind": put.Meta.Kind}))
 }
 
 // insertEventFrom records the event of each file a statement's CTE f just

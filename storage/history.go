@@ -124,7 +124,8 @@ func (s *Store) RevertFileTx(ctx context.Context, tx pgx.Tx, r agentfs.Revert, o
 // MoveFileTx gives the subject's live file another path in tx; its id,
 // url, version and history stay. A live file at the destination is a
 // *agentfs.PathExistsError, or, with m.Replace, is soft-deleted in the same
-// transaction (a blocked one is a *agentfs.BlockedError). Moving a file to
+// transaction, or, with m.Overwrite, takes the file's bytes as its next
+// version (overwriteTx; a blocked one is a *agentfs.BlockedError either way). Moving a file to
 // its own path changes nothing (changed false). S3 is not touched: blob
 // keys never derive from paths.
 func (s *Store) MoveFileTx(ctx context.Context, tx pgx.Tx, m agentfs.Move, o agentfs.Origin) (*agentfs.File, bool, error) {
@@ -149,10 +150,12 @@ func (s *Store) MoveFileTx(ctx context.Context, tx pgx.Tx, m agentfs.Move, o age
 		return nil, false, err
 	case expired != nil:
 		err = s.recordExpiry(ctx, tx, expired)
-	case dest != nil && !m.Replace:
+	case dest != nil && !m.Replace && !m.Overwrite:
 		err = &agentfs.PathExistsError{Path: m.Path, ExistingFileID: dest.ID}
 	case dest != nil && dest.Blocked:
 		err = &agentfs.BlockedError{FileID: dest.ID, Reason: dest.BlockReason}
+	case dest != nil && m.Overwrite:
+		return s.overwriteTx(ctx, tx, cur, dest, o)
 	case dest != nil:
 		_, _, err = s.DeleteFileTx(ctx, tx, m.Subject, dest.ID, "", o)
 	}
@@ -173,17 +176,25 @@ func (s *Store) MoveFileTx(ctx context.Context, tx pgx.Tx, m agentfs.Move, o age
 }
 
 // SetExpiryTx sets (or, with e.At nil, clears) when the subject's live file
-// expires, in tx. The same expiry changes nothing (changed false).
+// expires, unless e.KeepExpiry, and its mode and mtime when e sets them, in
+// tx, without a new version. Values it already has change nothing (changed
+// false).
 func (s *Store) SetExpiryTx(ctx context.Context, tx pgx.Tx, e agentfs.Expiry) (*agentfs.File, bool, error) {
 	cur, err := s.liveForChange(ctx, tx, e.Subject, e.FileID, e.IfMatch)
 	if err != nil {
 		return nil, false, fmt.Errorf("set expiry: %w", err)
 	}
-	if sameTime(cur.ExpiresAt, e.At) {
+	meta := agentfs.FileMeta{Mode: e.Mode, MTime: e.MTime}
+	expiry := !e.KeepExpiry && !sameTime(cur.ExpiresAt, e.At)
+	if !expiry && !metaChanges(cur, meta) {
 		return cur, false, nil
 	}
-	f, err := s.scanFile(tx.QueryRow(ctx, `UPDATE files SET expires_at = $2, updated_at = now()
-		WHERE id = $1 RETURNING `+fileColumns, cur.ID, e.At))
+	f, err := s.scanFile(tx.QueryRow(ctx, `UPDATE files SET
+			expires_at = CASE WHEN @expiry THEN @at::timestamptz ELSE expires_at END,
+			updated_at = CASE WHEN @expiry THEN now() ELSE updated_at END,
+			mode = coalesce(@mode::int, mode), mtime = coalesce(@mtime::timestamptz, mtime)
+		WHERE id = @id RETURNING `+fileColumns,
+		pgx.NamedArgs{"id": cur.ID, "expiry": expiry, "at": e.At, "mode": e.Mode, "mtime": e.MTime}))
 	if err != nil {
 		return nil, false, fmt.Errorf("set expiry: %w", err)
 	}
@@ -231,3 +242,32 @@ func (s *Store) SweepVersions(ctx context.Context, retention time.Duration, maxV
 
 // errVersionSwept is the reason a pinned version's bytes are gone.
 var errVersionSwept = errors.New("the version was swept")
+
+// overwriteTx makes src's content (its blob shared, no bytes copied) and
+// its mode, mtime and kind the next version of dest, which keeps its id,
+// url and history, then soft-deletes src (restorable), in tx: a rename
+// over an existing file. Identical content makes no version. The answer is
+// dest as it now is.
+func (s *Store) overwriteTx(ctx context.Context, tx pgx.Tx, src, dest *agentfs.File, o agentfs.Origin) (*agentfs.File, bool, error) {
+	mtime := src.MTime
+	meta := agentfs.FileMeta{Mode: &src.Mode, MTime: &mtime, Kind: src.Kind}
+	var f *agentfs.File
+	var err error
+	if src.SHA256 == dest.SHA256 && src.ContentType == dest.ContentType {
+		f, err = s.keepMeta(ctx, tx, dest, meta)
+	} else {
+		shared := &writtenBlob{key: src.BlobKey, size: src.SizeBytes, sha256: src.SHA256,
+			from: &versionRef{fileID: src.ID, version: src.Version}}
+		if err = shareBlobTx(ctx, tx, shared); err == nil {
+			f, err = s.updateFile(ctx, tx, fileUpdate{id: dest.ID, event: agentfs.EventReplaced, origin: o,
+				put: agentfs.Put{ContentType: src.ContentType, By: o.By, Meta: meta}, blob: shared})
+		}
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("move file over another: %w", err)
+	}
+	if _, _, err := s.DeleteFileTx(ctx, tx, src.Subject, src.ID, "", o); err != nil {
+		return nil, false, fmt.Errorf("move file over another: %w", err)
+	}
+	return f, true, nil
+}

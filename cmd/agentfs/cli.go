@@ -80,6 +80,7 @@ func clientCommands() []*command {
 		syncCommand(),
 		lsCommand(),
 		grepCommand(),
+		mountCommand(),
 		rmCommand(),
 		restoreCommand(),
 		protocolCommand(),

@@ -158,3 +158,32 @@ async def test_async_history(bundle: Bundle) -> None:
         b = await c.create_batch([agentfs.BatchOp.put("ahist/batch.txt", "x")], wait=10)
         assert [x.id async for x in await c.list_batches()] == [b.id]
         assert (await c.cancel_batch(b.id)).status == b.status
+
+
+def test_mount_metadata_folders_overwrite(bundle: Bundle) -> None:
+    c = bundle.client()
+    when = datetime(2020, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    f = c.put_file("meta/run.sh", b"#!/bin/sh", mode=0o755, mtime=when)
+    assert (f.mode, f.mtime, f.kind) == (0o755, when, "file")
+    link = c.put_file("meta/link", b"run.sh", kind="symlink")
+    c.put_file("meta/empty", b"", kind="directory")
+    c.put_file("meta/sub/deep.txt", b"deep")
+    assert link.kind == "symlink" and link.mode == 0o644
+
+    page = c.list_folder("meta/", limit=2)
+    names = [x.path for x in page.files] + page.prefixes
+    while page.has_more:
+        page = c.list_folder("meta/", limit=2, cursor=page.next_cursor)
+        names += [x.path for x in page.files] + page.prefixes
+    assert sorted(names) == ["meta/empty", "meta/link", "meta/run.sh", "meta/sub/"]
+
+    later = datetime(2021, 6, 7, tzinfo=timezone.utc)
+    p = c.set_metadata(f.id, mode=0o700, mtime=later)
+    assert (p.mode, p.mtime, p.version) == (0o700, later, 1)
+    with pytest.raises(ValueError):
+        c.set_metadata(f.id)
+
+    tmp = c.put_file("meta/.run.sh.swp", b"#!/bin/sh\necho saved")
+    saved = c.move_file(tmp.id, "meta/run.sh", if_exists="overwrite")
+    assert (saved.id, saved.version, saved.sha256) == (f.id, 2, sha(b"#!/bin/sh\necho saved"))
+    assert c.get_file(tmp.id).deleted_at is not None

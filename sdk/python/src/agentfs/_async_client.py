@@ -49,6 +49,7 @@ from ._models import (
     EventPage,
     File,
     FileVersion,
+    Folder,
     Link,
     Operation,
     Protocol,
@@ -239,6 +240,9 @@ class AsyncClient(BaseClient):
         agent_id: Any = NOT_GIVEN,
         run_id: Any = NOT_GIVEN,
         expires_in: Union[int, float, timedelta, None] = None,
+        mode: Optional[int] = None,
+        mtime: Optional[datetime] = None,
+        kind: Optional[str] = None,
     ) -> File:
         """Upload content as the file at path (POST /v1/files).
 
@@ -253,12 +257,16 @@ class AsyncClient(BaseClient):
         (hex) is sent as Content-Digest and checked by the server.
         ``expires_in`` (seconds or a timedelta, 60 s to 365 days) makes the
         file expire that long after the write: from then on it counts as
-        deleted. A replace without it keeps the file's expiry.
+        deleted. A replace without it keeps the file's expiry. ``mode``
+        (permission bits, e.g. 0o755), ``mtime`` (an aware datetime) and
+        ``kind`` ("file", "symlink" whose content is the target, "directory"
+        with empty content) are kept as the file's metadata; a replace
+        without mode or kind keeps the file's.
         """
         return File.from_dict(await self._json(self._r_put_file(
             path, content, if_exists=if_exists, if_match=if_match, if_none_match=if_none_match,
             content_type=content_type, sha256=sha256, size=size, idempotency_key=idempotency_key,
-            agent_id=agent_id, run_id=run_id, expires_in=expires_in)))
+            agent_id=agent_id, run_id=run_id, expires_in=expires_in, mode=mode, mtime=mtime, kind=kind)))
 
     async def get_file(self, file_id: str) -> File:
         """A file's metadata (GET /v1/files/{id}), also of a deleted file not purged yet."""
@@ -286,6 +294,15 @@ class AsyncClient(BaseClient):
         return await self._page(req, File.from_dict, lambda c: self.list_files(
             run_id=run_id, agent_id=agent_id, prefix=prefix, path=path, include_deleted=include_deleted, limit=limit,
             cursor=c))
+
+    async def list_folder(self, prefix: str = "", *, limit: Optional[int] = None,
+                          cursor: Optional[str] = None) -> Folder:
+        """One page of a folder (GET /v1/files?delimiter=/): the files directly under prefix and the folders below it.
+
+        Entries come in byte order of their names; pass ``next_cursor`` as
+        ``cursor`` for the next page. It never walks the folders' subtrees.
+        """
+        return Folder.from_dict(await self._json(self._r_list_folder(prefix=prefix, limit=limit, cursor=cursor)))
 
     async def file_content(
         self,
@@ -618,7 +635,10 @@ class AsyncClient(BaseClient):
         """Give a file a new path (POST /v1/files/{id}/move); it keeps its id, url, version and history.
 
         A live file at path is PathExistsError unless ``if_exists="replace"``,
-        which deletes it (restorably) in the same transaction.
+        which deletes it (restorably) in the same transaction, or
+        ``if_exists="overwrite"``, which makes this file's content the next
+        version of that one (it keeps its id and history; the answer is that
+        file) and deletes this one (restorably): an editor's atomic save.
         """
         return File.from_dict(await self._json(self._r_move_file(
             file_id, path, if_exists=if_exists, if_match=if_match, idempotency_key=idempotency_key,
@@ -635,6 +655,17 @@ class AsyncClient(BaseClient):
         return File.from_dict(await self._json(self._r_set_expiry(
             file_id, expires_at, if_match=if_match, idempotency_key=idempotency_key, agent_id=agent_id,
             run_id=run_id)))
+
+    async def set_metadata(self, file_id: str, *, mode: Optional[int] = None, mtime: Optional[datetime] = None,
+                           if_match: Optional[str] = None, idempotency_key: Optional[str] = None,
+                           agent_id: Any = NOT_GIVEN, run_id: Any = NOT_GIVEN) -> File:
+        """Set a live file's mode (permission bits) and/or mtime (an aware datetime) without a new version.
+
+        PATCH /v1/files/{id}. A repeat sets the same values, so it is safe.
+        """
+        return File.from_dict(await self._json(self._r_set_metadata(
+            file_id, mode=mode, mtime=mtime, if_match=if_match, idempotency_key=idempotency_key,
+            agent_id=agent_id, run_id=run_id)))
 
     async def create_link(self, file_id: str, *, expires_in: Union[int, float, timedelta, None] = None,
                           version: Optional[int] = None, idempotency_key: Optional[str] = None,

@@ -429,6 +429,9 @@ class BaseClient:
         agent_id: Any,
         run_id: Any,
         expires_in: Union[int, float, timedelta, None] = None,
+        mode: Optional[int] = None,
+        mtime: Optional[datetime] = None,
+        kind: Optional[str] = None,
     ) -> Request:
         expires = seconds_of("expires_in", expires_in)
         req = self._write(ROUTE_PUT_FILE, "/v1/files", idempotency_key, agent_id, run_id)
@@ -437,6 +440,12 @@ class BaseClient:
             req.query["if_exists"] = if_exists
         if expires is not None:
             req.query["expires_in"] = str(expires)
+        if mode is not None:
+            req.query["mode"] = format(mode, "o")
+        if mtime is not None:
+            req.query["mtime"] = _rfc3339("mtime", mtime)
+        if kind is not None:
+            req.query["kind"] = kind
         req.replace = if_exists == "replace"
         req.body = make_body(content, size)
         h = req.headers
@@ -465,6 +474,9 @@ class BaseClient:
     ) -> Request:
         return _page(route_request(ROUTE_LIST_FILES, "/v1/files"), limit, cursor, run_id=run_id, agent_id=agent_id,
                      prefix=prefix, path=path, include_deleted="true" if include_deleted else None)
+
+    def _r_list_folder(self, *, prefix: Optional[str], limit: Optional[int], cursor: Optional[str]) -> Request:
+        return _page(route_request(ROUTE_LIST_FILES, "/v1/files"), limit, cursor, delimiter="/", prefix=prefix)
 
     def _r_content(
         self, file_id: str, *, range: Optional[str], if_range: Optional[str], if_none_match: Optional[str]
@@ -629,6 +641,20 @@ class BaseClient:
         req = self._write(ROUTE_PATCH_FILE, _file_path(file_id), idempotency_key, agent_id, run_id)
         _set(req.headers, "If-Match", if_match)
         return _json_body(req, {"expires_at": at})
+
+    def _r_set_metadata(self, file_id: str, *, mode: Optional[int], mtime: Optional[datetime],
+                        if_match: Optional[str], idempotency_key: Optional[str], agent_id: Any,
+                        run_id: Any) -> Request:
+        body: dict[str, Any] = {}
+        if mode is not None:
+            body["mode"] = mode
+        if mtime is not None:
+            body["mtime"] = _rfc3339("mtime", mtime)
+        if not body:
+            raise ValueError("set_metadata: give mode, mtime or both")
+        req = self._write(ROUTE_PATCH_FILE, _file_path(file_id), idempotency_key, agent_id, run_id)
+        _set(req.headers, "If-Match", if_match)
+        return _json_body(req, body)
 
     def _r_create_link(self, file_id: str, *, expires_in: Union[int, float, timedelta, None],
                        version: Optional[int], idempotency_key: Optional[str], agent_id: Any,
@@ -818,6 +844,13 @@ def _page(req: Request, limit: Optional[int], cursor: Optional[str], **filters: 
     if cursor is not None:
         req.query["cursor"] = cursor
     return req
+
+
+def _rfc3339(name: str, at: datetime) -> str:
+    """An aware datetime as the RFC 3339 text the API takes."""
+    if not isinstance(at, datetime) or at.tzinfo is None:
+        raise ValueError(f"{name} {at!r} must be a timezone-aware datetime")
+    return at.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 def _file_path(file_id: str) -> str:

@@ -13,6 +13,7 @@ from ._errors import Problem, problem_from_dict
 
 __all__ = [
     "File",
+    "Folder",
     "Upload",
     "UploadPart",
     "Batch",
@@ -168,11 +169,36 @@ class File:
     #: When the file stops being served and counts as deleted; None: never.
     expires_at: Optional[datetime] = None
     object: str = "file"
+    #: POSIX permission bits (0o644 unless a write set them).
+    mode: int = 0o644
+    #: The client's modification time (updated_at unless a write set it).
+    mtime: Optional[datetime] = None
+    #: "file", "symlink" (the content is the target) or "directory" (a marker keeping an empty folder).
+    kind: str = "file"
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "File":
         """Build a File from its JSON object."""
         return _read(cls, d)
+
+
+@dataclass
+class Folder:
+    """One page of a folder (GET /v1/files?delimiter=/): the files directly under the prefix and the folders below it."""
+
+    files: list[File]
+    #: The folders under the prefix, each the prefix, a segment and "/".
+    prefixes: list[str]
+    has_more: bool
+    #: Pass as ``cursor`` to list_folder for the next page; None on the last.
+    next_cursor: Optional[str]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Folder":
+        """Build a Folder from a FileList object answered with delimiter=/."""
+        return cls(files=[File.from_dict(f) for f in d.get("data") or []],
+                   prefixes=[p for p in d.get("prefixes") or [] if isinstance(p, str)],
+                   has_more=bool(d.get("has_more", False)), next_cursor=_opt_s(d, "next_cursor"))
 
 
 @dataclass

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/agentfs/agentfs/mount"
+)
+
+// mountCommand is agentfs mount: the subject's files as a directory.
+func mountCommand() *command {
+	return clientCommand(command{
+		name:    "mount",
+		summary: "mount your files (or one prefix) as a directory with FUSE",
+		usage:   "agentfs mount DIR [--prefix P] [--run R] [--agent A] [--read-only] [--cache-dir D]",
+		help: `Serves your files under PREFIX (all of them without it) at DIR with FUSE,
+in the foreground until fusermount3 -u DIR, umount, Ctrl-C (SIGINT) or
+SIGTERM, each of which unmounts cleanly (every closed file is already
+stored). Shell tools, git and editors work in it: directories are
+prefixes (an empty one is kept by a directory marker), each close or
+fsync of a written file is one version (a keyed replace, conditional on
+the version it opened), a rename over a file makes a new version of it,
+rm is a restorable delete, chmod and touch are kept, symlinks work.
+Changes made elsewhere appear through the event feed. Hard links and
+extended attributes answer ENOTSUP.
+
+Every write carries --run (and --agent), so 'agentfs run show R' lists the
+session and 'agentfs run revert R' undoes it. Needs /dev/fuse and
+fusermount3 (Debian: apt-get install fuse3). See docs/mount.md.
+
+Examples:
+  agentfs mount /mnt/agentfs --prefix work/ --run session-1
+  agentfs mount ./view --read-only
+`}, false, mountFlags)
+}
+
+func mountFlags(fs *flag.FlagSet) verbFunc {
+	var opts mount.Options
+	var run, agent string
+	fs.StringVar(&opts.Prefix, "prefix", "", "mount only the files under `P` (a folder of your files)")
+	fs.StringVar(&run, "run", "", "attribute every write to the run `R` (X-Run-ID)")
+	fs.StringVar(&agent, "agent", "", "attribute every write to the agent `A` (X-Agent-ID)")
+	fs.BoolVar(&opts.ReadOnly, "read-only", false, "refuse every write (EROFS)")
+	fs.StringVar(&opts.CacheDir, "cache-dir", "", "stage writes and cache reads in `D` (default: a temporary directory)")
+	fs.BoolVar(&opts.Debug, "debug", false, "log every FUSE call to stderr")
+	return func(ctx context.Context, cli *cliRun, args []string) error {
+		if len(args) != 1 {
+			return usagef("mount needs exactly one DIR")
+		}
+		getenv := func(k string) string {
+			switch {
+			case k == "AGENTFS_RUN_ID" && run != "":
+				return run
+			case k == "AGENTFS_AGENT_ID" && agent != "":
+				return agent
+			}
+			return cli.getenv(k)
+		}
+		c, err := newCLIClient(getenv, false)
+		if err != nil {
+			return err
+		}
+		m, err := mount.New(c, args[0], opts)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cli.stderr, "agentfs mount: serving %s at %s; fusermount3 -u %s (or Ctrl-C) unmounts\n",
+			cmpOr(opts.Prefix, "all files"), args[0], args[0])
+		done := make(chan struct{})
+		go func() { m.Wait(); close(done) }()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+		}
+		return unmountBusy(m, done)
+	}
+}
+
+// unmountBusy unmounts after a signal, waiting while open files keep the
+// mount busy (their close stores them) for up to a minute.
+func unmountBusy(m *mount.Mount, done chan struct{}) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := m.Unmount()
+		if err == nil {
+			<-done
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("mount: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,71 @@
+package mount
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/agentfs/agentfs/client"
+)
+
+// follow reads the event feed of the mount's prefix from now on and, for
+// each change made elsewhere (another mount, REST, MCP, a run revert),
+// invalidates the kernel's cache entries of exactly the paths it names:
+// the entry in its folder, and the cached content and attributes of a file
+// the kernel knows. It ends with ctx.
+func (f *filesystem) follow(ctx context.Context) {
+	for ctx.Err() == nil {
+		fl := f.c.FollowEvents(client.EventOptions{Prefix: f.prefix, After: client.EventsNow}, client.FollowOptions{})
+		for e, err := range fl.All(ctx) {
+			if err != nil {
+				break
+			}
+			if e.IdempotencyKey != nil && strings.HasPrefix(*e.IdempotencyKey, f.keyPrefix) {
+				continue // this mount's own write: the kernel already saw it
+			}
+			f.invalidate(ctx, e.Path, e.FileID)
+			if e.PreviousPath != nil {
+				f.invalidate(ctx, *e.PreviousPath, e.FileID)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// invalidate drops what the kernel caches of the subject's path p: its
+// entry in its folder (each folder on the way, for a path that made a new
+// folder) and, for a file it holds, its attributes and content, read again
+// from the store.
+func (f *filesystem) invalidate(ctx context.Context, p, fileID string) {
+	local, ok := f.local(p)
+	if !ok || f.root == nil {
+		return
+	}
+	dir := f.root
+	parts := strings.Split(local, "/")
+	for i, name := range parts {
+		child := dir.GetChild(name)
+		if child == nil {
+			dir.NotifyEntry(name) // a negative entry, or a folder the kernel has not seen
+			return
+		}
+		if i < len(parts)-1 {
+			dir = child // a folder the kernel knows stays
+			continue
+		}
+		n, ok := child.Operations().(*fileNode)
+		if !ok || n.local() {
+			return
+		}
+		dir.NotifyEntry(name)
+		if ok {
+			if file, err := f.c.File(ctx, fileID); err == nil && file.DeletedAt == nil && file.Path == p {
+				n.setMeta(file)
+			}
+			child.NotifyContent(0, 0)
+		}
+	}
+}

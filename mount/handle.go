@@ -1,0 +1,265 @@
+package mount
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/agentfs/agentfs/client"
+)
+
+// handle is an open file. Reads stream ranges of the version it opened
+// (cached by etag); the first write or truncate stages the content in the
+// cache directory, and each flush (close) or fsync stores the staged
+// content as one version: a keyed replace conditional on the version
+// opened.
+type handle struct {
+	n        *fileNode
+	mu       sync.Mutex
+	base     *client.File // the stored version this handle extends; nil: a new file
+	writable bool
+	stage    *os.File
+	dirty    bool
+}
+
+// The calls an open file answers.
+var (
+	_ fs.FileReader   = (*handle)(nil)
+	_ fs.FileWriter   = (*handle)(nil)
+	_ fs.FileFlusher  = (*handle)(nil)
+	_ fs.FileFsyncer  = (*handle)(nil)
+	_ fs.FileReleaser = (*handle)(nil)
+)
+
+func (n *fileNode) newHandle(base *client.File, writable bool) (*handle, syscall.Errno) {
+	h := &handle{n: n, base: base, writable: writable}
+	n.mu.Lock()
+	if n.open == nil {
+		n.open = map[*handle]bool{}
+	}
+	n.open[h] = true
+	n.mu.Unlock()
+	return h, 0
+}
+
+// staging answers the staged content's stat while it holds changes not
+// stored yet.
+func (h *handle) staging() (os.FileInfo, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stage == nil || !h.dirty {
+		return nil, false
+	}
+	st, err := h.stage.Stat()
+	return st, err == nil
+}
+
+// Read answers bytes from the staged content, or from the version opened.
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stage != nil {
+		n, err := h.stage.ReadAt(dest, off)
+		if err != nil && err != io.EOF {
+			return nil, syscall.EIO
+		}
+		return fuse.ReadResultData(dest[:n]), 0
+	}
+	if h.base == nil {
+		return fuse.ReadResultData(nil), 0
+	}
+	n, e := h.n.fs.readRange(ctx, h.base, dest, off)
+	return fuse.ReadResultData(dest[:n]), e
+}
+
+// Write writes into the staged content.
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.staged(ctx, true); e != 0 {
+		return 0, e
+	}
+	n, err := h.stage.WriteAt(data, off)
+	if err != nil {
+		return uint32(n), syscall.EIO
+	}
+	h.dirty = true
+	return uint32(n), 0
+}
+
+func (h *handle) truncate(size int64) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.staged(context.Background(), size > 0); e != 0 {
+		return e
+	}
+	if err := h.stage.Truncate(size); err != nil {
+		return syscall.EIO
+	}
+	h.dirty = true
+	return 0
+}
+
+// staged makes the stage file, with the opened version's bytes when keep.
+func (h *handle) staged(ctx context.Context, keep bool) syscall.Errno {
+	if h.stage != nil {
+		return 0
+	}
+	f, err := os.OpenFile(h.n.fs.stagePath(), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return syscall.EIO
+	}
+	if keep && h.base != nil && h.base.SizeBytes > 0 {
+		c, err := h.n.fs.c.VersionContent(ctx, h.base.ID, h.base.Version, client.ContentOptions{})
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			return errno(err)
+		}
+		_, err = io.Copy(f, c)
+		c.Close()
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			return syscall.EIO
+		}
+	}
+	h.stage = f
+	return 0
+}
+
+// Flush stores the staged content, if it changed, as one version. Close
+// returns only once it is stored: a closed file is durable.
+func (h *handle) Flush(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.dirty && (h.base != nil || h.n.current() != nil) {
+		return 0 // nothing new; a file created here is stored at its first close, empty or not
+	}
+	f, err := h.n.store(ctx, h.stage, h.base)
+	if err != nil {
+		return errno(err)
+	}
+	h.base, h.dirty = f, false
+	return 0
+}
+
+// Fsync stores the staged content, as Flush.
+func (h *handle) Fsync(ctx context.Context, _ uint32) syscall.Errno { return h.Flush(ctx) }
+
+// Release forgets the handle and its stage.
+func (h *handle) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stage != nil {
+		h.stage.Close()
+		os.Remove(h.stage.Name())
+		h.stage = nil
+	}
+	h.n.mu.Lock()
+	delete(h.n.open, h)
+	h.n.mu.Unlock()
+	return 0
+}
+
+// store sends content as the file's next version: a replace conditional
+// on base's etag (a create when base is nil), under a key of its own that
+// every retry repeats. When the file changed (or appeared) elsewhere since
+// it was opened, the other version is kept in history and this one is
+// stored after it, unconditionally: both stay, and each is an event.
+func (n *fileNode) store(ctx context.Context, content *os.File, base *client.File) (*client.File, error) {
+	n.mu.Lock()
+	mode, kind, mtime := n.mode, n.kind, time.Now()
+	if n.mtime != nil {
+		mtime = *n.mtime
+	}
+	n.mu.Unlock()
+	remote := n.fs.remote(n.Path(n.fs.root))
+	opts := client.PutOptions{Mode: &mode, MTime: &mtime, Kind: kind, IdempotencyKey: n.fs.key()}
+	if base == nil {
+		opts.IfNoneMatchAny = true
+	} else {
+		opts.Replace, opts.IfMatch = true, base.ETag
+	}
+	f, err := n.putFrom(ctx, remote, content, opts)
+	if client.ErrorCode(err) == "PRECONDITION_FAILED" {
+		opts.Replace, opts.IfMatch, opts.IfNoneMatchAny, opts.IdempotencyKey = true, "", false, n.fs.key()
+		f, err = n.putFrom(ctx, remote, content, opts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", remote, err)
+	}
+	n.setMeta(f)
+	n.mu.Lock()
+	n.mtime = nil
+	n.mu.Unlock()
+	return f, nil
+}
+
+func (n *fileNode) putFrom(ctx context.Context, remote string, content *os.File, opts client.PutOptions) (*client.File, error) {
+	if content == nil {
+		return n.fs.c.PutFile(ctx, remote, strings.NewReader(""), opts)
+	}
+	if _, err := content.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return n.fs.c.PutFile(ctx, remote, content, opts)
+}
+
+// chunkSize is the unit of ranged reads and of the read cache.
+const chunkSize = 1 << 20
+
+// readRange reads into dest from off of the version f, chunk by chunk,
+// each fetched once with a Range request and kept in the cache directory
+// under the content's etag.
+func (fsys *filesystem) readRange(ctx context.Context, f *client.File, dest []byte, off int64) (int, syscall.Errno) {
+	total := 0
+	for total < len(dest) && off < f.SizeBytes {
+		idx := off / chunkSize
+		chunk, e := fsys.chunk(ctx, f, idx)
+		if e != 0 {
+			return total, e
+		}
+		start := off - idx*chunkSize
+		if start >= int64(len(chunk)) {
+			break
+		}
+		n := copy(dest[total:], chunk[start:])
+		total += n
+		off += int64(n)
+	}
+	return total, 0
+}
+
+func (fsys *filesystem) chunk(ctx context.Context, f *client.File, idx int64) ([]byte, syscall.Errno) {
+	name := filepath.Join(fsys.cache, "chunks", etagSHA(f.ETag)+"-"+strconv.FormatInt(idx, 10))
+	if b, err := os.ReadFile(name); err == nil {
+		return b, 0
+	}
+	from := idx * chunkSize
+	to := min(from+chunkSize, f.SizeBytes) - 1
+	c, err := fsys.c.VersionContent(ctx, f.ID, f.Version, client.ContentOptions{Range: fmt.Sprintf("bytes=%d-%d", from, to)})
+	if err != nil {
+		return nil, errno(err)
+	}
+	defer c.Close()
+	b, err := io.ReadAll(io.LimitReader(c, chunkSize))
+	if err != nil {
+		return nil, syscall.EIO
+	}
+	tmp := name + ".tmp" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if os.WriteFile(tmp, b, 0o600) == nil {
+		_ = os.Rename(tmp, name)
+	}
+	return b, 0
+}

@@ -1,0 +1,176 @@
+// Package mount serves an AgentFS subject (or one prefix of it) as a FUSE
+// filesystem (DESIGN §21). It is a client of the API: every call goes
+// through the Go client, its retry policy and its idempotency keys, so the
+// rules of every other door hold. Directories are prefixes (an empty one
+// is kept by a directory marker), every close or fsync of a written file
+// is one keyed, conditional replace, and changes made elsewhere reach the
+// kernel's caches through the event feed.
+package mount
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/agentfs/agentfs/client"
+)
+
+// Options configure a mount.
+type Options struct {
+	// Prefix is the folder of the subject the mount shows ("" for all).
+	Prefix string
+	// ReadOnly refuses every write with EROFS.
+	ReadOnly bool
+	// CacheDir holds the staged writes and the cached ranges (a temporary
+	// directory when empty, removed at unmount).
+	CacheDir string
+	// Debug logs every FUSE call.
+	Debug bool
+}
+
+// Mount is a mounted filesystem: Wait for it to be unmounted, or Unmount
+// it.
+type Mount struct {
+	server *fuse.Server
+	fs     *filesystem
+	stop   context.CancelFunc
+	tmpDir string
+}
+
+// Kernel cache lifetimes: entries and attributes are kept a second, and the
+// event feed invalidates them sooner when something changes elsewhere.
+const cacheTimeout = time.Second
+
+// New mounts c's files (under opts.Prefix) at dir and serves them until
+// Unmount or an unmount from outside (fusermount3 -u).
+func New(c *client.Client, dir string, opts Options) (*Mount, error) {
+	prefix := strings.Trim(opts.Prefix, "/")
+	if prefix != "" {
+		prefix += "/"
+	}
+	m := &Mount{}
+	cache := opts.CacheDir
+	if cache == "" {
+		d, err := os.MkdirTemp("", "agentfs-mount-")
+		if err != nil {
+			return nil, fmt.Errorf("mount: cache dir: %w", err)
+		}
+		cache, m.tmpDir = d, d
+	}
+	for _, sub := range []string{"stage", "chunks"} {
+		if err := os.MkdirAll(filepath.Join(cache, sub), 0o700); err != nil {
+			return nil, fmt.Errorf("mount: cache dir: %w", err)
+		}
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	m.stop = stop
+	m.fs = &filesystem{c: c, prefix: prefix, keyPrefix: "mount-" + randomHex(6) + "-", readOnly: opts.ReadOnly, cache: cache, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
+	root := &dirNode{fs: m.fs}
+	m.fs.root = root.EmbeddedInode() // before the first call can come
+	timeout := cacheTimeout
+	server, err := fs.Mount(dir, root, &fs.Options{
+		MountOptions: fuse.MountOptions{FsName: "agentfs", Name: "agentfs", Debug: opts.Debug,
+			MaxWrite: 1 << 20},
+		EntryTimeout: &timeout, AttrTimeout: &timeout, NegativeTimeout: &timeout,
+		UID: m.fs.uid, GID: m.fs.gid,
+	})
+	if err != nil {
+		stop()
+		m.cleanup()
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	m.server = server
+	go m.fs.follow(ctx)
+	return m, nil
+}
+
+// Wait blocks until the filesystem is unmounted.
+func (m *Mount) Wait() {
+	m.server.Wait()
+	m.stop()
+	m.cleanup()
+}
+
+// Unmount unmounts; it flushes nothing itself, since every close already
+// stored its file. Files still open keep the mount busy (an error): try
+// again once they are closed.
+func (m *Mount) Unmount() error {
+	if err := m.server.Unmount(); err != nil {
+		return fmt.Errorf("unmount: %w", err)
+	}
+	return nil
+}
+
+func (m *Mount) cleanup() {
+	if m.tmpDir != "" {
+		os.RemoveAll(m.tmpDir)
+	}
+}
+
+// filesystem is what every node shares.
+type filesystem struct {
+	c        *client.Client
+	prefix   string
+	readOnly bool
+	cache    string
+	// keyPrefix starts every idempotency key of this mount's writes.
+	keyPrefix string
+	uid, gid  uint32
+	root      *fs.Inode
+}
+
+// remote is the subject's path of the node at local path p ("" the root).
+func (f *filesystem) remote(p string) string { return f.prefix + p }
+
+// local is the mount's path of a subject's path, and whether it lies
+// under the mount.
+func (f *filesystem) local(p string) (string, bool) {
+	if !strings.HasPrefix(p, f.prefix) {
+		return "", false
+	}
+	return strings.TrimPrefix(p, f.prefix), true
+}
+
+// errno turns an API error into the errno a program understands.
+func errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	switch client.ErrorCode(err) {
+	case "NOT_FOUND":
+		return syscall.ENOENT
+	case "PATH_EXISTS":
+		return syscall.EEXIST
+	case "FORBIDDEN":
+		return syscall.EACCES
+	case "INVALID_PATH":
+		return syscall.EINVAL
+	case "PAYLOAD_TOO_LARGE", "QUOTA_EXCEEDED":
+		return syscall.EFBIG
+	case "CONTENT_BLOCKED":
+		return syscall.EACCES
+	case "PRECONDITION_FAILED":
+		return syscall.EAGAIN
+	}
+	return syscall.EIO
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
