@@ -151,7 +151,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
 	d := w.d
 	end := d.now().Add(d.cfg.slice())
 	for d.now().Before(end) {
-		hook, sealed, err := d.store.DeliveryState(ctx, job.Args.WebhookID)
+		hook, _, err := d.store.DeliveryState(ctx, job.Args.WebhookID)
 		if errors.Is(err, agentfs.ErrNotFound) {
 			return nil
 		}
@@ -169,7 +169,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
 			}
 			continue
 		}
-		if err := d.round(ctx, hook, sealed, end); err != nil {
+		if err := d.round(ctx, hook, end); err != nil {
 			if ctx.Err() != nil {
 				return river.JobSnooze(0)
 			}
@@ -182,7 +182,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
 // round looks at the feed after the webhook's cursor (waiting up to
 // idleLook for events) and delivers what it finds, in order, until an
 // attempt fails.
-func (d *Deliverer) round(ctx context.Context, hook *agentfs.Webhook, sealed []byte, end time.Time) error {
+func (d *Deliverer) round(ctx context.Context, hook *agentfs.Webhook, end time.Time) error {
 	events, err := d.next(ctx, hook, min(idleLook, time.Until(end)))
 	if err != nil {
 		return err
@@ -190,6 +190,13 @@ func (d *Deliverer) round(ctx context.Context, hook *agentfs.Webhook, sealed []b
 	if len(events) == 0 {
 		return nil
 	}
+	// Read again what the wait may have outlived: a rotated secret, a new
+	// URL, a replay or a disable.
+	now, sealed, err := d.store.DeliveryState(ctx, hook.ID)
+	if err != nil || now.Status != agentfs.WebhookActive || now.Cursor.Position != hook.Cursor.Position {
+		return ignoreGone(err)
+	}
+	hook = now
 	secret, err := d.keys.Open(sealed, agentfs.WebhookSecretAAD(hook.ID))
 	if err != nil {
 		return fmt.Errorf("webhook %s: open its secret: %w", hook.ID, err)
@@ -259,6 +266,15 @@ func (d *Deliverer) attempt(ctx context.Context, hook *agentfs.Webhook, secret s
 		return false, nil
 	}
 	return err == nil && a.Delivery.Succeeded(), err
+}
+
+// ignoreGone is err, except that a webhook deleted meanwhile is no error:
+// the job's next look ends it.
+func ignoreGone(err error) error {
+	if errors.Is(err, agentfs.ErrNotFound) {
+		return nil
+	}
+	return err
 }
 
 func firstFailure(hook *agentfs.Webhook, at time.Time) time.Time {

@@ -38,8 +38,8 @@ import (
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
 	"github.com/agentfs/agentfs/sweeper"
-	"github.com/agentfs/agentfs/webhook"
 	"github.com/agentfs/agentfs/telemetry/logtest"
+	"github.com/agentfs/agentfs/webhook"
 )
 
 var (
