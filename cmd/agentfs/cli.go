@@ -85,6 +85,7 @@ func clientCommands() []*command {
 		protocolCommand(),
 	}
 	verbs = append(verbs, pointCommands()...)
+	verbs = append(verbs, webhookCommand())
 	return append(verbs, append(historyCommands(), ledgerCommands()...)...)
 }
 
