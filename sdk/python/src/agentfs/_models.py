@@ -573,7 +573,7 @@ class Webhook:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Webhook":
         """Build a Webhook from its JSON object."""
-        return _read(cls, d)
+        return _read(cls, d, types=_strings(d.get("types")))
 
 
 @dataclass
