@@ -85,7 +85,7 @@ func TestWebhookSurvivesSIGKILL(t *testing.T) {
 	for _, e := range apitest.GetJSON[api.EventList](t, cb, "/v1/events?limit=100").Data {
 		want = append(want, e.ID)
 	}
-	storagetest.Eventually(t, 2*time.Minute, "every event delivered after the restart", func() bool {
+	storagetest.Eventually(t, 3*time.Minute, "every event delivered after the restart", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(slices.Compact(slices.Clone(acked))) >= len(want)
