@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/riverqueue/river"
 
 	"github.com/agentfs/agentfs/admission"
 	"github.com/agentfs/agentfs/batch"
@@ -107,8 +108,11 @@ func (s *Server) wire() error {
 	if err != nil {
 		return err
 	}
+	// The batch runner and the webhook deliverer are two River clients on
+	// one set of tables: each must know the other's job kind, since the
+	// one that leads runs the rescuer for both.
 	hookCfg := s.cfg.Webhook
-	hookCfg.Log = s.log
+	hookCfg.Log, hookCfg.OtherKinds = s.log, []func(*river.Workers) error{batch.AddKind}
 	if s.hooks, err = webhook.New(s.store, s.cfg.RecordKeys, hookCfg); err != nil {
 		return err
 	}
@@ -119,7 +123,7 @@ func (s *Server) wire() error {
 		return err
 	}
 	batchCfg := s.cfg.Batch
-	batchCfg.Log = s.log
+	batchCfg.Log, batchCfg.OtherKinds = s.log, []func(*river.Workers) error{webhook.AddKind}
 	if s.runner, err = batch.NewRunner(s.store, s.core, batchCfg); err != nil {
 		return err
 	}

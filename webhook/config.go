@@ -15,6 +15,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/riverqueue/river"
 )
 
 // Config tunes delivery. The env tags name the variables agentfs serve
@@ -37,6 +39,11 @@ type Config struct {
 	// of it, and hands the webhook on between them.
 	RescueAfter time.Duration `env:"AGENTFS_WEBHOOK_RESCUE_AFTER" envDefault:"60s"`
 	Log         *slog.Logger
+	// OtherKinds register the job kinds other River clients on the same
+	// tables run (batch.AddKind): whichever client leads runs River's
+	// maintenance for all of them, and its rescuer discards a stuck job of
+	// a kind it does not know instead of rescuing it.
+	OtherKinds []func(*river.Workers) error
 }
 
 // Schedule is a list of waits, written "5s,5m,30m" (Go durations).

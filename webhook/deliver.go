@@ -73,6 +73,11 @@ func New(store *storage.Store, keys *idempotency.RecordKeys, cfg Config) (*Deliv
 	if err := river.AddWorkerSafely(workers, &worker{d: d}); err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
+	for _, add := range cfg.OtherKinds {
+		if err := add(workers); err != nil {
+			return nil, fmt.Errorf("webhook: %w", err)
+		}
+	}
 	client, err := river.NewClient(riverpgxv5.New(store.QueuePool()), &river.Config{
 		Queues:               map[string]river.QueueConfig{queue: {MaxWorkers: cfg.Workers}},
 		Workers:              workers,
@@ -87,21 +92,48 @@ func New(store *storage.Store, keys *idempotency.RecordKeys, cfg Config) (*Deliv
 	return d, nil
 }
 
-// Start runs the workers until Stop, and queues a job for every active
-// webhook that has none (one lost to an operator's cleanup of the queue).
+// AddKind registers the webhook job kind with another River client's
+// workers, for its maintenance only (it never fetches the webhooks'
+// queue): a webhook whose instance died is then rescued whichever client
+// leads.
+func AddKind(workers *river.Workers) error { return river.AddWorkerSafely(workers, &worker{}) }
+
+// Start runs the workers until Stop, and, at once and every RescueAfter,
+// queues a job for each active webhook that has none (one lost to an
+// operator's cleanup of the queue, or discarded by a River client that did
+// not know its kind): a webhook is never left without its job.
 func (d *Deliverer) Start(ctx context.Context) error {
 	if err := d.client.Start(ctx); err != nil {
 		return err
 	}
+	d.ensureJobs(ctx)
+	go func() {
+		t := time.NewTicker(d.cfg.RescueAfter)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-d.client.Stopped():
+				return
+			case <-t.C:
+				d.ensureJobs(ctx)
+			}
+		}
+	}()
+	return nil
+}
+
+// ensureJobs wakes every active webhook (Wake: a job queued where none is).
+func (d *Deliverer) ensureJobs(ctx context.Context) {
 	ids, err := d.store.ActiveWebhooks(ctx)
 	if err != nil {
 		d.cfg.Log.Warn("webhooks: list active", "err", err)
-		return nil
+		return
 	}
 	for _, id := range ids {
 		d.Wake(ctx, id)
 	}
-	return nil
 }
 
 // Stop lets running attempts end and stops the workers.
