@@ -56,6 +56,12 @@ const (
 	OpCreateCheckpoint = "create_checkpoint"
 	OpDeleteCheckpoint = "delete_checkpoint"
 	OpRestorePoint     = "restore_point" // POST /v1/restore, its dry run included
+	// Webhooks (DESIGN §23).
+	OpCreateWebhook       = "create_webhook"
+	OpUpdateWebhook       = "update_webhook"
+	OpDeleteWebhook       = "delete_webhook"
+	OpRotateWebhookSecret = "rotate_webhook_secret"
+	OpReplayWebhook       = "replay_webhook"
 )
 
 // Reads the read gate (package reads) serves.
@@ -82,6 +88,11 @@ const (
 	OpListCheckpoints = "list_checkpoints"
 	OpGetCheckpoint   = "get_checkpoint"
 	OpDiff            = "diff"
+	// Webhooks and their delivery logs: what a webhook delivers are reads
+	// of its maker's, so making and seeing one needs write and read.
+	OpListWebhooks          = "list_webhooks"
+	OpGetWebhook            = "get_webhook"
+	OpListWebhookDeliveries = "list_webhook_deliveries"
 )
 
 var (
@@ -111,12 +122,15 @@ var operationScopes = map[string][]string{
 	OpCreateLink:  needsReadShare,
 	OpCreateToken: needsDelegate, OpRevokeToken: needsNothing,
 	OpCreateCheckpoint: needsWrite, OpDeleteCheckpoint: needsWrite, OpRestorePoint: needsReadWrite, OpRestoreTo: needsWrite,
+	OpCreateWebhook: needsReadWrite, OpUpdateWebhook: needsReadWrite, OpDeleteWebhook: needsReadWrite,
+	OpRotateWebhookSecret: needsReadWrite, OpReplayWebhook: needsReadWrite,
 
 	OpGetFile: needsRead, OpListFiles: needsRead, OpReadContent: needsRead, OpListVersions: needsRead, OpGetVersion: needsRead,
 	OpListLinks: needsRead, OpGetUpload: needsRead, OpListUploads: needsRead, OpGetBatch: needsRead, OpListBatches: needsRead,
 	OpGetOperation: needsRead, OpListEvents: needsRead, OpGetRun: needsRead, OpListRuns: needsRead, OpRunArchive: needsRead,
 	OpSearch: needsRead, OpListTokens: needsNothing, OpGetToken: needsNothing,
 	OpListCheckpoints: needsRead, OpGetCheckpoint: needsRead, OpDiff: needsRead,
+	OpListWebhooks: needsReadWrite, OpGetWebhook: needsReadWrite, OpListWebhookDeliveries: needsReadWrite,
 }
 
 // readOperations are the operations the read gate serves; every other
@@ -126,6 +140,7 @@ var readOperations = map[string]bool{
 	OpListLinks: true, OpGetUpload: true, OpListUploads: true, OpGetBatch: true, OpListBatches: true,
 	OpGetOperation: true, OpListEvents: true, OpGetRun: true, OpListRuns: true, OpRunArchive: true, OpListTokens: true, OpGetToken: true,
 	OpSearch: true, OpListCheckpoints: true, OpGetCheckpoint: true, OpDiff: true,
+	OpListWebhooks: true, OpGetWebhook: true, OpListWebhookDeliveries: true,
 }
 
 // IsRead reports whether op is a read (served by the read gate) rather

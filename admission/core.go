@@ -57,6 +57,9 @@ type Config struct {
 	// again. Nil keeps none: a replay shows them null, as to any other
 	// token.
 	RecordKeys *idempotency.RecordKeys
+	// Deliveries, when set, is the webhook delivery queue; without it,
+	// webhooks are kept but nothing delivers them.
+	Deliveries Deliveries
 }
 
 // Observer hears the core's decisions, so they can be counted without the

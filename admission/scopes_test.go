@@ -25,6 +25,7 @@ func scoped(key string, scopes ...string) agentfs.Caller {
 // everyWrite runs each write the core serves, by operation.
 func everyWrite(core *admission.Core) map[string]func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
 	id := "file_00000000000000000000000000"
+	hook := "wh_00000000000000000000000000"
 	return map[string]func(context.Context, agentfs.Caller) (idempotency.Result, error){
 		agentfs.OpPut: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
 			return putContent(ctx, core, who, "w.txt", "x", false)
@@ -81,6 +82,22 @@ func everyWrite(core *admission.Core) map[string]func(ctx context.Context, who a
 		agentfs.OpRestorePoint: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
 			return core.RestorePoint(ctx, who, agentfs.RestoreRequest{To: agentfs.PointSpec{Field: "to", Kind: agentfs.PointNow, Raw: "now"}})
 		},
+		agentfs.OpCreateWebhook: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
+			return core.CreateWebhook(ctx, who, agentfs.NewWebhook{URL: "https://example.com/hook"})
+		},
+		agentfs.OpUpdateWebhook: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
+			status := agentfs.WebhookDisabled
+			return core.UpdateWebhook(ctx, who, hook, agentfs.WebhookPatch{Status: &status})
+		},
+		agentfs.OpDeleteWebhook: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
+			return core.DeleteWebhook(ctx, who, hook)
+		},
+		agentfs.OpRotateWebhookSecret: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
+			return core.RotateWebhookSecret(ctx, who, hook)
+		},
+		agentfs.OpReplayWebhook: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
+			return core.ReplayWebhook(ctx, who, hook, agentfs.EventCursor{Subject: who.Subject})
+		},
 	}
 }
 
@@ -97,7 +114,7 @@ func TestWritesNeedTheScopesOfTheirOperation(t *testing.T) {
 	// revert and restore tests run them).
 	for _, op := range agentfs.Operations() {
 		need, _ := agentfs.ScopesFor(op)
-		if _, ok := writes[op]; !ok && slices.Contains(need, agentfs.ScopeWrite) && op != agentfs.OpCopy && op != agentfs.OpUndo && op != agentfs.OpRestoreTo {
+		if _, ok := writes[op]; !ok && !agentfs.IsRead(op) && slices.Contains(need, agentfs.ScopeWrite) && op != agentfs.OpCopy && op != agentfs.OpUndo && op != agentfs.OpRestoreTo {
 			t.Errorf("%s needs %v and no test runs it", op, need)
 		}
 	}

@@ -833,3 +833,69 @@ type DiffList struct {
 	// NextCursor is the cursor of the next page; nil on the last.
 	NextCursor *string `json:"next_cursor"`
 }
+
+// Webhook is a receiver of the subject's matching events (DESIGN §23):
+// the response of POST, GET, PATCH and DELETE /v1/webhooks/{id} and of
+// rotate-secret and replay. Secret is shown only in the answers that made
+// or rotated it (and a replay of those to the same token).
+type Webhook struct {
+	ID     string `json:"id"`
+	Object string `json:"object"`
+	URL    string `json:"url"`
+	// Types are the event types delivered; empty: every type.
+	Types []string `json:"types"`
+	// Prefix bounds the paths whose events are delivered; "" for all.
+	Prefix      string  `json:"prefix"`
+	RunID       *string `json:"run_id"`
+	Description string  `json:"description"`
+	// Secret is the signing secret ("whsec_…"); null except where made.
+	Secret *string `json:"secret"`
+	// Status is active or disabled.
+	Status string `json:"status"`
+	// DisabledReason says why a disabled webhook stopped; null when active.
+	DisabledReason *string `json:"disabled_reason"`
+	// Cursor is the event cursor of the last event the receiver
+	// acknowledged: delivery continues after it.
+	Cursor string `json:"cursor"`
+	// FailedAttempts counts the failed attempts at the next event;
+	// NextAttemptAt is when the next is due (null when none is waiting).
+	FailedAttempts int64      `json:"failed_attempts"`
+	NextAttemptAt  *time.Time `json:"next_attempt_at"`
+	CreatedAt      time.Time  `json:"created_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+}
+
+// WebhookList is the response of GET /v1/webhooks, oldest first.
+type WebhookList struct {
+	Data    []Webhook `json:"data"`
+	HasMore bool      `json:"has_more"`
+	// NextCursor is the cursor of the next page; nil on the last.
+	NextCursor *string `json:"next_cursor"`
+}
+
+// WebhookDelivery is one attempt to deliver one event: an entry of GET
+// /v1/webhooks/{id}/deliveries.
+type WebhookDelivery struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	EventID string `json:"event_id"`
+	// Attempt counts the attempts at this event, from 1.
+	Attempt int64 `json:"attempt"`
+	// Status is succeeded (a 2xx) or failed.
+	Status string `json:"status"`
+	// StatusCode is the receiver's HTTP status; null when none came.
+	StatusCode *int64 `json:"status_code"`
+	// Error says why the attempt failed; null when it succeeded.
+	Error     *string   `json:"error"`
+	LatencyMS int64     `json:"latency_ms"`
+	At        time.Time `json:"at"`
+}
+
+// WebhookDeliveryList is the response of GET
+// /v1/webhooks/{id}/deliveries, newest first.
+type WebhookDeliveryList struct {
+	Data    []WebhookDelivery `json:"data"`
+	HasMore bool              `json:"has_more"`
+	// NextCursor is the cursor of the next (older) page; nil on the last.
+	NextCursor *string `json:"next_cursor"`
+}

@@ -102,6 +102,12 @@ var wire = []mapping{
 	{schema: "MoveRequest", why: requestBody},
 	{schema: "CreateLinkRequest", why: requestBody},
 	{schema: "CreateTokenRequest", why: requestBody},
+	{schema: "CreateWebhookRequest", why: requestBody},
+	{schema: "UpdateWebhookRequest", why: requestBody},
+	{schema: "Webhook", goType: reflect.TypeFor[api.Webhook](), py: []string{"Webhook"}},
+	{schema: "WebhookList", goType: reflect.TypeFor[api.WebhookList](), why: "Python: webhooks() answers list[Webhook]"},
+	{schema: "WebhookDelivery", goType: reflect.TypeFor[api.WebhookDelivery](), py: []string{"WebhookDelivery"}},
+	{schema: "WebhookDeliveryList", goType: reflect.TypeFor[api.WebhookDeliveryList](), why: "Python: webhook_deliveries() answers list[WebhookDelivery]"},
 	{schema: "Token", goType: reflect.TypeFor[api.Token](), py: []string{"Token"}},
 	{schema: "TokenList", goType: reflect.TypeFor[api.TokenList](), why: "Python: tokens() answers list[Token]"},
 }

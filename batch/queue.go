@@ -79,7 +79,18 @@ type Config struct {
 	// transactions that commit them are one per running batch.
 	ItemConcurrency int `env:"AGENTFS_BATCH_ITEM_CONCURRENCY" envDefault:"8" envMax:"1024"`
 	Log             *slog.Logger
+	// OtherKinds register the job kinds other River clients on the same
+	// tables run (webhook.AddKind). Whichever client leads runs River's
+	// maintenance for all of them, and its rescuer discards a stuck job of
+	// a kind it does not know instead of rescuing it.
+	OtherKinds []func(*river.Workers) error
 }
+
+// AddKind registers the batch job kind with another River client's
+// workers, for its maintenance only (it never fetches the batches'
+// queue): a batch orphaned by a dead process is then rescued whichever
+// client leads.
+func AddKind(workers *river.Workers) error { return river.AddWorkerSafely(workers, &worker{}) }
 
 // Runner runs queued batches.
 type Runner struct {
@@ -109,6 +120,11 @@ func NewRunner(store *storage.Store, core *admission.Core, cfg Config) (*Runner,
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &worker{r: r}); err != nil {
 		return nil, fmt.Errorf("batch: %w", err)
+	}
+	for _, add := range cfg.OtherKinds {
+		if err := add(workers); err != nil {
+			return nil, fmt.Errorf("batch: %w", err)
+		}
 	}
 	client, err := river.NewClient(riverpgxv5.New(store.QueuePool()), &river.Config{
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},

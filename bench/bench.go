@@ -224,6 +224,8 @@ func (b *bench) run(ctx context.Context, m string) ([]row, error) {
 		return b.archive(ctx)
 	case "delivery":
 		return b.delivery(ctx)
+	case "webhooks":
+		return b.webhooks(ctx)
 	case "feed":
 		return b.feed(ctx)
 	case "mcp":

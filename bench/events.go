@@ -139,39 +139,13 @@ func (b *bench) delivery(ctx context.Context) ([]row, error) {
 	}
 
 	// Commit instants, from Postgres.
-	commits := map[string]time.Time{}
-	source := "no -database-url"
-	if c.databaseURL != "" {
-		conn, err := pgx.Connect(ctx, c.databaseURL)
-		if err != nil {
-			return nil, fmt.Errorf("connect to Postgres: %w", err)
-		}
-		defer conn.Close(context.WithoutCancel(ctx))
-		ids := make([]string, len(samples))
-		for i, s := range samples {
-			ids[i] = s.eventID
-		}
-		rows, err := conn.Query(ctx, `SELECT id, pg_xact_commit_timestamp(xmin) FROM events WHERE id = ANY($1)`, ids)
-		if err == nil {
-			for rows.Next() {
-				var id string
-				var at *time.Time
-				if err = rows.Scan(&id, &at); err != nil {
-					break
-				}
-				if at != nil {
-					commits[id] = *at
-				}
-			}
-			rows.Close()
-			if err == nil {
-				err = rows.Err()
-			}
-		}
-		if err != nil {
-			source = "commit timestamps unavailable: " + oneLine(err.Error(), 80)
-			commits = map[string]time.Time{}
-		}
+	ids := make([]string, len(samples))
+	for i, s := range samples {
+		ids[i] = s.eventID
+	}
+	commits, source, err := b.commitTimes(ctx, ids)
+	if err != nil {
+		return nil, err
 	}
 
 	var fromCommit, fromAnswer, commitToAnswer []time.Duration
@@ -217,6 +191,43 @@ func (b *bench) delivery(ctx context.Context) ([]row, error) {
 		budget:  "p50 ≤ 50 ms",
 		verdict: verdict,
 	}}, nil
+}
+
+// commitTimes are the commit instants of the transactions that wrote the
+// events ids (Postgres's track_commit_timestamp, which scripts/bench.sh
+// turns on), on the same clock as this program's; none, with source saying
+// why, without -database-url or the setting.
+func (b *bench) commitTimes(ctx context.Context, ids []string) (map[string]time.Time, string, error) {
+	commits := map[string]time.Time{}
+	if b.cfg.databaseURL == "" {
+		return commits, "no -database-url", nil
+	}
+	conn, err := pgx.Connect(ctx, b.cfg.databaseURL)
+	if err != nil {
+		return nil, "", fmt.Errorf("connect to Postgres: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `SELECT id, pg_xact_commit_timestamp(xmin) FROM events WHERE id = ANY($1)`, ids)
+	if err == nil {
+		for rows.Next() {
+			var id string
+			var at *time.Time
+			if err = rows.Scan(&id, &at); err != nil {
+				break
+			}
+			if at != nil {
+				commits[id] = *at
+			}
+		}
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	if err != nil {
+		return map[string]time.Time{}, "commit timestamps unavailable: " + oneLine(err.Error(), 80), nil
+	}
+	return commits, "", nil
 }
 
 func containsFile(p *eventPage, fileID string) bool {

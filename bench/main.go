@@ -97,6 +97,7 @@ var measurements = []measurement{
 	{"replay", "keyed replays: no S3 write, and their p50 against a first upload's"},
 	{"batch", "batches of 1 KiB and 64 KiB puts, against the same items as standalone uploads"},
 	{"delivery", "event delivery: commit of an upload to the answer of a waiting GET /v1/events?wait="},
+	{"webhooks", "webhook delivery: commit of an upload to its arrival at a webhook's receiver"},
 	{"mcp", "MCP write_file of 4 KiB against POST /v1/files of 4 KiB, p50"},
 	{"indexcost", "a 4 KiB text upload with the search index against the same to a server that indexes nothing, p50"},
 	{"list", "run listing (GET /v1/files?run_id=) at 10 k and 1 M files"},

@@ -86,6 +86,11 @@ type Writes interface {
 	RevokeToken(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
 	CreateCheckpoint(ctx context.Context, who agentfs.Caller, req agentfs.NewCheckpoint) (idempotency.Result, error)
 	DeleteCheckpoint(ctx context.Context, who agentfs.Caller, idOrName string) (idempotency.Result, error)
+	CreateWebhook(ctx context.Context, who agentfs.Caller, req agentfs.NewWebhook) (idempotency.Result, error)
+	UpdateWebhook(ctx context.Context, who agentfs.Caller, id string, p agentfs.WebhookPatch) (idempotency.Result, error)
+	DeleteWebhook(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
+	RotateWebhookSecret(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
+	ReplayWebhook(ctx context.Context, who agentfs.Caller, id string, after agentfs.EventCursor) (idempotency.Result, error)
 	RestorePoint(ctx context.Context, who agentfs.Caller, req agentfs.RestoreRequest) (idempotency.Result, error)
 	PlanRestorePoint(ctx context.Context, who agentfs.Caller, req agentfs.RestoreRequest) ([]agentfs.Change, agentfs.Point, error)
 	Operation(ctx context.Context, subject, key string) (*idempotency.Record, error)
@@ -156,6 +161,9 @@ type Limits struct {
 	// comment (and the cursor it is at), so proxies keep it open, and
 	// looks again whether its token still stands.
 	StreamHeartbeat time.Duration `env:"AGENTFS_STREAM_HEARTBEAT" envDefault:"15s" envMin:"100ms"`
+	// WebhookAllowPrivate lets a webhook name an http URL or a private
+	// address (the delivery worker's AGENTFS_WEBHOOK_ALLOW_PRIVATE).
+	WebhookAllowPrivate bool
 }
 
 // Delegation reads the caller's token and its descendants, through the
@@ -173,6 +181,7 @@ type Deps struct {
 	Search     Searcher
 	Delegation Delegation
 	Points     Points
+	Webhooks   Webhooks
 	Writes     Writes
 	Quota      Quota
 	Tokens     Tokens
@@ -218,8 +227,8 @@ type API struct {
 // New builds the API and its routes.
 func New(d Deps) (*API, error) {
 	switch {
-	case d.Files == nil, d.Sessions == nil, d.Ledger == nil, d.Search == nil, d.Delegation == nil, d.Writes == nil, d.Tokens == nil, d.Health == nil, d.Quota == nil:
-		return nil, errors.New("handlers: Files, Sessions, Ledger, Search, Delegation, Writes, Quota, Tokens and Health are required")
+	case d.Files == nil, d.Sessions == nil, d.Ledger == nil, d.Search == nil, d.Delegation == nil, d.Webhooks == nil, d.Writes == nil, d.Tokens == nil, d.Health == nil, d.Quota == nil:
+		return nil, errors.New("handlers: Files, Sessions, Ledger, Search, Delegation, Webhooks, Writes, Quota, Tokens and Health are required")
 	case d.Limits.QuotaBytes > 0 && d.Limits.QuotaWindow <= 0:
 		return nil, errors.New("handlers: a byte quota needs a positive QuotaWindow")
 	case d.Limits.BatchMaxItems <= 0, d.Limits.BatchMaxBytes <= 0, d.Limits.BatchMaxItemBytes <= 0:
@@ -376,6 +385,7 @@ func (a *API) addV1(v1 *echo.Group) {
 	add(get, "/tokens", agentfs.OpListTokens, a.listTokens)
 	add(get, "/tokens/:id", agentfs.OpGetToken, a.getToken)
 	add(http.MethodDelete, "/tokens/:id", agentfs.OpRevokeToken, a.revokeToken)
+	a.addWebhookRoutes(add)
 }
 
 // router is where routes are added: the Echo instance or a group of it.

@@ -52,6 +52,7 @@ type Store interface {
 	TouchWatches(ctx context.Context, subject, session string) error
 	EndWatches(ctx context.Context, subject, session string) (int64, error)
 	PointStore
+	WebhookStore
 }
 
 // allow checks that who may make the read op, and returns ctx holding the

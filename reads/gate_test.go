@@ -92,7 +92,24 @@ func everyRead(g *reads.Gate) map[string][]func(ctx context.Context, who agentfs
 		}},
 	}
 	addPointReads(g, m)
+	addWebhookReads(g, m)
 	return m
+}
+
+// addWebhookReads adds the reads of webhooks (DESIGN §23) to m.
+func addWebhookReads(g *reads.Gate, m map[string][]func(context.Context, agentfs.Caller) error) {
+	m[agentfs.OpListWebhooks] = []func(context.Context, agentfs.Caller) error{func(ctx context.Context, who agentfs.Caller) error {
+		_, err := g.Webhooks(ctx, who, agentfs.WebhookFilter{Limit: 10})
+		return err
+	}}
+	m[agentfs.OpGetWebhook] = []func(context.Context, agentfs.Caller) error{func(ctx context.Context, who agentfs.Caller) error {
+		_, err := g.Webhook(ctx, who, "wh_none")
+		return err
+	}}
+	m[agentfs.OpListWebhookDeliveries] = []func(context.Context, agentfs.Caller) error{func(ctx context.Context, who agentfs.Caller) error {
+		_, err := g.WebhookDeliveries(ctx, who, "wh_none", 0, 10)
+		return err
+	}}
 }
 
 // addPointReads adds the reads of points in time (DESIGN §18) to m: the

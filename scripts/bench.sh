@@ -111,6 +111,7 @@ export AGENTFS_S3_BUCKET=agentfs
 export AGENTFS_S3_USE_SSL=false
 export AGENTFS_S3_REGION=us-east-1
 export AGENTFS_LOG_LEVEL=warn
+export AGENTFS_WEBHOOK_ALLOW_PRIVATE=true # the webhook measurement's receiver listens on loopback
 AGENTFS_RECORD_KEY=$(head -c 32 /dev/urandom | base64)
 export AGENTFS_RECORD_KEY
 # The benchmark measures throughput, not the per-subject limits.

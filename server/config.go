@@ -17,6 +17,7 @@ import (
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/sweeper"
 	"github.com/agentfs/agentfs/telemetry"
+	"github.com/agentfs/agentfs/webhook"
 )
 
 // Config is everything a server is made of: each component's settings,
@@ -38,6 +39,7 @@ type Config struct {
 	Storage storage.Config
 	Limits  handlers.Limits
 	Batch   batch.Config
+	Webhook webhook.Config
 	Sweeper sweeper.Config
 	// MCP are the options of the /mcp door's tools (Logger and OnCall are
 	// New's).
@@ -150,6 +152,7 @@ func (c *Config) handOver() {
 	c.Limits.IdempotencyRetention = c.Storage.IdempotencyRetention
 	c.Limits.DeletedRetention = c.Storage.DeletedRetention
 	c.Limits.EventRetention = c.Storage.EventRetention
+	c.Limits.WebhookAllowPrivate = c.Webhook.AllowPrivate
 	c.Sweeper.QuotaWindow = c.Limits.QuotaWindow
 	c.Sweeper.VersionRetention = c.Limits.VersionRetention
 	c.Sweeper.MaxVersions = c.Limits.MaxVersions

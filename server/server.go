@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/riverqueue/river"
 
 	"github.com/agentfs/agentfs/admission"
 	"github.com/agentfs/agentfs/batch"
@@ -29,6 +30,7 @@ import (
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/sweeper"
 	"github.com/agentfs/agentfs/telemetry"
+	"github.com/agentfs/agentfs/webhook"
 )
 
 // Server is AgentFS wired: its HTTP handler, and the background work that
@@ -42,6 +44,7 @@ type Server struct {
 	store   *storage.Store
 	core    *admission.Core
 	runner  *batch.Runner
+	hooks   *webhook.Deliverer
 	gate    *reads.Gate
 	rates   *handlers.RateLimits
 	api     *handlers.API
@@ -105,14 +108,22 @@ func (s *Server) wire() error {
 	if err != nil {
 		return err
 	}
-	s.core, err = admission.New(admission.Config{Store: s.store, Queue: enqueuer, PublicURL: s.cfg.PublicURL, Log: s.log,
+	// The batch runner and the webhook deliverer are two River clients on
+	// one set of tables: each must know the other's job kind, since the
+	// one that leads runs the rescuer for both.
+	hookCfg := s.cfg.Webhook
+	hookCfg.Log, hookCfg.OtherKinds = s.log, []func(*river.Workers) error{batch.AddKind}
+	if s.hooks, err = webhook.New(s.store, s.cfg.RecordKeys, hookCfg); err != nil {
+		return err
+	}
+	s.core, err = admission.New(admission.Config{Store: s.store, Queue: enqueuer, Deliveries: s.hooks, PublicURL: s.cfg.PublicURL, Log: s.log,
 		AfterCommit: faultExit(s.cfg.Faults.AfterCommit), MidComplete: faultExit(s.cfg.Faults.MidComplete),
 		Observer: faultAfterItems(s.metrics, s.cfg.Faults.AfterItems), RecordKeys: s.cfg.RecordKeys})
 	if err != nil {
 		return err
 	}
 	batchCfg := s.cfg.Batch
-	batchCfg.Log = s.log
+	batchCfg.Log, batchCfg.OtherKinds = s.log, []func(*river.Workers) error{webhook.AddKind}
 	if s.runner, err = batch.NewRunner(s.store, s.core, batchCfg); err != nil {
 		return err
 	}
@@ -133,7 +144,7 @@ func (s *Server) wire() error {
 		return err
 	}
 	deps := handlers.Deps{
-		Files: s.gate, Sessions: s.gate, Ledger: s.gate, Search: s.gate, Delegation: s.gate, Points: s.gate, Writes: s.core, Quota: s.store, Tokens: s.store, Health: s.store,
+		Files: s.gate, Sessions: s.gate, Ledger: s.gate, Search: s.gate, Delegation: s.gate, Points: s.gate, Webhooks: s.gate, Writes: s.core, Quota: s.store, Tokens: s.store, Health: s.store,
 		Log: s.log, PublicURL: s.cfg.PublicURL, Limits: s.cfg.Limits, Registry: s.reg, Traces: s.tracing.Provider(),
 		MCP: door, MCPGuard: guard.Handler, Rates: s.rates,
 	}
@@ -203,6 +214,9 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := s.runner.Start(ctx); err != nil {
 		return fmt.Errorf("start batch queue: %w", err)
 	}
+	if err := s.hooks.Start(ctx); err != nil {
+		return fmt.Errorf("start webhook delivery: %w", err)
+	}
 	s.started = true
 	// Files written before the search index existed are indexed in the
 	// background, resuming after a crash; search says so meanwhile.
@@ -223,6 +237,9 @@ func (s *Server) stop(ctx context.Context) error {
 	s.stopped = true
 	if err := s.runner.Stop(ctx); err != nil {
 		return fmt.Errorf("stop batch queue: %w", err)
+	}
+	if err := s.hooks.Stop(ctx); err != nil {
+		return fmt.Errorf("stop webhook delivery: %w", err)
 	}
 	return nil
 }

@@ -86,6 +86,7 @@ func clientCommands() []*command {
 		protocolCommand(),
 	}
 	verbs = append(verbs, pointCommands()...)
+	verbs = append(verbs, webhookCommand())
 	return append(verbs, append(historyCommands(), ledgerCommands()...)...)
 }
 

@@ -40,6 +40,7 @@ import (
 	"github.com/agentfs/agentfs/storage/storagetest"
 	"github.com/agentfs/agentfs/sweeper"
 	"github.com/agentfs/agentfs/telemetry/logtest"
+	"github.com/agentfs/agentfs/webhook"
 )
 
 var (
@@ -104,6 +105,9 @@ type Options struct {
 	// its verifier's clock and refetch interval.
 	OAuth        oauth.Config
 	OAuthOptions oauth.Options
+	// Webhook is the webhook delivery's configuration (its retry
+	// schedule, AllowPrivate for receivers on loopback).
+	Webhook webhook.Config
 }
 
 // NewServer starts the API on a fresh schema and bucket.
@@ -155,7 +159,7 @@ func config(t testing.TB, opts Options) server.Config {
 	return server.Config{Storage: store, Limits: limits, RecordKeys: keys,
 		Batch:     batch.Config{Workers: 2, RescueAfter: 30 * time.Second},
 		Sweeper:   sweeper.Config{BlobGrace: 6 * time.Hour},
-		ReadStore: opts.Wrap, MCPDoor: opts.MCP, OAuth: opts.OAuth, OAuthOptions: opts.OAuthOptions}
+		ReadStore: opts.Wrap, MCPDoor: opts.MCP, OAuth: opts.OAuth, OAuthOptions: opts.OAuthOptions, Webhook: opts.Webhook}
 }
 
 // NewRecordKey returns a new random record key, as AGENTFS_RECORD_KEY

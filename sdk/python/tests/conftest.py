@@ -177,6 +177,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "AGENTFS_UPLOAD_PART_SIZE": str(PART_SIZE),
         "AGENTFS_MAX_UPLOAD_BYTES": str(MAX_UPLOAD_BYTES),
         "AGENTFS_RATE_LIMIT": "0",
+        # Webhook receivers of the tests listen on loopback, and a failed
+        # attempt is retried within a fraction of a second.
+        "AGENTFS_WEBHOOK_ALLOW_PRIVATE": "true",
+        "AGENTFS_WEBHOOK_RETRY_SCHEDULE": "100ms,200ms,400ms",
         "AGENTFS_LOG_LEVEL": "warn",
         "AGENTFS_RECORD_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
     }

@@ -35,10 +35,14 @@ from ._base import (
     page_of,
     problem_of,
     tokens_of,
+    webhooks_of,
+    deliveries_of,
 )
 from ._errors import PayloadTooLargeError
 from ._events import AsyncEventFollower
 from ._models import (
+    Webhook,
+    WebhookDelivery,
     AsyncPage,
     AsyncSearchResults,
     Batch,
@@ -719,6 +723,50 @@ class AsyncClient(BaseClient):
     async def revoke_token(self, token_id: str, *, idempotency_key: Optional[str] = None) -> Token:
         """Revoke a token and every token made from it (DELETE /v1/tokens/{id}); every server refuses them within a second."""
         return Token.from_dict(await self._json(self._r_revoke_token(token_id, idempotency_key=idempotency_key)))
+
+    # Webhooks: signed deliveries of the event feed.
+
+    async def create_webhook(self, url: str, *, types: Optional[Sequence[str]] = None, prefix: Optional[str] = None,
+                             run_id: Optional[str] = None, description: Optional[str] = None,
+                             idempotency_key: Optional[str] = None) -> Webhook:
+        """A webhook of the events that commit from now on (POST /v1/webhooks).
+
+        Each matching event is POSTed to ``url`` in feed order, at least once,
+        with Standard Webhooks signatures made with ``secret``, which only this
+        answer shows (docs/webhooks.md).
+        """
+        return Webhook.from_dict(await self._json(self._r_create_webhook(
+            url=url, types=types, prefix=prefix, run_id=run_id, description=description, idempotency_key=idempotency_key)))
+
+    async def webhooks(self) -> list[Webhook]:
+        """Your webhooks, oldest first, without secrets (GET /v1/webhooks)."""
+        return webhooks_of(await self._json(self._r_webhooks()))
+
+    async def webhook(self, webhook_id: str) -> Webhook:
+        """One webhook, without its secret (GET /v1/webhooks/{id})."""
+        return Webhook.from_dict(await self._json(self._r_webhook(webhook_id)))
+
+    async def update_webhook(self, webhook_id: str, *, url: Optional[str] = None, types: Optional[Sequence[str]] = None,
+                             status: Optional[str] = None, idempotency_key: Optional[str] = None) -> Webhook:
+        """Change a webhook's url, types or status ("active" resumes it after its cursor; "disabled" stops it)."""
+        return Webhook.from_dict(await self._json(self._r_update_webhook(
+            webhook_id, url=url, types=types, status=status, idempotency_key=idempotency_key)))
+
+    async def delete_webhook(self, webhook_id: str, *, idempotency_key: Optional[str] = None) -> Webhook:
+        """Remove a webhook and its delivery log (DELETE /v1/webhooks/{id})."""
+        return Webhook.from_dict(await self._json(self._r_delete_webhook(webhook_id, idempotency_key=idempotency_key)))
+
+    async def rotate_webhook_secret(self, webhook_id: str, *, idempotency_key: Optional[str] = None) -> Webhook:
+        """A new signing secret, in ``secret`` of this answer only; every attempt from now on is signed with it."""
+        return Webhook.from_dict(await self._json(self._r_rotate_webhook(webhook_id, idempotency_key=idempotency_key)))
+
+    async def replay_webhook(self, webhook_id: str, after: str, *, idempotency_key: Optional[str] = None) -> Webhook:
+        """Deliver again every matching event after ``after`` (an event cursor, "start" or "now"), in order."""
+        return Webhook.from_dict(await self._json(self._r_replay_webhook(webhook_id, after, idempotency_key=idempotency_key)))
+
+    async def webhook_deliveries(self, webhook_id: str, *, limit: Optional[int] = None) -> list[WebhookDelivery]:
+        """A webhook's latest delivery attempts, newest first (GET /v1/webhooks/{id}/deliveries)."""
+        return deliveries_of(await self._json(self._r_webhook_deliveries(webhook_id, limit=limit)))
 
     # The run ledger: events, runs.
 

@@ -26,7 +26,7 @@ import httpx
 from ._compat import read_early_responses
 from ._errors import AgentFSError, APIConnectionError, Problem, problem_from_response
 from ._events import FollowState
-from ._models import BatchOp, File, Link, Token, Upload, seconds_of
+from ._models import BatchOp, File, Link, Token, Upload, Webhook, WebhookDelivery, seconds_of
 from ._request import (
     NOT_GIVEN,
     BytesBody,
@@ -77,6 +77,14 @@ from ._retry import (
     ROUTE_DELETE_CHECKPOINT,
     ROUTE_DIFF,
     ROUTE_RESTORE,
+    ROUTE_CREATE_WEBHOOK,
+    ROUTE_WEBHOOKS,
+    ROUTE_WEBHOOK,
+    ROUTE_UPDATE_WEBHOOK,
+    ROUTE_DELETE_WEBHOOK,
+    ROUTE_ROTATE_WEBHOOK,
+    ROUTE_REPLAY_WEBHOOK,
+    ROUTE_WEBHOOK_DELIVERIES,
     ROUTE_REVOKE_LINK,
     ROUTE_LIST_RUNS,
     ROUTE_RUN,
@@ -165,6 +173,16 @@ def page_of(d: Any, parse: Callable[[Mapping[str, Any]], Any], fetch: Callable[[
 def tokens_of(d: Any) -> list[Token]:
     """The tokens of a token listing (GET /v1/tokens)."""
     return [Token.from_dict(x) for x in (d.get("data") or []) if isinstance(x, dict)]
+
+
+def webhooks_of(d: Any) -> list[Webhook]:
+    """The webhooks of a webhook listing (GET /v1/webhooks)."""
+    return [Webhook.from_dict(x) for x in (d.get("data") or []) if isinstance(x, dict)]
+
+
+def deliveries_of(d: Any) -> list[WebhookDelivery]:
+    """The attempts of a delivery log (GET /v1/webhooks/{id}/deliveries)."""
+    return [WebhookDelivery.from_dict(x) for x in (d.get("data") or []) if isinstance(x, dict)]
 
 
 def links_of(d: Any) -> list[Link]:
@@ -705,6 +723,57 @@ class BaseClient:
 
     def _r_revoke_token(self, token_id: str, *, idempotency_key: Optional[str]) -> Request:
         return self._write(ROUTE_REVOKE_TOKEN, "/v1/tokens/" + escape(token_id), idempotency_key, NOT_GIVEN, NOT_GIVEN)
+
+    # Webhooks.
+
+    def _r_create_webhook(self, *, url: str, types: Optional[Sequence[str]], prefix: Optional[str],
+                          run_id: Optional[str], description: Optional[str], idempotency_key: Optional[str]) -> Request:
+        if not url:
+            raise ValueError("url is required")
+        body: dict[str, Any] = {"url": url}
+        if types is not None:
+            if isinstance(types, str):
+                raise ValueError("types: a list of event types, such as ['file.created']")
+            body["types"] = list(types)
+        for k, v in (("prefix", prefix), ("run_id", run_id), ("description", description)):
+            if v:
+                body[k] = v
+        return _json_body(self._write(ROUTE_CREATE_WEBHOOK, "/v1/webhooks", idempotency_key, NOT_GIVEN, NOT_GIVEN), body)
+
+    def _r_webhooks(self) -> Request:
+        return route_request(ROUTE_WEBHOOKS, "/v1/webhooks", query={"limit": "1000"})
+
+    def _r_webhook(self, webhook_id: str) -> Request:
+        return route_request(ROUTE_WEBHOOK, "/v1/webhooks/" + escape(webhook_id))
+
+    def _r_update_webhook(self, webhook_id: str, *, url: Optional[str], types: Optional[Sequence[str]],
+                          status: Optional[str], idempotency_key: Optional[str]) -> Request:
+        body: dict[str, Any] = {}
+        if url is not None:
+            body["url"] = url
+        if types is not None:
+            body["types"] = list(types)
+        if status is not None:
+            body["status"] = status
+        if not body:
+            raise ValueError("name at least one of url, types, status")
+        path = "/v1/webhooks/" + escape(webhook_id)
+        return _json_body(self._write(ROUTE_UPDATE_WEBHOOK, path, idempotency_key, NOT_GIVEN, NOT_GIVEN), body)
+
+    def _r_delete_webhook(self, webhook_id: str, *, idempotency_key: Optional[str]) -> Request:
+        return self._write(ROUTE_DELETE_WEBHOOK, "/v1/webhooks/" + escape(webhook_id), idempotency_key, NOT_GIVEN, NOT_GIVEN)
+
+    def _r_rotate_webhook(self, webhook_id: str, *, idempotency_key: Optional[str]) -> Request:
+        path = "/v1/webhooks/" + escape(webhook_id) + "/rotate-secret"
+        return self._write(ROUTE_ROTATE_WEBHOOK, path, idempotency_key, NOT_GIVEN, NOT_GIVEN)
+
+    def _r_replay_webhook(self, webhook_id: str, after: str, *, idempotency_key: Optional[str]) -> Request:
+        path = "/v1/webhooks/" + escape(webhook_id) + "/replay"
+        return _json_body(self._write(ROUTE_REPLAY_WEBHOOK, path, idempotency_key, NOT_GIVEN, NOT_GIVEN), {"after": after})
+
+    def _r_webhook_deliveries(self, webhook_id: str, *, limit: Optional[int]) -> Request:
+        query = {"limit": str(limit)} if limit else {}
+        return route_request(ROUTE_WEBHOOK_DELIVERIES, "/v1/webhooks/" + escape(webhook_id) + "/deliveries", query=query)
 
     # The run ledger.
 

@@ -28,6 +28,8 @@ __all__ = [
     "FileVersion",
     "Link",
     "Token",
+    "Webhook",
+    "WebhookDelivery",
     "Event",
     "EventPage",
     "Run",
@@ -568,6 +570,59 @@ class Token:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Token":
         """Build a Token from its JSON object."""
+        return _read(cls, d)
+
+
+@dataclass
+class Webhook:
+    """A receiver of the subject's matching events, signed the Standard Webhooks way."""
+
+    id: str
+    url: str
+    #: The event types delivered; empty: every type.
+    types: list[str]
+    prefix: str
+    run_id: Optional[str]
+    description: str
+    #: The signing secret (``whsec_…``): only in the answers that made or rotated it.
+    secret: Optional[str]
+    #: active or disabled.
+    status: str
+    #: Why a disabled webhook stopped; None while active.
+    disabled_reason: Optional[str]
+    #: The event cursor of the last event the receiver acknowledged.
+    cursor: str
+    failed_attempts: int
+    next_attempt_at: Optional[datetime]
+    created_at: Optional[datetime]
+    updated_at: Optional[datetime]
+    object: str = "webhook"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Webhook":
+        """Build a Webhook from its JSON object."""
+        return _read(cls, d, types=_strings(d.get("types")))
+
+
+@dataclass
+class WebhookDelivery:
+    """One attempt to deliver one event to a webhook."""
+
+    id: str
+    event_id: str
+    attempt: int
+    #: succeeded or failed.
+    status: str
+    #: The receiver's HTTP status; None when no answer came.
+    status_code: Optional[int]
+    error: Optional[str]
+    latency_ms: int
+    at: Optional[datetime]
+    object: str = "webhook_delivery"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "WebhookDelivery":
+        """Build a WebhookDelivery from its JSON object."""
         return _read(cls, d)
 
 

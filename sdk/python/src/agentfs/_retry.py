@@ -115,6 +115,14 @@ ROUTE_CHECKPOINT = "GET /v1/checkpoints/{id}"
 ROUTE_DELETE_CHECKPOINT = "DELETE /v1/checkpoints/{id}"
 ROUTE_DIFF = "GET /v1/diff"
 ROUTE_RESTORE = "POST /v1/restore"
+ROUTE_CREATE_WEBHOOK = "POST /v1/webhooks"
+ROUTE_WEBHOOKS = "GET /v1/webhooks"
+ROUTE_WEBHOOK = "GET /v1/webhooks/{id}"
+ROUTE_UPDATE_WEBHOOK = "PATCH /v1/webhooks/{id}"
+ROUTE_DELETE_WEBHOOK = "DELETE /v1/webhooks/{id}"
+ROUTE_ROTATE_WEBHOOK = "POST /v1/webhooks/{id}/rotate-secret"
+ROUTE_REPLAY_WEBHOOK = "POST /v1/webhooks/{id}/replay"
+ROUTE_WEBHOOK_DELIVERIES = "GET /v1/webhooks/{id}/deliveries"
 
 _SAFE_WITHOUT_KEY = {
     ROUTE_DELETE_FILE,
