@@ -40,6 +40,10 @@ type File struct {
 	ExpiresAt   *time.Time
 	Blocked     bool
 	BlockReason string
+	// ForkedFromID and ForkedFromVersion name the file and version a
+	// fork copied this file from ("" and 0: not a fork's copy).
+	ForkedFromID      string
+	ForkedFromVersion int
 }
 
 // ETag names the file's content: the quoted SHA-256 hex, so the same bytes

@@ -56,6 +56,10 @@ const (
 	OpCreateCheckpoint = "create_checkpoint"
 	OpDeleteCheckpoint = "delete_checkpoint"
 	OpRestorePoint     = "restore_point" // POST /v1/restore, its dry run included
+	// Forks and merges (DESIGN §19).
+	OpCreateFork = "create_fork"
+	OpMerge      = "merge" // POST /v1/forks/{id}/merge, its dry run included
+	OpDeleteFork = "delete_fork"
 )
 
 // Reads the read gate (package reads) serves.
@@ -81,6 +85,8 @@ const (
 	OpListCheckpoints = "list_checkpoints"
 	OpGetCheckpoint   = "get_checkpoint"
 	OpDiff            = "diff"
+	OpListForks       = "list_forks"
+	OpGetFork         = "get_fork"
 )
 
 var (
@@ -110,12 +116,14 @@ var operationScopes = map[string][]string{
 	OpCreateLink:  needsReadShare,
 	OpCreateToken: needsDelegate, OpRevokeToken: needsNothing,
 	OpCreateCheckpoint: needsWrite, OpDeleteCheckpoint: needsWrite, OpRestorePoint: needsReadWrite, OpRestoreTo: needsWrite,
+	OpCreateFork: needsReadWrite, OpMerge: needsReadWrite, OpDeleteFork: needsWrite,
 
 	OpGetFile: needsRead, OpListFiles: needsRead, OpReadContent: needsRead, OpListVersions: needsRead, OpGetVersion: needsRead,
 	OpListLinks: needsRead, OpGetUpload: needsRead, OpListUploads: needsRead, OpGetBatch: needsRead, OpListBatches: needsRead,
 	OpGetOperation: needsRead, OpListEvents: needsRead, OpGetRun: needsRead, OpRunArchive: needsRead,
 	OpSearch: needsRead, OpListTokens: needsNothing, OpGetToken: needsNothing,
 	OpListCheckpoints: needsRead, OpGetCheckpoint: needsRead, OpDiff: needsRead,
+	OpListForks: needsRead, OpGetFork: needsRead,
 }
 
 // readOperations are the operations the read gate serves; every other
@@ -125,6 +133,7 @@ var readOperations = map[string]bool{
 	OpListLinks: true, OpGetUpload: true, OpListUploads: true, OpGetBatch: true, OpListBatches: true,
 	OpGetOperation: true, OpListEvents: true, OpGetRun: true, OpRunArchive: true, OpListTokens: true, OpGetToken: true,
 	OpSearch: true, OpListCheckpoints: true, OpGetCheckpoint: true, OpDiff: true,
+	OpListForks: true, OpGetFork: true,
 }
 
 // IsRead reports whether op is a read (served by the read gate) rather

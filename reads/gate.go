@@ -49,6 +49,7 @@ type Store interface {
 	TouchWatches(ctx context.Context, subject, session string) error
 	EndWatches(ctx context.Context, subject, session string) (int64, error)
 	PointStore
+	ForkStore
 }
 
 // allow checks that who may make the read op, and returns ctx holding the
