@@ -84,9 +84,9 @@ type FileSide struct {
 // bytes. Path is the target's path; Won names the side kept when the merge
 // resolved it ("" when it did not).
 type MergeConflict struct {
-	Path                string
+	Path               string
 	Base, Fork, Target *FileSide
-	Won                 string
+	Won                string
 }
 
 // Merge is the outcome of a merge: the changes applied to the target (as a

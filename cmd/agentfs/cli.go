@@ -85,6 +85,7 @@ func clientCommands() []*command {
 		protocolCommand(),
 	}
 	verbs = append(verbs, pointCommands()...)
+	verbs = append(verbs, forkCommands()...)
 	return append(verbs, append(historyCommands(), ledgerCommands()...)...)
 }
 
