@@ -114,6 +114,11 @@ ROUTE_CHECKPOINT = "GET /v1/checkpoints/{id}"
 ROUTE_DELETE_CHECKPOINT = "DELETE /v1/checkpoints/{id}"
 ROUTE_DIFF = "GET /v1/diff"
 ROUTE_RESTORE = "POST /v1/restore"
+ROUTE_CREATE_FORK = "POST /v1/forks"
+ROUTE_LIST_FORKS = "GET /v1/forks"
+ROUTE_FORK = "GET /v1/forks/{id}"
+ROUTE_DELETE_FORK = "DELETE /v1/forks/{id}"
+ROUTE_MERGE = "POST /v1/forks/{id}/merge"
 
 _SAFE_WITHOUT_KEY = {
     ROUTE_DELETE_FILE,
