@@ -86,3 +86,42 @@ func TestForkAndMergeHeldToTheGrant(t *testing.T) {
 	p.fail(t, "merge", map[string]any{"fork_id": outside.ID, "dry_run": true}, "NOT_FOUND")
 	p.fail(t, "merge", map[string]any{"fork_id": inside.ID, "on_conflict": "maybe"}, "VALIDATION_FAILED")
 }
+
+// TestReadToolsAsOf: read_text_file, list_directory and directory_tree
+// read a past point with as_of: the bytes a file had then, a file deleted
+// since, and none of a file added since.
+func TestReadToolsAsOf(t *testing.T) {
+	t.Parallel()
+	b := setup(t, config{subject: "asof"})
+	b.ok(t, "write_file", map[string]any{"path": "d/a.txt", "content": "then"}, nil)
+	b.ok(t, "write_file", map[string]any{"path": "d/sub/gone.txt", "content": "gone later"}, nil)
+	b.ok(t, "checkpoint", map[string]any{"name": "then"}, nil)
+	b.ok(t, "write_file", map[string]any{"path": "d/a.txt", "content": "now", "if_exists": "replace"}, nil)
+	b.ok(t, "delete_file", map[string]any{"path": "d/sub/gone.txt"}, nil)
+	b.ok(t, "write_file", map[string]any{"path": "d/new.txt", "content": "new"}, nil)
+
+	if got := text(b.ok(t, "read_text_file", map[string]any{"path": "d/a.txt", "as_of": "then"}, nil)); got != "then" {
+		t.Fatalf("read_text_file as of then: %q", got)
+	}
+	if got := text(b.ok(t, "read_text_file", map[string]any{"path": "d/a.txt"}, nil)); got != "now" {
+		t.Fatalf("read_text_file now: %q", got)
+	}
+	b.fail(t, "read_text_file", map[string]any{"path": "d/new.txt", "as_of": "then"}, "NOT_FOUND")
+	b.fail(t, "read_text_file", map[string]any{"path": "d/a.txt", "as_of": "no-such-checkpoint"}, "NOT_FOUND")
+	b.fail(t, "read_text_file", map[string]any{"path": "d/a.txt", "as_of": "2999-01-01T00:00:00Z"}, "VALIDATION_FAILED")
+	if got := text(b.ok(t, "list_directory", map[string]any{"path": "d", "as_of": "then"}, nil)); got != "[FILE] a.txt\n[DIR] sub" {
+		t.Fatalf("list_directory as of then: %q", got)
+	}
+	if got := text(b.ok(t, "list_directory", map[string]any{"path": "d"}, nil)); got != "[FILE] a.txt\n[FILE] new.txt" {
+		t.Fatalf("list_directory now: %q", got)
+	}
+	var tree struct {
+		Tree []struct {
+			Name string `json:"name"`
+		} `json:"tree"`
+	}
+	b.ok(t, "directory_tree", map[string]any{"path": "d", "as_of": "then"}, &tree)
+	if len(tree.Tree) != 2 || tree.Tree[0].Name != "a.txt" || tree.Tree[1].Name != "sub" {
+		t.Fatalf("directory_tree as of then: %+v", tree)
+	}
+}
