@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -36,7 +37,7 @@ func (b *bench) forks(ctx context.Context) ([]row, error) {
 		}
 		start := time.Now()
 		if _, err := b.api.call(ctx, http.MethodPost, "/v1/forks", bytesReader(body), int64(len(body)),
-			http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {b.key(fmt.Sprintf("fork-%d", round))}}, &f, http.StatusCreated); err != nil {
+			http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {idemKey(b.tag, "fork", round)}}, &f, http.StatusCreated); err != nil {
 			return nil, fmt.Errorf("fork: %w", err)
 		}
 		forkTimes = append(forkTimes, time.Since(start))
@@ -51,7 +52,7 @@ func (b *bench) forks(ctx context.Context) ([]row, error) {
 		}
 		start = time.Now()
 		if _, err := b.api.call(ctx, http.MethodPost, "/v1/forks/"+url.PathEscape(f.ID)+"/merge", bytesReader([]byte(`{"on_conflict":"fork"}`)), -1,
-			http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {b.key(fmt.Sprintf("merge-%d", round))}}, &m, http.StatusOK); err != nil {
+			http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {idemKey(b.tag, "merge", round)}}, &m, http.StatusOK); err != nil {
 			return nil, fmt.Errorf("merge: %w", err)
 		}
 		mergeTimes = append(mergeTimes, time.Since(start))
@@ -90,7 +91,7 @@ func (b *bench) putMany(ctx context.Context, prefix string, n int, content strin
 			Status string `json:"status"`
 		}
 		if _, err := b.api.call(ctx, http.MethodPost, "/v1/batch?wait=30", bytesReader(body), int64(len(body)),
-			http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {b.key(fmt.Sprintf("puts-%s-%d", prefix, from))}},
+			http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {idemKey(b.tag, "puts-"+strings.ReplaceAll(prefix, "/", "-"), from)}},
 			&bt, http.StatusOK, http.StatusCreated, http.StatusAccepted); err != nil {
 			return fmt.Errorf("seed %s: %w", prefix, err)
 		}
@@ -100,3 +101,6 @@ func (b *bench) putMany(ctx context.Context, prefix string, n int, content strin
 	}
 	return nil
 }
+
+// idemKey is an Idempotency-Key of this run (keys take no "/").
+func idemKey(tag, what string, n int) string { return fmt.Sprintf("%s-%s-%d", tag, what, n) }
