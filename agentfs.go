@@ -46,6 +46,10 @@ type File struct {
 	Mode  int
 	MTime time.Time
 	Kind  string
+	// ForkedFromID and ForkedFromVersion name the file and version a
+	// fork copied this file from ("" and 0: not a fork's copy).
+	ForkedFromID      string
+	ForkedFromVersion int
 }
 
 // ETag names the file's content: the quoted SHA-256 hex, so the same bytes

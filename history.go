@@ -163,6 +163,10 @@ type Origin struct {
 	Key       string
 	RequestID string
 	BatchID   string
+	// ForkID and Via name the fork or merge the effect belongs to (Via
+	// ViaFork or ViaMerge; "" for every other write).
+	ForkID string
+	Via    string
 }
 
 // OriginOf is the origin of a caller's write.

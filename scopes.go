@@ -62,6 +62,10 @@ const (
 	OpDeleteWebhook       = "delete_webhook"
 	OpRotateWebhookSecret = "rotate_webhook_secret"
 	OpReplayWebhook       = "replay_webhook"
+	// Forks and merges (DESIGN §19).
+	OpCreateFork = "create_fork"
+	OpMerge      = "merge" // POST /v1/forks/{id}/merge, its dry run included
+	OpDeleteFork = "delete_fork"
 )
 
 // Reads the read gate (package reads) serves.
@@ -93,6 +97,8 @@ const (
 	OpListWebhooks          = "list_webhooks"
 	OpGetWebhook            = "get_webhook"
 	OpListWebhookDeliveries = "list_webhook_deliveries"
+	OpListForks             = "list_forks"
+	OpGetFork               = "get_fork"
 )
 
 var (
@@ -124,6 +130,7 @@ var operationScopes = map[string][]string{
 	OpCreateCheckpoint: needsWrite, OpDeleteCheckpoint: needsWrite, OpRestorePoint: needsReadWrite, OpRestoreTo: needsWrite,
 	OpCreateWebhook: needsReadWrite, OpUpdateWebhook: needsReadWrite, OpDeleteWebhook: needsReadWrite,
 	OpRotateWebhookSecret: needsReadWrite, OpReplayWebhook: needsReadWrite,
+	OpCreateFork: needsReadWrite, OpMerge: needsReadWrite, OpDeleteFork: needsWrite,
 
 	OpGetFile: needsRead, OpListFiles: needsRead, OpReadContent: needsRead, OpListVersions: needsRead, OpGetVersion: needsRead,
 	OpListLinks: needsRead, OpGetUpload: needsRead, OpListUploads: needsRead, OpGetBatch: needsRead, OpListBatches: needsRead,
@@ -131,6 +138,7 @@ var operationScopes = map[string][]string{
 	OpSearch: needsRead, OpListTokens: needsNothing, OpGetToken: needsNothing,
 	OpListCheckpoints: needsRead, OpGetCheckpoint: needsRead, OpDiff: needsRead,
 	OpListWebhooks: needsReadWrite, OpGetWebhook: needsReadWrite, OpListWebhookDeliveries: needsReadWrite,
+	OpListForks: needsRead, OpGetFork: needsRead,
 }
 
 // readOperations are the operations the read gate serves; every other
@@ -141,6 +149,7 @@ var readOperations = map[string]bool{
 	OpGetOperation: true, OpListEvents: true, OpGetRun: true, OpListRuns: true, OpRunArchive: true, OpListTokens: true, OpGetToken: true,
 	OpSearch: true, OpListCheckpoints: true, OpGetCheckpoint: true, OpDiff: true,
 	OpListWebhooks: true, OpGetWebhook: true, OpListWebhookDeliveries: true,
+	OpListForks: true, OpGetFork: true,
 }
 
 // IsRead reports whether op is a read (served by the read gate) rather

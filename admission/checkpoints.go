@@ -19,7 +19,10 @@ func (c *Core) CreateCheckpoint(ctx context.Context, who agentfs.Caller, req age
 	req.Subject, req.By = who.Subject, who.By
 	return c.run(ctx, who, &createCheckpoint{c: c, req: req, origin: agentfs.OriginOf(who),
 		named: named{admission{method: http.MethodPost, route: "/v1/checkpoints",
-			request: idempotency.Request{Operation: agentfs.OpCreateCheckpoint, Target: req.Name, MediaType: "application/json", By: who.By}}},
+			request: idempotency.Request{Operation: agentfs.OpCreateCheckpoint, Target: req.Name, MediaType: "application/json", By: who.By},
+			// A checkpoint keeps the versions under its prefix: a grant
+			// must cover it (no prefix: every path), as for a write there.
+			paths: []string{req.Prefix}}},
 		fixed: jsonContent(map[string]any{"name": req.Name, "prefix": req.Prefix, "note": req.Note})})
 }
 
@@ -44,7 +47,8 @@ func (e *createCheckpoint) apply(ctx context.Context, tx pgx.Tx) (idempotency.Ou
 
 // DeleteCheckpoint forgets a checkpoint by id or name (DELETE
 // /v1/checkpoints/{id_or_name}); repeating it is safe: an unknown one is
-// 404 and changes nothing.
+// 404 and changes nothing, as is one whose prefix lies outside the
+// caller's grant.
 func (c *Core) DeleteCheckpoint(ctx context.Context, who agentfs.Caller, idOrName string) (idempotency.Result, error) {
 	return c.run(ctx, who, &deleteCheckpoint{c: c, subject: who.Subject, ref: idOrName, origin: agentfs.OriginOf(who),
 		named: named{admission{method: http.MethodDelete, route: "/v1/checkpoints/:id",

@@ -57,6 +57,15 @@ type File struct {
 	// Kind is file, symlink (the content is the target) or directory (a
 	// zero-byte marker that keeps an empty folder).
 	Kind string `json:"kind"`
+	// ForkedFrom names the file and version a fork copied this file from
+	// (absent: not a fork's copy).
+	ForkedFrom *FileVersionRef `json:"forked_from,omitempty"`
+}
+
+// FileVersionRef names one version of a file.
+type FileVersionRef struct {
+	FileID  string `json:"file_id"`
+	Version int64  `json:"version"`
 }
 
 // FileList is a page of files, newest first: the response of
@@ -395,6 +404,10 @@ type Event struct {
 	// checkpoint.deleted event (whose file_id is empty and path is the
 	// checkpoint's prefix); nil for file events.
 	CheckpointID *string `json:"checkpoint_id"`
+	// ForkID names the fork of an event a fork or a merge wrote, and
+	// Origin says which ("fork" or "merge"); nil for every other event.
+	ForkID *string `json:"fork_id"`
+	Origin *string `json:"origin"`
 }
 
 // Event types (Event.Type).
@@ -502,6 +515,8 @@ type Problem struct {
 	MissingParts []int `json:"missing_parts,omitempty"`
 	// MissingScope names the scope the token lacks, with FORBIDDEN.
 	MissingScope string `json:"missing_scope,omitempty"`
+	// Conflicts lists every path changed on both sides, with MERGE_CONFLICT.
+	Conflicts []MergeConflict `json:"conflicts,omitempty"`
 	// RetryAfter is the answer's Retry-After header as a client read it
 	// (zero when absent); it is no member of the document.
 	RetryAfter time.Duration `json:"-"`
@@ -873,6 +888,33 @@ type WebhookList struct {
 	NextCursor *string `json:"next_cursor"`
 }
 
+// Fork is a copy-on-write copy of the files under one prefix (DESIGN §19):
+// the response of POST /v1/forks and GET /v1/forks/{id}.
+type Fork struct {
+	ID     string `json:"id"`
+	Object string `json:"object"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+	// Base is the point forked, then that of the last merge, as an event
+	// cursor.
+	Base string `json:"base"`
+	// Files is how many files the fork copied.
+	Files     int64      `json:"files"`
+	AgentID   *string    `json:"agent_id"`
+	RunID     *string    `json:"run_id"`
+	CreatedAt time.Time  `json:"created_at"`
+	MergedAt  *time.Time `json:"merged_at"`
+}
+
+// ForkList is a page of forks, newest first: the response of GET
+// /v1/forks.
+type ForkList struct {
+	Data    []Fork `json:"data"`
+	HasMore bool   `json:"has_more"`
+	// NextCursor is the cursor of the next page; nil on the last.
+	NextCursor *string `json:"next_cursor"`
+}
+
 // WebhookDelivery is one attempt to deliver one event: an entry of GET
 // /v1/webhooks/{id}/deliveries.
 type WebhookDelivery struct {
@@ -898,4 +940,39 @@ type WebhookDeliveryList struct {
 	HasMore bool              `json:"has_more"`
 	// NextCursor is the cursor of the next (older) page; nil on the last.
 	NextCursor *string `json:"next_cursor"`
+}
+
+// MergeSide is one side of a merge at a path: a file's version and
+// content.
+type MergeSide struct {
+	FileID  string `json:"file_id"`
+	Version int64  `json:"version"`
+	SHA256  string `json:"sha256"`
+}
+
+// MergeConflict is a path changed on both sides of a merge to different
+// bytes; a side that holds no file there is nil.
+type MergeConflict struct {
+	// Path is the target's path.
+	Path   string     `json:"path"`
+	Base   *MergeSide `json:"base"`
+	Fork   *MergeSide `json:"fork"`
+	Target *MergeSide `json:"target"`
+	// Resolution is the side a merge kept ("fork" or "target"); nil when
+	// nothing was merged.
+	Resolution *string `json:"resolution"`
+}
+
+// Merge is a merge of a fork back into its source: the response of POST
+// /v1/forks/{id}/merge (with dry_run, what it would do).
+type Merge struct {
+	Object string `json:"object"`
+	ForkID string `json:"fork_id"`
+	// Base is the fork's base after the merge, as an event cursor (with
+	// dry_run, the base it has).
+	Base    string   `json:"base"`
+	DryRun  bool     `json:"dry_run"`
+	Applied []Change `json:"applied"`
+	// Conflicts are the paths changed on both sides, with the side kept.
+	Conflicts []MergeConflict `json:"conflicts"`
 }

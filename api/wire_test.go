@@ -71,6 +71,12 @@ var wire = []mapping{
 	{schema: "Change", goType: reflect.TypeFor[api.Change](), py: []string{"Change"}},
 	{schema: "DiffList", goType: reflect.TypeFor[api.DiffList](), why: "Python: diff() answers list[Change]"},
 	{schema: "RestorePlan", goType: reflect.TypeFor[api.RestorePlan](), py: []string{"RestorePlan"}},
+	{schema: "FileVersionRef", goType: reflect.TypeFor[api.FileVersionRef](), py: []string{"FileVersionRef"}},
+	{schema: "Fork", goType: reflect.TypeFor[api.Fork](), py: []string{"Fork"}},
+	{schema: "ForkList", goType: reflect.TypeFor[api.ForkList](), py: []string{"Page[Fork]", "AsyncPage[Fork]"}},
+	{schema: "MergeSide", goType: reflect.TypeFor[api.MergeSide](), py: []string{"MergeSide"}},
+	{schema: "MergeConflict", goType: reflect.TypeFor[api.MergeConflict](), py: []string{"MergeConflict"}},
+	{schema: "Merge", goType: reflect.TypeFor[api.Merge](), py: []string{"Merge"}},
 	{schema: "Checkpoint", goType: reflect.TypeFor[api.Checkpoint](), py: []string{"Checkpoint"}},
 	{schema: "CheckpointList", goType: reflect.TypeFor[api.CheckpointList](), py: []string{"Page[Checkpoint]", "AsyncPage[Checkpoint]"}},
 	{schema: "LinkList", goType: reflect.TypeFor[api.LinkList](), why: "Python: links() answers list[Link]"},
@@ -133,6 +139,10 @@ var allowed = []struct {
 	},
 	{
 		keys: []string{"py Change.from (missing)", "py Change.from_ (extra)"},
+		why:  "from is a Python keyword: the class reads the member from into the field from_",
+	},
+	{
+		keys: []string{"py Fork.from (missing)", "py Fork.from_ (extra)"},
 		why:  "from is a Python keyword: the class reads the member from into the field from_",
 	},
 	{

@@ -218,6 +218,8 @@ func (b *bench) run(ctx context.Context, m string) ([]row, error) {
 		return b.list(ctx)
 	case "search":
 		return b.search(ctx)
+	case "forks":
+		return b.forks(ctx)
 	case "versions":
 		return b.versions(ctx)
 	case "archive":

@@ -64,6 +64,8 @@ type config struct {
 	listCalls     int
 	searchSmall   int
 	searchLarge   int
+	forkFiles     int
+	mergeChanges  int
 	streamSize    int64
 	archiveSize   int64
 	archiveFiles  int
@@ -102,6 +104,7 @@ var measurements = []measurement{
 	{"indexcost", "a 4 KiB text upload with the search index against the same to a server that indexes nothing, p50"},
 	{"list", "run listing (GET /v1/files?run_id=) at 10 k and 1 M files"},
 	{"search", "content search (GET /v1/search) for a pattern in 20 files, at 10 k and 100 k text files, against rg"},
+	{"forks", "a fork of 10 k files (POST /v1/forks) and a merge back of 1 k changes, p50"},
 	{"versions", "one file's versions (GET /v1/files/{id}/versions) at 200 and 10 k versions"},
 	{"feed", "the event feed (GET /v1/events?after=, with and without run_id) at 10 k and 1 M events"},
 	{"points", "checkpoint create, an as-of listing page and a diff of 10 changes at 10 k and 1 M files"},
@@ -160,6 +163,8 @@ func parseFlags() (*config, error) {
 	flag.IntVar(&c.partWorkers, "part-workers", 4, "parts uploaded in parallel")
 	flag.IntVar(&c.replayN, "replay-samples", 200, "keyed uploads, then replays, for the replay p50 (quick 50)")
 	flag.IntVar(&c.listSmall, "list-small", 10_000, "seeded rows for the first listing point")
+	flag.IntVar(&c.forkFiles, "fork-files", 10_000, "files of 1 KiB a fork copies (quick 2000)")
+	flag.IntVar(&c.mergeChanges, "merge-changes", 1_000, "files changed in the fork that a merge applies (quick 200)")
 	flag.IntVar(&c.listLarge, "list-large", 1_000_000, "seeded rows for the second listing point (quick 100000)")
 	flag.IntVar(&c.listCalls, "list-calls", 50, "timed listing calls at each point")
 	flag.IntVar(&c.searchSmall, "search-small", 10_000, "seeded text files of ~4 KiB for the first search point")
@@ -208,6 +213,8 @@ func parseFlags() (*config, error) {
 		quick("list-large", func() { c.listLarge = 100_000 })
 		quick("list-calls", func() { c.listCalls = 20 })
 		quick("search-large", func() { c.searchLarge = 30_000 })
+		quick("fork-files", func() { c.forkFiles = 2000 })
+		quick("merge-changes", func() { c.mergeChanges = 200 })
 		quick("stream-size", func() { c.streamSize = 256 << 20 })
 		quick("batch-items", func() { c.batchItems = 200 })
 	}
@@ -230,6 +237,8 @@ func parseFlags() (*config, error) {
 		return nil, errors.New("-s3-endpoint, -s3-access-key and -s3-secret-key are required")
 	case c.uploadRuns < 1 || c.downloadRuns < 1 || c.multipartRuns < 1 || c.smallClients < 1 || c.partWorkers < 1:
 		return nil, errors.New("runs, clients and workers must be at least 1")
+	case c.mergeChanges < 1 || c.forkFiles < c.mergeChanges:
+		return nil, errors.New("-merge-changes must be between 1 and -fork-files")
 	case c.replayN < 1 || c.listCalls < 1 || c.listSmall < 100 || c.listLarge < c.listSmall || c.searchSmall < searchSelective || c.searchLarge < c.searchSmall:
 		return nil, errors.New("-replay-samples and -list-calls must be ≥ 1; -list-large ≥ -list-small ≥ 100")
 	case c.feedSmall < 1000 || c.feedLarge < c.feedSmall:

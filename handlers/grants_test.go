@@ -374,3 +374,30 @@ func TestMaxBytesHoldsUnderConcurrentUploads(t *testing.T) {
 		t.Fatalf("bytes_written %d, want 900", got.BytesWritten)
 	}
 }
+
+// TestCheckpointsHeldToTheGrant: a token scoped to P/ lists and gets only
+// the checkpoints of folders inside P/, cannot delete another, and cannot
+// make one that pins versions outside P/ (no prefix, or Q/); naming the
+// root's checkpoint as a point still reads only what lies inside.
+func TestCheckpointsHeldToTheGrant(t *testing.T) {
+	w := newGrantWorld(t)
+	all := createCheckpointREST(t, w.root, `{"name":"all"}`)
+	q := createCheckpointREST(t, w.root, `{"name":"q","prefix":"Q/"}`)
+	mine := createCheckpointREST(t, w.child, `{"name":"mine","prefix":"P/"}`)
+	send(w.child, "POST", "/v1/checkpoints", `{"name":"everything"}`).ExpectProblem(t, http.StatusForbidden, "FORBIDDEN")
+	send(w.child, "POST", "/v1/checkpoints", `{"name":"theirs","prefix":"Q/"}`).ExpectProblem(t, http.StatusForbidden, "FORBIDDEN")
+	var list api.CheckpointList
+	w.child.Do("GET", "/v1/checkpoints", nil).Expect(t, http.StatusOK).JSON(t, &list)
+	if len(list.Data) != 1 || list.Data[0].ID != mine.ID {
+		t.Fatalf("the scoped token lists %+v, want only its checkpoint of P/", list.Data)
+	}
+	for _, cp := range []api.Checkpoint{all, q} {
+		w.child.Do("GET", "/v1/checkpoints/"+cp.ID, nil).ExpectProblem(t, http.StatusNotFound, "NOT_FOUND")
+		w.child.Do("DELETE", "/v1/checkpoints/"+cp.ID, nil).ExpectProblem(t, http.StatusNotFound, "NOT_FOUND")
+	}
+	w.child.Do("GET", "/v1/checkpoints/mine", nil).Expect(t, http.StatusOK)
+	w.root.Do("GET", "/v1/checkpoints", nil).Expect(t, http.StatusOK).JSON(t, &list)
+	if len(list.Data) != 3 {
+		t.Fatalf("the root token lists %d checkpoints, want 3", len(list.Data))
+	}
+}

@@ -24,6 +24,8 @@ type Points interface {
 	Checkpoint(ctx context.Context, who agentfs.Caller, idOrName string) (*agentfs.Checkpoint, error)
 	ListCheckpoints(ctx context.Context, who agentfs.Caller, filter agentfs.CheckpointFilter) ([]*agentfs.Checkpoint, error)
 	Diff(ctx context.Context, who agentfs.Caller, from, to agentfs.PointSpec, req agentfs.DiffRequest) ([]agentfs.Change, error)
+	Fork(ctx context.Context, who agentfs.Caller, id string) (*agentfs.Fork, error)
+	ListForks(ctx context.Context, who agentfs.Caller, filter agentfs.ForkFilter) ([]*agentfs.Fork, error)
 }
 
 // pointParam parses the point in query parameter name (def when absent and

@@ -93,6 +93,10 @@ type Writes interface {
 	ReplayWebhook(ctx context.Context, who agentfs.Caller, id string, after agentfs.EventCursor) (idempotency.Result, error)
 	RestorePoint(ctx context.Context, who agentfs.Caller, req agentfs.RestoreRequest) (idempotency.Result, error)
 	PlanRestorePoint(ctx context.Context, who agentfs.Caller, req agentfs.RestoreRequest) ([]agentfs.Change, agentfs.Point, error)
+	CreateFork(ctx context.Context, who agentfs.Caller, req agentfs.NewFork) (idempotency.Result, error)
+	Merge(ctx context.Context, who agentfs.Caller, req agentfs.MergeRequest) (idempotency.Result, error)
+	PlanMerge(ctx context.Context, who agentfs.Caller, req agentfs.MergeRequest) (*agentfs.Merge, error)
+	DeleteFork(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error)
 	Operation(ctx context.Context, subject, key string) (*idempotency.Record, error)
 }
 
@@ -363,6 +367,11 @@ func (a *API) addV1(v1 *echo.Group) {
 	add(http.MethodDelete, "/checkpoints/:id", agentfs.OpDeleteCheckpoint, a.deleteCheckpoint)
 	add(post, "/restore", agentfs.OpRestorePoint, a.restorePoint)
 	add(get, "/diff", agentfs.OpDiff, a.getDiff)
+	add(post, "/forks", agentfs.OpCreateFork, a.createFork)
+	add(get, "/forks", agentfs.OpListForks, a.listForks)
+	add(get, "/forks/:id", agentfs.OpGetFork, a.getFork)
+	add(http.MethodDelete, "/forks/:id", agentfs.OpDeleteFork, a.deleteFork)
+	add(post, "/forks/:id/merge", agentfs.OpMerge, a.mergeFork)
 	add(post, "/uploads", agentfs.OpCreateUpload, a.createUpload)
 	add(get, "/uploads", agentfs.OpListUploads, a.listUploads)
 	add(get, "/uploads/:id", agentfs.OpGetUpload, a.getUpload)

@@ -63,6 +63,7 @@ type Backend interface {
 	// files that match pattern (GET /v1/search).
 	Search(ctx context.Context, pattern string, opts SearchOptions) (*SearchPage, error)
 	PointsBackend
+	ForksBackend
 }
 
 // File is a stored file's metadata, with the API's field names (schema File
@@ -93,6 +94,9 @@ type ListFilter struct {
 	Limit int
 	// Cursor is a previous page's NextCursor.
 	Cursor string
+	// AsOf, when set, lists the files live at that point instead (in path
+	// order; Prefix, Path, Limit and Cursor apply).
+	AsOf string
 }
 
 // ReadRequest names the bytes Read returns.
@@ -104,6 +108,8 @@ type ReadRequest struct {
 	Length int64
 	// Tail reads the last Length bytes instead.
 	Tail bool
+	// AsOf, when set, reads the content the file had at that point.
+	AsOf string
 }
 
 // Content is bytes read from a file.

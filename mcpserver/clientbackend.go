@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,11 +54,17 @@ func (cb *ClientBackend) Read(ctx context.Context, r ReadRequest) (*Content, err
 	if r.Tail {
 		rng = fmt.Sprintf("bytes=-%d", r.Length)
 	}
-	content, err := cb.c.FileContent(ctx, r.FileID, client.ContentOptions{Range: rng})
+	open := func(opts client.ContentOptions) (*client.Content, error) {
+		if r.AsOf != "" {
+			return cb.c.FileContentAsOf(ctx, r.FileID, r.AsOf, opts)
+		}
+		return cb.c.FileContent(ctx, r.FileID, opts)
+	}
+	content, err := open(client.ContentOptions{Range: rng})
 	var p *client.Problem
 	if errors.As(err, &p) && p.Status == http.StatusRequestedRangeNotSatisfiable {
 		// An empty file has no byte to name: read it whole.
-		content, err = cb.c.FileContent(ctx, r.FileID, client.ContentOptions{})
+		content, err = open(client.ContentOptions{})
 	}
 	if err != nil {
 		return nil, problemOf(err, "")
@@ -93,10 +100,16 @@ func parseContentRange(v string) (start, size int64) {
 
 // List lists live files (GET /v1/files).
 func (cb *ClientBackend) List(ctx context.Context, f ListFilter) (*FileList, error) {
-	page, err := cb.c.ListFiles(ctx, client.ListOptions{Prefix: f.Prefix, Path: f.Path, RunID: f.RunID,
-		AgentID: f.AgentID, Limit: f.Limit, Cursor: f.Cursor})
+	opts := client.ListOptions{Prefix: f.Prefix, Path: f.Path, RunID: f.RunID, AgentID: f.AgentID, Limit: f.Limit, Cursor: f.Cursor}
+	if f.AsOf != "" { // an as-of listing takes a prefix only
+		opts = client.ListOptions{Prefix: cmpOr(f.Path, f.Prefix), Limit: f.Limit, Cursor: f.Cursor, AsOf: f.AsOf}
+	}
+	page, err := cb.c.ListFiles(ctx, opts)
 	if err != nil {
 		return nil, problemOf(err, "")
+	}
+	if f.AsOf != "" && f.Path != "" {
+		page.Data = slices.DeleteFunc(page.Data, func(x client.File) bool { return x.Path != f.Path })
 	}
 	out := &FileList{Files: page.Data, HasMore: page.HasMore}
 	if page.NextCursor != nil {

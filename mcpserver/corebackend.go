@@ -142,7 +142,16 @@ func (b *CoreBackend) Read(ctx context.Context, r ReadRequest) (*Content, error)
 	if r.Length < 1 {
 		return nil, errors.New("mcpserver: Read of no bytes")
 	}
-	f, err := b.Reads.Content(ctx, who, r.FileID)
+	var f *agentfs.File
+	if r.AsOf != "" {
+		spec, perr := agentfs.ParsePoint("as_of", r.AsOf, who.Subject)
+		if perr != nil {
+			return nil, problemOfCore(perr)
+		}
+		f, err = b.Reads.ContentAsOf(ctx, who, r.FileID, spec)
+	} else {
+		f, err = b.Reads.Content(ctx, who, r.FileID)
+	}
 	if err != nil {
 		return nil, problemOfCore(err)
 	}
@@ -172,6 +181,9 @@ func (b *CoreBackend) List(ctx context.Context, f ListFilter) (*FileList, error)
 	who, err := b.who(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if f.AsOf != "" {
+		return b.listAsOf(ctx, who, f)
 	}
 	filter := agentfs.FileFilter{Prefix: f.Prefix, Path: f.Path, RunID: f.RunID, AgentID: f.AgentID, Limit: f.Limit + 1}
 	if f.Cursor != "" {

@@ -235,3 +235,46 @@ func (cb *ClientBackend) RestorePoint(ctx context.Context, prefix, to string, dr
 	}
 	return &RestoreResult{Batch: b}, nil
 }
+
+// asOfKey carries the point a read tool reads at (its as_of argument)
+// down to the backend calls it makes.
+type asOfKey struct{}
+
+// withAsOf is ctx reading at point ("": the present).
+func withAsOf(ctx context.Context, point string) context.Context {
+	if point == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, asOfKey{}, point)
+}
+
+// asOfIn is the point ctx reads at ("" for the present).
+func asOfIn(ctx context.Context) string {
+	p, _ := ctx.Value(asOfKey{}).(string)
+	return p
+}
+
+// listAsOf is one page of the files live at f.AsOf through the read gate,
+// in path order; the cursor is the last path.
+func (b *CoreBackend) listAsOf(ctx context.Context, who agentfs.Caller, f ListFilter) (*FileList, error) {
+	spec, err := agentfs.ParsePoint("as_of", f.AsOf, who.Subject)
+	if err != nil {
+		return nil, problemOfCore(err)
+	}
+	prefix := cmpOr(f.Path, f.Prefix)
+	files, _, err := b.Reads.FilesAsOf(ctx, who, spec, agentfs.AsOfFilter{Prefix: prefix, After: f.Cursor, Limit: f.Limit + 1})
+	if err != nil {
+		return nil, problemOfCore(err)
+	}
+	out := &FileList{Files: []File{}}
+	if len(files) > f.Limit {
+		files, out.HasMore = files[:f.Limit], true
+		out.NextCursor = files[len(files)-1].Path
+	}
+	for _, file := range files {
+		if f.Path == "" || file.Path == f.Path {
+			out.Files = append(out.Files, *fileOfDomain(b.Core, file))
+		}
+	}
+	return out, nil
+}

@@ -190,6 +190,8 @@ var toolOperations = map[string][]string{
 	"list_checkpoints":    {agentfs.OpListCheckpoints},
 	"diff":                {agentfs.OpDiff, agentfs.OpReadContent},
 	"restore":             {agentfs.OpRestorePoint},
+	"fork":                {agentfs.OpCreateFork},
+	"merge":               {agentfs.OpMerge},
 }
 
 // ToolOperations names the operations a tool runs, whose scopes
@@ -427,7 +429,7 @@ func toolSpecs() []*toolSpec {
 			listDirectoryTool(), directoryTreeTool(), searchFilesTool(), grepFilesTool(),
 			getFileInfoTool(), deleteFileTool(), restoreFileTool(), listRunFilesTool(),
 			moveFileTool(), fileHistoryTool(), revertFileTool(), shareFileTool(), runSummaryTool(),
-			checkpointTool(), listCheckpointsTool(), diffTool(), restoreTool(),
+			checkpointTool(), listCheckpointsTool(), diffTool(), restoreTool(), forkTool(), mergeTool(),
 		}
 	})
 	return specs

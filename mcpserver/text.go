@@ -26,7 +26,7 @@ type textRead struct {
 // first head lines, or its last tail lines. Bytes that are not UTF-8 text
 // are UNSUPPORTED_MEDIA_TYPE.
 func (tb *toolbox) readText(ctx context.Context, f *File, head, tail int, budget int64) (*textRead, error) {
-	c, err := tb.b.Read(ctx, ReadRequest{FileID: f.ID, Length: budget, Tail: tail > 0})
+	c, err := tb.b.Read(ctx, ReadRequest{FileID: f.ID, Length: budget, Tail: tail > 0, AsOf: asOfIn(ctx)})
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ const pageFiles = 1000
 func (tb *toolbox) scan(ctx context.Context, prefix, cursor string, limit int, visit func(*File), enough func() bool) (string, int, error) {
 	read := 0
 	for {
-		page, err := tb.b.List(ctx, ListFilter{Prefix: prefix, Cursor: cursor, Limit: min(pageFiles, limit-read)})
+		page, err := tb.b.List(ctx, ListFilter{Prefix: prefix, Cursor: cursor, Limit: min(pageFiles, limit-read), AsOf: asOfIn(ctx)})
 		if err != nil {
 			return "", read, err
 		}
@@ -53,7 +53,7 @@ func relative(prefix, p string) string { return strings.TrimPrefix(p, prefix) }
 // missingDir explains an empty listing of dir: a file (not a directory),
 // or nothing at all.
 func (tb *toolbox) missingDir(ctx context.Context, dir string) error {
-	_, err := tb.b.FileAt(ctx, dir)
+	_, err := tb.fileAt(ctx, dir)
 	var p *Problem
 	switch {
 	case err == nil:
@@ -67,6 +67,7 @@ func (tb *toolbox) missingDir(ctx context.Context, dir string) error {
 type listDirectoryIn struct {
 	Path   string `json:"path" jsonschema:"the directory, e.g. reports; \"\", \".\" or \"/\" for the root"`
 	Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor of a previous call, to continue the listing"`
+	AsOf   string `json:"as_of,omitempty" jsonschema:"list the directory as it was at this point: a checkpoint id or name, an event cursor, an RFC 3339 time, or now"`
 }
 
 // DirEntry is one entry of a directory.
@@ -96,6 +97,7 @@ func listDirectoryTool() *toolSpec {
 			return nil, err
 		}
 		cc.path = dir
+		ctx = withAsOf(ctx, in.AsOf)
 		prefix := dirPrefix(dir)
 		seen := map[DirEntry]bool{}
 		next, read, err := tb.scan(ctx, prefix, in.Cursor, tb.opts.ScanFiles, func(f *File) {
@@ -140,6 +142,7 @@ func sortedEntries(seen map[DirEntry]bool) []DirEntry {
 type directoryTreeIn struct {
 	Path   string `json:"path" jsonschema:"the directory, e.g. reports; \"\", \".\" or \"/\" for the root"`
 	Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor of a previous call, to continue"`
+	AsOf   string `json:"as_of,omitempty" jsonschema:"show the tree as it was at this point: a checkpoint id or name, an event cursor, an RFC 3339 time, or now"`
 }
 
 // TreeEntry is one node of directory_tree: a file, or a directory with
@@ -198,6 +201,7 @@ func directoryTreeTool() *toolSpec {
 			return nil, err
 		}
 		cc.path = dir
+		ctx = withAsOf(ctx, in.AsOf)
 		prefix := dirPrefix(dir)
 		root := &TreeEntry{Type: "directory"}
 		next, n, err := tb.scan(ctx, prefix, in.Cursor, tb.opts.ScanFiles, func(f *File) {

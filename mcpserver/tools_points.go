@@ -164,3 +164,58 @@ func restoreText(r *RestoreResult, to string) string {
 	}
 	return b.String()
 }
+
+type forkIn struct {
+	Source      string `json:"source" jsonschema:"the directory to copy, e.g. src"`
+	Destination string `json:"destination" jsonschema:"the directory the copies go to; it must hold no file, and neither directory may contain the other"`
+	AsOf        string `json:"as_of,omitempty" jsonschema:"the point to copy: a checkpoint id or name, an event cursor, an RFC 3339 time, or now (the default)"`
+}
+
+func forkTool() *toolSpec {
+	return define(&mcp.Tool{
+		Name: "fork",
+		Description: "Copy a directory to work on it apart: every file appears under destination as a new file sharing its bytes (instant, nothing copied). " +
+			"Change either side freely; merge brings the copy's changes back. A destination holding files answers PATH_EXISTS.",
+		Annotations: writes("Fork", false, false),
+	}, nil, func(ctx context.Context, tb *toolbox, in *forkIn, cc *callContext) (*reply[Fork], error) {
+		src, err := dirPath("source", in.Source)
+		if err != nil {
+			return nil, err
+		}
+		dst, err := dirPath("destination", in.Destination)
+		if err != nil {
+			return nil, err
+		}
+		cc.path = dst
+		f, err := tb.b.Fork(ctx, dirPrefix(src), dirPrefix(dst), in.AsOf)
+		if err != nil {
+			return nil, err
+		}
+		return &reply[Fork]{Text: fmt.Sprintf("Fork %s: %d files of %s copied to %s. Merge it back with merge {fork_id: %q}.",
+			f.ID, f.Files, f.From, f.To, f.ID), Out: *f}, nil
+	})
+}
+
+type mergeIn struct {
+	ForkID     string `json:"fork_id" jsonschema:"the fork to merge back, fork_…"`
+	OnConflict string `json:"on_conflict,omitempty" jsonschema:"fail (default: any file changed on both sides stops the merge, nothing applied), fork or target (the side that wins)"`
+	DryRun     bool   `json:"dry_run,omitempty" jsonschema:"show what would change, change nothing"`
+}
+
+func mergeTool() *toolSpec {
+	return define(&mcp.Tool{
+		Name: "merge",
+		Description: "Merge a fork back into the directory it was copied from, all at once: files changed only in the fork are applied, " +
+			"files changed only in the original are kept. A file changed on both sides answers MERGE_CONFLICT listing each, unless on_conflict picks a side.",
+		Annotations: writes("Merge", true, false),
+	}, nil, func(ctx context.Context, tb *toolbox, in *mergeIn, cc *callContext) (*reply[Merge], error) {
+		if in.OnConflict != "" && in.OnConflict != "fail" && in.OnConflict != "fork" && in.OnConflict != "target" {
+			return nil, validation("on_conflict", "must be fail, fork or target")
+		}
+		m, err := tb.b.Merge(ctx, in.ForkID, in.OnConflict, in.DryRun)
+		if err != nil {
+			return nil, err
+		}
+		return &reply[Merge]{Text: mergeText(m), Out: *m}, nil
+	})
+}

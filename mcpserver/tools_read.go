@@ -21,6 +21,7 @@ type readTextFileIn struct {
 	Path string `json:"path" jsonschema:"the file's path, e.g. reports/summary.md"`
 	Head int    `json:"head,omitempty" jsonschema:"return only the first N lines"`
 	Tail int    `json:"tail,omitempty" jsonschema:"return only the last N lines"`
+	AsOf string `json:"as_of,omitempty" jsonschema:"read the file as it was at this point: a checkpoint id or name, an event cursor, an RFC 3339 time, or now"`
 }
 
 // TextFile is read_text_file's structured output.
@@ -54,6 +55,7 @@ func readTextFileTool() *toolSpec {
 		if in.Head > 0 && in.Tail > 0 {
 			return nil, validation("tail", "give head or tail, not both")
 		}
+		ctx = withAsOf(ctx, in.AsOf)
 		f, err := tb.fileAt(ctx, p)
 		if err != nil {
 			return nil, err
@@ -78,8 +80,19 @@ func lines(s *jsonschema.Schema, name string) {
 	s.Properties[name].Maximum = ptr(float64(maxLines))
 }
 
-// fileAt is Backend.FileAt, with a NOT_FOUND that names the path.
+// fileAt is Backend.FileAt, with a NOT_FOUND that names the path; with a
+// point in ctx (withAsOf), the file that held the path then.
 func (tb *toolbox) fileAt(ctx context.Context, path string) (*File, error) {
+	if point := asOfIn(ctx); point != "" {
+		page, err := tb.b.List(ctx, ListFilter{Path: path, Limit: 1, AsOf: point})
+		if err != nil {
+			return nil, err
+		}
+		if len(page.Files) == 0 {
+			return nil, notFound(fmt.Sprintf("no file at %s as of %s", path, point))
+		}
+		return &page.Files[0], nil
+	}
 	f, err := tb.b.FileAt(ctx, path)
 	var p *Problem
 	if errors.As(err, &p) && p.Code == CodeNotFound {

@@ -26,8 +26,8 @@ func TestListTools(t *testing.T) {
 	want := []string{"read_text_file", "read_media_file", "read_multiple_files", "write_file", "edit_file",
 		"list_directory", "directory_tree", "search_files", "get_file_info", "delete_file", "restore_file", "list_run_files",
 		"move_file", "file_history", "revert_file", "share_file", "run_summary", "grep_files",
-		"checkpoint", "list_checkpoints", "diff", "restore"}
-	if len(want) != 22 {
+		"checkpoint", "list_checkpoints", "diff", "restore", "fork", "merge"}
+	if len(want) != 24 {
 		t.Fatalf("%d tools expected", len(want))
 	}
 	var got []string
@@ -47,7 +47,7 @@ func TestListTools(t *testing.T) {
 	readOnly := map[string]bool{"read_text_file": true, "read_media_file": true, "read_multiple_files": true,
 		"list_directory": true, "directory_tree": true, "search_files": true, "get_file_info": true, "list_run_files": true,
 		"file_history": true, "run_summary": true, "grep_files": true, "list_checkpoints": true, "diff": true}
-	destructive := map[string]bool{"write_file": true, "edit_file": true, "delete_file": true, "revert_file": true, "restore": true}
+	destructive := map[string]bool{"write_file": true, "edit_file": true, "delete_file": true, "revert_file": true, "restore": true, "merge": true}
 	idempotent := map[string]bool{"write_file": true, "delete_file": true, "restore_file": true, "revert_file": true}
 	for name, tool := range b.tools {
 		t.Run(name, func(t *testing.T) {

@@ -37,6 +37,7 @@ const (
 	ChangedSinceRun        = "CHANGED_SINCE_RUN"
 	CursorExpired          = "CURSOR_EXPIRED"
 	CheckpointExists       = "CHECKPOINT_EXISTS"
+	MergeConflict          = "MERGE_CONFLICT"
 	Internal               = "INTERNAL"
 	StorageUnavailable     = "STORAGE_UNAVAILABLE"
 )
@@ -86,6 +87,7 @@ func init() {
 		{UploadExpired, 409, "Upload expired", false, "The upload session expired; start a new one."},
 		{ChangedSinceRun, 409, "Changed since the run", false, "Another run changed this file after the run being reverted last wrote it, so undoing the run would undo that change too. Revert with force to override, or leave the file as it is."},
 		{CheckpointExists, 409, "Checkpoint exists", false, "The subject already has a checkpoint of this name. Pick another name, or delete the old checkpoint first."},
+		{MergeConflict, 409, "Merge conflict", false, "Paths changed both in the fork and in the target since the fork's base; conflicts lists each with its three sides, and nothing was merged. Merge again with on_conflict fork or target to choose a side, or make the sides agree first."},
 		{CursorExpired, 410, "Cursor expired", false, "The events after this cursor may have been removed by the retention (AGENTFS_EVENT_RETENTION). Start again without after, or with after=now."},
 		{LengthRequired, 411, "Length required", false, "This request needs a Content-Length header."},
 		{PreconditionFailed, 412, "Precondition failed", false, "If-Match or If-None-Match did not hold: the file changed or exists. Read its current etag and decide again."},
@@ -116,7 +118,7 @@ func init() {
 var recorded = map[string]bool{
 	NotFound: true, PathExists: true, UploadCompleted: true, UploadAborted: true, UploadExpired: true,
 	PreconditionFailed: true, SizeMismatch: true, PartsMissing: true, ContentBlocked: true, ChangedSinceRun: true,
-	CheckpointExists: true,
+	CheckpointExists: true, MergeConflict: true,
 }
 
 // Recorded reports whether a keyed write that ended in p keeps p under its

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/api"
 )
 
 // From translates any error a handler returned into the problem to answer
@@ -63,6 +64,7 @@ var translations = []translation{
 	is(agentfs.ErrTokenRevoked, fixed(Unauthenticated, "the token is revoked or expired")),
 	as(changedSinceRun),
 	as(func(e *agentfs.CheckpointExistsError) *Problem { return New(CheckpointExists, e.Error()) }),
+	as(mergeConflict),
 	as(func(e *agentfs.PointError) *Problem { return Validation(e.Field, e.Reason) }),
 	is(agentfs.ErrCursorExpired, fixed(CursorExpired, "the point is older than the event retention and is not a checkpoint")),
 	as(idempotencyConflict),
@@ -136,6 +138,34 @@ func changedSinceRun(e *agentfs.ChangedSinceRunError) *Problem {
 func idempotencyConflict(e *agentfs.ConflictError) *Problem {
 	return New(IdempotencyConflict, "Idempotency-Key "+strconv.Quote(e.Key)+
 		" was used for a different request; use a new key for a new request")
+}
+
+// mergeConflict lists every conflict, so the caller can choose a side.
+func mergeConflict(e *agentfs.MergeConflictError) *Problem {
+	p := New(MergeConflict, e.Error())
+	p.Conflicts = MergeConflicts(e.Conflicts)
+	return p
+}
+
+// MergeConflicts shows the conflicts of a merge (never nil), in a
+// MERGE_CONFLICT problem and in a merge's answer alike.
+func MergeConflicts(cs []agentfs.MergeConflict) []api.MergeConflict {
+	side := func(s *agentfs.FileSide) *api.MergeSide {
+		if s == nil {
+			return nil
+		}
+		return &api.MergeSide{FileID: s.FileID, Version: int64(s.Version), SHA256: s.SHA256}
+	}
+	out := make([]api.MergeConflict, 0, len(cs))
+	for _, c := range cs {
+		var won *string
+		if c.Won != "" {
+			won = &c.Won
+		}
+		out = append(out, api.MergeConflict{Path: c.Path, Base: side(c.Base), Fork: side(c.Fork), Target: side(c.Target),
+			Resolution: won})
+	}
+	return out
 }
 
 // pathExists names the file that holds the path, so the caller can

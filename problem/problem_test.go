@@ -39,6 +39,7 @@ var designCodes = map[string]int{
 	problem.UploadExpired:          409,
 	problem.ChangedSinceRun:        409,
 	problem.CheckpointExists:       409,
+	problem.MergeConflict:          409,
 	problem.CursorExpired:          410,
 	problem.LengthRequired:         411,
 	problem.PreconditionFailed:     412,

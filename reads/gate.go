@@ -53,6 +53,7 @@ type Store interface {
 	EndWatches(ctx context.Context, subject, session string) (int64, error)
 	PointStore
 	WebhookStore
+	ForkStore
 }
 
 // allow checks that who may make the read op, and returns ctx holding the

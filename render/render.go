@@ -28,7 +28,16 @@ func File(base string, f *agentfs.File) api.File {
 		CreatedAt: f.CreatedAt.UTC(), UpdatedAt: f.UpdatedAt.UTC(),
 		DeletedAt: utc(f.DeletedAt), PurgeAfter: utc(f.PurgeAfter), ExpiresAt: utc(f.ExpiresAt), Blocked: f.Blocked,
 		Mode: int32(f.Mode), MTime: f.MTime.UTC(), Kind: f.Kind,
+		ForkedFrom: forkedFrom(f),
 	}
+}
+
+// forkedFrom names the file and version a fork copied f from (nil: none).
+func forkedFrom(f *agentfs.File) *api.FileVersionRef {
+	if f.ForkedFromID == "" {
+		return nil
+	}
+	return &api.FileVersionRef{FileID: f.ForkedFromID, Version: int64(f.ForkedFromVersion)}
 }
 
 // Part shows a part just received by upload uploadID.
@@ -170,7 +179,8 @@ func Event(e *agentfs.Event) api.Event {
 		PreviousPath: nullable(e.PreviousPath), SHA256: nullable(e.SHA256),
 		AgentID: nullable(e.Origin.By.AgentID), RunID: nullable(e.Origin.By.RunID),
 		IdempotencyKey: nullable(e.Origin.Key), RequestID: nullable(e.Origin.RequestID), BatchID: nullable(e.Origin.BatchID),
-		At: e.At.UTC(), CheckpointID: nullable(e.CheckpointID)}
+		At: e.At.UTC(), CheckpointID: nullable(e.CheckpointID),
+		ForkID: nullable(e.Origin.ForkID), Origin: nullable(e.Origin.Via)}
 	if e.Version != 0 {
 		v, n := int64(e.Version), e.SizeBytes
 		out.Version, out.SizeBytes = &v, &n
@@ -300,4 +310,22 @@ func RunRevertStep(it agentfs.BatchItem) api.RunRevertStep {
 		}
 	}
 	return s
+}
+
+// Fork shows a fork; its base is a point.
+func Fork(f *agentfs.Fork) api.Fork {
+	return api.Fork{ID: f.ID, Object: "fork", From: f.From, To: f.To,
+		Base:  agentfs.Point{Position: f.Base, At: f.BaseAt}.Cursor(f.Subject).String(),
+		Files: int64(f.Files), AgentID: nullable(f.By.AgentID), RunID: nullable(f.By.RunID),
+		CreatedAt: f.CreatedAt.UTC(), MergedAt: utc(f.MergedAt)}
+}
+
+// Merge shows a merge of subject's fork.
+func Merge(subject string, m *agentfs.Merge) api.Merge {
+	out := api.Merge{Object: "merge", ForkID: m.ForkID, Base: m.Base.Cursor(subject).String(), DryRun: m.DryRun,
+		Applied: make([]api.Change, 0, len(m.Applied)), Conflicts: problem.MergeConflicts(m.Conflicts)}
+	for _, c := range m.Applied {
+		out.Applied = append(out.Applied, Change(c))
+	}
+	return out
 }

@@ -57,21 +57,27 @@ func (s *Store) CreateCheckpointTx(ctx context.Context, tx pgx.Tx, req agentfs.N
 // tx, with its checkpoint.deleted event; the versions it kept may then be
 // swept. An unknown one is agentfs.ErrNotFound.
 func (s *Store) DeleteCheckpointTx(ctx context.Context, tx pgx.Tx, subject, idOrName string, o agentfs.Origin) (*agentfs.Checkpoint, error) {
+	args := originArgs(o, pgx.NamedArgs{"subject": subject, "ref": idOrName})
 	c, err := scanCheckpoint(tx.QueryRow(ctx, `WITH c AS (
-			DELETE FROM checkpoints WHERE subject = @subject AND (id = @ref OR name = @ref) RETURNING *),
+			DELETE FROM checkpoints WHERE subject = @subject AND (id = @ref OR name = @ref)
+				AND `+visiblePath(ctx, "prefix", args)+` RETURNING *),
 		e AS (`+insertCheckpointEvent(agentfs.EventCheckpointDeleted)+`)
-		SELECT `+checkpointColumns+` FROM c`,
-		originArgs(o, pgx.NamedArgs{"subject": subject, "ref": idOrName})))
+		SELECT `+checkpointColumns+` FROM c`, args))
 	if err != nil {
 		return nil, fmt.Errorf("delete checkpoint: %w", err)
 	}
 	return c, nil
 }
 
-// Checkpoint is the subject's checkpoint by id or name.
+// Checkpoint is the subject's checkpoint by id or name. A scoped caller
+// (the reach of ctx) finds only the checkpoints of folders inside its
+// prefixes: one of every path, or of another folder, keeps versions it
+// cannot see. (Naming one as a point still resolves, ResolvePoint: what
+// is read at it is held to the reach.)
 func (s *Store) Checkpoint(ctx context.Context, subject, idOrName string) (*agentfs.Checkpoint, error) {
+	args := pgx.NamedArgs{"subject": subject, "ref": idOrName}
 	c, err := scanCheckpoint(s.pool.QueryRow(ctx, `SELECT `+checkpointColumns+` FROM checkpoints
-		WHERE subject = $1 AND (id = $2 OR name = $2)`, subject, idOrName))
+		WHERE subject = @subject AND (id = @ref OR name = @ref) AND `+visiblePath(ctx, "prefix", args), args))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
@@ -79,9 +85,11 @@ func (s *Store) Checkpoint(ctx context.Context, subject, idOrName string) (*agen
 }
 
 // ListCheckpoints lists the subject's checkpoints newest first, those of
-// prefixes under filter.Prefix when it is set.
+// prefixes under filter.Prefix when it is set, and only those a scoped
+// caller may see (Checkpoint).
 func (s *Store) ListCheckpoints(ctx context.Context, subject string, filter agentfs.CheckpointFilter) ([]*agentfs.Checkpoint, error) {
 	w := newFilter("subject = @subject", pgx.NamedArgs{"subject": subject, "limit": filter.Limit})
+	w.cond(visiblePath(ctx, "prefix", w.args))
 	w.when(filter.Prefix != "", `prefix LIKE @prefix ESCAPE '\'`, pgx.NamedArgs{"prefix": likePrefix(filter.Prefix)})
 	if c := filter.After; c != nil {
 		w.when(true, "(created_at, id) < (@after_created_at, @after_id)", pgx.NamedArgs{"after_created_at": c.CreatedAt, "after_id": c.ID})

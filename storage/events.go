@@ -25,14 +25,16 @@ func eventColumns(ctx context.Context, args pgx.NamedArgs) string {
 	}
 	return `pos, id, subject, type, file_id, path, ` + previous + `,
 	coalesce(version, 0), coalesce(size_bytes, 0), coalesce(sha256, ''), coalesce(agent_id, ''), coalesce(run_id, ''),
-	coalesce(idempotency_key, ''), coalesce(request_id, ''), coalesce(batch_id, ''), at, coalesce(checkpoint_id, '')`
+	coalesce(idempotency_key, ''), coalesce(request_id, ''), coalesce(batch_id, ''), at, coalesce(checkpoint_id, ''),
+	coalesce(fork_id, ''), coalesce(origin, '')`
 }
 
 func scanEvent(row pgx.Row) (*agentfs.Event, error) {
 	var e agentfs.Event
 	err := row.Scan(&e.Position, &e.ID, &e.Subject, &e.Type, &e.FileID, &e.Path, &e.PreviousPath,
 		&e.Version, &e.SizeBytes, &e.SHA256, &e.Origin.By.AgentID, &e.Origin.By.RunID,
-		&e.Origin.Key, &e.Origin.RequestID, &e.Origin.BatchID, &e.At, &e.CheckpointID)
+		&e.Origin.Key, &e.Origin.RequestID, &e.Origin.BatchID, &e.At, &e.CheckpointID,
+		&e.Origin.ForkID, &e.Origin.Via)
 	if err != nil {
 		return nil, Translate(err)
 	}

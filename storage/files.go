@@ -30,7 +30,7 @@ const (
 const fileColumns = `id, subject, path, size_bytes, content_type, sha256, version, blob_key,
 	coalesce(agent_id, ''), coalesce(run_id, ''), coalesce(last_agent_id, ''), coalesce(last_run_id, ''),
 	created_at, updated_at, deleted_at, purge_after, expires_at, ` + pastExpiry + `,
-	blocked, block_reason, mode, coalesce(mtime, updated_at), kind`
+	blocked, block_reason, mode, coalesce(mtime, updated_at), kind, coalesce(forked_from_id, ''), coalesce(forked_from_version, 0)`
 
 func (s *Store) scanFile(row pgx.Row) (*agentfs.File, error) {
 	var f agentfs.File
@@ -38,7 +38,7 @@ func (s *Store) scanFile(row pgx.Row) (*agentfs.File, error) {
 	err := row.Scan(&f.ID, &f.Subject, &f.Path, &f.SizeBytes, &f.ContentType, &f.SHA256, &f.Version, &f.BlobKey,
 		&f.AgentID, &f.RunID, &f.LastAgentID, &f.LastRunID,
 		&f.CreatedAt, &f.UpdatedAt, &f.DeletedAt, &f.PurgeAfter, &f.ExpiresAt, &expired, &f.Blocked, &f.BlockReason,
-		&f.Mode, &f.MTime, &f.Kind)
+		&f.Mode, &f.MTime, &f.Kind, &f.ForkedFromID, &f.ForkedFromVersion)
 	if err != nil {
 		return nil, Translate(err)
 	}
@@ -365,10 +365,10 @@ func writeFiles(i, f, typ string, supersede bool) string {
 			SELECT id, version, subject, size_bytes, content_type, sha256, blob_key, last_agent_id, last_run_id, updated_at
 			FROM f),
 		e AS (INSERT INTO events (subject, type, file_id, path, previous_path, version, size_bytes, sha256,
-				agent_id, run_id, idempotency_key, request_id, batch_id)
+				agent_id, run_id, idempotency_key, request_id, batch_id, fork_id, origin)
 			SELECT f.subject, ` + typ + `, f.id, f.path, NULL, f.version, f.size_bytes, f.sha256,
 				f.last_agent_id, f.last_run_id, nullif(i.idempotency_key, ''), nullif(i.request_id, ''),
-				nullif(i.batch_id, '')
+				nullif(i.batch_id, ''), nullif(@fork_id::text, ''), nullif(@via::text, '')
 			FROM f JOIN i ON i.id = f.id ORDER BY i.n),
 		t AS (INSERT INTO search_texts (blob_key, subject, kind, body)
 			SELECT f.blob_key, f.subject, i.search_kind, CASE WHEN i.search_kind = 0 THEN i.search_body END
@@ -404,6 +404,7 @@ type newFiles struct {
 	modes                                                         []int32
 	mtimes                                                        []*time.Time
 	kinds                                                         []string
+	forkID, via                                                   string // of every file: Origin.ForkID, Origin.Via
 }
 
 // add adds the file id that put makes with blob b, from origin o.
@@ -432,13 +433,13 @@ func (s *Store) insertFiles(ctx context.Context, q querier, subject string, n *n
 		"ids": n.ids, "paths": n.paths, "sizes": n.sizes, "content_types": n.contentTypes, "sha256s": n.sha256s,
 		"blob_keys": n.blobKeys, "agent_ids": n.agentIDs, "run_ids": n.runIDs, "expires_in": n.expiresIn,
 		"idempotency_keys": n.keys, "request_ids": n.requestIDs, "batch_ids": n.batchIDs,
-		"search_kinds": n.searchKinds, "search_bodies": n.searchBodies,
+		"search_kinds": n.searchKinds, "search_bodies": n.searchBodies, "fork_id": n.forkID, "via": n.via,
 		"modes": n.modes, "mtimes": n.mtimes, "kinds": n.kinds}))
 }
 
 // insertFile makes one new file at version 1 (insertFiles of one).
 func (s *Store) insertFile(ctx context.Context, q querier, put agentfs.Put, id string, b *writtenBlob, o agentfs.Origin) (*agentfs.File, error) {
-	var n newFiles
+	n := newFiles{forkID: o.ForkID, via: o.Via}
 	n.add(id, put, b, o)
 	files, err := s.insertFiles(ctx, q, put.Subject, &n)
 	switch {
@@ -484,7 +485,7 @@ func (s *Store) updateFile(ctx context.Context, q querier, u fileUpdate) (*agent
 	return s.scanFile(q.QueryRow(ctx, updateFileSQL, pgx.NamedArgs{"id": u.id, "size": b.size, "search_kind": kind, "search_body": body,
 		"content_type": put.ContentType, "sha256": b.sha256, "blob_key": b.key, "agent_id": put.By.AgentID,
 		"run_id": put.By.RunID, "expires_in": put.ExpiresIn.Seconds(), "event": u.event, "only_version": u.onlyVersion,
-		"idempotency_key": o.Key, "request_id": o.RequestID, "batch_id": o.BatchID,
+		"idempotency_key": o.Key, "request_id": o.RequestID, "batch_id": o.BatchID, "fork_id": o.ForkID, "via": o.Via,
 		"mode": put.Meta.Mode, "mtime": put.Meta.MTime, "kind": put.Meta.Kind}))
 }
 
@@ -493,17 +494,17 @@ func (s *Store) updateFile(ctx context.Context, q querier, u fileUpdate) (*agent
 // are the named arguments of originArgs.
 func insertEventFrom(typ, previous string) string {
 	return `INSERT INTO events (subject, type, file_id, path, previous_path, version, size_bytes, sha256,
-			agent_id, run_id, idempotency_key, request_id, batch_id)
+			agent_id, run_id, idempotency_key, request_id, batch_id, fork_id, origin)
 		SELECT subject, ` + typ + `, id, path, ` + previous + `, version, size_bytes, sha256,
 			nullif(@agent_id, ''), nullif(@run_id, ''), nullif(@idempotency_key, ''),
-			nullif(@request_id, ''), nullif(@batch_id, '') FROM f`
+			nullif(@request_id, ''), nullif(@batch_id, ''), nullif(@fork_id::text, ''), nullif(@via::text, '') FROM f`
 }
 
 // originArgs are the named arguments of an event's attribution and origin
 // (insertEventFrom), with more of a statement's own.
 func originArgs(o agentfs.Origin, more pgx.NamedArgs) pgx.NamedArgs {
 	args := pgx.NamedArgs{"agent_id": o.By.AgentID, "run_id": o.By.RunID, "idempotency_key": o.Key,
-		"request_id": o.RequestID, "batch_id": o.BatchID}
+		"request_id": o.RequestID, "batch_id": o.BatchID, "fork_id": o.ForkID, "via": o.Via}
 	for k, v := range more {
 		args[k] = v
 	}

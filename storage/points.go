@@ -97,7 +97,7 @@ func (s *Store) checkpointPoint(ctx context.Context, subject string, spec agentf
 const stateColumns = `s.file_id, s.subject, s.path, s.size_bytes, s.content_type, s.sha256, s.version, s.blob_key,
 	coalesce(f.agent_id, ''), coalesce(f.run_id, ''), coalesce(v.agent_id, ''), coalesce(v.run_id, ''),
 	f.created_at, coalesce(v.created_at, f.updated_at), NULL::timestamptz, NULL::timestamptz, s.expires_at, false,
-	f.blocked, f.block_reason, f.mode, coalesce(f.mtime, v.created_at, f.updated_at), f.kind`
+	f.blocked, f.block_reason, f.mode, coalesce(f.mtime, v.created_at, f.updated_at), f.kind, coalesce(f.forked_from_id, ''), coalesce(f.forked_from_version, 0)`
 
 const stateFrom = `file_states s JOIN files f ON f.id = s.file_id
 	LEFT JOIN file_versions v ON v.file_id = s.file_id AND v.version = s.version`

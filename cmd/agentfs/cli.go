@@ -87,6 +87,7 @@ func clientCommands() []*command {
 	}
 	verbs = append(verbs, pointCommands()...)
 	verbs = append(verbs, webhookCommand())
+	verbs = append(verbs, forkCommands()...)
 	return append(verbs, append(historyCommands(), ledgerCommands()...)...)
 }
 

@@ -320,7 +320,7 @@ Usage: agentfs COMMAND [ARGUMENTS] [FLAGS]
 		names []string
 	}{
 		{"Server and administration (read AGENTFS_DATABASE_URL and AGENTFS_S3_*)", []string{"serve", "migrate", "token", "admin", "healthcheck"}},
-		{"Client (talks to AGENTFS_URL with AGENTFS_TOKEN; retries only what is safe to repeat)", []string{"put", "upload", "get", "cat", "cp", "sync", "ls", "grep", "mount", "rm", "restore", "checkpoint", "diff", "batch", "protocol", "mcp"}},
+		{"Client (talks to AGENTFS_URL with AGENTFS_TOKEN; retries only what is safe to repeat)", []string{"put", "upload", "get", "cat", "cp", "sync", "ls", "grep", "mount", "rm", "restore", "checkpoint", "diff", "fork", "merge", "batch", "protocol", "mcp"}},
 		{"History, sharing and what happened (the same client)", []string{"versions", "revert", "mv", "share", "expire", "uploads", "batches", "events", "run", "webhook"}},
 		{"Other", []string{"help", "version"}},
 	} {

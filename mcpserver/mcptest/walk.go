@@ -29,6 +29,8 @@ type Fixture struct {
 	Dir       string
 	DeletedID string
 	RunID     string
+	// ForkID is a fork of Dir-fsrc to Dir-fdst, for the merge tool.
+	ForkID string
 }
 
 // Prepare makes a walk's fixture under dir through c, a client whose token
@@ -55,7 +57,14 @@ func Prepare(t testing.TB, c *client.Client, dir, runID string) Fixture {
 	if _, err := c.DeleteFile(ctx, gone.ID, client.DeleteOptions{}); err != nil {
 		t.Fatalf("delete %s: %v", gone.ID, err)
 	}
-	return Fixture{Dir: dir, DeletedID: gone.ID, RunID: runID}
+	if _, err := c.PutFile(ctx, dir+"-fsrc/f.txt", bytes.NewReader([]byte("forked")), client.PutOptions{}); err != nil {
+		t.Fatalf("put %s-fsrc/f.txt: %v", dir, err)
+	}
+	fork, err := c.CreateFork(ctx, dir+"-fsrc/", dir+"-fdst/", client.ForkOptions{})
+	if err != nil {
+		t.Fatalf("fork %s-fsrc: %v", dir, err)
+	}
+	return Fixture{Dir: dir, DeletedID: gone.ID, RunID: runID, ForkID: fork.ID}
 }
 
 // step is one tool call of the walk.
@@ -92,6 +101,8 @@ func (fx Fixture) steps() []step {
 		{"list_checkpoints", map[string]any{"path": fx.Dir}},
 		{"diff", map[string]any{"from": "now", "path": fx.Dir}},
 		{"restore", map[string]any{"path": fx.Dir, "to": "now", "dry_run": true}},
+		{"fork", map[string]any{"source": fx.Dir + "-fsrc", "destination": fx.Dir + "-fcopy"}},
+		{"merge", map[string]any{"fork_id": fx.ForkID, "dry_run": true}},
 	}
 }
 

@@ -85,6 +85,11 @@ from ._retry import (
     ROUTE_ROTATE_WEBHOOK,
     ROUTE_REPLAY_WEBHOOK,
     ROUTE_WEBHOOK_DELIVERIES,
+    ROUTE_CREATE_FORK,
+    ROUTE_LIST_FORKS,
+    ROUTE_FORK,
+    ROUTE_DELETE_FORK,
+    ROUTE_MERGE,
     ROUTE_REVOKE_LINK,
     ROUTE_LIST_RUNS,
     ROUTE_RUN,
@@ -871,6 +876,36 @@ class BaseClient:
         key = None if dry_run else _required_key(idempotency_key)
         req = route_request(ROUTE_RESTORE, "/v1/restore", key=key, agent_id=NOT_GIVEN, run_id=NOT_GIVEN)
         return _json_body(req, {"prefix": prefix, "to": to, "force": bool(force), "dry_run": bool(dry_run)})
+
+    # Forks and merges.
+
+    def _r_create_fork(self, from_: str, to: str, *, as_of: Optional[str], idempotency_key: Optional[str]) -> Request:
+        req = self._write(ROUTE_CREATE_FORK, "/v1/forks", idempotency_key, NOT_GIVEN, NOT_GIVEN)
+        body = {"from": from_, "to": to}
+        if as_of is not None:
+            body["as_of"] = as_of
+        return _json_body(req, body)
+
+    def _r_list_forks(self, *, limit: Optional[int], cursor: Optional[str]) -> Request:
+        return _page(route_request(ROUTE_LIST_FORKS, "/v1/forks"), limit, cursor)
+
+    def _r_get_fork(self, fork_id: str) -> Request:
+        return route_request(ROUTE_FORK, "/v1/forks/" + escape(fork_id))
+
+    def _r_delete_fork(self, fork_id: str) -> Request:
+        return self._write(ROUTE_DELETE_FORK, "/v1/forks/" + escape(fork_id), None, NOT_GIVEN, NOT_GIVEN)
+
+    def _r_merge(self, fork_id: str, *, on_conflict: Optional[str], dry_run: bool,
+                 idempotency_key: Optional[str]) -> Request:
+        path = "/v1/forks/" + escape(fork_id) + "/merge"
+        if dry_run:
+            req = route_request(ROUTE_MERGE, path)
+        else:
+            req = self._write(ROUTE_MERGE, path, idempotency_key, NOT_GIVEN, NOT_GIVEN)
+        body: dict[str, Any] = {"dry_run": bool(dry_run)}
+        if on_conflict is not None:
+            body["on_conflict"] = on_conflict
+        return _json_body(req, body)
 
 
 def _required_key(given: Optional[str]) -> str:

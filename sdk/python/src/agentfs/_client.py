@@ -51,7 +51,9 @@ from ._models import (
     File,
     FileVersion,
     Folder,
+    Fork,
     Link,
+    Merge,
     Operation,
     Page,
     Protocol,
@@ -988,6 +990,40 @@ class Client(BaseClient):
         if wait and not b.terminal:
             return self.wait_batch(b.id, timeout=timeout)
         return b
+
+    def fork(self, from_: str, to: str, *, as_of: Optional[str] = None,
+             idempotency_key: Optional[str] = None) -> Fork:
+        """Copy the files under the folder ``from_`` (as of the point ``as_of``; default now) to ``to`` (POST /v1/forks).
+
+        The copies are new files sharing their bytes: nothing is copied. A live
+        file under ``to`` raises PathExistsError.
+        """
+        return Fork.from_dict(self._json(self._r_create_fork(from_, to, as_of=as_of,
+                                                             idempotency_key=idempotency_key)))
+
+    def list_forks(self, *, limit: Optional[int] = None, cursor: Optional[str] = None) -> Page[Fork]:
+        """One page of forks, newest first (GET /v1/forks)."""
+        return self._page(self._r_list_forks(limit=limit, cursor=cursor), Fork.from_dict,
+                          lambda c: self.list_forks(limit=limit, cursor=c))
+
+    def get_fork(self, fork_id: str) -> Fork:
+        """A fork by id (GET /v1/forks/{id})."""
+        return Fork.from_dict(self._json(self._r_get_fork(fork_id)))
+
+    def delete_fork(self, fork_id: str) -> Fork:
+        """Forget a fork; its files stay (DELETE /v1/forks/{id})."""
+        return Fork.from_dict(self._json(self._r_delete_fork(fork_id)))
+
+    def merge(self, fork_id: str, *, on_conflict: Optional[str] = None, dry_run: bool = False,
+              idempotency_key: Optional[str] = None) -> Merge:
+        """Merge a fork back into its source in one transaction (POST /v1/forks/{id}/merge).
+
+        With conflicts and ``on_conflict`` fail (the default) it raises a
+        Problem MERGE_CONFLICT whose ``conflicts`` list every one, and nothing
+        is merged; ``fork`` or ``target`` picks the side that wins.
+        """
+        return Merge.from_dict(self._json(self._r_merge(fork_id, on_conflict=on_conflict, dry_run=dry_run,
+                                                        idempotency_key=idempotency_key)))
 
 
 def _copy(chunks: Iterator[bytes], out: BinaryIO, received: Received) -> int:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
+
+if TYPE_CHECKING:
+    from ._models import MergeConflict
 
 __all__ = [
     "AgentFSError",
@@ -85,6 +88,7 @@ class Problem(AgentFSError):
         existing_file_id: Optional[str] = None,
         missing_parts: Optional[list[int]] = None,
         missing_scope: Optional[str] = None,
+        conflicts: Optional[list[MergeConflict]] = None,
         errors: Optional[list[FieldError]] = None,
         body: Optional[Mapping[str, Any]] = None,
     ) -> None:
@@ -104,6 +108,8 @@ class Problem(AgentFSError):
         self.missing_parts = list(missing_parts or [])
         #: The scope the token lacks, with FORBIDDEN ("read" or "write").
         self.missing_scope = missing_scope
+        #: Every path changed on both sides (MergeConflict), with MERGE_CONFLICT.
+        self.conflicts = list(conflicts or [])
         #: The offending fields, with VALIDATION_FAILED and others.
         self.errors = list(errors or [])
         #: The problem document as the server sent it (empty if it was not JSON).
@@ -283,6 +289,7 @@ def problem_from_dict(
         existing_file_id=data.get("existing_file_id") if isinstance(data.get("existing_file_id"), str) else None,
         missing_parts=missing,
         missing_scope=data.get("missing_scope") if isinstance(data.get("missing_scope"), str) else None,
+        conflicts=_conflicts(data.get("conflicts")),
         errors=errors,
         body=data,
     )
@@ -330,3 +337,10 @@ def problem_from_response(
 
 def _int(v: Any, default: int) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
+def _conflicts(v: Any) -> list[MergeConflict]:
+    """The MergeConflicts of a MERGE_CONFLICT problem."""
+    from ._models import MergeConflict  # noqa: F811 (_models imports this module)
+
+    return [MergeConflict.from_dict(c) for c in v or [] if isinstance(c, Mapping)]

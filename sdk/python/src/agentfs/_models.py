@@ -41,6 +41,11 @@ __all__ = [
     "SearchResults",
     "AsyncSearchResults",
     "Checkpoint",
+    "FileVersionRef",
+    "Fork",
+    "Merge",
+    "MergeConflict",
+    "MergeSide",
     "Change",
     "ChangeSide",
     "RestorePlan",
@@ -170,6 +175,8 @@ class File:
     blocked: bool
     #: When the file stops being served and counts as deleted; None: never.
     expires_at: Optional[datetime] = None
+    #: The file and version a fork copied this file from; None: not a fork's copy.
+    forked_from: Optional["FileVersionRef"] = None
     object: str = "file"
     #: POSIX permission bits (0o644 unless a write set them).
     mode: int = 0o644
@@ -181,6 +188,20 @@ class File:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "File":
         """Build a File from its JSON object."""
+        ff = d.get("forked_from")
+        return _read(cls, d, forked_from=FileVersionRef.from_dict(ff) if isinstance(ff, Mapping) else None)
+
+
+@dataclass
+class FileVersionRef:
+    """One version of a file."""
+
+    file_id: str
+    version: int
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "FileVersionRef":
+        """Build a FileVersionRef from its JSON object."""
         return _read(cls, d)
 
 
@@ -740,6 +761,89 @@ class Checkpoint:
 
 
 @dataclass
+class Fork:
+    """A copy-on-write copy of the files under one folder, merged back with merge()."""
+
+    id: str
+    #: The folder forked (and merged into).
+    from_: str
+    #: The folder the copies went to.
+    to: str
+    #: The point forked, then that of the last merge, as an event cursor.
+    base: str
+    #: How many files the fork copied.
+    files: int
+    agent_id: Optional[str]
+    run_id: Optional[str]
+    created_at: Optional[datetime]
+    merged_at: Optional[datetime]
+    object: str = "fork"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Fork":
+        """Build a Fork from its JSON object (``from`` is read into ``from_``)."""
+        f = d.get("from")
+        return _read(cls, d, from_=f if isinstance(f, str) else "")
+
+
+@dataclass
+class MergeSide:
+    """One side of a merge at a path: a file's version and content."""
+
+    file_id: str
+    version: int
+    sha256: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "MergeSide":
+        """Build a MergeSide from its JSON object."""
+        return _read(cls, d)
+
+
+@dataclass
+class MergeConflict:
+    """A path changed on both sides of a merge to different bytes; a side with no file there is None."""
+
+    #: The target's path.
+    path: str
+    base: Optional[MergeSide]
+    fork: Optional[MergeSide]
+    target: Optional[MergeSide]
+    #: The side the merge kept ("fork" or "target"); None when nothing was merged.
+    resolution: Optional[str]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "MergeConflict":
+        """Build a MergeConflict from its JSON object."""
+
+        def side(v: Any) -> Optional[MergeSide]:
+            return MergeSide.from_dict(v) if isinstance(v, Mapping) else None
+
+        return _read(cls, d, base=side(d.get("base")), fork=side(d.get("fork")), target=side(d.get("target")))
+
+
+@dataclass
+class Merge:
+    """A merge of a fork back into its source (with dry_run, what it would do)."""
+
+    fork_id: str
+    #: The fork's base after the merge, as an event cursor.
+    base: str
+    dry_run: bool
+    #: The changes applied to the target, as a diff lists them.
+    applied: list[Change]
+    #: The paths changed on both sides, with the side kept.
+    conflicts: list[MergeConflict]
+    object: str = "merge"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Merge":
+        """Build a Merge from its JSON object."""
+        return _read(cls, d, applied=[Change.from_dict(c) for c in d.get("applied") or []],
+                     conflicts=[MergeConflict.from_dict(c) for c in d.get("conflicts") or []])
+
+
+@dataclass
 class Event:
     """One effect on a file, committed in the same transaction as the effect: the feed shows what happened, once."""
 
@@ -764,6 +868,10 @@ class Event:
     at: Optional[datetime]
     #: The checkpoint of a checkpoint.created or checkpoint.deleted event (file_id is then empty); None for file events.
     checkpoint_id: Optional[str]
+    #: The fork of an event a fork or a merge wrote; None for every other event.
+    fork_id: Optional[str] = None
+    #: "fork" or "merge" for the events they wrote; None for every other write.
+    origin: Optional[str] = None
     object: str = "event"
 
     @classmethod

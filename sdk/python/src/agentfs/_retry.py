@@ -123,6 +123,11 @@ ROUTE_DELETE_WEBHOOK = "DELETE /v1/webhooks/{id}"
 ROUTE_ROTATE_WEBHOOK = "POST /v1/webhooks/{id}/rotate-secret"
 ROUTE_REPLAY_WEBHOOK = "POST /v1/webhooks/{id}/replay"
 ROUTE_WEBHOOK_DELIVERIES = "GET /v1/webhooks/{id}/deliveries"
+ROUTE_CREATE_FORK = "POST /v1/forks"
+ROUTE_LIST_FORKS = "GET /v1/forks"
+ROUTE_FORK = "GET /v1/forks/{id}"
+ROUTE_DELETE_FORK = "DELETE /v1/forks/{id}"
+ROUTE_MERGE = "POST /v1/forks/{id}/merge"
 
 _SAFE_WITHOUT_KEY = {
     ROUTE_DELETE_FILE,

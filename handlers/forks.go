@@ -1,0 +1,151 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/api"
+	"github.com/agentfs/agentfs/problem"
+	"github.com/agentfs/agentfs/render"
+)
+
+// createForkBody is the body of POST /v1/forks.
+type createForkBody struct {
+	From *string `json:"from"`
+	To   *string `json:"to"`
+	AsOf *string `json:"as_of"`
+}
+
+// bindFork checks a fork's body: two folders, neither inside the other,
+// and a point (now when absent).
+func bindFork(body createForkBody, subject string) (agentfs.NewFork, error) {
+	var req agentfs.NewFork
+	for _, f := range []struct {
+		name string
+		v    *string
+		dst  *string
+	}{{"from", body.From, &req.From}, {"to", body.To, &req.To}} {
+		if f.v == nil || *f.v == "" {
+			return req, problem.Validation(f.name, "is required: a folder such as src/")
+		}
+		p, err := agentfs.NormalizeFolder(*f.v)
+		if err != nil {
+			return req, problem.Validation(f.name, err.Error())
+		}
+		*f.dst = p
+	}
+	if err := agentfs.CheckForkPrefixes(req.From, req.To); err != nil {
+		return req, err
+	}
+	asOf := "now"
+	if body.AsOf != nil && *body.AsOf != "" {
+		asOf = *body.AsOf
+	}
+	var err error
+	req.AsOf, err = agentfs.ParsePoint("as_of", asOf, subject)
+	return req, err
+}
+
+// createFork is POST /v1/forks: 201 with the fork.
+func (a *API) createFork(c echo.Context) error {
+	var body createForkBody
+	if _, err := readJSON(c, maxJSONBytes, &body, false); err != nil {
+		return err
+	}
+	req, err := bindFork(body, caller(c).Subject)
+	if err != nil {
+		return err
+	}
+	res, err := a.deps.Writes.CreateFork(c.Request().Context(), caller(c), req)
+	return writeResult(c, res, err)
+}
+
+// mergeBody is the body of POST /v1/forks/{id}/merge.
+type mergeBody struct {
+	OnConflict *string `json:"on_conflict"`
+	DryRun     bool    `json:"dry_run"`
+}
+
+// bindMerge checks a merge's body.
+func bindMerge(body mergeBody, forkID string) (agentfs.MergeRequest, error) {
+	req := agentfs.MergeRequest{ForkID: forkID, OnConflict: agentfs.OnConflictFail, DryRun: body.DryRun}
+	if body.OnConflict != nil {
+		switch *body.OnConflict {
+		case agentfs.OnConflictFail, agentfs.OnConflictFork, agentfs.OnConflictTarget:
+			req.OnConflict = *body.OnConflict
+		default:
+			return req, problem.Validation("on_conflict", "must be fail, fork or target")
+		}
+	}
+	return req, nil
+}
+
+// mergeFork is POST /v1/forks/{id}/merge: 200 with the merge (with
+// dry_run, what it would do, nothing changed), or 409 MERGE_CONFLICT.
+func (a *API) mergeFork(c echo.Context) error {
+	var body mergeBody
+	if _, err := readJSON(c, maxJSONBytes, &body, true); err != nil {
+		return err
+	}
+	req, err := bindMerge(body, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if req.DryRun {
+		m, err := a.deps.Writes.PlanMerge(c.Request().Context(), caller(c), req)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, render.Merge(caller(c).Subject, m))
+	}
+	res, err := a.deps.Writes.Merge(c.Request().Context(), caller(c), req)
+	return writeResult(c, res, err)
+}
+
+// listForks is GET /v1/forks: newest first.
+func (a *API) listForks(c echo.Context) error {
+	limit, err := limitParam(c, defaultListLimit, maxListLimit)
+	if err != nil {
+		return err
+	}
+	filter := agentfs.ForkFilter{Limit: limit + 1}
+	if v := c.QueryParam("cursor"); v != "" {
+		cur, err := agentfs.ParseCursor(v, "fork")
+		if err != nil {
+			return problem.Invalid("cursor", err.Error())
+		}
+		filter.After = &cur
+	}
+	forks, err := a.deps.Points.ListForks(c.Request().Context(), caller(c), filter)
+	if err != nil {
+		return err
+	}
+	out := api.ForkList{Data: make([]api.Fork, 0, len(forks))}
+	if len(forks) > limit {
+		forks, out.HasMore = forks[:limit], true
+		last := forks[limit-1]
+		next := agentfs.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
+		out.NextCursor = &next
+	}
+	for _, f := range forks {
+		out.Data = append(out.Data, render.Fork(f))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// getFork is GET /v1/forks/{id}.
+func (a *API) getFork(c echo.Context) error {
+	f, err := a.deps.Points.Fork(c.Request().Context(), caller(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, render.Fork(f))
+}
+
+// deleteFork is DELETE /v1/forks/{id}: forgets the fork; its files stay.
+func (a *API) deleteFork(c echo.Context) error {
+	res, err := a.deps.Writes.DeleteFork(c.Request().Context(), caller(c), c.Param("id"))
+	return writeResult(c, res, err)
+}
