@@ -124,6 +124,10 @@ func (b *Batch) Counts() ItemCounts {
 // BatchFilter selects batches to list, newest first.
 type BatchFilter struct {
 	Status string
+	// RunID, when set, keeps the batches made by that run's requests;
+	// Open keeps those not yet terminal (queued or running).
+	RunID string
+	Open  bool
 	Limit  int
 	After  *Cursor
 }

@@ -81,6 +81,8 @@ const (
 	OpListCheckpoints = "list_checkpoints"
 	OpGetCheckpoint   = "get_checkpoint"
 	OpDiff            = "diff"
+	// OpRunRecovery is a run's recovery (DESIGN §25).
+	OpRunRecovery = "run_recovery"
 )
 
 var (
@@ -115,7 +117,7 @@ var operationScopes = map[string][]string{
 	OpListLinks: needsRead, OpGetUpload: needsRead, OpListUploads: needsRead, OpGetBatch: needsRead, OpListBatches: needsRead,
 	OpGetOperation: needsRead, OpListEvents: needsRead, OpGetRun: needsRead, OpRunArchive: needsRead,
 	OpSearch: needsRead, OpListTokens: needsNothing, OpGetToken: needsNothing,
-	OpListCheckpoints: needsRead, OpGetCheckpoint: needsRead, OpDiff: needsRead,
+	OpListCheckpoints: needsRead, OpGetCheckpoint: needsRead, OpDiff: needsRead, OpRunRecovery: needsRead,
 }
 
 // readOperations are the operations the read gate serves; every other
@@ -124,7 +126,7 @@ var readOperations = map[string]bool{
 	OpGetFile: true, OpListFiles: true, OpReadContent: true, OpListVersions: true, OpGetVersion: true,
 	OpListLinks: true, OpGetUpload: true, OpListUploads: true, OpGetBatch: true, OpListBatches: true,
 	OpGetOperation: true, OpListEvents: true, OpGetRun: true, OpRunArchive: true, OpListTokens: true, OpGetToken: true,
-	OpSearch: true, OpListCheckpoints: true, OpGetCheckpoint: true, OpDiff: true,
+	OpSearch: true, OpListCheckpoints: true, OpGetCheckpoint: true, OpDiff: true, OpRunRecovery: true,
 }
 
 // IsRead reports whether op is a read (served by the read gate) rather

@@ -54,6 +54,7 @@ type Ledger interface {
 	EventsStart(ctx context.Context, who agentfs.Caller) (agentfs.EventCursor, error)
 	RunSummary(ctx context.Context, who agentfs.Caller, runID string) (*agentfs.RunSummary, error)
 	RunArchive(ctx context.Context, who agentfs.Caller, runID string) (*agentfs.RunSummary, error)
+	RunRecovery(ctx context.Context, who agentfs.Caller, runID string, filter agentfs.RecoveryFilter) (*agentfs.Recovery, error)
 }
 
 // Writes is the admission core (package admission): every write the API
@@ -354,6 +355,7 @@ func (a *API) addV1(v1 *echo.Group) {
 	add(get, "/search", agentfs.OpSearch, a.search)
 	add(get, "/runs/:run_id", agentfs.OpGetRun, a.getRun)
 	add(get, "/runs/:run_id/archive", agentfs.OpRunArchive, a.runArchive)
+	add(get, "/runs/:run_id/recovery", agentfs.OpRunRecovery, a.getRunRecovery)
 	add(post, "/runs/:run_id/revert", agentfs.OpRevertRun, a.revertRun)
 	add(post, "/tokens", agentfs.OpCreateToken, a.createToken)
 	add(get, "/tokens", agentfs.OpListTokens, a.listTokens)

@@ -39,6 +39,7 @@ type Store interface {
 	AwaitEvents(ctx context.Context, subject string, filter agentfs.EventFilter, wait time.Duration) ([]*agentfs.Event, agentfs.EventCursor, error)
 	EventsStart(ctx context.Context, subject string) (agentfs.EventCursor, error)
 	RunSummary(ctx context.Context, subject, runID string) (*agentfs.RunSummary, error)
+	RunRecovery(ctx context.Context, subject, runID string, filter agentfs.RecoveryFilter) (*agentfs.Recovery, error)
 	Search(ctx context.Context, subject string, q agentfs.Search) (*agentfs.SearchPage, error)
 	Tokens(ctx context.Context, subject, me string, after *agentfs.Cursor, limit int) ([]*agentfs.Token, error)
 	Token(ctx context.Context, subject, me, id string) (*agentfs.Token, error)
