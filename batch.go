@@ -128,8 +128,8 @@ type BatchFilter struct {
 	// Open keeps those not yet terminal (queued or running).
 	RunID string
 	Open  bool
-	Limit  int
-	After  *Cursor
+	Limit int
+	After *Cursor
 }
 
 // Undo is what undoing a run does to one file: bring it back to the state

@@ -188,6 +188,6 @@ type UploadFilter struct {
 	// completing), as a run's recovery lists them.
 	RunID string
 	Open  bool
-	Limit  int
-	After  *Cursor
+	Limit int
+	After *Cursor
 }

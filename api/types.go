@@ -812,7 +812,7 @@ type RunRecovery struct {
 	// PredatesRunRecord counts the caller's kept keys claimed before keys
 	// recorded their run: any of them may be this run's, and none is
 	// listed.
-	PredatesRunRecord int `json:"predates_run_record"`
+	PredatesRunRecord int     `json:"predates_run_record"`
 	HasMore           bool    `json:"has_more"`
 	NextCursor        *string `json:"next_cursor"`
 }
@@ -849,13 +849,13 @@ type RecoveryInFlight struct {
 
 // RecoveryUpload is an upload session of the run still open.
 type RecoveryUpload struct {
-	ID            string  `json:"id"`
-	Path          string  `json:"path"`
-	Status        string  `json:"status"`
-	PartsReceived []int `json:"parts_received"`
-	PartCount     int   `json:"part_count"`
-	MissingParts  []int `json:"missing_parts"`
-	Next          Next    `json:"next"`
+	ID            string `json:"id"`
+	Path          string `json:"path"`
+	Status        string `json:"status"`
+	PartsReceived []int  `json:"parts_received"`
+	PartCount     int    `json:"part_count"`
+	MissingParts  []int  `json:"missing_parts"`
+	Next          Next   `json:"next"`
 }
 
 // RecoveryBatch is a batch of the run not yet terminal.
