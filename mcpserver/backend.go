@@ -63,6 +63,7 @@ type Backend interface {
 	// files that match pattern (GET /v1/search).
 	Search(ctx context.Context, pattern string, opts SearchOptions) (*SearchPage, error)
 	PointsBackend
+	RecoveryBackend
 }
 
 // File is a stored file's metadata, with the API's field names (schema File

@@ -190,6 +190,7 @@ var toolOperations = map[string][]string{
 	"list_checkpoints":    {agentfs.OpListCheckpoints},
 	"diff":                {agentfs.OpDiff, agentfs.OpReadContent},
 	"restore":             {agentfs.OpRestorePoint},
+	"run_recovery":        {agentfs.OpRunRecovery},
 }
 
 // ToolOperations names the operations a tool runs, whose scopes
@@ -427,7 +428,7 @@ func toolSpecs() []*toolSpec {
 			listDirectoryTool(), directoryTreeTool(), searchFilesTool(), grepFilesTool(),
 			getFileInfoTool(), deleteFileTool(), restoreFileTool(), listRunFilesTool(),
 			moveFileTool(), fileHistoryTool(), revertFileTool(), shareFileTool(), runSummaryTool(),
-			checkpointTool(), listCheckpointsTool(), diffTool(), restoreTool(),
+			checkpointTool(), listCheckpointsTool(), diffTool(), restoreTool(), runRecoveryTool(),
 		}
 	})
 	return specs
