@@ -43,6 +43,7 @@ type Sessions interface {
 	Upload(ctx context.Context, who agentfs.Caller, id string) (*agentfs.Upload, *agentfs.File, error)
 	ListUploads(ctx context.Context, who agentfs.Caller, filter agentfs.UploadFilter) ([]*agentfs.Upload, error)
 	Batch(ctx context.Context, who agentfs.Caller, id string) (*agentfs.Batch, map[string]*agentfs.File, error)
+	AwaitBatch(ctx context.Context, who agentfs.Caller, id string, wait time.Duration) (*agentfs.Batch, map[string]*agentfs.File, error)
 	ListBatches(ctx context.Context, who agentfs.Caller, filter agentfs.BatchFilter) ([]*agentfs.Batch, error)
 	Operation(ctx context.Context, who agentfs.Caller, key string) (*idempotency.Record, error)
 }
