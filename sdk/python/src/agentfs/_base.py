@@ -81,6 +81,7 @@ from ._retry import (
     ROUTE_RUN,
     ROUTE_SEARCH,
     ROUTE_RUN_ARCHIVE,
+    ROUTE_RUN_RECOVERY,
     ROUTE_UPLOAD,
     ROUTE_UPLOAD_PART,
     ROUTE_VERSION,
@@ -724,6 +725,9 @@ class BaseClient:
 
     def _r_run(self, run_id: str) -> Request:
         return route_request(ROUTE_RUN, _run_path(run_id))
+
+    def _r_run_recovery(self, run_id: str, limit: Optional[int], cursor: Optional[str]) -> Request:
+        return _page(route_request(ROUTE_RUN_RECOVERY, _run_path(run_id) + "/recovery"), limit, cursor)
 
     def _r_run_archive(self, run_id: str, format: str) -> Request:
         if format not in ARCHIVE_FORMATS:
