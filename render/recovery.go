@@ -34,7 +34,7 @@ func Recovery(r *agentfs.Recovery) api.RunRecovery {
 	}
 	var resend []api.Next
 	for _, o := range r.Operations {
-		op := recoveryOp(o)
+		op := recoveryOp(r.RunID, o)
 		out.Operations = append(out.Operations, op)
 		switch o.Status {
 		case agentfs.KeyInProgress:
@@ -58,7 +58,7 @@ func Recovery(r *agentfs.Recovery) api.RunRecovery {
 	return out
 }
 
-func recoveryOp(o agentfs.KeyOperation) api.RecoveryOp {
+func recoveryOp(runID string, o agentfs.KeyOperation) api.RecoveryOp {
 	op := api.RecoveryOp{IdempotencyKey: o.Key, Method: o.Method, Route: o.Route, Status: o.Status, At: o.At}
 	poll := "/v1/operations/" + url.PathEscape(o.Key)
 	switch o.Status {
@@ -78,8 +78,8 @@ func recoveryOp(o agentfs.KeyOperation) api.RecoveryOp {
 			Method: http.MethodGet, Path: poll, AfterSeconds: secs}
 	default:
 		path := resendPath(o)
-		op.Next = api.Next{Text: fmt.Sprintf("send %s %s again with Idempotency-Key %s and the same body: its first attempt died before anything was recorded, so nothing happened",
-			o.Method, path, o.Key), Method: o.Method, Path: path, IdempotencyKey: o.Key}
+		op.Next = api.Next{Text: fmt.Sprintf("send %s %s again with Idempotency-Key %s, X-Run-ID %s and the same body: its first attempt died before anything was recorded, so nothing happened",
+			o.Method, path, o.Key, runID), Method: o.Method, Path: path, IdempotencyKey: o.Key}
 	}
 	return op
 }

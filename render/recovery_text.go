@@ -24,8 +24,12 @@ func RecoveryText(r api.RunRecovery) string {
 		fmt.Fprintf(&b, "- %s %s: %s %s. %s\n", o.IdempotencyKey, o.Status, o.Method, o.Route, sentence(o.Next.Text))
 	}
 	for _, u := range r.InFlight.Uploads {
-		fmt.Fprintf(&b, "- upload %s (%s) %s: %d of %d parts received. %s\n", u.ID, u.Path, u.Status,
-			len(u.PartsReceived), u.PartCount, sentence(u.Next.Text))
+		missing := "none missing"
+		if len(u.MissingParts) > 0 {
+			missing = "missing " + partRanges(u.MissingParts)
+		}
+		fmt.Fprintf(&b, "- upload %s (%s) %s: %d of %d parts received, %s. %s\n", u.ID, u.Path, u.Status,
+			len(u.PartsReceived), u.PartCount, missing, sentence(u.Next.Text))
 	}
 	for _, bt := range r.InFlight.Batches {
 		fmt.Fprintf(&b, "- batch %s %s: %d of %d items done. %s\n", bt.ID, bt.Status,
