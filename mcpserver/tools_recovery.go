@@ -35,15 +35,10 @@ func runRecoveryTool() *toolSpec {
 	}, func(s *jsonschema.Schema) {
 		s.Properties["run_id"].MaxLength = ptr(agentfs.MaxTagValueLen)
 	}, func(ctx context.Context, tb *toolbox, in *runRecoveryIn, cc *callContext) (*reply[RunRecovery], error) {
-		_, myRun := tb.attribution(ctx)
-		run := cmpOr(in.RunID, myRun)
-		if run == "" {
-			return nil, validation("run_id", "give run_id: this session has no run id of its own")
+		run, err := tb.runArg(ctx, in.RunID, cc)
+		if err != nil {
+			return nil, err
 		}
-		if !agentfs.ValidTagValue(run) {
-			return nil, validation("run_id", tagValueSyntax)
-		}
-		cc.runID = run
 		r, err := tb.b.RunRecovery(ctx, run)
 		if err != nil {
 			return nil, err
