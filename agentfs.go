@@ -85,6 +85,11 @@ type Caller struct {
 	// RequestID names the request that carries the write, for what the
 	// write records (events, the problems of batch items).
 	RequestID string
+	// RequestURI is the path and query of the REST request that carries
+	// the write ("" at the other doors): its key records it, so a run's
+	// recovery names the exact request to send again when the write's
+	// claim was abandoned.
+	RequestURI string
 }
 
 // Sentinel errors shared by storage and handlers; problem maps them to

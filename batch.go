@@ -124,8 +124,12 @@ func (b *Batch) Counts() ItemCounts {
 // BatchFilter selects batches to list, newest first.
 type BatchFilter struct {
 	Status string
-	Limit  int
-	After  *Cursor
+	// RunID, when set, keeps the batches made by that run's requests;
+	// Open keeps those not yet terminal (queued or running).
+	RunID string
+	Open  bool
+	Limit int
+	After *Cursor
 }
 
 // Undo is what undoing a run does to one file: bring it back to the state

@@ -99,6 +99,8 @@ const (
 	OpListWebhookDeliveries = "list_webhook_deliveries"
 	OpListForks             = "list_forks"
 	OpGetFork               = "get_fork"
+	// OpRunRecovery is a run's recovery (DESIGN §25).
+	OpRunRecovery = "run_recovery"
 )
 
 var (
@@ -138,7 +140,7 @@ var operationScopes = map[string][]string{
 	OpSearch: needsRead, OpListTokens: needsNothing, OpGetToken: needsNothing,
 	OpListCheckpoints: needsRead, OpGetCheckpoint: needsRead, OpDiff: needsRead,
 	OpListWebhooks: needsReadWrite, OpGetWebhook: needsReadWrite, OpListWebhookDeliveries: needsReadWrite,
-	OpListForks: needsRead, OpGetFork: needsRead,
+	OpListForks: needsRead, OpGetFork: needsRead, OpRunRecovery: needsRead,
 }
 
 // readOperations are the operations the read gate serves; every other
@@ -149,7 +151,7 @@ var readOperations = map[string]bool{
 	OpGetOperation: true, OpListEvents: true, OpGetRun: true, OpListRuns: true, OpRunArchive: true, OpListTokens: true, OpGetToken: true,
 	OpSearch: true, OpListCheckpoints: true, OpGetCheckpoint: true, OpDiff: true,
 	OpListWebhooks: true, OpGetWebhook: true, OpListWebhookDeliveries: true,
-	OpListForks: true, OpGetFork: true,
+	OpListForks: true, OpGetFork: true, OpRunRecovery: true,
 }
 
 // IsRead reports whether op is a read (served by the read gate) rather

@@ -183,6 +183,11 @@ var (
 type UploadFilter struct {
 	Status string
 	Path   string
-	Limit  int
-	After  *Cursor
+	// RunID, when set, keeps the sessions made by that run's requests;
+	// Open keeps those still in flight (pending and unexpired, or
+	// completing), as a run's recovery lists them.
+	RunID string
+	Open  bool
+	Limit int
+	After *Cursor
 }

@@ -259,7 +259,7 @@ func TestPut(t *testing.T) {
 	t.Run("AKeyInProgressIsRefused", func(t *testing.T) {
 		core, b := setup(t)
 		p := newPut("busy.txt", "content", false)
-		claim, _, err := b.store.BeginKey(ctx, "s", "k1", "POST", "/v1/files", idempotency.PutRequest(p).Sum())
+		claim, _, err := b.store.BeginKey(ctx, "s", "k1", "POST", "/v1/files", idempotency.PutRequest(p).Sum(), storage.KeyOrigin{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -164,7 +164,7 @@ func (c *Core) admit(ctx context.Context, w *write) error {
 		}
 	}
 	if w.who.Key != "" {
-		claim, rec, err := c.store.BeginKey(ctx, w.who.Subject, w.who.Key, a.method, a.route, a.request.Sum())
+		claim, rec, err := c.store.BeginKey(ctx, w.who.Subject, w.who.Key, a.method, a.route, a.request.Sum(), keyOrigin(w, a))
 		switch {
 		case err != nil:
 			c.noteRefusal(w, err)
@@ -190,6 +190,17 @@ func (c *Core) admit(ctx context.Context, w *write) error {
 		w.prepared = true
 	}
 	return nil
+}
+
+// keyOrigin is what w's key records of it for a run's recovery: its run,
+// the paths it writes and, for a request of its own, the request to send
+// again (an item's is its batch's, which the batch resumes by itself).
+func keyOrigin(w *write, a admission) storage.KeyOrigin {
+	o := storage.KeyOrigin{RunID: w.who.By.RunID, Paths: a.paths}
+	if w.item == nil {
+		o.RequestURI = w.who.RequestURI
+	}
+	return o
 }
 
 // within is ctx holding the store to who's reach: what its queries find

@@ -250,7 +250,8 @@ type BatchList struct {
 type Operation struct {
 	Object         string `json:"object"`
 	IdempotencyKey string `json:"idempotency_key"`
-	// Status is OperationInProgress or OperationCompleted.
+	// Status is OperationInProgress, OperationCompleted or
+	// OperationAbandoned.
 	Status string `json:"status"`
 	Method string `json:"method"`
 	// Route is the server's route template, e.g. "/v1/files/:id/restore".
@@ -273,6 +274,10 @@ type Operation struct {
 const (
 	OperationInProgress = "in_progress"
 	OperationCompleted  = "completed"
+	// OperationAbandoned is a claim whose owner died: its lease lapsed with
+	// nothing recorded, so nothing happened under the key, and the same
+	// request may be sent again with it (DESIGN §6).
+	OperationAbandoned = "abandoned"
 )
 
 // errNotCompleted is Operation.Outcome's answer while a key is in progress.
@@ -975,4 +980,87 @@ type Merge struct {
 	Applied []Change `json:"applied"`
 	// Conflicts are the paths changed on both sides, with the side kept.
 	Conflicts []MergeConflict `json:"conflicts"`
+}
+
+// RunRecovery is the RunRecovery object (GET /v1/runs/{run_id}/recovery,
+// DESIGN §25): what a run left behind, true at AsOf, with the next safe
+// request for each thing it left open, for the worker that takes it over.
+type RunRecovery struct {
+	Object string `json:"object"`
+	RunID  string `json:"run_id"`
+	// AsOf is the event cursor everything in the answer holds at: a
+	// follower of GET /v1/events continues from exactly there.
+	AsOf       string            `json:"as_of"`
+	Confirmed  RecoveryConfirmed `json:"confirmed"`
+	Operations []RecoveryOp      `json:"operations"`
+	InFlight   RecoveryInFlight  `json:"in_flight"`
+	// NextActions are the requests still to send, in order.
+	NextActions []Next `json:"next_actions"`
+	// PredatesRunRecord counts the caller's kept keys claimed before keys
+	// recorded their run: any of them may be this run's, and none is
+	// listed.
+	PredatesRunRecord int     `json:"predates_run_record"`
+	HasMore           bool    `json:"has_more"`
+	NextCursor        *string `json:"next_cursor"`
+}
+
+// RecoveryConfirmed is what the run's events confirm happened.
+type RecoveryConfirmed struct {
+	Events int `json:"events"`
+	// LastEventCursor is the cursor at the run's last event; nil: none.
+	LastEventCursor *string   `json:"last_event_cursor"`
+	LiveFiles       int       `json:"live_files"`
+	Counts          RunCounts `json:"counts"`
+}
+
+// RecoveryOp is one key the run's requests claimed.
+type RecoveryOp struct {
+	IdempotencyKey string `json:"idempotency_key"`
+	Method         string `json:"method"`
+	Route          string `json:"route"`
+	// Status is OperationCompleted, OperationInProgress or
+	// OperationAbandoned.
+	Status         string             `json:"status"`
+	Resource       *OperationResource `json:"resource"`
+	ResponseStatus *int               `json:"response_status"`
+	At             time.Time          `json:"at"`
+	Next           Next               `json:"next"`
+}
+
+// RecoveryInFlight are the run's upload sessions and batches not yet
+// ended.
+type RecoveryInFlight struct {
+	Uploads []RecoveryUpload `json:"uploads"`
+	Batches []RecoveryBatch  `json:"batches"`
+}
+
+// RecoveryUpload is an upload session of the run still open.
+type RecoveryUpload struct {
+	ID            string `json:"id"`
+	Path          string `json:"path"`
+	Status        string `json:"status"`
+	PartsReceived []int  `json:"parts_received"`
+	PartCount     int    `json:"part_count"`
+	MissingParts  []int  `json:"missing_parts"`
+	Next          Next   `json:"next"`
+}
+
+// RecoveryBatch is a batch of the run not yet terminal.
+type RecoveryBatch struct {
+	ID     string      `json:"id"`
+	Status string      `json:"status"`
+	Counts BatchCounts `json:"counts"`
+	Next   Next        `json:"next"`
+}
+
+// Next is the next safe step for something a run left: a short sentence
+// for a person or a model, and the exact request a program sends.
+type Next struct {
+	Text   string `json:"text"`
+	Method string `json:"method"`
+	Path   string `json:"path"`
+	// IdempotencyKey is the key to send the request with (omitted: none).
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// AfterSeconds is how long to wait before sending it (omitted: now).
+	AfterSeconds int `json:"after_seconds,omitempty"`
 }

@@ -429,7 +429,7 @@ func (in *instance) heldItem(t *testing.T, path string) (agentfs.BatchItem, *sto
 	item := putItem(path, "content")
 	item.Key = "busy"
 	request := idempotency.PutRequest(agentfs.Put{Path: path, ContentType: "text/plain", By: by}).Sum()
-	claim, _, err := in.store.BeginKey(context.Background(), "s", item.Key, "POST", "/v1/files", request)
+	claim, _, err := in.store.BeginKey(context.Background(), "s", item.Key, "POST", "/v1/files", request, storage.KeyOrigin{})
 	if err != nil || claim == nil {
 		t.Fatalf("hold the key: %v", err)
 	}

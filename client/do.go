@@ -103,7 +103,9 @@ func (c *Client) attempt(ctx context.Context, r *request) (*http.Response, verdi
 // still in progress. It returns the recorded response (or a permanent
 // error) once the key has an outcome, a retryable error while it has
 // none yet, and nil, nil when the write is to be sent again: when the key
-// holds nothing, which proves that nothing happened, or when its recorded
+// holds nothing, which proves that nothing happened, when its claim was
+// abandoned (its owner died with nothing recorded: the same key takes it
+// over), or when its recorded
 // response withholds a secret (a share link's url), which only a replay of
 // the request by this token answers.
 func (c *Client) pollOnce(ctx context.Context, r *request, busy *Problem, waits *delays) (*http.Response, error) {
@@ -124,6 +126,9 @@ func (c *Client) pollOnce(ctx context.Context, r *request, busy *Problem, waits 
 	}
 	if op.Method != r.method || op.Route != serverRoute(r.Route) {
 		return nil, backoff.Permanent(c.opError(r, fmt.Errorf("idempotency key %q holds another operation, %s %s", r.key, op.Method, op.Route)))
+	}
+	if op.Status == OperationAbandoned {
+		return nil, nil
 	}
 	if op.Status != OperationCompleted {
 		waits.atLeast(busy.RetryAfter)

@@ -21,6 +21,10 @@ type OperationResource = api.OperationResource
 const (
 	OperationInProgress = api.OperationInProgress
 	OperationCompleted  = api.OperationCompleted
+	// OperationAbandoned is a claim whose owner died with nothing
+	// recorded: nothing happened, and the same request may be sent again
+	// with the key.
+	OperationAbandoned = api.OperationAbandoned
 )
 
 // Operation returns what key holds (GET /v1/operations/{key}). A *Problem

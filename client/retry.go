@@ -99,6 +99,7 @@ const (
 	routeListRuns       = "GET /v1/runs"
 	routeRun            = "GET /v1/runs/{run_id}"
 	routeRunArchive     = "GET /v1/runs/{run_id}/archive"
+	routeRunRecovery    = "GET /v1/runs/{run_id}/recovery"
 	routeRevertRun      = "POST /v1/runs/{run_id}/revert"
 	routeSearch         = "GET /v1/search"
 	routeCreateToken    = "POST /v1/tokens"

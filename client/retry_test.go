@@ -59,6 +59,7 @@ func TestClassify(t *testing.T) {
 		{call{Route: routeEvents}, true},
 		{call{Route: routeRun}, true},
 		{call{Route: routeRunArchive}, true},
+		{call{Route: routeRunRecovery}, true},
 		// A run revert always carries a key (RevertRun makes one), like
 		// a batch; without it the server refuses it.
 		{call{Route: routeRevertRun}, false},

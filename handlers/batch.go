@@ -23,7 +23,7 @@ import (
 	"github.com/agentfs/agentfs/render"
 )
 
-// maxBatchWait bounds ?wait on POST /v1/batch.
+// maxBatchWait bounds ?wait on POST /v1/batch and GET /v1/batch/{id}.
 const maxBatchWait = 30
 
 // batchOp is one operation of a batch request, but its content, which
@@ -384,9 +384,14 @@ func base64Size(s []byte) (int64, error) {
 	return io.Copy(io.Discard, base64.NewDecoder(base64.StdEncoding, jsonscan.NewString(s)))
 }
 
-// getBatch is GET /v1/batch/{id}.
+// getBatch is GET /v1/batch/{id}, holding the answer while ?wait lasts
+// and the batch runs.
 func (a *API) getBatch(c echo.Context) error {
-	b, files, err := a.deps.Sessions.Batch(c.Request().Context(), caller(c), c.Param("id"))
+	wait, err := parseWait(c.QueryParam("wait"), maxBatchWait)
+	if err != nil {
+		return err
+	}
+	b, files, err := a.deps.Sessions.AwaitBatch(c.Request().Context(), caller(c), c.Param("id"), wait)
 	if err != nil {
 		return err
 	}

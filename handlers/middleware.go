@@ -287,7 +287,7 @@ func caller(c echo.Context) agentfs.Caller {
 	key, _ := c.Get(keyKey).(string)
 	p := principal(c)
 	return agentfs.Caller{Subject: p.Subject, Grant: p.Grant, Key: key, By: attributionOf(c), TokenID: p.TokenID,
-		RequestID: c.Response().Header().Get(problem.RequestIDHeader)}
+		RequestID: c.Response().Header().Get(problem.RequestIDHeader), RequestURI: c.Request().URL.RequestURI()}
 }
 
 // bodyIdle fails a request whose body stops arriving for longer than the

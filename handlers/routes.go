@@ -44,6 +44,7 @@ type Sessions interface {
 	Upload(ctx context.Context, who agentfs.Caller, id string) (*agentfs.Upload, *agentfs.File, error)
 	ListUploads(ctx context.Context, who agentfs.Caller, filter agentfs.UploadFilter) ([]*agentfs.Upload, error)
 	Batch(ctx context.Context, who agentfs.Caller, id string) (*agentfs.Batch, map[string]*agentfs.File, error)
+	AwaitBatch(ctx context.Context, who agentfs.Caller, id string, wait time.Duration) (*agentfs.Batch, map[string]*agentfs.File, error)
 	ListBatches(ctx context.Context, who agentfs.Caller, filter agentfs.BatchFilter) ([]*agentfs.Batch, error)
 	Operation(ctx context.Context, who agentfs.Caller, key string) (*idempotency.Record, error)
 }
@@ -58,6 +59,7 @@ type Ledger interface {
 	ListRuns(ctx context.Context, who agentfs.Caller, before int64, limit int) ([]*agentfs.RunSummary, error)
 	// Draining is closed when the server shuts down: an event stream ends.
 	Draining() <-chan struct{}
+	RunRecovery(ctx context.Context, who agentfs.Caller, runID string, filter agentfs.RecoveryFilter) (*agentfs.Recovery, error)
 }
 
 // Writes is the admission core (package admission): every write the API
@@ -389,6 +391,7 @@ func (a *API) addV1(v1 *echo.Group) {
 	add(get, "/runs", agentfs.OpListRuns, a.listRuns)
 	add(get, "/runs/:run_id", agentfs.OpGetRun, a.getRun)
 	add(get, "/runs/:run_id/archive", agentfs.OpRunArchive, a.runArchive)
+	add(get, "/runs/:run_id/recovery", agentfs.OpRunRecovery, a.getRunRecovery)
 	add(post, "/runs/:run_id/revert", agentfs.OpRevertRun, a.revertRun)
 	add(post, "/tokens", agentfs.OpCreateToken, a.createToken)
 	add(get, "/tokens", agentfs.OpListTokens, a.listTokens)

@@ -37,6 +37,12 @@ type Record struct {
 	CreatedAt   time.Time
 	CompletedAt *time.Time
 	ExpiresAt   *time.Time
+	// Abandoned says the claim's owner died: its lease lapsed with nothing
+	// recorded, so nothing happened under the key and the same request may
+	// be sent again with it (DESIGN §6, §25).
+	Abandoned bool
+	// RetryAfter is how long an in-progress claim's lease still runs.
+	RetryAfter time.Duration
 }
 
 // Sealed is what a record keeps of its answer's secret members: their

@@ -64,6 +64,7 @@ type Backend interface {
 	Search(ctx context.Context, pattern string, opts SearchOptions) (*SearchPage, error)
 	PointsBackend
 	ForksBackend
+	RecoveryBackend
 }
 
 // File is a stored file's metadata, with the API's field names (schema File
@@ -160,6 +161,9 @@ type WriteOptions struct {
 const (
 	OperationInProgress = "in_progress"
 	OperationCompleted  = "completed"
+	// OperationAbandoned: the claim's owner died with nothing recorded, so
+	// the same key may be sent again.
+	OperationAbandoned = "abandoned"
 )
 
 // Operations an idempotency key may hold (those the tools make).
@@ -202,7 +206,7 @@ func recordsFile(op string) bool {
 // and, once completed, its recorded outcome.
 type Operation struct {
 	Key    string
-	Status string // OperationInProgress or OperationCompleted
+	Status string // OperationInProgress, OperationCompleted or OperationAbandoned
 	// Op names the operation that claimed the key: one of the Op
 	// constants, or another operation's name.
 	Op string

@@ -397,6 +397,9 @@ func (b *CoreBackend) Operation(ctx context.Context, key string) (*Operation, er
 		return nil, problemOfCore(err)
 	}
 	out := &Operation{Key: key, Status: OperationInProgress, Op: opOf(rec.Method, rec.Route)}
+	if rec.Abandoned {
+		out.Status = OperationAbandoned
+	}
 	if !rec.Completed {
 		return out, nil
 	}

@@ -192,6 +192,7 @@ var toolOperations = map[string][]string{
 	"restore":             {agentfs.OpRestorePoint},
 	"fork":                {agentfs.OpCreateFork},
 	"merge":               {agentfs.OpMerge},
+	"run_recovery":        {agentfs.OpRunRecovery},
 }
 
 // ToolOperations names the operations a tool runs, whose scopes
@@ -429,7 +430,7 @@ func toolSpecs() []*toolSpec {
 			listDirectoryTool(), directoryTreeTool(), searchFilesTool(), grepFilesTool(),
 			getFileInfoTool(), deleteFileTool(), restoreFileTool(), listRunFilesTool(),
 			moveFileTool(), fileHistoryTool(), revertFileTool(), shareFileTool(), runSummaryTool(),
-			checkpointTool(), listCheckpointsTool(), diffTool(), restoreTool(), forkTool(), mergeTool(),
+			checkpointTool(), listCheckpointsTool(), diffTool(), restoreTool(), forkTool(), mergeTool(), runRecoveryTool(),
 		}
 	})
 	return specs

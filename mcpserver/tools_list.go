@@ -446,15 +446,10 @@ func runSummaryTool() *toolSpec {
 	}, func(s *jsonschema.Schema) {
 		s.Properties["run_id"].MaxLength = ptr(agentfs.MaxTagValueLen)
 	}, func(ctx context.Context, tb *toolbox, in *runSummaryIn, cc *callContext) (*reply[Run], error) {
-		_, myRun := tb.attribution(ctx)
-		run := cmpOr(in.RunID, myRun)
-		if run == "" {
-			return nil, validation("run_id", "give run_id: this session has no run id of its own")
+		run, err := tb.runArg(ctx, in.RunID, cc)
+		if err != nil {
+			return nil, err
 		}
-		if !agentfs.ValidTagValue(run) {
-			return nil, validation("run_id", tagValueSyntax)
-		}
-		cc.runID = run
 		r, err := tb.b.Run(ctx, run)
 		if err != nil {
 			return nil, err
@@ -464,6 +459,21 @@ func runSummaryTool() *toolSpec {
 		}
 		return &reply[Run]{Text: runText(r), Out: *r}, nil
 	})
+}
+
+// runArg is the run a tool's run_id names, this session's run without
+// one; the call is counted for it.
+func (tb *toolbox) runArg(ctx context.Context, runID string, cc *callContext) (string, error) {
+	_, myRun := tb.attribution(ctx)
+	run := cmpOr(runID, myRun)
+	if run == "" {
+		return "", validation("run_id", "give run_id: this session has no run id of its own")
+	}
+	if !agentfs.ValidTagValue(run) {
+		return "", validation("run_id", tagValueSyntax)
+	}
+	cc.runID = run
+	return run, nil
 }
 
 func runText(r *Run) string {

@@ -213,8 +213,8 @@ func (tb *toolbox) editReplay(ctx context.Context, p, key string) (*reply[EditRe
 	switch {
 	case err != nil:
 		return nil, err
-	case op == nil:
-		return nil, nil
+	case op == nil, op.Status == OperationAbandoned:
+		return nil, nil // nothing happened under the key: the edit runs and takes the claim over
 	case op.Status != OperationCompleted:
 		return nil, problemFromAPI(problem.New(problem.OperationInProgress, fmt.Sprintf("a write with idempotency_key %q is still running", key)))
 	case op.Op != OpPut || op.File != nil && op.File.Path != p:

@@ -34,6 +34,7 @@ type Store interface {
 	Upload(ctx context.Context, subject, id string) (*agentfs.Upload, error)
 	ListUploads(ctx context.Context, subject string, filter agentfs.UploadFilter) ([]*agentfs.Upload, error)
 	Batch(ctx context.Context, subject, id string) (*agentfs.Batch, error)
+	AwaitBatch(ctx context.Context, subject, id string, wait time.Duration) (*agentfs.Batch, error)
 	BatchFiles(ctx context.Context, b *agentfs.Batch) (map[string]*agentfs.File, error)
 	ListBatches(ctx context.Context, subject string, filter agentfs.BatchFilter) ([]*agentfs.Batch, error)
 	Operation(ctx context.Context, subject, key string) (*idempotency.Record, error)
@@ -42,6 +43,7 @@ type Store interface {
 	RunSummary(ctx context.Context, subject, runID string) (*agentfs.RunSummary, error)
 	ListRuns(ctx context.Context, subject string, before int64, limit int) ([]*agentfs.RunSummary, error)
 	Draining() <-chan struct{}
+	RunRecovery(ctx context.Context, subject, runID string, filter agentfs.RecoveryFilter) (*agentfs.Recovery, error)
 	Search(ctx context.Context, subject string, q agentfs.Search) (*agentfs.SearchPage, error)
 	Tokens(ctx context.Context, subject, me string, after *agentfs.Cursor, limit int) ([]*agentfs.Token, error)
 	Token(ctx context.Context, subject, me, id string) (*agentfs.Token, error)
@@ -228,7 +230,21 @@ func (g *Gate) Batch(ctx context.Context, who agentfs.Caller, id string) (*agent
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := g.store.Batch(ctx, who.Subject, id)
+	return g.batch(ctx, who, id, 0)
+}
+
+// AwaitBatch is Batch once the batch is terminal, or as it is when wait
+// has passed (GET /v1/batch/{id}?wait=N).
+func (g *Gate) AwaitBatch(ctx context.Context, who agentfs.Caller, id string, wait time.Duration) (*agentfs.Batch, map[string]*agentfs.File, error) {
+	ctx, err := allow(ctx, who, agentfs.OpGetBatch)
+	if err != nil {
+		return nil, nil, err
+	}
+	return g.batch(ctx, who, id, wait)
+}
+
+func (g *Gate) batch(ctx context.Context, who agentfs.Caller, id string, wait time.Duration) (*agentfs.Batch, map[string]*agentfs.File, error) {
+	b, err := g.store.AwaitBatch(ctx, who.Subject, id, wait)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -140,6 +140,10 @@ func addPointReads(g *reads.Gate, m map[string][]func(context.Context, agentfs.C
 		_, err := g.Diff(ctx, who, now, now, agentfs.DiffRequest{Limit: 10})
 		return err
 	}}
+	m[agentfs.OpRunRecovery] = []func(context.Context, agentfs.Caller) error{func(ctx context.Context, who agentfs.Caller) error {
+		_, err := g.RunRecovery(ctx, who, "r", agentfs.RecoveryFilter{Limit: 10})
+		return err
+	}}
 }
 
 // TestEveryReadNeedsTheScopesOfItsOperation reads through the gate on a

@@ -135,6 +135,9 @@ func Operation(r *idempotency.Record) api.Operation {
 		Response: json.RawMessage("null"), Redacted: []string{}, CreatedAt: r.CreatedAt.UTC(),
 		CompletedAt: utc(r.CompletedAt), ExpiresAt: utc(r.ExpiresAt),
 	}
+	if r.Abandoned {
+		out.Status = api.OperationAbandoned
+	}
 	if r.Completed {
 		out.Status = api.OperationCompleted
 		status := r.Outcome.Status

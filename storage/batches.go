@@ -298,13 +298,19 @@ func finishBatch(ctx context.Context, q querier, id string) error {
 // ListBatches returns up to filter.Limit of the subject's batches, newest
 // first, with their items counted but not loaded.
 func (s *Store) ListBatches(ctx context.Context, subject string, filter agentfs.BatchFilter) ([]*agentfs.Batch, error) {
+	return s.listBatches(ctx, s.pool, subject, filter)
+}
+
+func (s *Store) listBatches(ctx context.Context, q querier, subject string, filter agentfs.BatchFilter) ([]*agentfs.Batch, error) {
 	w := newFilter("b.subject = @subject", pgx.NamedArgs{"subject": subject, "limit": filter.Limit})
 	w.cond(visibleMade(ctx, "b.token_id", w.args))
 	w.when(filter.Status != "", "b.status = @status", pgx.NamedArgs{"status": filter.Status})
+	w.when(filter.RunID != "", "b.run_id = @run_id", pgx.NamedArgs{"run_id": filter.RunID})
+	w.when(filter.Open, "b.status IN ('queued', 'running')", nil)
 	if c := filter.After; c != nil {
 		w.when(true, "(b.created_at, b.id) < (@after_created_at, @after_id)", pgx.NamedArgs{"after_created_at": c.CreatedAt, "after_id": c.ID})
 	}
-	rows, err := s.pool.Query(ctx, `SELECT b.id, b.subject, b.status, coalesce(b.agent_id, ''), coalesce(b.run_id, ''),
+	rows, err := q.Query(ctx, `SELECT b.id, b.subject, b.status, coalesce(b.agent_id, ''), coalesce(b.run_id, ''),
 			coalesce(b.request_id, ''), b.created_at, b.started_at, b.completed_at,
 			c.total, c.succeeded, c.failed, c.pending, c.canceled
 		FROM batches b CROSS JOIN LATERAL (SELECT count(*) AS total,

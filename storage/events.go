@@ -140,11 +140,15 @@ func (s *Store) SweepEvents(ctx context.Context) (int64, error) {
 // RunSummary is what the subject's run did, from its events, or
 // agentfs.ErrNotFound when no event carries the run id.
 func (s *Store) RunSummary(ctx context.Context, subject, runID string) (*agentfs.RunSummary, error) {
+	return s.runSummary(ctx, s.pool, subject, runID)
+}
+
+func (s *Store) runSummary(ctx context.Context, q querier, subject, runID string) (*agentfs.RunSummary, error) {
 	r := &agentfs.RunSummary{RunID: runID, Counts: map[string]int{}}
 	var first, last *time.Time
 	args := pgx.NamedArgs{"subject": subject, "run_id": runID}
 	runEvents := `FROM events WHERE subject = @subject AND run_id = @run_id AND ` + visiblePath(ctx, "path", args)
-	err := s.pool.QueryRow(ctx, `SELECT min(at), max(at),
+	err := q.QueryRow(ctx, `SELECT min(at), max(at),
 			coalesce(array_agg(DISTINCT agent_id) FILTER (WHERE agent_id IS NOT NULL), '{}'),
 			coalesce(sum(size_bytes) FILTER (WHERE type IN ('file.created', 'file.replaced')), 0)
 		`+runEvents, args).Scan(&first, &last, &r.AgentIDs, &r.BytesWritten)
@@ -155,7 +159,7 @@ func (s *Store) RunSummary(ctx context.Context, subject, runID string) (*agentfs
 		return nil, fmt.Errorf("run summary: %w", agentfs.ErrNotFound)
 	}
 	r.FirstAt, r.LastAt = first.UTC(), last.UTC()
-	rows, err := s.pool.Query(ctx, `SELECT type, count(*) `+runEvents+` GROUP BY type`, args)
+	rows, err := q.Query(ctx, `SELECT type, count(*) `+runEvents+` GROUP BY type`, args)
 	if err != nil {
 		return nil, Translate(fmt.Errorf("run summary: %w", err))
 	}
@@ -171,7 +175,7 @@ func (s *Store) RunSummary(ctx context.Context, subject, runID string) (*agentfs
 	if err := rows.Err(); err != nil {
 		return nil, Translate(err)
 	}
-	err = s.pool.QueryRow(ctx, `SELECT count(*) FROM files WHERE subject = @subject AND (run_id = @run_id OR last_run_id = @run_id)
+	err = q.QueryRow(ctx, `SELECT count(*) FROM files WHERE subject = @subject AND (run_id = @run_id OR last_run_id = @run_id)
 		AND `+liveFile+` AND `+visiblePath(ctx, "path", args), args).Scan(&r.LiveFiles)
 	return r, Translate(err)
 }

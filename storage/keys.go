@@ -35,8 +35,9 @@ var ErrClaimLost = errors.New("idempotency claim was taken over")
 // caller compares the content, then replays or answers a conflict);
 // *agentfs.ConflictError when the key holds another request;
 // *agentfs.InProgressError while the owner runs. The claim names the token
-// of ctx's reach (Within), whose records a scoped token may read back.
-func (s *Store) BeginKey(ctx context.Context, subject, key, method, route string, request []byte) (*Claim, *idempotency.Record, error) {
+// of ctx's reach (Within), whose records a scoped token may read back, and
+// the run and paths of origin, which a run's recovery lists it by.
+func (s *Store) BeginKey(ctx context.Context, subject, key, method, route string, request []byte, origin KeyOrigin) (*Claim, *idempotency.Record, error) {
 	var (
 		claim *Claim
 		rec   *idempotency.Record
@@ -44,10 +45,11 @@ func (s *Store) BeginKey(ctx context.Context, subject, key, method, route string
 	err := s.WithTx(ctx, func(tx pgx.Tx) error {
 		var fence int64
 		err := tx.QueryRow(ctx, `INSERT INTO idempotency_keys
-			(subject, key, request_hash, method, route, status, fence, lease_expires_at, token_id)
-			VALUES ($1, $2, $3, $4, $5, 'in_progress', 1, now() + make_interval(secs => $6), nullif($7, ''))
+			(subject, key, request_hash, method, route, status, fence, lease_expires_at, token_id, run_id, paths, request_uri)
+			VALUES ($1, $2, $3, $4, $5, 'in_progress', 1, now() + make_interval(secs => $6), nullif($7, ''), nullif($8, ''), $9, nullif($10, ''))
 			ON CONFLICT (subject, key) DO NOTHING RETURNING fence`,
-			subject, key, request, method, route, s.cfg.IdempotencyLease.Seconds(), reachToken(ctx)).Scan(&fence)
+			subject, key, request, method, route, s.cfg.IdempotencyLease.Seconds(), reachToken(ctx),
+			origin.RunID, origin.paths(), origin.RequestURI).Scan(&fence)
 		if err == nil {
 			claim = s.newClaim(subject, key, fence)
 			return nil
@@ -65,6 +67,25 @@ func (s *Store) BeginKey(ctx context.Context, subject, key, method, route string
 		go claim.renew() // only once the claim is committed
 	}
 	return claim, rec, nil
+}
+
+// KeyOrigin is what a key's record keeps of the request that claimed it,
+// for a run's recovery (DESIGN §25): the run it carried (X-Run-ID, "" for
+// none) and the paths its effect writes (none for a write that names its
+// file by id), which a scoped token's recovery holds to its folders.
+type KeyOrigin struct {
+	RunID string
+	Paths []string
+	// RequestURI is the request's path and query, when a REST request of
+	// its own claimed the key.
+	RequestURI string
+}
+
+func (o KeyOrigin) paths() []string {
+	if len(o.Paths) == 0 {
+		return nil
+	}
+	return o.Paths
 }
 
 // resolveKey decides a request against the key's existing row, taking over
@@ -99,12 +120,13 @@ func (s *Store) resolveKey(ctx context.Context, tx pgx.Tx, subject, key string, 
 }
 
 // Operation returns what the subject's key holds, or agentfs.ErrNotFound;
-// for a scoped reach (Within), only a key its token or a descendant
-// claimed: another's record may answer with files outside its folders.
+// for a scoped reach (Within), only a key whose effect's paths lie in its
+// folders, or one that names no path and its token or a descendant
+// claimed (visibleKey): another's record may answer with files outside.
 func (s *Store) Operation(ctx context.Context, subject, key string) (*idempotency.Record, error) {
 	args := pgx.NamedArgs{"subject": subject, "key": key}
 	rec, err := scanRecord(s.pool.QueryRow(ctx, `SELECT `+recordColumns+`
-		FROM idempotency_keys WHERE subject = @subject AND key = @key AND `+visibleMade(ctx, "token_id", args), args))
+		FROM idempotency_keys WHERE subject = @subject AND key = @key AND `+visibleKey(ctx, args), args))
 	if err != nil {
 		return nil, fmt.Errorf("get operation: %w", err)
 	}
@@ -130,16 +152,23 @@ func (s *Store) SweepKeys(ctx context.Context) (int64, error) {
 const recordColumns = `key, method, route, status = 'completed', coalesce(content_hash, ''::bytea),
 	coalesce(response_status, 0), coalesce(response_headers, '{}'::jsonb), coalesce(response_body, ''::bytea),
 	coalesce(resource_object, ''), coalesce(resource_id, ''), created_at, completed_at, expires_at,
-	coalesce(response_secrets, '{}'), sealed_secrets, coalesce(sealed_for, '')`
+	coalesce(response_secrets, '{}'), sealed_secrets, coalesce(sealed_for, ''),
+	coalesce(status = 'in_progress' AND lease_expires_at <= now(), false),
+	coalesce(extract(epoch FROM lease_expires_at - now())::float8, 0)`
 
 func scanRecord(row pgx.Row, extra ...any) (*idempotency.Record, error) {
 	var r idempotency.Record
 	var headers []byte
+	var leaseLeft float64
 	dest := append([]any{&r.Key, &r.Method, &r.Route, &r.Completed, &r.ContentHash,
 		&r.Outcome.Status, &headers, &r.Outcome.Body, &r.Outcome.Resource.Object, &r.Outcome.Resource.ID,
-		&r.CreatedAt, &r.CompletedAt, &r.ExpiresAt, &r.Outcome.Secrets, &r.Sealed.Data, &r.Sealed.For}, extra...)
+		&r.CreatedAt, &r.CompletedAt, &r.ExpiresAt, &r.Outcome.Secrets, &r.Sealed.Data, &r.Sealed.For,
+		&r.Abandoned, &leaseLeft}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, Translate(err)
+	}
+	if !r.Completed && leaseLeft > 0 {
+		r.RetryAfter = time.Duration(math.Ceil(leaseLeft)) * time.Second
 	}
 	if len(r.Outcome.Secrets) == 0 {
 		r.Outcome.Secrets = nil

@@ -53,23 +53,23 @@ func TestClaims(t *testing.T) {
 
 	t.Run("SecondRequestWaitsThenReplays", func(t *testing.T) {
 		store := setupKeys(t, 30*time.Second, time.Hour)
-		c, rec, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", request)
+		c, rec, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", request, storage.KeyOrigin{})
 		if err != nil || c == nil || rec != nil {
 			t.Fatalf("first begin: %v %v %v", c, rec, err)
 		}
 		defer c.Close()
 		var busy *agentfs.InProgressError
-		if _, _, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", request); !errors.As(err, &busy) || busy.RetryAfter <= 0 {
+		if _, _, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", request, storage.KeyOrigin{}); !errors.As(err, &busy) || busy.RetryAfter <= 0 {
 			t.Fatalf("begin while running: %v", err)
 		}
 		var reused *agentfs.ConflictError
-		if _, _, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", []byte("other")); !errors.As(err, &reused) || reused.Key != "k" {
+		if _, _, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", []byte("other"), storage.KeyOrigin{}); !errors.As(err, &reused) || reused.Key != "k" {
 			t.Fatalf("begin of another request: %v", err)
 		}
 		if err := complete(t, store, c, "content"); err != nil {
 			t.Fatal(err)
 		}
-		_, rec, err = store.BeginKey(ctx, "s", "k", "POST", "/v1/files", request)
+		_, rec, err = store.BeginKey(ctx, "s", "k", "POST", "/v1/files", request, storage.KeyOrigin{})
 		if err != nil || rec == nil || !rec.Completed || string(rec.ContentHash) != "content" || rec.Outcome.Status != 201 {
 			t.Fatalf("begin after completion: %+v %v", rec, err)
 		}
@@ -77,13 +77,13 @@ func TestClaims(t *testing.T) {
 
 	t.Run("LapsedClaimIsTakenOverAndTheLateOwnerCannotCommit", func(t *testing.T) {
 		store := setupKeys(t, 30*time.Second, time.Hour)
-		paused, _, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", request)
+		paused, _, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", request, storage.KeyOrigin{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		paused.Close() // a paused process renews nothing
 		lapse(t, store, "k")
-		taker, rec, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", request)
+		taker, rec, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", request, storage.KeyOrigin{})
 		if err != nil || taker == nil || rec != nil {
 			t.Fatalf("takeover: %v %v %v", taker, rec, err)
 		}
@@ -105,7 +105,7 @@ func TestClaims(t *testing.T) {
 
 	t.Run("RenewedLeaseIsNotTakenOver", func(t *testing.T) {
 		store := setupKeys(t, time.Second, time.Hour) // renewed every third of a second
-		c, _, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", request)
+		c, _, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", request, storage.KeyOrigin{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,14 +117,14 @@ func TestClaims(t *testing.T) {
 			return err == nil && live
 		})
 		var busy *agentfs.InProgressError
-		if _, _, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", request); !errors.As(err, &busy) {
+		if _, _, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", request, storage.KeyOrigin{}); !errors.As(err, &busy) {
 			t.Fatalf("a live claim was taken over: %v", err)
 		}
 	})
 
 	t.Run("ReleaseFreesTheKey", func(t *testing.T) {
 		store := setupKeys(t, 30*time.Second, time.Hour)
-		c, _, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", request)
+		c, _, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", request, storage.KeyOrigin{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +134,7 @@ func TestClaims(t *testing.T) {
 		if _, err := store.Operation(ctx, "s", "k"); !errors.Is(err, agentfs.ErrNotFound) {
 			t.Fatalf("released key still holds something: %v", err)
 		}
-		again, _, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", []byte("another request"))
+		again, _, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", []byte("another request"), storage.KeyOrigin{})
 		if err != nil || again == nil {
 			t.Fatalf("begin after release: %v", err)
 		}
@@ -143,7 +143,7 @@ func TestClaims(t *testing.T) {
 
 	t.Run("EffectRollsBackWithItsRecord", func(t *testing.T) {
 		store := setupKeys(t, 30*time.Second, time.Hour)
-		c, _, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", request)
+		c, _, err := store.BeginKey(ctx, "s", "k", "POST", "/v1/files", request, storage.KeyOrigin{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,11 +166,11 @@ func TestClaims(t *testing.T) {
 
 	t.Run("SweepPurgesExpiredRecordsOnly", func(t *testing.T) {
 		store := setupKeys(t, 30*time.Second, time.Hour)
-		done, _, _ := store.BeginKey(ctx, "s", "done", "POST", "/v1/files", request)
+		done, _, _ := store.BeginKey(ctx, "s", "done", "POST", "/v1/files", request, storage.KeyOrigin{})
 		if err := complete(t, store, done, "x"); err != nil {
 			t.Fatal(err)
 		}
-		running, _, _ := store.BeginKey(ctx, "s", "running", "POST", "/v1/files", request)
+		running, _, _ := store.BeginKey(ctx, "s", "running", "POST", "/v1/files", request, storage.KeyOrigin{})
 		defer running.Close()
 		seed(t, store, `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE key = 'done'`)
 		n, err := store.SweepKeys(ctx)
@@ -184,7 +184,7 @@ func TestClaims(t *testing.T) {
 
 	t.Run("SweepRemovesClaimsAbandonedForTheRetention", func(t *testing.T) {
 		store := setupKeys(t, 30*time.Second, time.Hour)
-		dead, _, _ := store.BeginKey(ctx, "s", "dead", "POST", "/v1/files", request)
+		dead, _, _ := store.BeginKey(ctx, "s", "dead", "POST", "/v1/files", request, storage.KeyOrigin{})
 		dead.Close()
 		seed(t, store, `UPDATE idempotency_keys SET lease_expires_at = now() - interval '61 minutes' WHERE key = 'dead'`)
 		if n, err := store.SweepKeys(ctx); err != nil || n != 1 {
@@ -196,7 +196,7 @@ func TestClaims(t *testing.T) {
 func TestSweepKeepsTheKeyOfARunningBatch(t *testing.T) {
 	store := setupKeys(t, 30*time.Second, time.Hour)
 	ctx := context.Background()
-	c, _, err := store.BeginKey(ctx, "s", "batch-key", "POST", "/v1/batch", request)
+	c, _, err := store.BeginKey(ctx, "s", "batch-key", "POST", "/v1/batch", request, storage.KeyOrigin{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,8 @@ import (
 // query that can see a file, a version, a link, an event, an upload
 // session, a run, a batch or an operation applies the one SQL test below
 // next to liveFile: visiblePath for what carries a path, visibleMade for
-// what carries no path but the token that made it (batches, the records of
-// keys). A lookup by id of something outside finds nothing: 404, as for
+// what carries no path but the token that made it (batches), visibleKey
+// for the records of keys (their paths, else their token). A lookup by id of something outside finds nothing: 404, as for
 // another subject's. A context without a reach, or one whose prefixes are
 // none, sees every row of its subject (a token without prefixes, the
 // sweeper, the batch runner's own bookkeeping, the operator's commands).
@@ -79,6 +79,23 @@ func visibleMade(ctx context.Context, col string, args pgx.NamedArgs) string {
 	}
 	args["reach_token"] = r.tokenID
 	return "(" + col + " = @reach_token OR " + col + " IN (SELECT id FROM tokens WHERE @reach_token = ANY(lineage)))"
+}
+
+// visibleKey is the SQL test that a key's record (a row of
+// idempotency_keys) lies in the reach of ctx: every path its effect writes
+// lies inside the reach's folders, or, for a write that names no path (a
+// delete by id, a batch, a key claimed before keys recorded paths), its
+// token or a descendant claimed it. A scoped token that takes a run over
+// sees the keys of its folders, whoever claimed them.
+func visibleKey(ctx context.Context, args pgx.NamedArgs) string {
+	r, ok := reachOf(ctx)
+	if !ok {
+		return "true"
+	}
+	args["reach_prefixes"] = r.prefixes
+	inside := `(cardinality(paths) > 0 AND NOT EXISTS (SELECT 1 FROM unnest(paths) AS kp(p)
+		WHERE NOT EXISTS (SELECT 1 FROM unnest(@reach_prefixes::text[]) AS reach(p) WHERE starts_with(kp.p, reach.p))))`
+	return "(" + inside + " OR (coalesce(cardinality(paths), 0) = 0 AND " + visibleMade(ctx, "token_id", args) + "))"
 }
 
 // covers reports whether path lies in the reach of ctx, as visiblePath

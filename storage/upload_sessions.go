@@ -259,6 +259,10 @@ func (s *Store) ExpireUploads(ctx context.Context) (int, error) {
 // first, without their parts. A pending session past its expiry counts as
 // expired, as the API shows it.
 func (s *Store) ListUploads(ctx context.Context, subject string, filter agentfs.UploadFilter) ([]*agentfs.Upload, error) {
+	return s.listUploads(ctx, s.pool, subject, filter)
+}
+
+func (s *Store) listUploads(ctx context.Context, q querier, subject string, filter agentfs.UploadFilter) ([]*agentfs.Upload, error) {
 	w := newFilter("subject = @subject", pgx.NamedArgs{"subject": subject, "limit": filter.Limit})
 	w.cond(visiblePath(ctx, "path", w.args))
 	switch filter.Status {
@@ -271,10 +275,12 @@ func (s *Store) ListUploads(ctx context.Context, subject string, filter agentfs.
 		w.when(true, "status = @status", pgx.NamedArgs{"status": filter.Status})
 	}
 	w.when(filter.Path != "", "path = @path", pgx.NamedArgs{"path": filter.Path})
+	w.when(filter.RunID != "", "run_id = @run_id", pgx.NamedArgs{"run_id": filter.RunID})
+	w.when(filter.Open, "(status = 'pending' AND expires_at > now() OR status = 'completing')", nil)
 	if c := filter.After; c != nil {
 		w.when(true, "(created_at, id) < (@after_created_at, @after_id)", pgx.NamedArgs{"after_created_at": c.CreatedAt, "after_id": c.ID})
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+uploadColumns+` FROM uploads WHERE `+w.where()+
+	rows, err := q.Query(ctx, `SELECT `+uploadColumns+` FROM uploads WHERE `+w.where()+
 		` ORDER BY created_at DESC, id DESC LIMIT @limit`, w.args)
 	if err != nil {
 		return nil, Translate(fmt.Errorf("list uploads: %w", err))
@@ -283,18 +289,18 @@ func (s *Store) ListUploads(ctx context.Context, subject string, filter agentfs.
 	if err != nil {
 		return nil, Translate(fmt.Errorf("list uploads: %w", err))
 	}
-	return out, s.loadPartsOf(ctx, out)
+	return out, s.loadPartsOf(ctx, q, out)
 }
 
 // loadPartsOf loads the parts of many sessions in one query.
-func (s *Store) loadPartsOf(ctx context.Context, uploads []*agentfs.Upload) error {
+func (s *Store) loadPartsOf(ctx context.Context, q querier, uploads []*agentfs.Upload) error {
 	byID := make(map[string]*agentfs.Upload, len(uploads))
 	ids := make([]string, 0, len(uploads))
 	for _, u := range uploads {
 		byID[u.ID], u.Parts = u, []agentfs.Part{}
 		ids = append(ids, u.ID)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT upload_id, part_number, size_bytes, sha256, etag FROM upload_parts
+	rows, err := q.Query(ctx, `SELECT upload_id, part_number, size_bytes, sha256, etag FROM upload_parts
 		WHERE upload_id = ANY($1) ORDER BY upload_id, part_number`, ids)
 	if err != nil {
 		return Translate(fmt.Errorf("load parts: %w", err))

@@ -299,7 +299,7 @@ func TestTasksLeaveBlobsWithinTheirGrace(t *testing.T) {
 func recordKey(t *testing.T, store *storage.Store, key string) {
 	t.Helper()
 	ctx := context.Background()
-	claim, _, err := store.BeginKey(ctx, "s", key, "POST", "/v1/files", []byte("request"))
+	claim, _, err := store.BeginKey(ctx, "s", key, "POST", "/v1/files", []byte("request"), storage.KeyOrigin{})
 	if err != nil {
 		t.Fatal(err)
 	}

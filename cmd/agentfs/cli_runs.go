@@ -20,10 +20,11 @@ import (
 func runCommand() *command {
 	return &command{
 		name:    "run",
-		summary: "what one run did: run show, run archive (its files), run revert (undo it)",
+		summary: "what one run did: run show, run archive (its files), run revert (undo it), run recovery (take it over)",
 		usage: `agentfs run show RUN_ID
 agentfs run archive RUN_ID [OUT] [--format zip|tar]
-agentfs run revert RUN_ID [--force] [--wait] [--key KEY]`,
+agentfs run revert RUN_ID [--force] [--wait] [--key KEY]
+agentfs run recovery RUN_ID [--json]`,
 		help: `Shows, fetches or undoes what happened under a run id (the X-Run-ID,
 AGENTFS_RUN_ID of the writers).
 
@@ -31,11 +32,13 @@ Examples:
   agentfs run show run-1
   agentfs run archive run-1 run-1.zip
   agentfs run revert run-1 --wait
+  agentfs run recovery run-1
 `,
 		subs: []*command{
 			runShowCommand(),
 			runArchiveCommand(),
 			runRevertCommand(),
+			runRecoveryCommand(),
 		},
 	}
 }

@@ -354,7 +354,7 @@ func TestCLIRunUsage(t *testing.T) {
 	t.Parallel()
 	env := offlineEnv()
 	expectUsage(t, env,
-		usageCase{[]string{"run"}, "Usage: agentfs run", "show, archive or revert"},
+		usageCase{[]string{"run"}, "Usage: agentfs run", "show, archive, revert or recovery"},
 		usageCase{[]string{"run", "erase", "r"}, "Usage: agentfs run", `unknown run command "erase"`},
 		usageCase{[]string{"run", "archive"}, "Usage: agentfs run", "RUN_ID and at most one OUT"},
 		usageCase{[]string{"run", "archive", "r", "a.zip", "b.zip"}, "Usage: agentfs run", "RUN_ID and at most one OUT"},

@@ -90,6 +90,7 @@ func (fx Fixture) steps() []step {
 		{"list_run_files", map[string]any{"run_id": fx.RunID}},
 		{"file_history", map[string]any{"path": p("rev.txt")}},
 		{"run_summary", map[string]any{"run_id": fx.RunID}},
+		{"run_recovery", map[string]any{"run_id": fx.RunID}},
 		{"write_file", map[string]any{"path": p("new.txt"), "content": "new"}},
 		{"edit_file", map[string]any{"path": p("edit.txt"), "edits": []any{map[string]any{"oldText": "before", "newText": "after"}}}},
 		{"delete_file", map[string]any{"path": p("del.txt")}},

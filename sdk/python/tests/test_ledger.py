@@ -425,3 +425,25 @@ async def test_async_run_archive_and_revert(bundle: Bundle, writers: Any, tmp_pa
         assert page.data and {e.type for e in page.data} == {"file.deleted"}
         undone = await asyncio.to_thread(await_events, bundle.direct, 2, run_id="arun-undo")
         assert sorted(e.path for e in undone) == ["arun/a.txt", "arun/b.txt"]
+
+
+def test_run_recovery(bundle: Bundle, writers: Any) -> None:
+    run = "py-recover"
+    w = writers(run)
+    f = w.put_file("recover/a.txt", b"one", idempotency_key="py-rec-1")
+    w.put_file("recover/b.txt", b"two", idempotency_key="py-rec-2")
+    c = bundle.client()
+    r = c.run_recovery(run)
+    assert (r.object, r.run_id, r.confirmed.events, r.confirmed.counts.created) == ("run_recovery", run, 2, 2)
+    assert r.confirmed.last_event_cursor is not None and r.as_of
+    assert [o.idempotency_key for o in r.operations] == ["py-rec-2", "py-rec-1"]
+    done = r.operations[1]
+    assert (done.status, done.response_status, done.resource and done.resource.id) == ("completed", 201, f.id)
+    assert done.next.method == "GET" and done.next.path == "/v1/operations/py-rec-1" and done.next.text
+    assert r.next_actions == [] and r.in_flight.uploads == [] and r.in_flight.batches == []
+    page = c.run_recovery(run, limit=1)
+    assert page.has_more and page.next_cursor is not None and [o.idempotency_key for o in page.operations] == ["py-rec-2"]
+    rest = c.run_recovery(run, limit=1, cursor=page.next_cursor)
+    assert [o.idempotency_key for o in rest.operations] == ["py-rec-1"] and rest.next_cursor is None
+    with pytest.raises(agentfs.NotFoundError):
+        c.run_recovery("py-no-such-run")

@@ -58,6 +58,7 @@ ROUTES = [
     (r.Call(r.ROUTE_EVENTS), True),
     (r.Call(r.ROUTE_RUN), True),
     (r.Call(r.ROUTE_RUN_ARCHIVE), True),
+    (r.Call(r.ROUTE_RUN_RECOVERY), True),
     # A run revert always carries a key, like a batch; without one the server refuses it.
     (r.Call(r.ROUTE_REVERT_RUN), False),
 ]

@@ -94,6 +94,7 @@ async function tools(client) {
   await call(client, 'list_run_files', {});
   await call(client, 'read_media_file', { path: `${dir}/b.txt` });
   await call(client, 'run_summary', { run_id: run });
+  await call(client, 'run_recovery', { run_id: run });
   const missing = tools.map((t) => t.name).filter((n) => !called.has(n));
   assert.deepEqual(missing, [], 'tools not called');
   say(`${called.size} tools called, each succeeding; the SDK client validated every result against its outputSchema`);

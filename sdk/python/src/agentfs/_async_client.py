@@ -61,6 +61,7 @@ from ._models import (
     Protocol,
     Run,
     RunRevertPlan,
+    RunRecovery,
     Token,
     Upload,
     UploadPart,
@@ -882,6 +883,19 @@ class AsyncClient(BaseClient):
         version whose content comes back).
         """
         return RunRevertPlan.from_dict(await self._json(self._r_plan_revert_run(run_id, force=force)))
+
+    async def run_recovery(self, run_id: str, *, limit: Optional[int] = None, cursor: Optional[str] = None) -> RunRecovery:
+        """What a run left behind, and the next safe request for each thing it left open (GET /v1/runs/{run_id}/recovery).
+
+        Everything in it holds at ``as_of`` (an event cursor). ``operations``
+        are the run's idempotency keys, newest first (``limit`` per page, the
+        next page at ``next_cursor``): completed (nothing to redo),
+        in_progress (wait) or abandoned (nothing happened: send the same
+        request again with the same key and run). ``next_actions`` are the
+        requests still to send, in order. A run of which you hold nothing is
+        NotFoundError.
+        """
+        return RunRecovery.from_dict(await self._json(self._r_run_recovery(run_id, limit, cursor)))
 
     async def run_archive(
         self,

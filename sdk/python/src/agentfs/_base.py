@@ -95,6 +95,7 @@ from ._retry import (
     ROUTE_RUN,
     ROUTE_SEARCH,
     ROUTE_RUN_ARCHIVE,
+    ROUTE_RUN_RECOVERY,
     ROUTE_UPLOAD,
     ROUTE_UPLOAD_PART,
     ROUTE_VERSION,
@@ -832,6 +833,9 @@ class BaseClient:
     def _r_plan_revert_run(self, run_id: str, *, force: bool) -> Request:
         req = route_request(ROUTE_REVERT_RUN, _run_path(run_id) + "/revert")
         return _json_body(req, {"force": bool(force), "dry_run": True})
+
+    def _r_run_recovery(self, run_id: str, limit: Optional[int], cursor: Optional[str]) -> Request:
+        return _page(route_request(ROUTE_RUN_RECOVERY, _run_path(run_id) + "/recovery"), limit, cursor)
 
     def _r_run_archive(self, run_id: str, format: str) -> Request:
         if format not in ARCHIVE_FORMATS:

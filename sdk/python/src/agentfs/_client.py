@@ -59,6 +59,7 @@ from ._models import (
     Protocol,
     RestorePlan,
     Run,
+    RunRecovery,
     RunRevertPlan,
     SearchResults,
     Token,
@@ -884,6 +885,19 @@ class Client(BaseClient):
         version whose content comes back).
         """
         return RunRevertPlan.from_dict(self._json(self._r_plan_revert_run(run_id, force=force)))
+
+    def run_recovery(self, run_id: str, *, limit: Optional[int] = None, cursor: Optional[str] = None) -> RunRecovery:
+        """What a run left behind, and the next safe request for each thing it left open (GET /v1/runs/{run_id}/recovery).
+
+        Everything in it holds at ``as_of`` (an event cursor). ``operations``
+        are the run's idempotency keys, newest first (``limit`` per page, the
+        next page at ``next_cursor``): completed (nothing to redo),
+        in_progress (wait) or abandoned (nothing happened: send the same
+        request again with the same key and run). ``next_actions`` are the
+        requests still to send, in order. A run of which you hold nothing is
+        NotFoundError.
+        """
+        return RunRecovery.from_dict(self._json(self._r_run_recovery(run_id, limit, cursor)))
 
     def run_archive(
         self,

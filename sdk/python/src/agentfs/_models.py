@@ -12,6 +12,13 @@ from typing import Any, Callable, Generic, Iterator, Mapping, Optional, TypeVar,
 from ._errors import Problem, problem_from_dict
 
 __all__ = [
+    "RunRecovery",
+    "RecoveryConfirmed",
+    "RecoveryOperation",
+    "RecoveryInFlight",
+    "RecoveryUpload",
+    "RecoveryBatch",
+    "Next",
     "File",
     "Folder",
     "Upload",
@@ -461,7 +468,9 @@ class Operation:
     """What an Idempotency-Key holds for this subject: the request and, once completed, its answer."""
 
     idempotency_key: str
-    #: in_progress or completed.
+    #: in_progress, completed or abandoned (the claim's owner died with
+    #: nothing recorded: nothing happened, and the same key may be sent
+    #: again).
     status: str
     method: str
     #: The server's route template, e.g. "/v1/files/:id/restore".
@@ -936,6 +945,157 @@ class Run:
             d,
             agent_ids=[a for a in d.get("agent_ids") or [] if isinstance(a, str)],
             counts=RunCounts.from_dict(_map(d.get("counts"))),
+        )
+
+
+@dataclass
+class Next:
+    """The next safe step of a run's recovery: a sentence, and the exact request to send."""
+
+    text: str
+    method: str
+    #: The request's path and query, below the API's base URL.
+    path: str
+    #: The Idempotency-Key to send it with, if any.
+    idempotency_key: Optional[str] = None
+    #: Wait this long before sending it, if set.
+    after_seconds: Optional[int] = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Next":
+        """Build a Next from its JSON object."""
+        return _read(cls, d)
+
+
+@dataclass
+class RecoveryConfirmed:
+    """What a run's events confirm happened."""
+
+    events: int
+    #: The event cursor at the run's last event, None when it has none.
+    last_event_cursor: Optional[str]
+    live_files: int
+    counts: RunCounts
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RecoveryConfirmed":
+        """Build RecoveryConfirmed from its JSON object."""
+        return _read(cls, d, counts=RunCounts.from_dict(_map(d.get("counts"))))
+
+
+@dataclass
+class RecoveryOperation:
+    """One key a request of the run claimed: completed, in_progress or abandoned, and its next step."""
+
+    idempotency_key: str
+    method: str
+    route: str
+    #: completed, in_progress or abandoned (nothing happened: send it again with the key).
+    status: str
+    resource: Optional[OperationResource]
+    response_status: Optional[int]
+    at: Optional[datetime]
+    next: Next
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RecoveryOperation":
+        """Build a RecoveryOperation from its JSON object."""
+        r = d.get("resource")
+        return _read(
+            cls,
+            d,
+            resource=OperationResource(_s(r, "object"), _s(r, "id")) if isinstance(r, Mapping) else None,
+            next=Next.from_dict(_map(d.get("next"))),
+        )
+
+
+def _ints(v: Any) -> list[int]:
+    return [n for n in v or [] if isinstance(n, int) and not isinstance(n, bool)]
+
+
+@dataclass
+class RecoveryUpload:
+    """An upload session of the run still open, with the parts it still needs."""
+
+    id: str
+    path: str
+    status: str
+    parts_received: list[int]
+    part_count: int
+    missing_parts: list[int]
+    next: Next
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RecoveryUpload":
+        """Build a RecoveryUpload from its JSON object."""
+        return _read(
+            cls,
+            d,
+            parts_received=_ints(d.get("parts_received")),
+            missing_parts=_ints(d.get("missing_parts")),
+            next=Next.from_dict(_map(d.get("next"))),
+        )
+
+
+@dataclass
+class RecoveryBatch:
+    """A batch of the run not yet terminal."""
+
+    id: str
+    status: str
+    counts: BatchCounts
+    next: Next
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RecoveryBatch":
+        """Build a RecoveryBatch from its JSON object."""
+        return _read(cls, d, counts=BatchCounts.from_dict(_map(d.get("counts"))), next=Next.from_dict(_map(d.get("next"))))
+
+
+@dataclass
+class RecoveryInFlight:
+    """A run's upload sessions and batches not yet ended."""
+
+    uploads: list[RecoveryUpload]
+    batches: list[RecoveryBatch]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RecoveryInFlight":
+        """Build RecoveryInFlight from its JSON object."""
+        return cls(
+            uploads=[RecoveryUpload.from_dict(u) for u in d.get("uploads") or [] if isinstance(u, Mapping)],
+            batches=[RecoveryBatch.from_dict(b) for b in d.get("batches") or [] if isinstance(b, Mapping)],
+        )
+
+
+@dataclass
+class RunRecovery:
+    """What a run left behind, true at ``as_of``, with the next safe request for each thing it left open."""
+
+    run_id: str
+    #: The event cursor everything here holds at (follow events after it).
+    as_of: str
+    confirmed: RecoveryConfirmed
+    operations: list[RecoveryOperation]
+    in_flight: RecoveryInFlight
+    #: The requests still to send, in order.
+    next_actions: list[Next]
+    #: Kept keys claimed before the server recorded runs on keys (none of them listed).
+    predates_run_record: int
+    has_more: bool
+    next_cursor: Optional[str]
+    object: str = "run_recovery"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RunRecovery":
+        """Build a RunRecovery from its JSON object."""
+        return _read(
+            cls,
+            d,
+            confirmed=RecoveryConfirmed.from_dict(_map(d.get("confirmed"))),
+            operations=[RecoveryOperation.from_dict(o) for o in d.get("operations") or [] if isinstance(o, Mapping)],
+            in_flight=RecoveryInFlight.from_dict(_map(d.get("in_flight"))),
+            next_actions=[Next.from_dict(n) for n in d.get("next_actions") or [] if isinstance(n, Mapping)],
         )
 
 
