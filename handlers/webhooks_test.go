@@ -193,16 +193,22 @@ func TestWebhookSurvivesReceiverOutage(t *testing.T) {
 			t.Fatalf("body of %s is not its event: %s", g.id, g.body)
 		}
 	}
-	log := deliveries(t, c, hook.ID)
+	// The receiver has answered the last event before the worker records
+	// that answer: wait for the log to hold it.
+	var log []api.WebhookDelivery
 	failed, succeeded := 0, 0
-	for _, d := range log {
-		switch {
-		case d.Status == "failed" && d.StatusCode != nil && *d.StatusCode == 503:
-			failed++
-		case d.Status == "succeeded":
-			succeeded++
+	waitFor(t, "every success in the delivery log", func() bool {
+		log, failed, succeeded = deliveries(t, c, hook.ID), 0, 0
+		for _, d := range log {
+			switch {
+			case d.Status == "failed" && d.StatusCode != nil && *d.StatusCode == 503:
+				failed++
+			case d.Status == "succeeded":
+				succeeded++
+			}
 		}
-	}
+		return succeeded >= 15
+	})
 	if failed < 4 || succeeded != 15 {
 		t.Fatalf("delivery log: %d failed (503), %d succeeded; want ≥ 4 and 15", failed, succeeded)
 	}
@@ -382,7 +388,11 @@ func TestWebhookGrant(t *testing.T) {
 	if n := len(rcv.receipts()); n != 3 {
 		t.Fatalf("%d deliveries, want 3 (2 for the root's webhook, 1 for the child's)", n)
 	}
-	childLog := deliveries(t, child, mine.ID)
+	var childLog []api.WebhookDelivery
+	waitFor(t, "the child's delivery in its log", func() bool {
+		childLog = deliveries(t, child, mine.ID)
+		return len(childLog) >= 1
+	})
 	if len(childLog) != 1 || childLog[0].EventID == "" {
 		t.Fatalf("the child's webhook log: %+v", childLog)
 	}
@@ -402,6 +412,32 @@ func TestWebhookGrant(t *testing.T) {
 	reader := srv.Client(t, "alice", "read")
 	send(reader, "POST", "/v1/webhooks", map[string]any{"url": rcv.URL}).ExpectProblem(t, http.StatusForbidden, "FORBIDDEN")
 	reader.Do("GET", "/v1/webhooks", nil).ExpectProblem(t, http.StatusForbidden, "FORBIDDEN")
+}
+
+// TestWebhookStopsWhenItsTokenIsRevoked: a webhook hands out what the
+// token that made it may read, so revoking that token disables it (with
+// the reason): nothing written after the revocation reaches the receiver.
+func TestWebhookStopsWhenItsTokenIsRevoked(t *testing.T) {
+	srv, root := webhookServer(t, fastWebhooks)
+	tok := mint(t, root, map[string]any{"scopes": []string{"read", "write"}, "prefixes": []string{"P"}, "expires_in": 3600})
+	child := apitest.NewClient(t, srv.URL, *tok.Token)
+	rcv := newReceiver(t)
+	hook := createWebhook(t, child, map[string]any{"url": rcv.URL})
+	upload(t, root, "P/before.txt", "before").Expect(t, http.StatusCreated)
+	waitFor(t, "the event written before the revocation", func() bool { return len(rcv.acked()) == 1 })
+	root.Do("DELETE", "/v1/tokens/"+tok.ID, nil).Expect(t, http.StatusOK)
+	upload(t, root, "P/after.txt", "after").Expect(t, http.StatusCreated)
+	waitFor(t, "the webhook disabled", func() bool {
+		return apitest.GetJSON[api.Webhook](t, root, "/v1/webhooks/"+hook.ID).Status == "disabled"
+	})
+	got := apitest.GetJSON[api.Webhook](t, root, "/v1/webhooks/"+hook.ID)
+	if got.DisabledReason == nil || !strings.Contains(*got.DisabledReason, "revoked") {
+		t.Fatalf("disabled webhook: %+v", got)
+	}
+	time.Sleep(300 * time.Millisecond) // what a live worker would have taken to send it
+	if n := len(rcv.receipts()); n != 1 {
+		t.Fatalf("the receiver got %d requests, want 1 (nothing after the revocation)", n)
+	}
 }
 
 // TestWebhookSecretKeptSealed: the row keeps the secret only sealed; a

@@ -314,11 +314,15 @@ func (s *Store) Trusted(token string) (agentfs.Principal, bool) {
 	return p, true
 }
 
+// tokenStands is the SQL test that token t authenticates: not revoked, not
+// expired, and no ancestor revoked.
+const tokenStands = `t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
+		  AND NOT EXISTS (SELECT 1 FROM tokens a WHERE a.id = ANY(t.lineage) AND a.revoked_at IS NOT NULL)`
+
 func (s *Store) lookupToken(ctx context.Context, sum [32]byte) (agentfs.Principal, error) {
 	s.counters.tokenLookups.Add(1)
 	t, err := scanToken(s.pool.QueryRow(ctx, `SELECT `+tokenColumns+` FROM tokens t
-		WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
-		  AND NOT EXISTS (SELECT 1 FROM tokens a WHERE a.id = ANY(t.lineage) AND a.revoked_at IS NOT NULL)`, sum[:]))
+		WHERE t.token_hash = $1 AND `+tokenStands, sum[:]))
 	if err != nil {
 		return agentfs.Principal{}, fmt.Errorf("authenticate: %w", err)
 	}

@@ -208,12 +208,30 @@ func (s *Store) WebhookDeliveries(ctx context.Context, subject, id string, befor
 // DeliveryState is a webhook as its delivery worker reads it, by id alone,
 // with its sealed secret; agentfs.ErrNotFound once it is deleted.
 func (s *Store) DeliveryState(ctx context.Context, id string) (*agentfs.Webhook, []byte, error) {
+	if err := s.disableOrphaned(ctx, id); err != nil {
+		return nil, nil, err
+	}
 	var sealed []byte
 	w, err := scanWebhook(s.pool.QueryRow(ctx, `SELECT `+webhookColumns+`, secret_sealed FROM webhooks WHERE id = $1`, id), &sealed)
 	if err != nil {
 		return nil, nil, fmt.Errorf("webhook delivery state: %w", err)
 	}
 	return w, sealed, nil
+}
+
+// disableOrphaned disables the active webhook id if the token that made it
+// no longer authenticates (revoked, expired, or an ancestor revoked): a
+// webhook hands out what its maker may read, so it ends with the maker's
+// token. A webhook made without a token (token_id '') is kept.
+func (s *Store) disableOrphaned(ctx context.Context, id string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE webhooks SET status = 'disabled', next_attempt_at = NULL, updated_at = now(),
+			disabled_reason = 'the token that made it was revoked or expired: make the webhook again with a token that stands'
+		WHERE id = $1 AND status = 'active' AND token_id <> ''
+		  AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.id = webhooks.token_id AND `+tokenStands+`)`, id)
+	if err != nil {
+		return Translate(fmt.Errorf("webhook delivery state: %w", err))
+	}
+	return nil
 }
 
 // ActiveWebhooks lists the ids of every active webhook, for the delivery
