@@ -57,6 +57,12 @@ func (c *Core) Merge(ctx context.Context, who agentfs.Caller, req agentfs.MergeR
 	if req.OnConflict == "" {
 		req.OnConflict = agentfs.OnConflictFail
 	}
+	// The scopes first: the fork is looked up (for the paths the grant
+	// checks) before any key is claimed, and a caller that may not merge
+	// must not learn from a 404 which forks exist.
+	if err := who.Allow(agentfs.OpMerge); err != nil {
+		return idempotency.Result{}, err
+	}
 	fork, err := c.store.Fork(within(ctx, who), who.Subject, req.ForkID)
 	if err != nil {
 		return idempotency.Result{}, err

@@ -82,6 +82,15 @@ func everyWrite(core *admission.Core) map[string]func(ctx context.Context, who a
 		agentfs.OpRestorePoint: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
 			return core.RestorePoint(ctx, who, agentfs.RestoreRequest{To: agentfs.PointSpec{Field: "to", Kind: agentfs.PointNow, Raw: "now"}})
 		},
+		agentfs.OpCreateFork: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
+			return core.CreateFork(ctx, who, agentfs.NewFork{From: "a/", To: "b/", AsOf: agentfs.PointSpec{Field: "as_of", Kind: agentfs.PointNow, Raw: "now"}})
+		},
+		agentfs.OpMerge: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
+			return core.Merge(ctx, who, agentfs.MergeRequest{ForkID: "fork_none"})
+		},
+		agentfs.OpDeleteFork: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
+			return core.DeleteFork(ctx, who, "fork_none")
+		},
 		agentfs.OpCreateWebhook: func(ctx context.Context, who agentfs.Caller) (idempotency.Result, error) {
 			return core.CreateWebhook(ctx, who, agentfs.NewWebhook{URL: "https://example.com/hook"})
 		},
