@@ -61,6 +61,10 @@ deps+=(node npm)
 # chromium, driven by tools/node's playwright-core; ensure_deps exports
 # CHROMIUM_BIN, which tools/node/chromium.mjs launches.
 deps+=(chromium)
+# The event stream behind a load balancer (handlers
+# TestEventStreamBehindHAProxy): Debian's haproxy; ensure_deps exports
+# HAPROXY_BIN.
+deps+=(haproxy)
 start_hydra=1
 [[ -n "${AGENTFS_TEST_HYDRA_PUBLIC_URL:-}" && -n "${AGENTFS_TEST_HYDRA_ADMIN_URL:-}" ]] && start_hydra=0
 [[ "${AGENTFS_TEST_HYDRA:-1}" == 0 ]] && start_hydra=0

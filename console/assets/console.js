@@ -267,8 +267,12 @@ async function filesPage(root, params) {
   }
   root.append(crumbs, el('p', {}, el('a', { href: `#/files?prefix=${enc(prefix)}${deleted ? '' : '&deleted=1'}` },
     deleted ? 'Hide deleted files' : 'Show deleted files too')));
-  const page = await api('GET', `/v1/files?limit=1000${prefix ? `&prefix=${enc(prefix)}` : ''}${deleted ? '&include_deleted=true' : ''}`);
-  const folders = new Set();
+  // Live files: one folder by delimiter (its files and the folders below,
+  // never the subtree). Deleted ones too: the subtree's first 1000, split here.
+  const page = deleted
+    ? await api('GET', `/v1/files?limit=1000&include_deleted=true${prefix ? `&prefix=${enc(prefix)}` : ''}`)
+    : await api('GET', `/v1/files?delimiter=/&limit=1000${prefix ? `&prefix=${enc(prefix)}` : ''}`);
+  const folders = new Set((page.prefixes || []).map((p) => p.slice(prefix.length)));
   const here = [];
   for (const f of page.data) {
     const rest = f.path.slice(prefix.length);
@@ -285,7 +289,7 @@ async function filesPage(root, params) {
     el('td', {}, el('a', { href: `#/file/${f.id}` }, f.path)), el('td', { class: 'num' }, f.version),
     el('td', { class: 'num' }, bytes(f.size_bytes)), el('td', {}, when(f.updated_at)), el('td', {}, f.deleted_at ? 'deleted' : 'live'))))
     : el('p', { class: 'muted' }, 'No files directly here.'));
-  if (page.has_more) root.append(el('p', { class: 'muted' }, 'Showing the first 1000 files under this prefix: open a folder to see the rest.'));
+  if (page.has_more) root.append(el('p', { class: 'muted' }, deleted ? 'Showing the first 1000 files under this prefix: open a folder to see the rest.' : 'Showing the first 1000 entries of this folder.'));
 }
 
 async function filePage(root, id) {
