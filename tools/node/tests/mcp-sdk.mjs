@@ -85,7 +85,7 @@ async function tools(client) {
   assert.ok(diff.structuredContent.changes.some((c) => c.path === `${dir}/a.txt` && c.change === 'modified'), JSON.stringify(diff.structuredContent));
   await call(client, 'restore', { path: dir, to: ck.structuredContent.id, dry_run: true });
   const fork = await call(client, 'fork', { source: dir, destination: `${dir}-fork` });
-  await call(client, 'write_file', { path: `${dir}-fork/a.txt`, content: 'from the fork\n' });
+  await call(client, 'write_file', { path: `${dir}-fork/a.txt`, content: 'from the fork\n', if_exists: 'replace' });
   const merged = await call(client, 'merge', { fork_id: fork.structuredContent.id, on_conflict: 'fork' });
   assert.ok(merged.structuredContent.applied.some((c) => c.path === `${dir}/a.txt`), JSON.stringify(merged.structuredContent));
   await call(client, 'move_file', { source: `${dir}/a.txt`, destination: `${dir}/b.txt` });
