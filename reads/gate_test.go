@@ -96,7 +96,8 @@ func everyRead(g *reads.Gate) map[string][]func(ctx context.Context, who agentfs
 	return m
 }
 
-// addWebhookReads adds the reads of webhooks (DESIGN §23) to m.
+// addWebhookReads adds the reads of webhooks (DESIGN §23) and of forks
+// (§19) to m.
 func addWebhookReads(g *reads.Gate, m map[string][]func(context.Context, agentfs.Caller) error) {
 	m[agentfs.OpListWebhooks] = []func(context.Context, agentfs.Caller) error{func(ctx context.Context, who agentfs.Caller) error {
 		_, err := g.Webhooks(ctx, who, agentfs.WebhookFilter{Limit: 10})
@@ -108,6 +109,15 @@ func addWebhookReads(g *reads.Gate, m map[string][]func(context.Context, agentfs
 	}}
 	m[agentfs.OpListWebhookDeliveries] = []func(context.Context, agentfs.Caller) error{func(ctx context.Context, who agentfs.Caller) error {
 		_, err := g.WebhookDeliveries(ctx, who, "wh_none", 0, 10)
+		return err
+	}}
+	// Forks (DESIGN §19).
+	m[agentfs.OpListForks] = []func(context.Context, agentfs.Caller) error{func(ctx context.Context, who agentfs.Caller) error {
+		_, err := g.ListForks(ctx, who, agentfs.ForkFilter{Limit: 10})
+		return err
+	}}
+	m[agentfs.OpGetFork] = []func(context.Context, agentfs.Caller) error{func(ctx context.Context, who agentfs.Caller) error {
+		_, err := g.Fork(ctx, who, "fork_none")
 		return err
 	}}
 }
