@@ -162,7 +162,10 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	}
 	if cur := n.current(); cur != nil && !n.hasDirty() {
 		f, err := n.fs.c.File(ctx, cur.ID)
-		if err != nil || f.DeletedAt != nil {
+		if err != nil {
+			return nil, 0, errno(err) // ENOENT only when the store says so: EIO for a store that could not answer
+		}
+		if f.DeletedAt != nil {
 			return nil, 0, syscall.ENOENT
 		}
 		n.setMeta(f)
