@@ -58,8 +58,9 @@ func TestConsoleServesItsPage(t *testing.T) {
 
 // TestConsoleInABrowser runs tools/node/tests/console.mjs: the console in
 // Debian's Chromium, driven by playwright-core, against a server with a
-// run that replaced a text file and a run that made one. It saves the
-// screenshots of docs/console.md into docs/console/.
+// run that replaced a text file and a run that made one. It takes the
+// screenshots of docs/console.md (into docs/console/ with
+// AGENTFS_CONSOLE_SHOTS=docs/console).
 func TestConsoleInABrowser(t *testing.T) {
 	t.Parallel()
 	node, tools := os.Getenv("AGENTFS_TEST_NODE"), os.Getenv("AGENTFS_TEST_NODE_TOOLS")
@@ -78,12 +79,18 @@ func TestConsoleInABrowser(t *testing.T) {
 	put("notes/readme.txt", "hello\n", "run-demo", 201)
 	put("undo/made.txt", "made by a run to undo\n", "run-undo", 201)
 
-	shots, err := filepath.Abs("../docs/console")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatal(err)
+	// The screenshots go to a temporary folder, so a test run leaves the
+	// tree as it found it; AGENTFS_CONSOLE_SHOTS=docs/console (from the
+	// repository's root) refreshes those of docs/console.md.
+	shots := t.TempDir()
+	if dir := os.Getenv("AGENTFS_CONSOLE_SHOTS"); dir != "" {
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join("..", dir) // the test runs in console/
+		}
+		shots = dir
+		if err := os.MkdirAll(shots, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
