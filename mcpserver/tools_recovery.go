@@ -2,6 +2,11 @@ package mcpserver
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -43,8 +48,38 @@ func runRecoveryTool() *toolSpec {
 		if err != nil {
 			return nil, err
 		}
-		return &reply[RunRecovery]{Text: render.RecoveryText(*r), Out: *r}, nil
+		return &reply[RunRecovery]{Text: render.RecoveryText(*r) + toolSteps(r.NextActions), Out: *r}, nil
 	})
+}
+
+// toolSteps says, for a model that has only these tools, which tool
+// call does each next action: a put sent again is write_file with the
+// same key, a wait is run_recovery again; what no tool does (upload
+// parts, other routes) says so, naming the REST request.
+func toolSteps(next []api.Next) string {
+	if len(next) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("With these tools:\n")
+	for i, n := range next {
+		path, query, _ := strings.Cut(n.Path, "?")
+		q, _ := url.ParseQuery(query)
+		switch {
+		case n.Method == http.MethodPost && path == "/v1/files" && q.Get("path") != "" && n.IdempotencyKey != "":
+			fmt.Fprintf(&b, "%d. write_file {path: %q, idempotency_key: %q} with the content (and if_exists) the first call had: "+
+				"the same key and arguments write it once.\n", i+1, q.Get("path"), n.IdempotencyKey)
+		case n.Method == http.MethodGet:
+			wait := n.AfterSeconds
+			if w, err := strconv.Atoi(q.Get("wait")); err == nil && w > wait {
+				wait = w
+			}
+			fmt.Fprintf(&b, "%d. wait about %d s, then run_recovery again: what is running goes on by itself.\n", i+1, max(wait, 1))
+		default:
+			fmt.Fprintf(&b, "%d. no tool does this: send %s %s over the REST API (or with the agentfs CLI).\n", i+1, n.Method, n.Path)
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // RunRecovery reads a run's recovery through the read gate.
