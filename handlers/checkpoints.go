@@ -60,26 +60,17 @@ func (a *API) listCheckpoints(c echo.Context) error {
 			return err
 		}
 	}
-	if v := c.QueryParam("cursor"); v != "" {
-		cur, err := agentfs.ParseCursor(v, "ckpt")
-		if err != nil {
-			return problem.Invalid("cursor", err.Error())
-		}
-		filter.After = &cur
+	if filter.After, err = parseCursor(c.QueryParam("cursor"), "ckpt"); err != nil {
+		return err
 	}
 	cps, err := a.deps.Points.ListCheckpoints(c.Request().Context(), caller(c), filter)
 	if err != nil {
 		return err
 	}
-	out := api.CheckpointList{Data: make([]api.Checkpoint, 0, len(cps))}
-	if len(cps) > limit {
-		cps, out.HasMore = cps[:limit], true
-		last := cps[limit-1]
-		next := agentfs.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
-		out.NextCursor = &next
-	}
-	for _, cp := range cps {
-		out.Data = append(out.Data, render.Checkpoint(cp))
+	var out api.CheckpointList
+	var last *agentfs.Checkpoint
+	if out.Data, out.HasMore, last = page(cps, limit, render.Checkpoint); out.HasMore {
+		out.NextCursor = nextCursor(last.CreatedAt, last.ID)
 	}
 	return c.JSON(http.StatusOK, out)
 }

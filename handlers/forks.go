@@ -111,26 +111,17 @@ func (a *API) listForks(c echo.Context) error {
 		return err
 	}
 	filter := agentfs.ForkFilter{Limit: limit + 1}
-	if v := c.QueryParam("cursor"); v != "" {
-		cur, err := agentfs.ParseCursor(v, "fork")
-		if err != nil {
-			return problem.Invalid("cursor", err.Error())
-		}
-		filter.After = &cur
+	if filter.After, err = parseCursor(c.QueryParam("cursor"), "fork"); err != nil {
+		return err
 	}
 	forks, err := a.deps.Points.ListForks(c.Request().Context(), caller(c), filter)
 	if err != nil {
 		return err
 	}
-	out := api.ForkList{Data: make([]api.Fork, 0, len(forks))}
-	if len(forks) > limit {
-		forks, out.HasMore = forks[:limit], true
-		last := forks[limit-1]
-		next := agentfs.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
-		out.NextCursor = &next
-	}
-	for _, f := range forks {
-		out.Data = append(out.Data, render.Fork(f))
+	var out api.ForkList
+	var last *agentfs.Fork
+	if out.Data, out.HasMore, last = page(forks, limit, render.Fork); out.HasMore {
+		out.NextCursor = nextCursor(last.CreatedAt, last.ID)
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -114,3 +114,32 @@ func pathList(files []api.File) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// TestCheckpointsPage: a listing of checkpoints pages newest first by its
+// cursor, each once; a cursor of another kind is refused.
+func TestCheckpointsPage(t *testing.T) {
+	c, _ := setup(t)
+	var want []string
+	for _, name := range []string{"one", "two", "three"} {
+		want = append([]string{createCheckpointREST(t, c, `{"name":"`+name+`"}`).ID}, want...)
+	}
+	var got []string
+	for q := "limit=2"; ; {
+		var page api.CheckpointList
+		c.Do("GET", "/v1/checkpoints?"+q, nil).Expect(t, http.StatusOK).JSON(t, &page)
+		for _, cp := range page.Data {
+			got = append(got, cp.ID)
+		}
+		if !page.HasMore {
+			if page.NextCursor != nil {
+				t.Fatalf("the last page names a next cursor %q", *page.NextCursor)
+			}
+			break
+		}
+		q = "limit=2&cursor=" + url.QueryEscape(*page.NextCursor)
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("paged %v, want newest first %v", got, want)
+	}
+	c.Do("GET", "/v1/checkpoints?cursor=bogus", nil).ExpectProblem(t, http.StatusBadRequest, "INVALID_REQUEST")
+}
