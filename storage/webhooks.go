@@ -222,7 +222,7 @@ func (s *Store) DeliveryState(ctx context.Context, id string) (*agentfs.Webhook,
 // disableOrphaned disables the active webhook id if the token that made it
 // no longer authenticates (revoked, expired, or an ancestor revoked): a
 // webhook hands out what its maker may read, so it ends with the maker's
-// token. A webhook made without a token (token_id '') is kept.
+// token. A webhook made without a token (an empty token_id) is kept.
 func (s *Store) disableOrphaned(ctx context.Context, id string) error {
 	_, err := s.pool.Exec(ctx, `UPDATE webhooks SET status = 'disabled', next_attempt_at = NULL, updated_at = now(),
 			disabled_reason = 'the token that made it was revoked or expired: make the webhook again with a token that stands'

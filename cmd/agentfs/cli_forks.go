@@ -65,18 +65,18 @@ Example:
 			if len(args) != 0 {
 				return usagef("fork ls takes no arguments")
 			}
-			var all []client.Fork
-			cursor := ""
-			for {
+			all, err := everyPage(func(cursor string) ([]client.Fork, *string, error) {
 				l, err := cli.client.ListForks(ctx, 100, cursor)
-				if err != nil {
-					return err
+				switch {
+				case err != nil:
+					return nil, nil, err
+				case !l.HasMore:
+					return l.Data, nil, nil
 				}
-				all = append(all, l.Data...)
-				if !l.HasMore || l.NextCursor == nil {
-					break
-				}
-				cursor = *l.NextCursor
+				return l.Data, l.NextCursor, nil
+			})
+			if err != nil {
+				return err
 			}
 			if !cli.human {
 				return json.NewEncoder(cli.stdout).Encode(all)
@@ -134,4 +134,21 @@ Examples:
 			return err
 		}
 	})
+}
+
+// everyPage reads a listing page by page: page answers one page's rows and
+// the cursor of the next (nil on the last).
+func everyPage[T any](page func(cursor string) ([]T, *string, error)) ([]T, error) {
+	var all []T
+	for cursor := ""; ; {
+		rows, next, err := page(cursor)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, rows...)
+		if next == nil {
+			return all, nil
+		}
+		cursor = *next
+	}
 }

@@ -93,18 +93,18 @@ Example:
 			if len(args) != 0 {
 				return usagef("webhook ls takes no arguments")
 			}
-			var all []client.Webhook
-			cursor := ""
-			for {
+			all, err := everyPage(func(cursor string) ([]client.Webhook, *string, error) {
 				l, err := cli.client.ListWebhooks(ctx, 0, cursor)
-				if err != nil {
-					return err
+				switch {
+				case err != nil:
+					return nil, nil, err
+				case !l.HasMore:
+					return l.Data, nil, nil
 				}
-				all = append(all, l.Data...)
-				if !l.HasMore || l.NextCursor == nil {
-					break
-				}
-				cursor = *l.NextCursor
+				return l.Data, l.NextCursor, nil
+			})
+			if err != nil {
+				return err
 			}
 			if !cli.human {
 				return json.NewEncoder(cli.stdout).Encode(all)
