@@ -148,6 +148,8 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	}
 	f, err := h.n.store(ctx, h.stage, h.base)
 	if err != nil {
+		// The program sees only an errno: say here what the store answered.
+		fmt.Fprintf(os.Stderr, "agentfs mount: %v\n", err)
 		return errno(err)
 	}
 	h.base, h.dirty = f, false
