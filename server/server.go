@@ -202,7 +202,8 @@ func (s *Server) Core() *admission.Core { return s.core }
 func (s *Server) Sweep(ctx context.Context) { sweeper.Once(ctx, s.log, s.sweeps...) }
 
 // Start runs the background work until ctx ends: the batch runner, the
-// search index's backfill of old files (storage.Store.KeepIndexing), and
+// search index's backfill of old files (storage.Store.KeepIndexing) and
+// its mover of pending texts (storage.Store.KeepIndexingPending), and
 // every sweeper task each Sweeper.Interval (none when it is 0). Serve
 // calls it; a caller that serves Handler itself calls it once.
 func (s *Server) Start(ctx context.Context) error {
@@ -221,6 +222,9 @@ func (s *Server) Start(ctx context.Context) error {
 	// Files written before the search index existed are indexed in the
 	// background, resuming after a crash; search says so meanwhile.
 	go s.store.KeepIndexing(ctx, s.log, time.Minute)
+	// Texts that writes record pending go into the trigram index soon
+	// after; they are searchable before (storage.Store.KeepIndexingPending).
+	go s.store.KeepIndexingPending(ctx, s.log, 2*time.Second)
 	if s.cfg.Sweeper.Interval > 0 {
 		go sweeper.Run(ctx, s.log, s.cfg.Sweeper.Interval, s.sweeps...)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -155,10 +156,14 @@ type writtenBlob struct {
 }
 
 // searchRow is the kind and text of the search index's row for b (-1:
-// none to write).
+// none to write): a text is written pending, for the mover to put into
+// the trigram index after the write (KeepIndexingPending).
 func (b *writtenBlob) searchRow() (int16, string) {
-	if b.text == nil {
+	switch {
+	case b.text == nil:
 		return -1, ""
+	case b.text.kind == searchText:
+		return searchPending, b.text.body
 	}
 	return b.text.kind, b.text.body
 }
@@ -371,7 +376,7 @@ func writeFiles(i, f, typ string, supersede bool) string {
 				nullif(i.batch_id, ''), nullif(@fork_id::text, ''), nullif(@via::text, '')
 			FROM f JOIN i ON i.id = f.id ORDER BY i.n),
 		t AS (INSERT INTO search_texts (blob_key, subject, kind, body)
-			SELECT f.blob_key, f.subject, i.search_kind, CASE WHEN i.search_kind = 0 THEN i.search_body END
+			SELECT f.blob_key, f.subject, i.search_kind, CASE WHEN i.search_kind IN (0, 3) THEN i.search_body END
 			FROM f JOIN i ON i.id = f.id WHERE i.search_kind >= 0
 			ON CONFLICT (blob_key) DO NOTHING)
 		SELECT ` + fileColumns + ` FROM f`
@@ -429,6 +434,9 @@ func (n *newFiles) add(id string, put agentfs.Put, b *writtenBlob, o agentfs.Ori
 // insertFiles makes the subject's new files in one statement: their rows,
 // versions and file.created events.
 func (s *Store) insertFiles(ctx context.Context, q querier, subject string, n *newFiles) ([]*agentfs.File, error) {
+	if slices.Contains(n.searchKinds, searchPending) {
+		s.wakeMover()
+	}
 	return s.scanFiles(q.Query(ctx, insertFilesSQL, pgx.NamedArgs{"subject": subject,
 		"ids": n.ids, "paths": n.paths, "sizes": n.sizes, "content_types": n.contentTypes, "sha256s": n.sha256s,
 		"blob_keys": n.blobKeys, "agent_ids": n.agentIDs, "run_ids": n.runIDs, "expires_in": n.expiresIn,
@@ -482,6 +490,9 @@ var updateFileSQL = writeFiles(`SELECT @id::text AS id, @idempotency_key::text A
 func (s *Store) updateFile(ctx context.Context, q querier, u fileUpdate) (*agentfs.File, error) {
 	b, put, o := u.blob, u.put, u.origin
 	kind, body := b.searchRow()
+	if kind == searchPending {
+		s.wakeMover()
+	}
 	return s.scanFile(q.QueryRow(ctx, updateFileSQL, pgx.NamedArgs{"id": u.id, "size": b.size, "search_kind": kind, "search_body": body,
 		"content_type": put.ContentType, "sha256": b.sha256, "blob_key": b.key, "agent_id": put.By.AgentID,
 		"run_id": put.By.RunID, "expires_in": put.ExpiresIn.Seconds(), "event": u.event, "only_version": u.onlyVersion,

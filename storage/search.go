@@ -379,7 +379,7 @@ func (s *Store) runSearch(ctx context.Context, p *searchPlan) (*agentfs.SearchPa
 // too large): on the first page, for every page after it.
 func (p *searchPlan) countSkipped(ctx context.Context, tx pgx.Tx, page *agentfs.SearchPage) error {
 	rows, err := tx.Query(ctx, `SELECT f.path, t.kind FROM search_texts t JOIN files f ON f.blob_key = t.blob_key
-		WHERE t.subject = @subject AND t.kind <> 0 AND `+p.scope.where(), p.scope.args)
+		WHERE t.subject = @subject AND t.kind IN (1, 2) AND `+p.scope.where(), p.scope.args)
 	if err != nil {
 		return err
 	}
@@ -499,8 +499,13 @@ func (r *pageReader) lookupKeys(ctx context.Context, tx pgx.Tx, limit int) (keys
 	for k, v := range r.plan.scope.args {
 		args[k] = v
 	}
-	rows, err := tx.Query(ctx, `SELECT t.blob_key FROM search_texts t
-		WHERE t.kind = 0 AND t.subject = @subject AND `+r.plan.text+` LIMIT @over`, args)
+	// The texts not in the trigram index yet (kind 3, a few: the mover
+	// takes them in soon after their writes) are read whole, through
+	// search_texts_pending.
+	rows, err := tx.Query(ctx, `(SELECT t.blob_key FROM search_texts t
+		WHERE t.kind = 0 AND t.subject = @subject AND `+r.plan.text+`)
+		UNION ALL (SELECT t.blob_key FROM search_texts t
+		WHERE t.kind = 3 AND t.subject = @subject AND `+r.plan.text+`) LIMIT @over`, args)
 	if err != nil {
 		return nil, false, err
 	}
@@ -523,7 +528,7 @@ func (r *pageReader) lookupKeys(ctx context.Context, tx pgx.Tx, limit int) (keys
 // path of the last one.
 func (r *pageReader) candidates(ctx context.Context, tx pgx.Tx, after, afterID string) (kept []candidate, listed int, last string, err error) {
 	p := r.plan
-	where := p.scope.where() + ` AND t.kind = 0 AND (f.path COLLATE "C" > @after OR f.path = @after AND f.id = @after_id)`
+	where := p.scope.where() + ` AND t.kind IN (0, 3) AND (f.path COLLATE "C" > @after OR f.path = @after AND f.id = @after_id)`
 	switch {
 	case r.keys != nil:
 		where += " AND f.blob_key = ANY(@keys)"
@@ -561,7 +566,7 @@ func (r *pageReader) match(ctx context.Context, tx pgx.Tx, cands []candidate) er
 	for k, c := range cands {
 		keys[k] = c.blobKey
 	}
-	rows, err := tx.Query(ctx, `SELECT blob_key, body FROM search_texts WHERE blob_key = ANY($1) AND kind = 0`, keys)
+	rows, err := tx.Query(ctx, `SELECT blob_key, body FROM search_texts WHERE blob_key = ANY($1) AND kind IN (0, 3)`, keys)
 	if err != nil {
 		return err
 	}

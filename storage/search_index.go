@@ -24,11 +24,15 @@ import (
 // files table says is current, in the same snapshot: a write is
 // searchable as soon as it commits, from every door.
 
-// Kinds of a search_texts row.
+// Kinds of a search_texts row. A write records text as searchPending:
+// the trigram index (whose predicate is kind = 0) takes it when the mover
+// (KeepIndexingPending) turns it into searchText, out of the write's
+// transaction. A search reads pending rows whole, so both are searchable.
 const (
 	searchText     int16 = 0
 	searchBinary   int16 = 1
 	searchTooLarge int16 = 2
+	searchPending  int16 = 3
 )
 
 // blobText is what the index records of a blob: its kind, and its text
@@ -241,6 +245,71 @@ func (s *Store) KeepIndexing(ctx context.Context, log *slog.Logger, retry time.D
 		case <-ctx.Done():
 			return
 		case <-time.After(retry):
+		}
+	}
+}
+
+// The mover: texts that writes record pending (searchPending) go into the
+// trigram index in the background, out of the writes' transactions.
+const (
+	// pendingBatch is how many pending texts one statement moves.
+	pendingBatch = 256
+	// pendingGather is how long the mover waits after a write wakes it,
+	// so that the texts of writes close together move in one statement.
+	pendingGather = 200 * time.Millisecond
+)
+
+// IndexPending puts every pending text into the trigram index, at most
+// pendingBatch a statement, and answers how many it moved. Each statement
+// is its own transaction: a crash loses only the move of its batch, whose
+// rows stay pending (and searchable) for the next run. Instances share the
+// work: a statement skips the rows another one is moving.
+func (s *Store) IndexPending(ctx context.Context) (int, error) {
+	moved := 0
+	for {
+		tag, err := s.pool.Exec(ctx, `UPDATE search_texts SET kind = 0
+			WHERE blob_key IN (SELECT blob_key FROM search_texts WHERE kind = 3 LIMIT $1 FOR UPDATE SKIP LOCKED)
+			AND kind = 3`, pendingBatch)
+		if err != nil {
+			return moved, Translate(fmt.Errorf("index pending texts: %w", err))
+		}
+		moved += int(tag.RowsAffected())
+		if tag.RowsAffected() < pendingBatch {
+			return moved, nil
+		}
+	}
+}
+
+// wakeMover tells KeepIndexingPending that a write records a pending text.
+func (s *Store) wakeMover() {
+	select {
+	case s.moverWake <- struct{}{}:
+	default:
+	}
+}
+
+// KeepIndexingPending runs IndexPending until ctx ends: at once (texts a
+// crash left pending), pendingGather after a write of this instance
+// records one, and every interval (the writes of other instances, and a
+// wake that came before its write committed). Failures are logged and
+// retried at the next turn; the texts stay searchable meanwhile.
+func (s *Store) KeepIndexingPending(ctx context.Context, log *slog.Logger, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		if _, err := s.IndexPending(ctx); err != nil && ctx.Err() == nil {
+			log.WarnContext(ctx, "move pending texts into the search index", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-s.moverWake:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(pendingGather):
+			}
 		}
 	}
 }

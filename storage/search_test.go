@@ -410,3 +410,60 @@ func TestSearchPlansForItsArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchPendingSurvivesACrash: a write records its text pending (out
+// of the trigram index) and is searchable at once; a move that never
+// commits (a crash between the write and the move) leaves it pending and
+// searchable; the next mover's run puts it into the index, where the
+// search still finds it.
+func TestSearchPendingSurvivesACrash(t *testing.T) {
+	ctx := context.Background()
+	store, _ := setup(t)
+	f := mustPut(t, store, "p/pending.txt", "one\nzebra_pending_word two\n", false)
+	kindOf := func() int {
+		t.Helper()
+		var kind int
+		if err := store.WithTx(ctx, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, `SELECT t.kind FROM search_texts t JOIN files f ON f.blob_key = t.blob_key WHERE f.id = $1`, f.ID).Scan(&kind)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return kind
+	}
+	if k := kindOf(); k != 3 {
+		t.Fatalf("kind after the write = %d, want 3 (pending)", k)
+	}
+	wantGrep(t, store, "zebra_pending", "p/pending.txt:2")
+
+	crash := errors.New("crash before commit")
+	err := store.WithTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE search_texts SET kind = 0 WHERE kind = 3`)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			t.Error("the move found nothing pending")
+		}
+		return crash
+	})
+	if !errors.Is(err, crash) {
+		t.Fatalf("move = %v, want the crash", err)
+	}
+	if k := kindOf(); k != 3 {
+		t.Fatalf("kind after a move that did not commit = %d, want 3", k)
+	}
+	wantGrep(t, store, "zebra_pending", "p/pending.txt:2")
+
+	moved, err := store.IndexPending(ctx)
+	if err != nil || moved < 1 {
+		t.Fatalf("IndexPending = %d, %v; want at least 1 moved", moved, err)
+	}
+	if k := kindOf(); k != 0 {
+		t.Fatalf("kind after the move = %d, want 0 (indexed)", k)
+	}
+	wantGrep(t, store, "zebra_pending", "p/pending.txt:2")
+	wantGrep(t, store, "zebra_absent")
+	if again, err := store.IndexPending(ctx); err != nil || again != 0 {
+		t.Fatalf("second IndexPending = %d, %v; want 0", again, err)
+	}
+}

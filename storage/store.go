@@ -122,6 +122,9 @@ type Store struct {
 	tokensOnce sync.Once          // follows ChannelToken from the first lookup on
 	counters   counters
 	indexDone  atomic.Bool // the search index holds every file (IndexComplete)
+	// moverWake tells KeepIndexingPending that a write recorded a text
+	// pending (capacity 1: one wake stands for any number of writes).
+	moverWake chan struct{}
 	// searchHook, when set (tests), runs on a search's connection before
 	// its first statement: a test makes that statement slow.
 	searchHook func(ctx context.Context, tx pgx.Tx) error
@@ -235,6 +238,7 @@ func withMechanisms(st *Store) *Store {
 	st.waiters = newEventWaiters(st.notify, cfg.MaxWaitersPerSubject)
 	st.window = hashwindow.New(cfg.UploadHashWindow)
 	st.relay = &splice.Relay{Idle: cfg.S3Timeout}
+	st.moverWake = make(chan struct{}, 1)
 	if cfg.TokenCacheTTL > 0 {
 		st.tokens = tokencache.New(cfg.TokenCacheTTL, tokenCacheMax, time.Now)
 	}
