@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -24,7 +25,7 @@ const indexCostBudget = 1.2
 func (b *bench) indexCost(ctx context.Context) ([]row, error) {
 	c := b.cfg
 	const size = 4096
-	name := fmt.Sprintf("4 KiB text upload with the search index vs without (AGENTFS_SEARCH_MAX_FILE_BYTES=0), p50 of %d each", c.indexCalls)
+	name := fmt.Sprintf("4 KiB text upload with the search index vs without (AGENTFS_SEARCH_MAX_FILE_BYTES=0), p50 of %d each in %d rounds", c.indexCalls, indexCostRounds)
 	if c.noIndexURL == "" {
 		return []row{{name: name, agentfs: "skipped: no -noindex-url (scripts/bench.sh starts that server)", budget: fmt.Sprintf("p50 ≤ %g×", indexCostBudget)}}, nil
 	}
@@ -45,18 +46,46 @@ func (b *bench) indexCost(ctx context.Context) ([]row, error) {
 		_, _, err := a.putFile(ctx, b.path(fmt.Sprintf("indexcost/%s/%d.go", side, i)), strings.NewReader(body), size, hdr)
 		return time.Since(t0), err
 	}
-	with, without, err := alternated(10, c.indexCalls,
-		func(i int) (time.Duration, error) { return upload(b.api, "indexed", i) },
-		func(i int) (time.Duration, error) { return upload(plain, "plain", i) })
-	if err != nil {
-		return nil, err
+	// indexCostRounds rounds of c.indexCalls uploads each, alternating
+	// within a round; the verdict is the median of the rounds' p50
+	// ratios, which one slow stretch of the shared machine moves less
+	// than it moves one long round.
+	var ratios []float64
+	var with, without []time.Duration
+	for round := range indexCostRounds {
+		warmup := 0
+		if round == 0 {
+			warmup = 10
+		}
+		w, n, err := alternated(warmup, c.indexCalls,
+			func(i int) (time.Duration, error) { return upload(b.api, "indexed", round*c.indexCalls+i) },
+			func(i int) (time.Duration, error) { return upload(plain, "plain", round*c.indexCalls+i) })
+		if err != nil {
+			return nil, err
+		}
+		ratios = append(ratios, float64(percentile(w, 50))/float64(percentile(n, 50)))
+		with, without = append(with, w...), append(without, n...)
 	}
 	w50, n50 := percentile(with, 50), percentile(without, 50)
 	logf("  indexed p50 %s (p90 %s), not indexed p50 %s (p90 %s)", fmtMS(w50), fmtMS(percentile(with, 90)), fmtMS(n50), fmtMS(percentile(without, 90)))
-	b.notes = append(b.notes, fmt.Sprintf("search index cost: both servers share Postgres and S3; uploads alternate, one at a time; p90 %s with the index, %s without.",
-		fmtMS(percentile(with, 90)), fmtMS(percentile(without, 90))))
-	return []row{p50RatioRow(name, with, without, indexCostBudget)}, nil
+	var each []string
+	for _, r := range ratios {
+		each = append(each, fmt.Sprintf("%.2f×", r))
+	}
+	b.notes = append(b.notes, fmt.Sprintf("search index cost: both servers share Postgres and S3; uploads alternate, one at a time; rounds' p50 ratios %s; over all rounds p90 %s with the index, %s without.",
+		strings.Join(each, ", "), fmtMS(percentile(with, 90)), fmtMS(percentile(without, 90))))
+	slices.Sort(ratios)
+	r := ratios[len(ratios)/2]
+	verdict := "meets"
+	if r > indexCostBudget {
+		verdict = "misses"
+	}
+	return []row{{name: name, agentfs: fmt.Sprintf("%s vs %s", fmtMS(w50), fmtMS(n50)),
+		ratio: fmt.Sprintf("%.2f× (median of %d rounds)", r, indexCostRounds), budget: fmt.Sprintf("p50 ≤ %g×", indexCostBudget), verdict: verdict}}, nil
 }
+
+// indexCostRounds is how many rounds indexCost times.
+const indexCostRounds = 5
 
 // checkNotIndexed uploads a text through the server without the index and
 // searches for it through the one with it: the file must be counted as
