@@ -58,8 +58,8 @@ func (b *bench) indexCost(ctx context.Context) ([]row, error) {
 			warmup = 10
 		}
 		w, n, err := alternated(warmup, c.indexCalls,
-			func(i int) (time.Duration, error) { return upload(b.api, "indexed", round*c.indexCalls+i) },
-			func(i int) (time.Duration, error) { return upload(plain, "plain", round*c.indexCalls+i) })
+			func(i int) (time.Duration, error) { return upload(b.api, "indexed", round*(c.indexCalls+10)+i) },
+			func(i int) (time.Duration, error) { return upload(plain, "plain", round*(c.indexCalls+10)+i) })
 		if err != nil {
 			return nil, err
 		}
