@@ -30,12 +30,17 @@ CREATE INDEX events_unnumbered ON events (seq) WHERE pos IS NULL;
 -- interval that its next event in the transaction closes (or that stays
 -- open after the last), exactly as agentfs_point_state applied one event
 -- after another.
-CREATE FUNCTION agentfs_number_events() RETURNS void LANGUAGE plpgsql AS $$
+-- Its statements are planned for each call's own arguments: plpgsql's
+-- cached generic plan of the file_states statements scans every event,
+-- file and version (23 ms a checkpoint at 1 M files).
+CREATE FUNCTION agentfs_number_events() RETURNS void LANGUAGE plpgsql
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     subjects text[];
     los bigint[];
     his bigint[];
     top bigint;
+    r record;
 BEGIN
     -- Each subject's events take the positions after its counter's, in seq
     -- order: (lo, hi] of the subject's feed.
@@ -57,25 +62,27 @@ BEGIN
     END IF;
     PERFORM set_config('agentfs.numbered_seq', top::text, true);
 
-    -- A file.created event begins a new file: no interval of it is open.
-    UPDATE file_states s SET to_pos = e.pos
-        FROM (SELECT e.file_id, min(e.pos) AS pos
-              FROM unnest(subjects, los, his) AS r(subject, lo, hi)
-                  JOIN events e ON e.subject = r.subject AND e.pos > r.lo AND e.pos <= r.hi
-              WHERE e.type LIKE 'file.%' AND e.type <> 'file.created' GROUP BY e.file_id) e
-        WHERE s.file_id = e.file_id AND s.to_pos IS NULL;
-    INSERT INTO file_states (subject, file_id, path, version, size_bytes, sha256, content_type,
-            blob_key, expires_at, from_pos, to_pos)
-        SELECT e.subject, e.file_id, e.path, v.version, v.size_bytes, v.sha256, v.content_type,
-            v.blob_key, f.expires_at, e.pos, e.next_pos
-        FROM (SELECT e.subject, e.file_id, e.path, e.version, e.type, e.pos,
-                     lead(e.pos) OVER (PARTITION BY e.file_id ORDER BY e.pos) AS next_pos
-              FROM unnest(subjects, los, his) AS r(subject, lo, hi)
-                  JOIN events e ON e.subject = r.subject AND e.pos > r.lo AND e.pos <= r.hi
-              WHERE e.type LIKE 'file.%') e
-            JOIN file_versions v ON v.file_id = e.file_id AND v.version = e.version
-            JOIN files f ON f.id = e.file_id
-        WHERE e.type IN ('file.created', 'file.replaced', 'file.restored', 'file.moved', 'file.reverted');
+    -- Per subject, with its range as constants (custom plans): a commit of
+    -- one event reads one event, one of 10 000 reads 10 000.
+    FOR r IN SELECT * FROM unnest(subjects, los, his) AS u(subject, lo, hi) LOOP
+        -- A file.created event begins a new file: no interval of it is open.
+        UPDATE file_states s SET to_pos = e.pos
+            FROM (SELECT e.file_id, min(e.pos) AS pos FROM events e
+                  WHERE e.subject = r.subject AND e.pos > r.lo AND e.pos <= r.hi
+                      AND e.type LIKE 'file.%' AND e.type <> 'file.created' GROUP BY e.file_id) e
+            WHERE s.file_id = e.file_id AND s.to_pos IS NULL;
+        INSERT INTO file_states (subject, file_id, path, version, size_bytes, sha256, content_type,
+                blob_key, expires_at, from_pos, to_pos)
+            SELECT e.subject, e.file_id, e.path, v.version, v.size_bytes, v.sha256, v.content_type,
+                v.blob_key, f.expires_at, e.pos, e.next_pos
+            FROM (SELECT e.subject, e.file_id, e.path, e.version, e.type, e.pos,
+                         lead(e.pos) OVER (PARTITION BY e.file_id ORDER BY e.pos) AS next_pos
+                  FROM events e
+                  WHERE e.subject = r.subject AND e.pos > r.lo AND e.pos <= r.hi AND e.type LIKE 'file.%') e
+                JOIN file_versions v ON v.file_id = e.file_id AND v.version = e.version
+                JOIN files f ON f.id = e.file_id
+            WHERE e.type IN ('file.created', 'file.replaced', 'file.restored', 'file.moved', 'file.reverted');
+    END LOOP;
 END $$;
 
 CREATE OR REPLACE FUNCTION agentfs_event_pos() RETURNS trigger LANGUAGE plpgsql AS $$
