@@ -43,7 +43,8 @@ func CheckForkPrefixes(from, to string) error {
 	return nil
 }
 
-// MaxForkFiles bounds the files one fork copies.
+// MaxForkFiles is the default bound on the files one fork copies
+// (AGENTFS_FORK_MAX_FILES sets it).
 const MaxForkFiles = 100000
 
 // ForkFilter selects a page of a subject's forks, newest first.

@@ -387,14 +387,18 @@ func writeFiles(i, f, typ string, supersede bool) string {
 var insertFilesSQL = writeFiles(`SELECT * FROM unnest(@ids::text[], @paths::text[], @sizes::bigint[],
 		@content_types::text[], @sha256s::text[], @blob_keys::text[], @agent_ids::text[], @run_ids::text[],
 		@expires_in::float8[], @idempotency_keys::text[], @request_ids::text[], @batch_ids::text[],
-		@search_kinds::smallint[], @search_bodies::text[], @modes::int[], @mtimes::timestamptz[], @kinds::text[])
+		@search_kinds::smallint[], @search_bodies::text[], @modes::int[], @mtimes::timestamptz[], @kinds::text[],
+		@forked_from_ids::text[], @forked_from_versions::int[])
 		WITH ORDINALITY AS i(id, path, size, content_type, sha256, blob_key, agent_id, run_id, expires_in,
-			idempotency_key, request_id, batch_id, search_kind, search_body, mode, mtime, kind, n)`,
+			idempotency_key, request_id, batch_id, search_kind, search_body, mode, mtime, kind,
+			forked_from_id, forked_from_version, n)`,
 	`INSERT INTO files (id, subject, path, size_bytes, content_type, sha256, blob_key,
-			agent_id, run_id, last_agent_id, last_run_id, expires_at, mode, mtime, kind)
+			agent_id, run_id, last_agent_id, last_run_id, expires_at, mode, mtime, kind,
+			forked_from_id, forked_from_version)
 		SELECT id, @subject, path, size, content_type, sha256, blob_key, nullif(agent_id, ''), nullif(run_id, ''),
 			nullif(agent_id, ''), nullif(run_id, ''),
-			CASE WHEN expires_in > 0 THEN now() + make_interval(secs => expires_in) END, mode, mtime, kind
+			CASE WHEN expires_in > 0 THEN now() + make_interval(secs => expires_in) END, mode, mtime, kind,
+			forked_from_id, forked_from_version
 		FROM i ORDER BY n
 		RETURNING *`,
 	`'`+agentfs.EventCreated+`'`, false)
@@ -410,6 +414,10 @@ type newFiles struct {
 	mtimes                                                        []*time.Time
 	kinds                                                         []string
 	forkID, via                                                   string // of every file: Origin.ForkID, Origin.Via
+	// forkedFromIDs and forkedFromVersions name, for a fork's files, the
+	// file and version each was copied from (nil for other writes).
+	forkedFromIDs      []string
+	forkedFromVersions []int32
 }
 
 // add adds the file id that put makes with blob b, from origin o.
@@ -442,7 +450,8 @@ func (s *Store) insertFiles(ctx context.Context, q querier, subject string, n *n
 		"blob_keys": n.blobKeys, "agent_ids": n.agentIDs, "run_ids": n.runIDs, "expires_in": n.expiresIn,
 		"idempotency_keys": n.keys, "request_ids": n.requestIDs, "batch_ids": n.batchIDs,
 		"search_kinds": n.searchKinds, "search_bodies": n.searchBodies, "fork_id": n.forkID, "via": n.via,
-		"modes": n.modes, "mtimes": n.mtimes, "kinds": n.kinds}))
+		"modes": n.modes, "mtimes": n.mtimes, "kinds": n.kinds,
+		"forked_from_ids": n.forkedFromIDs, "forked_from_versions": n.forkedFromVersions}))
 }
 
 // insertFile makes one new file at version 1 (insertFiles of one).

@@ -56,8 +56,6 @@ func (s *Store) CreateForkTx(ctx context.Context, tx pgx.Tx, req agentfs.NewFork
 	id := NewID("fork")
 	o.ForkID, o.Via = id, agentfs.ViaFork
 	n := newFiles{forkID: id, via: agentfs.ViaFork}
-	var fromIDs []string
-	var fromVersions []int32
 	for _, f := range src {
 		path := req.To + f.path[len(req.From):]
 		if len(path) > agentfs.MaxPathBytes {
@@ -65,7 +63,7 @@ func (s *Store) CreateForkTx(ctx context.Context, tx pgx.Tx, req agentfs.NewFork
 		}
 		put := agentfs.Put{Subject: req.Subject, Path: path, ContentType: f.contentType, By: req.By, Meta: f.meta}
 		n.add(NewID("file"), put, &writtenBlob{key: f.blobKey, size: f.size, sha256: f.sha256}, o)
-		fromIDs, fromVersions = append(fromIDs, f.fileID), append(fromVersions, int32(f.version))
+		n.forkedFromIDs, n.forkedFromVersions = append(n.forkedFromIDs, f.fileID), append(n.forkedFromVersions, int32(f.version))
 	}
 	fork, err := scanFork(tx.QueryRow(ctx, `WITH fk AS (
 			INSERT INTO forks (id, subject, from_prefix, to_prefix, base_pos, files, agent_id, run_id)
@@ -76,33 +74,17 @@ func (s *Store) CreateForkTx(ctx context.Context, tx pgx.Tx, req agentfs.NewFork
 		SELECT `+forkColumns+` FROM fk AS forks`,
 		pgx.NamedArgs{"id": id, "subject": req.Subject, "from": req.From, "to": req.To, "pos": p.Position,
 			"files": len(src), "by_agent": req.By.AgentID, "by_run": req.By.RunID,
-			"paths": n.paths, "src_ids": fromIDs, "src_versions": fromVersions, "sha256s": n.sha256s}))
+			"paths": n.paths, "src_ids": n.forkedFromIDs, "src_versions": n.forkedFromVersions, "sha256s": n.sha256s}))
 	if err != nil {
 		return nil, fmt.Errorf("fork: %w", err)
 	}
 	if len(src) == 0 {
 		return fork, nil
 	}
-	if _, err := s.insertForked(ctx, tx, req.Subject, &n, fromIDs, fromVersions); err != nil {
+	if _, err := s.insertFiles(ctx, tx, req.Subject, &n); err != nil {
 		return nil, fmt.Errorf("fork: %w", err)
 	}
 	return fork, nil
-}
-
-// insertForked makes a fork's new files, as insertFiles does, each naming
-// the file and version it was copied from.
-func (s *Store) insertForked(ctx context.Context, tx pgx.Tx, subject string, n *newFiles, fromIDs []string, fromVersions []int32) ([]*agentfs.File, error) {
-	files, err := s.insertFiles(ctx, tx, subject, n)
-	if err != nil {
-		return nil, err
-	}
-	_, err = tx.Exec(ctx, `UPDATE files SET forked_from_id = i.src_id, forked_from_version = i.src_version
-		FROM unnest(@ids::text[], @src_ids::text[], @src_versions::int[]) AS i(id, src_id, src_version)
-		WHERE files.id = i.id`, pgx.NamedArgs{"ids": n.ids, "src_ids": fromIDs, "src_versions": fromVersions})
-	if err != nil {
-		return nil, Translate(fmt.Errorf("mark forked files: %w", err))
-	}
-	return files, nil
 }
 
 // clearFolder makes sure no live file lies under prefix in tx: one is a
@@ -130,7 +112,7 @@ func (s *Store) clearFolder(ctx context.Context, tx pgx.Tx, subject, prefix stri
 // forkSources are the files live under prefix at p, their versions locked
 // against a sweep until tx ends (a version swept already is left out).
 func (s *Store) forkSources(ctx context.Context, tx pgx.Tx, subject, prefix string, p agentfs.Point) ([]forkSource, error) {
-	args := pgx.NamedArgs{"subject": subject, "prefix": prefix, "pos": p.Position, "at": p.At, "max": agentfs.MaxForkFiles + 1}
+	args := pgx.NamedArgs{"subject": subject, "prefix": prefix, "pos": p.Position, "at": p.At, "max": s.cfg.ForkMaxFiles + 1}
 	rows, err := tx.Query(ctx, `SELECT s.file_id, s.path, s.content_type, s.sha256, s.blob_key, s.version, s.size_bytes, f.mode, f.mtime, f.kind
 		FROM file_states s JOIN file_versions v ON v.file_id = s.file_id AND v.version = s.version
 			JOIN files f ON f.id = s.file_id
@@ -149,8 +131,9 @@ func (s *Store) forkSources(ctx context.Context, tx pgx.Tx, subject, prefix stri
 	if err != nil {
 		return nil, Translate(fmt.Errorf("fork: %w", err))
 	}
-	if len(src) > agentfs.MaxForkFiles {
-		return nil, &agentfs.PointError{Field: "from", Reason: fmt.Sprintf("a fork copies at most %d files: narrow the prefix", agentfs.MaxForkFiles)}
+	if len(src) > s.cfg.ForkMaxFiles {
+		return nil, &agentfs.PointError{Field: "from", Reason: fmt.Sprintf(
+			"a fork copies at most %d files (AGENTFS_FORK_MAX_FILES): narrow the prefix", s.cfg.ForkMaxFiles)}
 	}
 	return src, nil
 }

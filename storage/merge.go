@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -218,20 +217,9 @@ func (s *Store) MergeTx(ctx context.Context, tx pgx.Tx, req agentfs.MergeRequest
 		return nil, &agentfs.MergeConflictError{Conflicts: conflicts}
 	}
 	o.ForkID, o.Via = fork.ID, agentfs.ViaMerge
-	m := &agentfs.Merge{ForkID: fork.ID, Applied: []agentfs.Change{}, Conflicts: conflicts}
-	for _, st := range steps {
-		if !st.apply {
-			continue
-		}
-		ch := plannedChange(fork, st)
-		f, err := s.applyMergeStep(ctx, tx, fork, st, o)
-		if err != nil {
-			return nil, fmt.Errorf("merge %s: %w", ch.Path, err)
-		}
-		if ch.To != nil {
-			ch.FileID, ch.To = f.ID, stateOf(f)
-		}
-		m.Applied = append(m.Applied, ch)
+	m := &agentfs.Merge{ForkID: fork.ID, Conflicts: conflicts}
+	if m.Applied, err = s.applyMerge(ctx, tx, fork, steps, o); err != nil {
+		return nil, err
 	}
 	if m.Base, err = s.moveBase(ctx, tx, fork, steps); err != nil {
 		return nil, err
@@ -239,35 +227,160 @@ func (s *Store) MergeTx(ctx context.Context, tx pgx.Tx, req agentfs.MergeRequest
 	return m, nil
 }
 
-// applyMergeStep writes the fork's side of st to the target path: a new
-// file, a new version or a delete, sharing the fork version's blob.
-func (s *Store) applyMergeStep(ctx context.Context, tx pgx.Tx, fork *agentfs.Fork, st mergeStep, o agentfs.Origin) (*agentfs.File, error) {
-	t := st.target
-	if t != nil && !t.Live() {
-		if err := s.recordExpiry(ctx, tx, t); err != nil {
-			return nil, err
+// applyMerge writes the fork's side of every step that applies to the
+// target, set-based whatever the number of changes: a target past its
+// expiry is recorded expired first (one statement each; rare), then one
+// statement locks every fork version whose blob the target will share
+// against a sweep (no S3 request), one deletes, one makes the new files
+// and one writes the new versions (each with its events, carrying the fork
+// and origin merge). It answers the changes in path order.
+func (s *Store) applyMerge(ctx context.Context, tx pgx.Tx, fork *agentfs.Fork, steps []mergeStep, o agentfs.Origin) ([]agentfs.Change, error) {
+	applied := []agentfs.Change{}
+	var dels []string
+	var shared sharedVersions
+	n := newFiles{forkID: o.ForkID, via: o.Via}
+	var u mergeUpdates
+	for _, st := range steps {
+		if !st.apply {
+			continue
 		}
-		t = nil
+		ch := plannedChange(fork, st)
+		t := st.target
+		if t != nil && !t.Live() {
+			if err := s.recordExpiry(ctx, tx, t); err != nil {
+				return nil, fmt.Errorf("merge %s: %w", ch.Path, err)
+			}
+			t = nil
+		}
+		applied = append(applied, ch)
+		src := st.fork
+		switch {
+		case src == nil: // a fork-only delete: the target is live (its bytes are the base's)
+			dels = append(dels, t.ID)
+			continue
+		case t == nil:
+			id := NewID("file")
+			n.add(id, agentfs.Put{Subject: fork.Subject, Path: ch.Path, ContentType: src.ContentType, By: o.By},
+				&writtenBlob{key: src.BlobKey, size: src.SizeBytes, sha256: src.SHA256}, o)
+			applied[len(applied)-1].FileID = id
+		case t.Blocked:
+			return nil, fmt.Errorf("merge %s: %w", ch.Path, &agentfs.BlockedError{FileID: t.ID, Reason: t.BlockReason})
+		default:
+			u.add(t, src)
+		}
+		shared.add(src)
 	}
-	if st.fork == nil {
-		f, _, err := s.DeleteFileTx(ctx, tx, fork.Subject, t.ID, "", o)
-		return f, err
+	if err := shared.lock(ctx, tx); err != nil {
+		return nil, fmt.Errorf("merge: %w", err)
 	}
-	src := st.fork
-	b := &writtenBlob{key: src.BlobKey, size: src.SizeBytes, sha256: src.SHA256, from: &versionRef{fileID: src.ID, version: src.Version}}
-	if err := shareBlobTx(ctx, tx, b); err != nil {
-		return nil, err
+	written := map[string]*agentfs.File{}
+	if len(dels) > 0 {
+		files, err := s.scanFiles(tx.Query(ctx, `WITH f AS (
+				UPDATE files SET deleted_at = now(), updated_at = now(), purge_after = now() + make_interval(secs => @retention)
+				WHERE id = ANY (@ids::text[]) AND `+liveFile+` RETURNING *),
+			e AS (`+insertEventFrom("'"+agentfs.EventDeleted+"'", "NULL")+`)
+			SELECT `+fileColumns+` FROM f`,
+			originArgs(o, pgx.NamedArgs{"ids": dels, "retention": s.cfg.DeletedRetention.Seconds()})))
+		if err == nil && len(files) != len(dels) {
+			err = fmt.Errorf("%w: %d of %d files to delete changed meanwhile", agentfs.ErrNotFound, len(dels)-len(files), len(dels))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("merge: delete: %w", err)
+		}
 	}
-	put := agentfs.Put{Subject: fork.Subject, Path: fork.From + st.rel, ContentType: src.ContentType, By: o.By}
-	if t == nil {
-		return s.insertFile(ctx, tx, put, NewID("file"), b, o)
+	if len(n.ids) > 0 {
+		files, err := s.insertFiles(ctx, tx, fork.Subject, &n)
+		if err != nil {
+			return nil, fmt.Errorf("merge: create: %w", err)
+		}
+		for _, f := range files {
+			written[f.ID] = f
+		}
 	}
-	f, err := s.updateFile(ctx, tx, fileUpdate{id: t.ID, put: put, blob: b, event: agentfs.EventReplaced, origin: o, onlyVersion: t.Version})
-	if errors.Is(err, agentfs.ErrNotFound) && t.Blocked {
-		return nil, &agentfs.BlockedError{FileID: t.ID, Reason: t.BlockReason}
+	if len(u.ids) > 0 {
+		files, err := s.scanFiles(tx.Query(ctx, updateFilesSQL, originArgs(o, pgx.NamedArgs{"ids": u.ids, "only_versions": u.versions,
+			"sizes": u.sizes, "content_types": u.contentTypes, "sha256s": u.sha256s, "blob_keys": u.blobKeys})))
+		if err == nil && len(files) != len(u.ids) {
+			err = fmt.Errorf("%w: %d of %d files to replace changed meanwhile", agentfs.ErrNotFound, len(u.ids)-len(files), len(u.ids))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("merge: replace: %w", err)
+		}
+		for _, f := range files {
+			written[f.ID] = f
+		}
 	}
-	return f, err
+	for i, ch := range applied {
+		if ch.To == nil {
+			continue
+		}
+		f := written[ch.FileID]
+		if f == nil {
+			return nil, fmt.Errorf("merge %s: the written file %s is missing", ch.Path, ch.FileID)
+		}
+		applied[i].To = stateOf(f)
+	}
+	return applied, nil
 }
+
+// sharedVersions are the fork versions whose blobs a merge shares.
+type sharedVersions struct {
+	ids, keys []string
+	versions  []int32
+}
+
+func (v *sharedVersions) add(f *agentfs.File) {
+	v.ids, v.keys, v.versions = append(v.ids, f.ID), append(v.keys, f.BlobKey), append(v.versions, int32(f.Version))
+}
+
+// lock holds every version in tx against a sweep (as shareBlobTx does for
+// one); one already removed is agentfs.ErrNotFound.
+func (v *sharedVersions) lock(ctx context.Context, tx pgx.Tx) error {
+	if len(v.ids) == 0 {
+		return nil
+	}
+	var n int
+	err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM file_versions v
+			JOIN unnest(@ids::text[], @versions::int[], @keys::text[]) AS i(file_id, version, blob_key)
+				ON v.file_id = i.file_id AND v.version = i.version AND v.blob_key = i.blob_key
+			FOR KEY SHARE OF v) x`, pgx.NamedArgs{"ids": v.ids, "versions": v.versions, "keys": v.keys}).Scan(&n)
+	switch {
+	case err != nil:
+		return Translate(fmt.Errorf("share blobs: %w", err))
+	case n != len(v.ids):
+		return fmt.Errorf("%w: a version whose content this merge shares was removed meanwhile", agentfs.ErrNotFound)
+	}
+	return nil
+}
+
+// mergeUpdates are the target files a merge gives a new version: each at
+// the version the merge saw (the files are locked) and the fork's content.
+type mergeUpdates struct {
+	ids, contentTypes, sha256s, blobKeys []string
+	versions                             []int32
+	sizes                                []int64
+}
+
+func (u *mergeUpdates) add(t, src *agentfs.File) {
+	u.ids, u.versions = append(u.ids, t.ID), append(u.versions, int32(t.Version))
+	u.contentTypes, u.sha256s = append(u.contentTypes, src.ContentType), append(u.sha256s, src.SHA256)
+	u.blobKeys, u.sizes = append(u.blobKeys, src.BlobKey), append(u.sizes, src.SizeBytes)
+}
+
+// updateFilesSQL gives many live, unblocked files a new version each in
+// one statement, as updateFileSQL does one replace by one origin: the
+// shared blob (no search row: it has one), the file's expiry, mode and
+// kind kept, mtime cleared.
+var updateFilesSQL = writeFiles(`SELECT u.*, @idempotency_key::text AS idempotency_key, @request_id::text AS request_id,
+		@batch_id::text AS batch_id, (-1)::smallint AS search_kind, NULL::text AS search_body
+		FROM unnest(@ids::text[], @only_versions::int[], @sizes::bigint[], @content_types::text[], @sha256s::text[],
+			@blob_keys::text[]) WITH ORDINALITY AS u(id, only_version, size, content_type, sha256, blob_key, n)`,
+	`UPDATE files SET size_bytes = i.size, content_type = i.content_type, sha256 = i.sha256, blob_key = i.blob_key,
+			version = files.version + 1, last_agent_id = nullif(@agent_id, ''), last_run_id = nullif(@run_id, ''),
+			updated_at = now(), mtime = NULL
+		FROM i WHERE files.id = i.id AND files.version = i.only_version AND `+liveFile+` AND NOT files.blocked
+		RETURNING files.*`,
+	`'`+agentfs.EventReplaced+`'`, true)
 
 // moveBase sets the fork's base, in tx, to what the merge leaves the sides
 // agreeing on: each path it settled takes the fork's side (gone when the

@@ -16,6 +16,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/storage/hashwindow"
 	"github.com/agentfs/agentfs/storage/pgnotify"
 	"github.com/agentfs/agentfs/storage/splice"
@@ -34,6 +35,11 @@ type Config struct {
 	S3Region    string `env:"AGENTFS_S3_REGION" envDefault:"us-east-1"`
 	// DeletedRetention is how long a deleted file is kept before it is purged.
 	DeletedRetention time.Duration `env:"AGENTFS_DELETED_RETENTION" envDefault:"168h"`
+	// ForkMaxFiles bounds the files one fork copies (0: agentfs.MaxForkFiles):
+	// a fork is one transaction, and the server holds a row of each source
+	// file while it runs. A larger fork is refused with a 422 naming the
+	// bound, before anything is written.
+	ForkMaxFiles int `env:"AGENTFS_FORK_MAX_FILES" envDefault:"100000" envMin:"1" envMax:"10000000"`
 	// PartSize bounds the memory minio-go uses per streamed upload whose size
 	// is unknown; it buffers one part at a time.
 	PartSize uint64 `env:"AGENTFS_S3_PART_SIZE" envDefault:"16777216" envMin:"5242880"`
@@ -253,6 +259,9 @@ func (cfg Config) withDefaults() Config {
 		}
 	}
 	orDuration(&cfg.DeletedRetention, 7*24*time.Hour)
+	if cfg.ForkMaxFiles <= 0 {
+		cfg.ForkMaxFiles = agentfs.MaxForkFiles
+	}
 	orDuration(&cfg.DBTimeout, 10*time.Second)
 	orDuration(&cfg.S3Timeout, 30*time.Second)
 	orDuration(&cfg.IdempotencyLease, 30*time.Second)
