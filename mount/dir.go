@@ -94,6 +94,7 @@ func typeBits(kind string) uint32 {
 
 // Readdir lists the folder.
 func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	list, e := d.entries(ctx)
 	if e != 0 {
 		return nil, e
@@ -106,6 +107,7 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 // kernel already has for the name is kept (the folder's children, a file
 // being written), so a lookup after the entry's timeout changes nothing.
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	known := d.GetChild(name)
 	if c := d.childFile(name); c != nil && c.local() {
 		c.fill(&out.Attr) // created here and not stored yet, or open
@@ -192,6 +194,7 @@ func (d *dirNode) Setattr(ctx context.Context, _ fs.FileHandle, _ *fuse.SetAttrI
 
 // Mkdir stores a directory marker, which keeps the folder while empty.
 func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	if d.fs.readOnly {
 		return nil, syscall.EROFS
 	}
@@ -212,6 +215,7 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 
 // Rmdir removes an empty folder: its marker, if it has one.
 func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	if d.fs.readOnly {
 		return syscall.EROFS
 	}
@@ -236,6 +240,7 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 
 // Unlink deletes the file (restorably: it stays in history).
 func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	if d.fs.readOnly {
 		return syscall.EROFS
 	}
@@ -255,6 +260,7 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 // Symlink stores a symlink: a file of kind symlink whose content is the
 // target.
 func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	if d.fs.readOnly {
 		return nil, syscall.EROFS
 	}
@@ -289,6 +295,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags, mode uint32, o
 // file it becomes that file's next version (if_exists=overwrite), so an
 // editor's atomic save keeps one history. A folder moves file by file.
 func (d *dirNode) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	if d.fs.readOnly {
 		return syscall.EROFS
 	}

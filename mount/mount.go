@@ -169,6 +169,16 @@ func errno(err error) syscall.Errno {
 	return syscall.EIO
 }
 
+// uninterrupted is the context of the store calls one FUSE request makes:
+// the request's, without its cancellation. The kernel interrupts a request
+// whenever the calling thread receives a signal, any signal (a Go
+// program's preemption signal, SIGCHLD from a child), and still waits for
+// the answer unless the signal kills the caller; cutting the store call
+// then would fail a write, a read or a close with EIO for nothing, and a
+// close is the file's one store. So every call, once started, completes
+// (the client's retry policy bounds it).
+func uninterrupted(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
