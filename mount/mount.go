@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -127,6 +128,9 @@ type filesystem struct {
 	keyPrefix string
 	uid, gid  uint32
 	root      *fs.Inode
+	// feedEpoch counts the event feed's restarts: a folder made before
+	// the last one may have missed an event.
+	feedEpoch atomic.Int64
 }
 
 // remote is the subject's path of the node at local path p ("" the root).
