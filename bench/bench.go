@@ -236,6 +236,8 @@ func (b *bench) run(ctx context.Context, m string) ([]row, error) {
 		return b.indexCost(ctx)
 	case "points":
 		return b.points(ctx)
+	case "mount":
+		return b.mountRows(ctx)
 	}
 	return nil, fmt.Errorf("unknown measurement %q", m)
 }

@@ -78,6 +78,8 @@ type config struct {
 	indexCalls    int
 	pointsSmall   int
 	pointsLarge   int
+	mountTree     string
+	mountFeed     int
 	timeout       time.Duration
 	only          map[string]bool
 }
@@ -107,6 +109,7 @@ var measurements = []measurement{
 	{"forks", "a fork of 10 k files (POST /v1/forks) and a merge back of 1 k changes, p50"},
 	{"versions", "one file's versions (GET /v1/files/{id}/versions) at 200 and 10 k versions"},
 	{"feed", "the event feed (GET /v1/events?after=, with and without run_id) at 10 k and 1 M events"},
+	{"mount", "untar, grep -r and git status in the AgentFS mount against rclone mount of the same S3 server and local disk; the feed's latency into the mount"},
 	{"points", "checkpoint create, an as-of listing page and a diff of 10 changes at 10 k and 1 M files"},
 }
 
@@ -181,6 +184,8 @@ func parseFlags() (*config, error) {
 	flag.IntVar(&c.indexCalls, "indexcost-calls", 200, "uploads to each server for the search index's cost (quick 50)")
 	flag.IntVar(&c.pointsSmall, "points-small", 10_000, "seeded files for the first points-in-time point")
 	flag.IntVar(&c.pointsLarge, "points-large", 1_000_000, "seeded files for the second points-in-time point (quick 100000)")
+	flag.StringVar(&c.mountTree, "mount-tree", "/usr/local/go/src", "the folder the mount measurement tars, untars and greps (quick /usr/local/go/src/net)")
+	flag.IntVar(&c.mountFeed, "mount-feed", 50, "REST writes timed into the mount for the feed latency (quick 20)")
 	flag.DurationVar(&c.timeout, "timeout", 30*time.Minute, "give up on the whole run after this long")
 	only := flag.String("only", "", "comma-separated subset of the measurements below")
 	flag.Usage = usage
@@ -217,6 +222,8 @@ func parseFlags() (*config, error) {
 		quick("merge-changes", func() { c.mergeChanges = 200 })
 		quick("stream-size", func() { c.streamSize = 256 << 20 })
 		quick("batch-items", func() { c.batchItems = 200 })
+		quick("mount-tree", func() { c.mountTree = "/usr/local/go/src/net" })
+		quick("mount-feed", func() { c.mountFeed = 20 })
 	}
 
 	c.only = map[string]bool{}
@@ -245,6 +252,8 @@ func parseFlags() (*config, error) {
 		return nil, errors.New("-feed-large ≥ -feed-small ≥ 1000")
 	case c.batchItems < 1 || len(c.batchSizes) == 0:
 		return nil, errors.New("-batch-items must be ≥ 1 and -batch-item-sizes name at least one size")
+	case c.mountFeed < 1:
+		return nil, errors.New("-mount-feed must be ≥ 1")
 	case c.events < 1 || c.mcpCalls < 1 || c.indexCalls < 1:
 		return nil, errors.New("-events, -mcp-calls and -indexcost-calls must be ≥ 1")
 	case c.pointsSmall < 1000 || c.pointsLarge < c.pointsSmall:

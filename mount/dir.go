@@ -4,6 +4,7 @@ import (
 	"context"
 	"path"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -17,6 +18,41 @@ import (
 type dirNode struct {
 	fs.Inode
 	fs *filesystem
+
+	// A folder this mount made (mkdir) holds what this mount put in it
+	// and nothing else until the event feed reports a change under it
+	// from elsewhere (or the feed was cut: epoch). While so, names are
+	// its only entries, and the lookup of any other name (tar, git clone
+	// and cp look up every name before creating it) answers ENOENT
+	// without asking the store.
+	mu    sync.Mutex
+	made  bool
+	epoch int64
+	names map[string]bool
+}
+
+// mine notes a name this mount put in the folder.
+func (d *dirNode) mine(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.made {
+		d.names[name] = true
+	}
+}
+
+// absent reports whether name is known not to be in the folder.
+func (d *dirNode) absent(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.made && d.epoch == d.fs.feedEpoch.Load() && !d.names[name]
+}
+
+// changedElsewhere forgets that the folder holds only this mount's
+// names: something under it changed elsewhere.
+func (d *dirNode) changedElsewhere() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.made, d.names = false, nil
 }
 
 // The calls a folder answers.
@@ -94,6 +130,7 @@ func typeBits(kind string) uint32 {
 
 // Readdir lists the folder.
 func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	list, e := d.entries(ctx)
 	if e != 0 {
 		return nil, e
@@ -106,6 +143,10 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 // kernel already has for the name is kept (the folder's children, a file
 // being written), so a lookup after the entry's timeout changes nothing.
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
+	if d.absent(name) {
+		return nil, syscall.ENOENT
+	}
 	known := d.GetChild(name)
 	if c := d.childFile(name); c != nil && c.local() {
 		c.fill(&out.Attr) // created here and not stored yet, or open
@@ -192,6 +233,7 @@ func (d *dirNode) Setattr(ctx context.Context, _ fs.FileHandle, _ *fuse.SetAttrI
 
 // Mkdir stores a directory marker, which keeps the folder while empty.
 func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	if d.fs.readOnly {
 		return nil, syscall.EROFS
 	}
@@ -207,11 +249,15 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 		}
 		return nil, errno(err)
 	}
-	return d.dirInode(ctx, out), 0
+	d.mine(name)
+	n := &dirNode{fs: d.fs, made: true, epoch: d.fs.feedEpoch.Load(), names: map[string]bool{}}
+	n.fill(&out.Attr)
+	return d.NewInode(ctx, n, fs.StableAttr{Mode: fuse.S_IFDIR}), 0
 }
 
 // Rmdir removes an empty folder: its marker, if it has one.
 func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	if d.fs.readOnly {
 		return syscall.EROFS
 	}
@@ -236,6 +282,7 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 
 // Unlink deletes the file (restorably: it stays in history).
 func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	if d.fs.readOnly {
 		return syscall.EROFS
 	}
@@ -255,6 +302,7 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 // Symlink stores a symlink: a file of kind symlink whose content is the
 // target.
 func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	if d.fs.readOnly {
 		return nil, syscall.EROFS
 	}
@@ -267,6 +315,7 @@ func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.En
 		}
 		return nil, errno(err)
 	}
+	d.mine(name)
 	return d.fileInode(ctx, f, out), 0
 }
 
@@ -281,6 +330,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags, mode uint32, o
 	if e != 0 {
 		return nil, nil, 0, e
 	}
+	d.mine(name)
 	n.fill(&out.Attr) // stored at its first close
 	return d.NewInode(ctx, n, fs.StableAttr{Mode: fuse.S_IFREG}), h, 0, 0
 }
@@ -289,13 +339,16 @@ func (d *dirNode) Create(ctx context.Context, name string, flags, mode uint32, o
 // file it becomes that file's next version (if_exists=overwrite), so an
 // editor's atomic save keeps one history. A folder moves file by file.
 func (d *dirNode) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	if d.fs.readOnly {
 		return syscall.EROFS
 	}
 	if flags&^uint32(1) != 0 { // RENAME_EXCHANGE, RENAME_WHITEOUT
 		return syscall.ENOTSUP
 	}
-	to := newParent.EmbeddedInode().Operations().(*dirNode).child(newName)
+	dest := newParent.EmbeddedInode().Operations().(*dirNode)
+	dest.mine(newName)
+	to := dest.child(newName)
 	from := d.child(name)
 	f, e := d.fs.fileAt(ctx, from)
 	if e != 0 {

@@ -28,6 +28,7 @@ func (f *filesystem) follow(ctx context.Context) {
 				f.invalidate(ctx, *e.PreviousPath, e.FileID)
 			}
 		}
+		f.feedEpoch.Add(1) // the events until the feed restarts are missed
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
@@ -47,6 +48,9 @@ func (f *filesystem) invalidate(ctx context.Context, p, fileID string) {
 	dir := f.root
 	parts := strings.Split(local, "/")
 	for i, name := range parts {
+		if d, ok := dir.Operations().(*dirNode); ok {
+			d.changedElsewhere()
+		}
 		child := dir.GetChild(name)
 		if child == nil {
 			dir.NotifyEntry(name) // a negative entry, or a folder the kernel has not seen

@@ -96,6 +96,7 @@ func (n *fileNode) Getattr(ctx context.Context, _ fs.FileHandle, out *fuse.AttrO
 // version) and truncate (a new version, at once or at the open file's
 // close).
 func (n *fileNode) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	if n.fs.readOnly {
 		return syscall.EROFS
 	}
@@ -156,6 +157,7 @@ func (n *fileNode) current() *client.File {
 // Open opens the file; close-to-open: its metadata is read again, so a
 // change made elsewhere is seen by the next open.
 func (n *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	writing := flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
 	if writing && n.fs.readOnly {
 		return nil, 0, syscall.EROFS
@@ -209,6 +211,7 @@ func (n *fileNode) flushOpen(ctx context.Context) syscall.Errno {
 
 // Readlink answers a symlink's target, its content.
 func (n *fileNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	f := n.current()
 	if f == nil || f.Kind != "symlink" {
 		return nil, syscall.EINVAL
@@ -227,6 +230,7 @@ func (n *fileNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 
 // Fsync stores what the open handle staged, as close does.
 func (n *fileNode) Fsync(ctx context.Context, fh fs.FileHandle, _ uint32) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	if h, ok := fh.(*handle); ok {
 		return h.Flush(ctx)
 	}

@@ -66,6 +66,7 @@ func (h *handle) staging() (os.FileInfo, bool) {
 
 // Read answers bytes from the staged content, or from the version opened.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stage != nil {
@@ -84,6 +85,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 
 // Write writes into the staged content.
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if e := h.staged(ctx, true); e != 0 {
@@ -124,6 +126,7 @@ func (h *handle) staged(ctx context.Context, keep bool) syscall.Errno {
 		if err != nil {
 			f.Close()
 			os.Remove(f.Name())
+			fmt.Fprintf(os.Stderr, "agentfs mount: read %s to change it: %v\n", h.n.fs.remote(h.n.Path(h.n.fs.root)), err)
 			return errno(err)
 		}
 		_, err = io.Copy(f, c)
@@ -141,6 +144,7 @@ func (h *handle) staged(ctx context.Context, keep bool) syscall.Errno {
 // Flush stores the staged content, if it changed, as one version. Close
 // returns only once it is stored: a closed file is durable.
 func (h *handle) Flush(ctx context.Context) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.dirty && (h.base != nil || h.n.current() != nil) {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -127,6 +128,9 @@ type filesystem struct {
 	keyPrefix string
 	uid, gid  uint32
 	root      *fs.Inode
+	// feedEpoch counts the event feed's restarts: a folder made before
+	// the last one may have missed an event.
+	feedEpoch atomic.Int64
 }
 
 // remote is the subject's path of the node at local path p ("" the root).
@@ -168,6 +172,16 @@ func errno(err error) syscall.Errno {
 	}
 	return syscall.EIO
 }
+
+// uninterrupted is the context of the store calls one FUSE request makes:
+// the request's, without its cancellation. The kernel interrupts a request
+// whenever the calling thread receives a signal, any signal (a Go
+// program's preemption signal, SIGCHLD from a child), and still waits for
+// the answer unless the signal kills the caller; cutting the store call
+// then would fail a write, a read or a close with EIO for nothing, and a
+// close is the file's one store. So every call, once started, completes
+// (the client's retry policy bounds it).
+func uninterrupted(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
 
 func randomHex(n int) string {
 	b := make([]byte, n)
