@@ -481,8 +481,16 @@ func uploader(ctx context.Context, c *client.Client, rec *recorder, end time.Tim
 // follower follows the feed of scale/ from its start, keeping every event
 // id it is handed.
 type follower struct {
-	mu  sync.Mutex
-	ids []string
+	mu   sync.Mutex
+	ids  []string
+	seen []sighting
+}
+
+// sighting: when a follower was handed an event, and how long after the
+// event's time.
+type sighting struct {
+	at  time.Time
+	lag time.Duration
 }
 
 func (f *follower) count() int {
@@ -505,6 +513,7 @@ func (f *follower) run(ctx context.Context, c *client.Client, rec *recorder) {
 			}
 			f.mu.Lock()
 			f.ids = append(f.ids, e.ID)
+			f.seen = append(f.seen, sighting{at: time.Now(), lag: time.Since(e.At)})
 			f.mu.Unlock()
 		}
 		cursor = fl.Cursor()
@@ -807,7 +816,23 @@ func report(ctx context.Context, cfg config, rec *recorder, followers []*followe
 		loadEnd.Sub(start).Seconds(), len(writes), kinds["create"], kinds["replace"], kinds["batch item"], kinds["upload in parts"])
 	fmt.Printf("      %d client retries, %d events in the feed, %d followers\n\n", retries, len(feed), len(followers))
 
-	fmt.Printf("%-38s %7s  %13s  %s\n", "fault", "at", "longest stall", "slowest write acknowledged before the next fault")
+	lagIn := func(from, to time.Time) time.Duration {
+		var lag time.Duration
+		for _, f := range followers {
+			f.mu.Lock()
+			for _, s := range f.seen {
+				if !s.at.Before(from) && s.at.Before(to) {
+					lag = max(lag, s.lag)
+				}
+			}
+			f.mu.Unlock()
+		}
+		return lag
+	}
+	fmt.Println("longest stall: the longest time without any write acknowledged, from the fault to the next one;")
+	fmt.Println("slowest write: the longest call acknowledged then (its kind); follower lag: the most an event")
+	fmt.Println("reached a follower after its time.")
+	fmt.Printf("%-38s %7s  %13s  %-28s %s\n", "fault", "at", "longest stall", "slowest write", "follower lag")
 	for i, f := range cfg.faults {
 		to := loadEnd
 		if i+1 < len(cfg.faults) {
@@ -819,13 +844,16 @@ func report(ctx context.Context, cfg config, rec *recorder, followers []*followe
 		if !f.ran {
 			status = " (the command failed)"
 		}
-		fmt.Printf("%-38s %6.1fs  %12.1fs  %.1fs (%s)%s\n", f.name, f.at.Sub(start).Seconds(), stall.Seconds(), slow.Seconds(), kind, status)
+		fmt.Printf("%-38s %6.1fs  %12.1fs  %-28s %.1fs%s\n", f.name, f.at.Sub(start).Seconds(), stall.Seconds(),
+			fmt.Sprintf("%.1fs (%s)", slow.Seconds(), kind), lagIn(f.at, to).Seconds(), status)
 		if f.note != "" {
 			fmt.Printf("    monitor: %s\n", f.note)
 		}
 	}
 	slow, kind := slowest(writes, start.Add(5*time.Second), cfg.faultAt(0, loadEnd))
-	fmt.Printf("%-38s %7s  %12.1fs  %.1fs (%s)\n", "(none: the steady stretch before)", "", longestGap(writes, start.Add(5*time.Second), cfg.faultAt(0, loadEnd)).Seconds(), slow.Seconds(), kind)
+	fmt.Printf("%-38s %7s  %12.1fs  %-28s %.1fs\n", "(none: the steady stretch before)", "",
+		longestGap(writes, start.Add(5*time.Second), cfg.faultAt(0, loadEnd)).Seconds(),
+		fmt.Sprintf("%.1fs (%s)", slow.Seconds(), kind), lagIn(start.Add(5*time.Second), cfg.faultAt(0, loadEnd)).Seconds())
 	fmt.Println()
 
 	ok := true
