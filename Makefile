@@ -8,7 +8,7 @@ ARGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help run test test-minio readme-check build deps tools fuzz vet clean bench compose-check
+.PHONY: help run test test-minio readme-check build deps tools fuzz vet clean bench compose-check scale-test
 
 help:
 	@echo 'AgentFS make targets:'
@@ -27,6 +27,8 @@ help:
 	@echo '  make fuzz    run every Go fuzz target for FUZZTIME each (default 20s)'
 	@echo '  make vet     go vet ./...'
 	@echo '  make bench   AgentFS against direct minio-go on throwaway servers (BENCH_QUICK=1: small sizes)'
+	@echo '  make scale-test  3 API instances behind HAProxy, MinIO distributed, Postgres under pg_auto_failover:'
+	@echo '               a mixed load through faults, then its checks (docs/scaling.md; not part of make test)'
 	@echo '  make compose-check  docker compose config -q where Docker Compose is installed, and a Go test'
 	@echo '               that parses docker-compose.yml and checks its image pins and healthchecks'
 	@echo '  make clean   remove bin/agentfs (keeps .data/)'
@@ -60,6 +62,9 @@ vet:
 
 bench:
 	bash scripts/bench.sh $(ARGS)
+
+scale-test:
+	bash scripts/scale-test.sh
 
 # docker compose config needs only the Compose CLI, not a running engine.
 compose-check:
