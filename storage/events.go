@@ -144,38 +144,6 @@ func (s *Store) RunSummary(ctx context.Context, subject, runID string) (*agentfs
 }
 
 func (s *Store) runSummary(ctx context.Context, q querier, subject, runID string) (*agentfs.RunSummary, error) {
-	r := &agentfs.RunSummary{RunID: runID, Counts: map[string]int{}}
-	var first, last *time.Time
-	args := pgx.NamedArgs{"subject": subject, "run_id": runID}
-	runEvents := `FROM events WHERE subject = @subject AND run_id = @run_id AND ` + visiblePath(ctx, "path", args)
-	err := q.QueryRow(ctx, `SELECT min(at), max(at),
-			coalesce(array_agg(DISTINCT agent_id) FILTER (WHERE agent_id IS NOT NULL), '{}'),
-			coalesce(sum(size_bytes) FILTER (WHERE type IN ('file.created', 'file.replaced')), 0)
-		`+runEvents, args).Scan(&first, &last, &r.AgentIDs, &r.BytesWritten)
-	if err != nil {
-		return nil, Translate(fmt.Errorf("run summary: %w", err))
-	}
-	if first == nil {
-		return nil, fmt.Errorf("run summary: %w", agentfs.ErrNotFound)
-	}
-	r.FirstAt, r.LastAt = first.UTC(), last.UTC()
-	rows, err := q.Query(ctx, `SELECT type, count(*) `+runEvents+` GROUP BY type`, args)
-	if err != nil {
-		return nil, Translate(fmt.Errorf("run summary: %w", err))
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var typ string
-		var n int
-		if err := rows.Scan(&typ, &n); err != nil {
-			return nil, Translate(err)
-		}
-		r.Counts[typ] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, Translate(err)
-	}
-	err = q.QueryRow(ctx, `SELECT count(*) FROM files WHERE subject = @subject AND (run_id = @run_id OR last_run_id = @run_id)
-		AND `+liveFile+` AND `+visiblePath(ctx, "path", args), args).Scan(&r.LiveFiles)
-	return r, Translate(err)
+	r, _, err := s.runTotals(ctx, q, subject, runID)
+	return r, err
 }

@@ -73,10 +73,11 @@ func (s *Store) readSnapshot(ctx context.Context, fn func(pgx.Tx) error) error {
 	return Commit(ctx, tx)
 }
 
-// recoveryConfirmed fills in what the run's events confirm: the run's
+// recoveryConfirmed fills in what the run's events confirm, from the
+// totals kept as they commit (runTotals): the run's
 // summary, how many there are and the cursor at the last.
 func (s *Store) recoveryConfirmed(ctx context.Context, tx pgx.Tx, subject string, r *agentfs.Recovery) error {
-	sum, err := s.runSummary(ctx, tx, subject, r.RunID)
+	sum, lastPos, err := s.runTotals(ctx, tx, subject, r.RunID)
 	switch {
 	case errors.Is(err, agentfs.ErrNotFound):
 		r.Summary = agentfs.RunSummary{RunID: r.RunID, Counts: map[string]int{}}
@@ -88,10 +89,8 @@ func (s *Store) recoveryConfirmed(ctx context.Context, tx pgx.Tx, subject string
 	for _, n := range sum.Counts {
 		r.Events += n
 	}
-	args := pgx.NamedArgs{"subject": subject, "run_id": r.RunID}
-	last := agentfs.EventCursor{Subject: subject}
-	err = tx.QueryRow(ctx, `SELECT pos, at FROM events WHERE subject = @subject AND run_id = @run_id
-		AND `+visiblePath(ctx, "path", args)+` ORDER BY pos DESC LIMIT 1`, args).Scan(&last.Position, &last.At)
+	last := agentfs.EventCursor{Subject: subject, Position: lastPos}
+	err = tx.QueryRow(ctx, `SELECT at FROM events WHERE subject = $1 AND pos = $2`, subject, lastPos).Scan(&last.At)
 	if err != nil {
 		return Translate(fmt.Errorf("last event: %w", err))
 	}
