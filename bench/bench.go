@@ -230,6 +230,8 @@ func (b *bench) run(ctx context.Context, m string) ([]row, error) {
 		return b.webhooks(ctx)
 	case "feed":
 		return b.feed(ctx)
+	case "recovery":
+		return b.recovery(ctx)
 	case "mcp":
 		return b.mcp(ctx)
 	case "indexcost":

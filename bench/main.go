@@ -74,6 +74,8 @@ type config struct {
 	events        int
 	feedSmall     int
 	feedLarge     int
+	recoverySmall int
+	recoveryLarge int
 	mcpCalls      int
 	indexCalls    int
 	pointsSmall   int
@@ -109,6 +111,7 @@ var measurements = []measurement{
 	{"forks", "a fork of 10 k files (POST /v1/forks) and a merge back of 1 k changes, p50"},
 	{"versions", "one file's versions (GET /v1/files/{id}/versions) at 200 and 10 k versions"},
 	{"feed", "the event feed (GET /v1/events?after=, with and without run_id) at 10 k and 1 M events"},
+	{"recovery", "one page of a run's recovery (GET /v1/runs/{id}/recovery) for a run of 10 and 100 k operations"},
 	{"mount", "untar, grep -r and git status in the AgentFS mount against rclone mount of the same S3 server and local disk; the feed's latency into the mount"},
 	{"points", "checkpoint create, an as-of listing page and a diff of 10 changes at 10 k and 1 M files"},
 }
@@ -180,6 +183,8 @@ func parseFlags() (*config, error) {
 	flag.IntVar(&c.events, "events", 100, "events timed for delivery latency (quick 30)")
 	flag.IntVar(&c.feedSmall, "feed-small", 10_000, "seeded events for the first feed point")
 	flag.IntVar(&c.feedLarge, "feed-large", 1_000_000, "seeded events for the second feed point (quick 100000)")
+	flag.IntVar(&c.recoverySmall, "recovery-small", 10, "operations of the run for the first recovery point")
+	flag.IntVar(&c.recoveryLarge, "recovery-large", 100_000, "operations of the run for the second recovery point")
 	flag.IntVar(&c.mcpCalls, "mcp-calls", 200, "calls of each kind for the MCP comparison (quick 50)")
 	flag.IntVar(&c.indexCalls, "indexcost-calls", 200, "uploads to each server for the search index's cost (quick 50)")
 	flag.IntVar(&c.pointsSmall, "points-small", 10_000, "seeded files for the first points-in-time point")
@@ -250,6 +255,8 @@ func parseFlags() (*config, error) {
 		return nil, errors.New("-replay-samples and -list-calls must be ≥ 1; -list-large ≥ -list-small ≥ 100")
 	case c.feedSmall < 1000 || c.feedLarge < c.feedSmall:
 		return nil, errors.New("-feed-large ≥ -feed-small ≥ 1000")
+	case c.recoverySmall < 1 || c.recoveryLarge < c.recoverySmall:
+		return nil, errors.New("-recovery-large ≥ -recovery-small ≥ 1")
 	case c.batchItems < 1 || len(c.batchSizes) == 0:
 		return nil, errors.New("-batch-items must be ≥ 1 and -batch-item-sizes name at least one size")
 	case c.mountFeed < 1:
