@@ -1036,9 +1036,14 @@ type RecoveryInFlight struct {
 
 // RecoveryUpload is an upload session of the run still open.
 type RecoveryUpload struct {
-	ID            string `json:"id"`
-	Path          string `json:"path"`
-	Status        string `json:"status"`
+	ID     string `json:"id"`
+	Path   string `json:"path"`
+	Status string `json:"status"`
+	// SizeBytes is the whole file's size; IfExists ("error" or
+	// "replace") what its complete does when a live file holds the path:
+	// what a successor that writes the file another way needs.
+	SizeBytes     int64  `json:"size_bytes"`
+	IfExists      string `json:"if_exists"`
 	PartsReceived []int  `json:"parts_received"`
 	PartCount     int    `json:"part_count"`
 	MissingParts  []int  `json:"missing_parts"`

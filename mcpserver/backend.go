@@ -65,6 +65,7 @@ type Backend interface {
 	PointsBackend
 	ForksBackend
 	RecoveryBackend
+	UploadsBackend
 }
 
 // File is a stored file's metadata, with the API's field names (schema File

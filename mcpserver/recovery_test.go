@@ -43,8 +43,9 @@ func TestRunRecoveryTool(t *testing.T) {
 		"- w-dead abandoned: POST /v1/files. send POST /v1/files?path=in%2Fdead.txt again with Idempotency-Key w-dead",
 		"- w-done completed: POST /v1/files. nothing to redo", "0 of 3 parts received, missing 1–3.", "Next actions, in order:\n1. PUT /v1/uploads/",
 		"4. POST /v1/uploads/", "5. POST /v1/files?path=in%2Fdead.txt with Idempotency-Key w-dead: send",
-		"With these tools:\n1. no tool does this: send PUT /v1/uploads/",
-		"5. write_file {path: \"in/dead.txt\", idempotency_key: \"w-dead\"} with the content"} {
+		"With these tools:\n1. write_file {path: \"in/big.bin\", content: the whole file (12582912 bytes) as it was to be uploaded, idempotency_key: \"rewrite-upl_",
+		"2. abort_upload {upload_id: \"upl_",
+		"3. write_file {path: \"in/dead.txt\", idempotency_key: \"w-dead\"} with the content"} {
 		if !strings.Contains(text(res), want) {
 			t.Fatalf("text lacks %q:\n%s", want, text(res))
 		}

@@ -193,6 +193,8 @@ var toolOperations = map[string][]string{
 	"fork":                {agentfs.OpCreateFork},
 	"merge":               {agentfs.OpMerge},
 	"run_recovery":        {agentfs.OpRunRecovery},
+	"complete_upload":     {agentfs.OpCompleteUpload},
+	"abort_upload":        {agentfs.OpAbortUpload},
 }
 
 // ToolOperations names the operations a tool runs, whose scopes
@@ -431,6 +433,7 @@ func toolSpecs() []*toolSpec {
 			getFileInfoTool(), deleteFileTool(), restoreFileTool(), listRunFilesTool(),
 			moveFileTool(), fileHistoryTool(), revertFileTool(), shareFileTool(), runSummaryTool(),
 			checkpointTool(), listCheckpointsTool(), diffTool(), restoreTool(), forkTool(), mergeTool(), runRecoveryTool(),
+			completeUploadTool(), abortUploadTool(),
 		}
 	})
 	return specs

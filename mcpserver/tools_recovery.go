@@ -48,38 +48,98 @@ func runRecoveryTool() *toolSpec {
 		if err != nil {
 			return nil, err
 		}
-		return &reply[RunRecovery]{Text: render.RecoveryText(*r) + toolSteps(r.NextActions), Out: *r}, nil
+		return &reply[RunRecovery]{Text: render.RecoveryText(*r) + toolSteps(*r), Out: *r}, nil
 	})
 }
 
 // toolSteps says, for a model that has only these tools, which tool
-// call does each next action: a put sent again is write_file with the
-// same key, a wait is run_recovery again; what no tool does (upload
-// parts, other routes) says so, naming the REST request.
-func toolSteps(next []api.Next) string {
-	if len(next) == 0 {
+// call does each next action, with its exact arguments: a put sent again
+// is write_file with the same key, a wait is run_recovery again, a session
+// with all its parts is complete_upload. A session missing parts cannot
+// be finished by a tool (parts carry bytes no tool sends): its file is
+// written whole with write_file under a key named after the session (so
+// the step, repeated by a later successor, writes it once), and then the
+// session is ended with abort_upload (so its parts never make a second
+// file); in that order, a successor that dies between the two finds the
+// session still open and repeats both harmlessly. What no tool does
+// (other routes) says so, naming the REST request.
+func toolSteps(r RunRecovery) string {
+	if len(r.NextActions) == 0 {
 		return ""
 	}
+	uploads := map[string]api.RecoveryUpload{}
+	for _, u := range r.InFlight.Uploads {
+		uploads[u.ID] = u
+	}
+	told := map[string]bool{}
 	var b strings.Builder
 	b.WriteString("With these tools:\n")
-	for i, n := range next {
+	step := 0
+	say := func(format string, args ...any) {
+		step++
+		fmt.Fprintf(&b, "%d. "+format+"\n", append([]any{step}, args...)...)
+	}
+	for _, n := range r.NextActions {
 		path, query, _ := strings.Cut(n.Path, "?")
 		q, _ := url.ParseQuery(query)
+		u, isUpload := uploads[uploadOf(path)]
 		switch {
 		case n.Method == http.MethodPost && path == "/v1/files" && q.Get("path") != "" && n.IdempotencyKey != "":
-			fmt.Fprintf(&b, "%d. write_file {path: %q, idempotency_key: %q} with the content (and if_exists) the first call had: "+
-				"the same key and arguments write it once.\n", i+1, q.Get("path"), n.IdempotencyKey)
+			say("write_file {path: %q, idempotency_key: %q} with the content (and if_exists) the first call had: "+
+				"the same key and arguments write it once.", q.Get("path"), n.IdempotencyKey)
 		case n.Method == http.MethodGet:
 			wait := n.AfterSeconds
 			if w, err := strconv.Atoi(q.Get("wait")); err == nil && w > wait {
 				wait = w
 			}
-			fmt.Fprintf(&b, "%d. wait about %d s, then run_recovery again: what is running goes on by itself.\n", i+1, max(wait, 1))
+			say("wait about %d s, then run_recovery again: what is running goes on by itself.", max(wait, 1))
+		case isUpload && told[u.ID]:
+			// One session's parts and complete are one or two tool steps.
+		case isUpload && len(u.MissingParts) == 0:
+			told[u.ID] = true
+			say("complete_upload {upload_id: %q}: every part of %s is in (%d of %d); safe to repeat.", u.ID, u.Path, u.PartCount, u.PartCount)
+		case isUpload:
+			told[u.ID] = true
+			ifExists := ""
+			if u.IfExists == "replace" {
+				ifExists = `, if_exists: "replace"`
+			}
+			say("write_file {path: %q, content: the whole file (%d bytes) as it was to be uploaded%s, idempotency_key: %q}: "+
+				"%s is missing parts %s and no tool sends parts, so write the file whole; the key writes it once however often "+
+				"this step is repeated. (If the bytes are not UTF-8 text or exceed what write_file takes, no tool can: send the parts "+
+				"over the REST API instead, PUT /v1/uploads/%s/parts/N, then POST /v1/uploads/%s/complete, and skip the next step.)",
+				u.Path, u.SizeBytes, ifExists, rewriteKey(u.ID), u.ID, joinParts(u.MissingParts), u.ID, u.ID)
+			say("abort_upload {upload_id: %q}: ends the session, so its parts never make a second file; safe to repeat.", u.ID)
 		default:
-			fmt.Fprintf(&b, "%d. no tool does this: send %s %s over the REST API (or with the agentfs CLI).\n", i+1, n.Method, n.Path)
+			say("no tool does this: send %s %s over the REST API (or with the agentfs CLI).", n.Method, n.Path)
 		}
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// uploadOf is the session id of a path under /v1/uploads/{id} ("" for
+// any other).
+func uploadOf(path string) string {
+	rest, ok := strings.CutPrefix(path, "/v1/uploads/")
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	return id
+}
+
+// rewriteKey is the idempotency key under which a successor writes whole
+// the file of a session that is missing parts: named after the session,
+// so every successor that takes the step sends the same key.
+func rewriteKey(uploadID string) string { return "rewrite-" + uploadID }
+
+// joinParts spells part numbers as a list: "1, 2, 3".
+func joinParts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 // RunRecovery reads a run's recovery through the read gate.

@@ -26,8 +26,9 @@ func TestListTools(t *testing.T) {
 	want := []string{"read_text_file", "read_media_file", "read_multiple_files", "write_file", "edit_file",
 		"list_directory", "directory_tree", "search_files", "get_file_info", "delete_file", "restore_file", "list_run_files",
 		"move_file", "file_history", "revert_file", "share_file", "run_summary", "grep_files",
-		"checkpoint", "list_checkpoints", "diff", "restore", "fork", "merge", "run_recovery"}
-	if len(want) != 25 {
+		"checkpoint", "list_checkpoints", "diff", "restore", "fork", "merge", "run_recovery",
+		"complete_upload", "abort_upload"}
+	if len(want) != 27 {
 		t.Fatalf("%d tools expected", len(want))
 	}
 	var got []string
@@ -47,8 +48,10 @@ func TestListTools(t *testing.T) {
 	readOnly := map[string]bool{"read_text_file": true, "read_media_file": true, "read_multiple_files": true,
 		"list_directory": true, "directory_tree": true, "search_files": true, "get_file_info": true, "list_run_files": true,
 		"file_history": true, "run_summary": true, "grep_files": true, "list_checkpoints": true, "diff": true, "run_recovery": true}
-	destructive := map[string]bool{"write_file": true, "edit_file": true, "delete_file": true, "revert_file": true, "restore": true, "merge": true}
-	idempotent := map[string]bool{"write_file": true, "delete_file": true, "restore_file": true, "revert_file": true}
+	destructive := map[string]bool{"write_file": true, "edit_file": true, "delete_file": true, "revert_file": true, "restore": true, "merge": true,
+		"complete_upload": true, "abort_upload": true}
+	idempotent := map[string]bool{"write_file": true, "delete_file": true, "restore_file": true, "revert_file": true,
+		"complete_upload": true, "abort_upload": true}
 	for name, tool := range b.tools {
 		t.Run(name, func(t *testing.T) {
 			a := tool.Annotations
@@ -935,6 +938,9 @@ func TestArgumentsOutsideTheSchemaAreToolErrors(t *testing.T) {
 		{"share_file", map[string]any{"path": "a", "version": -1}, "version", "at least 1"},
 		{"run_summary", map[string]any{"run_id": strings.Repeat("r", 129)}, "run_id", "at most 128 characters"},
 		{"run_recovery", map[string]any{"run_id": strings.Repeat("r", 129)}, "run_id", "at most 128 characters"},
+		{"complete_upload", map[string]any{}, "upload_id", "is required"},
+		{"complete_upload", map[string]any{"upload_id": ""}, "upload_id", "at least 1 character"},
+		{"abort_upload", map[string]any{"upload_id": strings.Repeat("u", 65)}, "upload_id", "at most 64 characters"},
 	} {
 		p, msg := b.badArgs(t, c.tool, c.args, c.field)
 		if !strings.Contains(msg, c.says) || p.Status != http.StatusUnprocessableEntity || p.Retryable {
@@ -944,7 +950,7 @@ func TestArgumentsOutsideTheSchemaAreToolErrors(t *testing.T) {
 	b.ok(t, "list_directory", map[string]any{"path": ""}, nil)
 	b.fail(t, "get_file_info", map[string]any{"path": "missing"}, "NOT_FOUND")
 	calls := b.calls.all()
-	want := 23
+	want := 26
 	for i, c := range calls[:want] {
 		if !strings.HasSuffix(c, " "+mcpserver.OutcomeInvalidArguments) {
 			t.Fatalf("call %d counted %q", i, c)

@@ -101,7 +101,10 @@ func resendPath(o agentfs.KeyOperation) string {
 // waited on).
 func recoveryUpload(u *agentfs.Upload) (api.RecoveryUpload, []api.Next) {
 	ru := api.RecoveryUpload{ID: u.ID, Path: u.Path, Status: u.Status, PartCount: u.PartCount,
-		PartsReceived: []int{}, MissingParts: []int{}}
+		SizeBytes: u.SizeBytes, IfExists: "error", PartsReceived: []int{}, MissingParts: []int{}}
+	if u.Replace {
+		ru.IfExists = "replace"
+	}
 	have := map[int]bool{}
 	for _, p := range u.Parts {
 		have[p.Number] = true

@@ -1020,6 +1020,8 @@ class RecoveryUpload:
     id: str
     path: str
     status: str
+    size_bytes: int
+    if_exists: str
     parts_received: list[int]
     part_count: int
     missing_parts: list[int]

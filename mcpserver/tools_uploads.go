@@ -1,0 +1,155 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/client"
+	"github.com/agentfs/agentfs/problem"
+)
+
+// UploadsBackend finishes or ends an upload session another worker began
+// (DESIGN §7, §25): what run_recovery names for a dead worker's sessions.
+// Parts carry bytes, which no tool sends; a session missing parts is
+// ended and its file written with write_file instead.
+type UploadsBackend interface {
+	// CompleteUpload assembles a session's parts into its file (POST
+	// /v1/uploads/{id}/complete), waiting while the server finishes it in
+	// the background; repeating it answers the same file.
+	CompleteUpload(ctx context.Context, uploadID string, w WriteOptions) (*File, error)
+	// AbortUpload ends a session without a file and drops its parts
+	// (DELETE /v1/uploads/{id}); repeating it is safe.
+	AbortUpload(ctx context.Context, uploadID string, w WriteOptions) (*Upload, error)
+}
+
+// Upload is an upload session (schema Upload of openapi.yaml).
+type Upload = client.Upload
+
+type uploadIDIn struct {
+	UploadID string `json:"upload_id" jsonschema:"the upload session, e.g. upl_01jd8x2m4k9q7v3t5r6w8y0z1a (run_recovery names it)"`
+}
+
+func uploadIDSchema(s *jsonschema.Schema) {
+	s.Properties["upload_id"].MinLength = ptr(1)
+	s.Properties["upload_id"].MaxLength = ptr(64)
+}
+
+func completeUploadTool() *toolSpec {
+	return define(&mcp.Tool{
+		Name: "complete_upload",
+		Description: "Finish an upload session whose parts are all in (run_recovery names it): its file is written at the session's path " +
+			"from the parts the server holds. Safe to repeat: a completed session answers its file again. A session missing parts " +
+			"fails with PARTS_MISSING; no tool sends parts, so write the file with write_file and end the session with abort_upload.",
+		Annotations: writes("Complete upload", true, true),
+	}, uploadIDSchema, func(ctx context.Context, tb *toolbox, in *uploadIDIn, cc *callContext) (*reply[File], error) {
+		f, err := tb.b.CompleteUpload(ctx, in.UploadID, WriteOptions{})
+		if err != nil {
+			return nil, err
+		}
+		cc.path = f.Path
+		return &reply[File]{Text: "Completed " + in.UploadID + ": " + summarize(f), Out: *f}, nil
+	})
+}
+
+func abortUploadTool() *toolSpec {
+	return define(&mcp.Tool{
+		Name: "abort_upload",
+		Description: "End an upload session without writing its file, dropping the parts it holds. Safe to repeat. run_recovery names it " +
+			"for a dead worker's session that is missing parts, once the file was written with write_file.",
+		Annotations: writes("Abort upload", true, true),
+	}, uploadIDSchema, func(ctx context.Context, tb *toolbox, in *uploadIDIn, cc *callContext) (*reply[Upload], error) {
+		u, err := tb.b.AbortUpload(ctx, in.UploadID, WriteOptions{})
+		if err != nil {
+			return nil, err
+		}
+		cc.path = u.Path
+		text := fmt.Sprintf("Upload %s (%s) is %s; it writes no file.", u.ID, u.Path, u.Status)
+		if u.Status == agentfs.UploadCompleted {
+			text = fmt.Sprintf("Upload %s (%s) had completed already: its file stays; nothing was aborted.", u.ID, u.Path)
+		}
+		return &reply[Upload]{Text: text, Out: *u}, nil
+	})
+}
+
+// completeWait bounds how long CoreBackend.CompleteUpload waits for a
+// session the server finishes in the background (DESIGN §7: 202).
+const completeWait = 30 * time.Second
+
+// CompleteUpload completes a session through the admission core; while
+// the server finishes it in the background (202), it asks again (a
+// complete is safe to repeat) until the file is there.
+func (b *CoreBackend) CompleteUpload(ctx context.Context, uploadID string, w WriteOptions) (*File, error) {
+	who, err := b.writer(ctx, w.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(completeWait)
+	for {
+		res, err := b.Core.CompleteUpload(ctx, who, uploadID, agentfs.CompleteRequest{})
+		if err != nil || res.Status != http.StatusAccepted {
+			return fileResult(res, err)
+		}
+		if time.Now().After(deadline) {
+			p := problem.New(problem.OperationInProgress, uploadID+" is still being completed in the background: call complete_upload again")
+			p.RetryAfter = 5
+			return nil, problemFromAPI(p)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, problemOfCore(ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// AbortUpload ends a session through the admission core.
+func (b *CoreBackend) AbortUpload(ctx context.Context, uploadID string, w WriteOptions) (*Upload, error) {
+	who, err := b.writer(ctx, w.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	res, err := b.Core.AbortUpload(ctx, who, uploadID)
+	if err != nil {
+		return nil, problemOfCore(err)
+	}
+	if res.Status >= 400 {
+		var p problem.Problem
+		if err := json.Unmarshal(res.Body, &p); err != nil {
+			return nil, fmt.Errorf("mcpserver: recorded problem: %w", err)
+		}
+		return nil, problemFromAPI(&p)
+	}
+	var u Upload
+	if err := json.Unmarshal(res.Body, &u); err != nil {
+		return nil, fmt.Errorf("mcpserver: recorded upload: %w", err)
+	}
+	return &u, nil
+}
+
+// CompleteUpload completes a session through the Go client, which waits
+// for a background completion.
+func (cb *ClientBackend) CompleteUpload(ctx context.Context, uploadID string, w WriteOptions) (*File, error) {
+	key := cmpOr(w.IdempotencyKey, client.NewIdempotencyKey())
+	f, err := cb.c.CompleteUpload(ctx, uploadID, client.CompleteOptions{IdempotencyKey: key})
+	if err != nil {
+		return nil, problemOf(err, key)
+	}
+	return f, nil
+}
+
+// AbortUpload ends a session through the Go client.
+func (cb *ClientBackend) AbortUpload(ctx context.Context, uploadID string, w WriteOptions) (*Upload, error) {
+	key := cmpOr(w.IdempotencyKey, client.NewIdempotencyKey())
+	u, err := cb.c.AbortUpload(ctx, uploadID, client.AbortOptions{IdempotencyKey: key})
+	if err != nil {
+		return nil, problemOf(err, key)
+	}
+	return u, nil
+}
