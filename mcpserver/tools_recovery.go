@@ -72,6 +72,15 @@ func toolSteps(r RunRecovery) string {
 		uploads[u.ID] = u
 	}
 	told := map[string]bool{}
+	// The keys of the page that completed: a session's rewrite that a
+	// successor already made is not asked for again (the key names one
+	// request of one agent: another agent repeating it would conflict).
+	done := map[string]api.RecoveryOp{}
+	for _, o := range r.Operations {
+		if o.Status == "completed" {
+			done[o.IdempotencyKey] = o
+		}
+	}
 	var b strings.Builder
 	b.WriteString("With these tools:\n")
 	step := 0
@@ -98,6 +107,14 @@ func toolSteps(r RunRecovery) string {
 		case isUpload && len(u.MissingParts) == 0:
 			told[u.ID] = true
 			say("complete_upload {upload_id: %q}: every part of %s is in (%d of %d); safe to repeat.", u.ID, u.Path, u.PartCount, u.PartCount)
+		case isUpload && done[rewriteKey(u.ID)].IdempotencyKey != "":
+			told[u.ID] = true
+			wrote := ""
+			if res := done[rewriteKey(u.ID)].Resource; res != nil {
+				wrote = " (" + res.ID + ")"
+			}
+			say("abort_upload {upload_id: %q}: %s is written already, by write_file under key %s%s; this ends the session, "+
+				"so its parts never make a second file; safe to repeat.", u.ID, u.Path, rewriteKey(u.ID), wrote)
 		case isUpload:
 			told[u.ID] = true
 			ifExists := ""
@@ -106,7 +123,7 @@ func toolSteps(r RunRecovery) string {
 			}
 			say("write_file {path: %q, content: the whole file (%d bytes) as it was to be uploaded%s, idempotency_key: %q}: "+
 				"%s is missing parts %s and no tool sends parts, so write the file whole; the key writes it once however often "+
-				"this step is repeated. (If the bytes are not UTF-8 text or exceed what write_file takes, no tool can: send the parts "+
+				"this step is repeated (an IDEMPOTENCY_CONFLICT on it means another agent wrote it already: go on). (If the bytes are not UTF-8 text or exceed what write_file takes, no tool can: send the parts "+
 				"over the REST API instead, PUT /v1/uploads/%s/parts/N, then POST /v1/uploads/%s/complete, and skip the next step.)",
 				u.Path, u.SizeBytes, ifExists, rewriteKey(u.ID), u.ID, joinParts(u.MissingParts), u.ID, u.ID)
 			say("abort_upload {upload_id: %q}: ends the session, so its parts never make a second file; safe to repeat.", u.ID)

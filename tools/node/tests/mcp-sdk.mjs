@@ -39,6 +39,23 @@ async function connect() {
   return { client, transport, warnings };
 }
 
+// restSession opens an upload session of body at path over REST (on B,
+// in the client's run), sending its one part when sendPart: what
+// complete_upload and abort_upload finish or end.
+async function restSession(path, body, sendPart) {
+  const res = await fetch(`${B}/v1/uploads`, {
+    method: 'POST', headers: { ...auth, 'Content-Type': 'application/json', 'X-Run-ID': run },
+    body: JSON.stringify({ path, size_bytes: Buffer.byteLength(body) }),
+  });
+  assert.equal(res.status, 201, `REST upload session ${path}: ${res.status}`);
+  const { id } = await res.json();
+  if (sendPart) {
+    const part = await fetch(`${B}/v1/uploads/${id}/parts/1`, { method: 'PUT', headers: { ...auth, 'X-Run-ID': run }, body });
+    assert.equal(part.status, 200, `REST part of ${path}: ${part.status}`);
+  }
+  return id;
+}
+
 async function restPut(path, body) {
   const res = await fetch(`${B}/v1/files?path=${encodeURIComponent(path)}&if_exists=replace`, {
     method: 'POST', headers: { ...auth, 'Content-Type': 'text/plain' }, body,
@@ -95,6 +112,10 @@ async function tools(client) {
   await call(client, 'read_media_file', { path: `${dir}/b.txt` });
   await call(client, 'run_summary', { run_id: run });
   await call(client, 'run_recovery', { run_id: run });
+  const done = await call(client, 'complete_upload', { upload_id: await restSession(`${dir}/session.txt`, 'in parts\n', true) });
+  assert.equal(done.structuredContent.path, `${dir}/session.txt`);
+  const ended = await call(client, 'abort_upload', { upload_id: await restSession(`${dir}/ended.txt`, 'never\n', false) });
+  assert.equal(ended.structuredContent.status, 'aborted');
   const missing = tools.map((t) => t.name).filter((n) => !called.has(n));
   assert.deepEqual(missing, [], 'tools not called');
   say(`${called.size} tools called, each succeeding; the SDK client validated every result against its outputSchema`);
