@@ -169,7 +169,8 @@ AGENTFS_PUBLIC_URL=$started_url
 # A second server on the same Postgres and S3 that indexes nothing for
 # search: the indexcost measurement uploads to both.
 for attempt in 1 2 3; do
-	if start_agentfs agentfs-noindex AGENTFS_SEARCH_MAX_FILE_BYTES=0; then
+	# (AGENTFS_PPROF_ADDR, if set, is the main server's alone: one address, one process)
+	if start_agentfs agentfs-noindex AGENTFS_SEARCH_MAX_FILE_BYTES=0 AGENTFS_PPROF_ADDR=; then
 		break
 	fi
 	((attempt < 3)) || die "agentfs serve (no search index) exited during startup"
