@@ -160,3 +160,11 @@ func WellFormedID(prefix, id string) bool {
 	}
 	return true
 }
+
+// BlobLink is a presigned GET of one version's blob on the S3 service's
+// public endpoint: anyone holding URL reads exactly those bytes until
+// Expires, without AgentFS (GET …/content?redirect=true).
+type BlobLink struct {
+	URL     string
+	Expires time.Time
+}

@@ -109,6 +109,9 @@ func newBench(ctx context.Context, cfg *config) (*bench, error) {
 	if err := checkComm("-s3-pid", cfg.s3PID, cfg.s3Name); err != nil {
 		return nil, err
 	}
+	if err := checkComm("-pg-pid", cfg.pgPID, "postgres"); err != nil {
+		return nil, err
+	}
 
 	if tr, err = newTransport(); err != nil {
 		return nil, err
@@ -162,7 +165,42 @@ func (b *bench) cpuNow() cpuSnap {
 	if b.cfg.s3PID > 0 {
 		s.s3, _ = procCPU(b.cfg.s3PID)
 	}
+	if b.cfg.pgPID > 0 {
+		var err error
+		s.pg, err = pgTreeCPU(b.cfg.pgPID)
+		s.pgKnown = err == nil
+	}
 	return s
+}
+
+// cpuRow is a budget row of AgentFS's CPU per unit (DESIGN §11), from the
+// cheapest round of acc: the server's, and with pgBudget > 0 Postgres's
+// too (when its pid is known).
+func (b *bench) cpuRow(name, unit string, acc cpuAcc, budget, pgBudget float64) row {
+	best, n := acc.cheapest()
+	r := row{name: fmt.Sprintf("%s, cheapest of %d", name, n), direct: "—", ratio: "—"}
+	if b.cfg.serverPID <= 0 || n == 0 {
+		r.agentfs, r.budget, r.verdict = "—", fmt.Sprintf("≤ %g s", budget), "not measured (no -server-pid)"
+		return r
+	}
+	meets := best.server <= budget
+	r.agentfs = fmt.Sprintf("agentfs %.2f s per %s", best.server, unit)
+	r.budget = fmt.Sprintf("≤ %g s", budget)
+	if pgBudget > 0 {
+		if acc.pgKnown {
+			r.agentfs += fmt.Sprintf("; postgres %.2f s", best.pg)
+			meets = meets && best.pg <= pgBudget
+		} else {
+			r.agentfs += "; postgres not measured (no -pg-pid)"
+			meets = false
+		}
+		r.budget = fmt.Sprintf("≤ %g s; ≤ %g s", budget, pgBudget)
+	}
+	r.verdict = "misses"
+	if meets {
+		r.verdict = "meets"
+	}
+	return r
 }
 
 // cpuNote records where the CPU went for one measurement, both sides.
@@ -206,6 +244,8 @@ func (b *bench) run(ctx context.Context, m string) ([]row, error) {
 		return b.upload(ctx)
 	case "download":
 		return b.download(ctx)
+	case "redirect":
+		return b.redirect(ctx)
 	case "small":
 		return b.small(ctx)
 	case "multipart":

@@ -38,6 +38,7 @@ type config struct {
 	noIndexURL   string
 	serverPID    int
 	s3PID        int
+	pgPID        int
 	s3Name       string
 	databaseURL  string
 	s3Endpoint   string
@@ -100,6 +101,7 @@ var measurements = []measurement{
 	{"archive", "server RSS growth and throughput while a run's files stream as one zip archive"},
 	{"upload", "one large upload, against one direct unsigned PUT and minio-go's default PutObject"},
 	{"download", "one large download, against a direct GetObject"},
+	{"redirect", "one large download through a redirect to a presigned S3 URL, against a direct GetObject and the same download streamed through AgentFS"},
 	{"small", "4 KiB uploads per second from 16 clients, against direct PutObject"},
 	{"multipart", "an upload session with parallel parts, against a direct multipart upload"},
 	{"replay", "keyed replays: no S3 write, and their p50 against a first upload's"},
@@ -144,12 +146,14 @@ func parseFlags() (*config, error) {
 	}
 	pid, _ := strconv.Atoi(os.Getenv("BENCH_SERVER_PID"))
 	s3pid, _ := strconv.Atoi(os.Getenv("BENCH_S3_PID"))
+	pgpid, _ := strconv.Atoi(os.Getenv("BENCH_PG_PID"))
 	quickEnv := os.Getenv("BENCH_QUICK") == "1"
 	flag.StringVar(&c.url, "url", env("AGENTFS_URL", ""), "AgentFS base URL (env AGENTFS_URL)")
 	flag.StringVar(&c.token, "token", env("AGENTFS_TOKEN", ""), "bearer token (env AGENTFS_TOKEN)")
 	flag.StringVar(&c.noIndexURL, "noindex-url", env("BENCH_NOINDEX_URL", ""), "a second AgentFS on the same Postgres and S3 that indexes nothing for search (AGENTFS_SEARCH_MAX_FILE_BYTES=0), for indexcost (env BENCH_NOINDEX_URL)")
 	flag.IntVar(&c.serverPID, "server-pid", pid, "pid of the agentfs serve process, for RSS (env BENCH_SERVER_PID)")
 	flag.IntVar(&c.s3PID, "s3-pid", s3pid, "pid of the S3 server, for its CPU time (env BENCH_S3_PID; optional)")
+	flag.IntVar(&c.pgPID, "pg-pid", pgpid, "pid of the postmaster of the server's Postgres (its own, no other database's), for its CPU time with its backends' (env BENCH_PG_PID; optional)")
 	flag.StringVar(&c.s3Name, "s3-name", env("BENCH_S3_NAME", "versitygw"), "the S3 server's program name: versitygw or minio (env BENCH_S3_NAME)")
 	flag.StringVar(&c.databaseURL, "database-url", env("AGENTFS_DATABASE_URL", ""), "the server's Postgres, to seed listing rows (env AGENTFS_DATABASE_URL)")
 	flag.StringVar(&c.s3Endpoint, "s3-endpoint", env("AGENTFS_S3_ENDPOINT", ""), "S3 host:port the server uses (env AGENTFS_S3_ENDPOINT)")

@@ -301,7 +301,7 @@ func (b *bench) download(ctx context.Context) ([]row, error) {
 		ratio:   ratio(median(agent), median(direct)),
 		budget:  fmt.Sprintf("≥ %g× in ≥ %d of %d runs", budget, need, c.downloadRuns),
 		verdict: verdict,
-	}}, nil
+	}, b.cpuRow("AgentFS CPU per GiB downloaded", "GiB", agentCPU, 0.25, 0)}, nil
 }
 
 // small: many small uploads from concurrent clients, unique paths, the same
@@ -340,7 +340,8 @@ func (b *bench) small(ctx context.Context) ([]row, error) {
 		dn, dd.Round(time.Millisecond), fmtMS(percentile(dlat, 50)))
 	b.notes = append(b.notes, fmt.Sprintf("%s uploads: %d clients for %s per side; p50 latency AgentFS %s, direct %s.",
 		label, c.smallClients, c.smallDuration, fmtMS(percentile(alat, 50)), fmtMS(percentile(dlat, 50))))
-	return []row{withDirect(rateRow(fmt.Sprintf("%s uploads/s, %d clients", label, c.smallClients), ar, dr, "/s", 0.75), "PutObject")}, nil
+	return []row{withDirect(rateRow(fmt.Sprintf("%s uploads/s, %d clients", label, c.smallClients), ar, dr, "/s", 0.75), "PutObject"),
+		b.cpuRow("CPU per 1000 uploads of "+label+": server; postgres", "1000", agentCPU, 0.25, 0.25)}, nil
 }
 
 // multipart: an upload session with parallel parts against a direct
@@ -428,7 +429,8 @@ func (b *bench) multipart(ctx context.Context) ([]row, error) {
 	b.notes = append(b.notes, fmt.Sprintf("multipart %s: AgentFS complete took %s (per run).", fmtSize(size), strings.Join(completes, ", ")))
 	return []row{withDirect(rateRow(fmt.Sprintf("multipart %s, %d × %s parts, %d parallel, median of %d",
 		fmtSize(size), partCount, fmtSize(partSize), c.partWorkers, c.multipartRuns),
-		median(agent), median(direct), "MiB/s", 0.85), "multipart")}, nil
+		median(agent), median(direct), "MiB/s", 0.85), "multipart"),
+		b.cpuRow("AgentFS CPU per GiB uploaded in parts", "GiB", agentCPU, 1.5, 0)}, nil
 }
 
 // rotate runs one round of a side-by-side measurement, each side once,

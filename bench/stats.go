@@ -250,22 +250,110 @@ func machineCPU() time.Duration {
 }
 
 // cpuSnap is the CPU used so far by this program, the AgentFS server, the
-// S3 server (zero for a process whose pid is unknown) and the whole machine.
-type cpuSnap struct{ self, server, s3, total time.Duration }
+// S3 server, Postgres (zero for a process whose pid is unknown; pgKnown
+// says whether Postgres's is) and the whole machine.
+type cpuSnap struct {
+	self, server, s3, pg, total time.Duration
+	pgKnown                     bool
+}
 
 // cpuAcc adds up CPU used per unit of work (a GiB moved, a thousand
-// uploads), for one side of a measurement.
+// uploads), for one side of a measurement; rounds keeps each add's own,
+// for the cheapest round.
 type cpuAcc struct {
-	self, server, s3, total time.Duration
-	units                   float64
+	self, server, s3, pg, total time.Duration
+	units                       float64
+	pgKnown                     bool
+	rounds                      []cpuRound
 }
+
+// cpuRound is the server's and Postgres's CPU per unit in one round.
+type cpuRound struct{ server, pg float64 }
 
 func (a *cpuAcc) add(from, to cpuSnap, units float64) {
 	a.self += to.self - from.self
 	a.server += to.server - from.server
 	a.s3 += to.s3 - from.s3
+	a.pg += to.pg - from.pg
 	a.total += to.total - from.total
 	a.units += units
+	a.pgKnown = from.pgKnown && to.pgKnown
+	if units > 0 {
+		a.rounds = append(a.rounds, cpuRound{server: (to.server - from.server).Seconds() / units,
+			pg: (to.pg - from.pg).Seconds() / units})
+	}
+}
+
+// cheapest is the round with the least server CPU per unit (DESIGN §11:
+// CPU figures are the cheapest of the rounds), and how many rounds there
+// were.
+func (a cpuAcc) cheapest() (cpuRound, int) {
+	if len(a.rounds) == 0 {
+		return cpuRound{}, 0
+	}
+	best := a.rounds[0]
+	for _, r := range a.rounds[1:] {
+		if r.server < best.server {
+			best = r
+		}
+	}
+	return best, len(a.rounds)
+}
+
+// pgTreeCPU is the CPU Postgres has used so far: the postmaster's own and
+// its reaped children's (cutime, cstime: backends that ended), and that
+// of each child still running (backends, its background processes).
+func pgTreeCPU(postmaster int) (time.Duration, error) {
+	total, _, err := procCPUTree(postmaster)
+	if err != nil {
+		return 0, err
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == postmaster {
+			continue
+		}
+		cpu, ppid, err := procCPUTree(pid)
+		if err == nil && ppid == postmaster {
+			total += cpu
+		}
+	}
+	return total, nil
+}
+
+// procCPUTree is a process's user+system CPU with that of its reaped
+// children, and its parent's pid.
+func procCPUTree(pid int) (time.Duration, int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, 0, errors.New("unexpected /proc/PID/stat format")
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 15 {
+		return 0, 0, errors.New("unexpected /proc/PID/stat format")
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return 0, 0, err
+	}
+	var ticks int64
+	for _, k := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
+		n, err := strconv.ParseInt(f[k], 10, 64)
+		if err != nil {
+			return 0, 0, err
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * clockTick, ppid, nil
 }
 
 // per formats CPU seconds per unit, per process (the S3 server's when
@@ -281,6 +369,10 @@ func (a cpuAcc) per(withServer bool, s3Name string) string {
 	if withServer {
 		s += ", agentfs " + f(a.server)
 		rest -= a.server
+	}
+	if a.pgKnown {
+		s += ", postgres " + f(a.pg)
+		rest -= a.pg
 	}
 	if s3Name != "" {
 		s += ", " + s3Name + " " + f(a.s3)

@@ -183,6 +183,8 @@ type request struct {
 	header http.Header
 	key    string // Idempotency-Key, "" for none
 	body   *body  // nil for none
+	// noFollow answers a redirect instead of following it.
+	noFollow bool
 }
 
 func newRequest(route, path string) *request {

@@ -78,7 +78,7 @@ func (c *Client) attempt(ctx context.Context, r *request) (*http.Response, verdi
 	if err != nil {
 		return nil, stop, c.opError(r, err)
 	}
-	res, err := c.http.Do(req)
+	res, err := c.httpFor(r).Do(req)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, stop, cerr

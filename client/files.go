@@ -239,6 +239,13 @@ type ContentOptions struct {
 	// IfRange honours Range only while the file has this ETag; otherwise
 	// the whole content comes back (200).
 	IfRange string
+	// Redirect asks the server for a presigned S3 URL of the content
+	// (redirect=true) and reads the bytes from S3 itself, sending it no
+	// AgentFS credentials; Content then describes them as the server
+	// announced them (ETag, SHA256, Filename). A server without a public
+	// S3 endpoint streams the bytes as usual. The S3 request is not
+	// retried.
+	Redirect bool
 }
 
 // Content is a file's bytes as they stream from the server, with what the
@@ -272,11 +279,19 @@ func (c *Client) FileContent(ctx context.Context, id string, opts ContentOptions
 func (c *Client) openContent(ctx context.Context, r *request, opts ContentOptions) (*Content, error) {
 	setIf(r.header, "Range", opts.Range)
 	setIf(r.header, "If-Range", opts.IfRange)
+	if opts.Redirect {
+		askRedirect(r)
+	}
 	res, err := c.do(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	h := res.Header
+	if opts.Redirect && res.StatusCode == http.StatusTemporaryRedirect {
+		if res, err = c.followBlobRedirect(ctx, res, opts); err != nil {
+			return nil, err
+		}
+	}
 	out := &Content{
 		ReadCloser:   res.Body,
 		Status:       res.StatusCode,
@@ -284,7 +299,7 @@ func (c *Client) openContent(ctx context.Context, r *request, opts ContentOption
 		Length:       res.ContentLength,
 		ETag:         h.Get("ETag"),
 		SHA256:       sha256OfDigest(h.Get("Repr-Digest")),
-		ContentRange: h.Get("Content-Range"),
+		ContentRange: res.Header.Get("Content-Range"),
 	}
 	if _, params, err := mime.ParseMediaType(h.Get("Content-Disposition")); err == nil {
 		out.Filename = params["filename"]

@@ -57,7 +57,60 @@ func (a *API) getContent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return a.serveContent(c, contentOf(f))
+	return a.serveFileContent(c, contentOf(f))
+}
+
+// serveFileContent answers a content request of a file (current, a
+// version, or as of a point) made with a token: as serveContent does, or,
+// with ?redirect=true and a public S3 endpoint configured, with a 307 to a
+// presigned GET of exactly this version's blob, so the bytes skip AgentFS.
+// Without a public endpoint the bytes stream as usual: redirect is a
+// preference, and a client that follows the 307 and one that reads the
+// body both get the same bytes. Share links never redirect: a presigned
+// URL would outlive the link's revocation.
+func (a *API) serveFileContent(c echo.Context, ct content) error {
+	redirect, err := redirectParam(c)
+	if err != nil {
+		return err
+	}
+	if !redirect || c.Request().Method == http.MethodHead || ct.size == 0 {
+		// A presigned URL is signed for GET: HEAD answers the headers
+		// here, and no bytes need no detour.
+		return a.serveContent(c, ct)
+	}
+	h := c.Response().Header()
+	setContentHeaders(h, ct)
+	if inm := c.Request().Header.Get("If-None-Match"); inm != "" && agentfs.ETagMatchesWeak(inm, ct.etag()) {
+		return c.NoContent(http.StatusNotModified)
+	}
+	link, err := a.deps.Files.PresignBlob(c.Request().Context(), ct.blobKey, ct.path, ct.contentType)
+	if err != nil {
+		return err
+	}
+	if link == nil {
+		return a.serveContent(c, ct)
+	}
+	// The URL is a bearer secret that expires: no cache keeps it.
+	h.Set("Cache-Control", "private, no-store")
+	h.Set("Expires", link.Expires.UTC().Format(http.TimeFormat))
+	h.Set(echo.HeaderLocation, link.URL)
+	return c.NoContent(http.StatusTemporaryRedirect)
+}
+
+// redirectParam reads redirect: true or false (absent: false); any other
+// value is a 422 naming it.
+func redirectParam(c echo.Context) (bool, error) {
+	v, ok := c.QueryParams()["redirect"]
+	if !ok {
+		return false, nil
+	}
+	switch {
+	case len(v) == 1 && v[0] == "true":
+		return true, nil
+	case len(v) == 1 && v[0] == "false":
+		return false, nil
+	}
+	return false, problem.Validation("redirect", "must be true or false, once")
 }
 
 // serveContent answers with ct's bytes, whole or one range, with

@@ -86,7 +86,7 @@ func (a *API) getVersionContent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return a.serveContent(c, versionContent(f, v))
+	return a.serveFileContent(c, versionContent(f, v))
 }
 
 // revertBody is the body of POST /v1/files/{id}/revert.

@@ -122,7 +122,7 @@ func (a *API) getContentAsOf(c echo.Context, spec agentfs.PointSpec) error {
 	if err != nil {
 		return err
 	}
-	return a.serveContent(c, contentOf(f))
+	return a.serveFileContent(c, contentOf(f))
 }
 
 // limitParam is the limit query parameter: def when absent, 1..max.

@@ -31,6 +31,8 @@ type Files interface {
 	ListFiles(ctx context.Context, who agentfs.Caller, filter agentfs.FileFilter) ([]*agentfs.File, error)
 	ListChildren(ctx context.Context, who agentfs.Caller, filter agentfs.ChildFilter) ([]agentfs.Child, error)
 	OpenBlob(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
+	// PresignBlob is nil, nil when the S3 service has no public endpoint.
+	PresignBlob(ctx context.Context, key, filePath, contentType string) (*agentfs.BlobLink, error)
 	Versions(ctx context.Context, who agentfs.Caller, fileID string, filter agentfs.VersionFilter) ([]*agentfs.FileVersion, error)
 	Version(ctx context.Context, who agentfs.Caller, fileID string, n int) (*agentfs.File, *agentfs.FileVersion, error)
 	VersionContent(ctx context.Context, who agentfs.Caller, fileID string, n int) (*agentfs.File, *agentfs.FileVersion, error)

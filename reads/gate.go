@@ -27,6 +27,7 @@ type Store interface {
 	ListFiles(ctx context.Context, subject string, filter agentfs.FileFilter) ([]*agentfs.File, error)
 	ListChildren(ctx context.Context, subject string, filter agentfs.ChildFilter) ([]agentfs.Child, error)
 	OpenBlob(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
+	PresignBlob(ctx context.Context, key, filePath, contentType string) (*agentfs.BlobLink, error)
 	Versions(ctx context.Context, subject, fileID string, filter agentfs.VersionFilter) ([]*agentfs.FileVersion, error)
 	Version(ctx context.Context, subject, fileID string, n int) (*agentfs.FileVersion, error)
 	Links(ctx context.Context, subject, fileID string) ([]*agentfs.Link, error)
@@ -136,6 +137,17 @@ func (g *Gate) ListChildren(ctx context.Context, who agentfs.Caller, filter agen
 // (ResolveLink): a key names no subject, and is learned no other way.
 func (g *Gate) OpenBlob(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	return g.store.OpenBlob(ctx, key, offset, length)
+}
+
+// PresignBlob signs a GET of a blob on the S3 service's public endpoint,
+// for a key learned as OpenBlob's is; nil, nil when no public endpoint is
+// configured (the bytes then stream through AgentFS).
+func (g *Gate) PresignBlob(ctx context.Context, key, filePath, contentType string) (*agentfs.BlobLink, error) {
+	link, err := g.store.PresignBlob(ctx, key, filePath, contentType)
+	if errors.Is(err, storage.ErrNoPublicEndpoint) {
+		return nil, nil
+	}
+	return link, err
 }
 
 // Versions is one page of a file's versions (GET /v1/files/{id}/versions).

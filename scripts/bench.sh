@@ -110,6 +110,7 @@ export AGENTFS_S3_SECRET_KEY=agentfs-bench-secret
 export AGENTFS_S3_BUCKET=agentfs
 export AGENTFS_S3_USE_SSL=false
 export AGENTFS_S3_REGION=us-east-1
+export AGENTFS_S3_PUBLIC_ENDPOINT="http://127.0.0.1:$s3_port" # the redirect line's presigned URLs
 export AGENTFS_LOG_LEVEL=warn
 export AGENTFS_WEBHOOK_ALLOW_PRIVATE=true # the webhook measurement's receiver listens on loopback
 AGENTFS_RECORD_KEY=$(head -c 32 /dev/urandom | base64)
@@ -168,7 +169,8 @@ AGENTFS_PUBLIC_URL=$started_url
 # A second server on the same Postgres and S3 that indexes nothing for
 # search: the indexcost measurement uploads to both.
 for attempt in 1 2 3; do
-	if start_agentfs agentfs-noindex AGENTFS_SEARCH_MAX_FILE_BYTES=0; then
+	# (AGENTFS_PPROF_ADDR, if set, is the main server's alone: one address, one process)
+	if start_agentfs agentfs-noindex AGENTFS_SEARCH_MAX_FILE_BYTES=0 AGENTFS_PPROF_ADDR=; then
 		break
 	fi
 	((attempt < 3)) || die "agentfs serve (no search index) exited during startup"
@@ -181,7 +183,7 @@ echo "bench servers: AgentFS $AGENTFS_PUBLIC_URL (pid $agentfs_pid; without the 
 
 set +e
 AGENTFS_URL=$AGENTFS_PUBLIC_URL AGENTFS_TOKEN=$token BENCH_NOINDEX_URL=$noindex_url \
-	BENCH_SERVER_PID=$agentfs_pid BENCH_S3_PID=$s3_pid BENCH_S3_NAME=$S3_SERVER \
+	BENCH_SERVER_PID=$agentfs_pid BENCH_S3_PID=$s3_pid BENCH_S3_NAME=$S3_SERVER BENCH_PG_PID=$pg_pid \
 	go run ./bench "${BENCH_ARGS[@]}"
 status=$?
 set -e

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/agentfs/agentfs/batch"
 	"github.com/agentfs/agentfs/envconfig"
@@ -130,6 +131,14 @@ func (c *Config) check() []string {
 		// longer bound tells which of the two stalled.
 		out = append(out, fmt.Sprintf("%s must be longer than %s (or 0)",
 			name(&c.Limits.WriteIdleTimeout), name(&c.Storage.S3Timeout)))
+	}
+	if e := c.Storage.S3PublicEndpoint; e != "" {
+		if _, err := storage.ParsePublicEndpoint(e); err != nil {
+			out = append(out, name(&c.Storage.S3PublicEndpoint)+" must be the S3 service's root as clients reach it, http(s)://host[:port] without path, query or fragment: "+err.Error())
+		}
+	}
+	if c.Storage.PresignTTL > 7*24*time.Hour {
+		out = append(out, name(&c.Storage.PresignTTL)+" must be at most 168h (the longest a presigned URL may live)")
 	}
 	if c.OAuth.Issuer != "" {
 		if err := oauth.CheckIssuer(c.OAuth.Issuer); err != nil {

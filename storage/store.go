@@ -33,6 +33,13 @@ type Config struct {
 	S3Bucket    string `env:"AGENTFS_S3_BUCKET" envDefault:"agentfs"`
 	S3UseSSL    bool   `env:"AGENTFS_S3_USE_SSL" envDefault:"false"`
 	S3Region    string `env:"AGENTFS_S3_REGION" envDefault:"us-east-1"`
+	// S3PublicEndpoint is the S3 service as clients reach it, an http(s)
+	// URL of its root (ParsePublicEndpoint); when set, a content request
+	// with redirect=true is answered with a presigned URL there, valid for
+	// PresignTTL (0: DefaultPresignTTL; at most 7 days), and the bytes skip
+	// AgentFS. Unset, content always streams through AgentFS.
+	S3PublicEndpoint string        `env:"AGENTFS_S3_PUBLIC_ENDPOINT"`
+	PresignTTL       time.Duration `env:"AGENTFS_S3_PRESIGN_TTL" envDefault:"5m" envMin:"1s"`
 	// DeletedRetention is how long a deleted file is kept before it is purged.
 	DeletedRetention time.Duration `env:"AGENTFS_DELETED_RETENTION" envDefault:"168h"`
 	// ForkMaxFiles bounds the files one fork copies (0: agentfs.MaxForkFiles):
@@ -118,6 +125,7 @@ type Store struct {
 	queuePool  *pgxpool.Pool
 	s3         *minio.Client
 	s3Long     *minio.Client // for operations S3 answers only when done (copy, complete)
+	presigner  *minio.Client // signs URLs on the public endpoint; nil without one
 	bucket     string
 	cfg        Config
 	notify     *pgnotify.Listener
@@ -221,6 +229,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	presigner, err := newPresigner(cfg)
+	if err != nil {
+		return nil, err
+	}
 	pool, err := openPool(ctx, cfg.DatabaseURL, cfg.MaxConns, cfg.DBTimeout, true, cfg.Tracers...)
 	if err != nil {
 		return nil, err
@@ -230,7 +242,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	return withMechanisms(&Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, bucket: cfg.S3Bucket,
+	return withMechanisms(&Store{pool: pool, queuePool: queuePool, s3: s3, s3Long: s3Long, presigner: presigner, bucket: cfg.S3Bucket,
 		cfg: cfg, draining: make(chan struct{})}), nil
 }
 
@@ -269,6 +281,7 @@ func (cfg Config) withDefaults() Config {
 	orDuration(&cfg.IdempotencyRetention, 7*24*time.Hour)
 	orDuration(&cfg.EventRetention, 720*time.Hour)
 	orDuration(&cfg.SearchTimeout, 10*time.Second)
+	orDuration(&cfg.PresignTTL, DefaultPresignTTL)
 	if cfg.SearchMaxFileBytes == 0 {
 		cfg.SearchMaxFileBytes = DefaultSearchMaxFileBytes
 	}

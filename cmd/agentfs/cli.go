@@ -535,23 +535,27 @@ func getCommand() *command {
 	return clientCommand(command{
 		name:    "get",
 		summary: "download a file by id or by path (stdout without LOCAL)",
-		usage:   "agentfs get FILE [LOCAL] [--as-of POINT]",
+		usage:   "agentfs get FILE [LOCAL] [--as-of POINT] [--redirect]",
 		help: `Downloads a live file's content to LOCAL (a file or a directory), or to
 stdout without LOCAL or with -. FILE is a file id (file_ and 26 characters)
 or the path of a live file (agentfs:PATH says it is a path). Written to
 LOCAL, the content's SHA-256 is checked before the file appears, and the
-file's metadata is printed. agentfs cat prints files; agentfs cp -r
-downloads a folder.
+file's metadata is printed. With --redirect, a server with a public S3
+endpoint hands out a presigned URL and the bytes come from S3 itself (the
+SHA-256 is still checked); other servers stream them as usual. agentfs cat
+prints files; agentfs cp -r downloads a folder.
 
 Examples:
   agentfs get reports/summary.md ./summary.md
   agentfs get file_01jd8x2m4k9q7v3t5r6w8y0z1a > summary.md
+  agentfs get --redirect videos/big.mp4 ./   # the bytes straight from S3
 `}, false, getFlags)
 }
 
 func getFlags(fs *flag.FlagSet) verbFunc {
 	byPath := fs.String("path", "", "the `REMOTE_PATH` of the live file, as FILE can give it")
 	asOf := fs.String("as-of", "", "the content the file had at this `POINT` (a checkpoint, a cursor, an RFC 3339 time)")
+	redirect := fs.Bool("redirect", false, "read the bytes from S3 through a presigned URL when the server offers one")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if *byPath != "" {
 			args = append([]string{"agentfs:" + *byPath}, args...)
@@ -568,7 +572,7 @@ func getFlags(fs *flag.FlagSet) verbFunc {
 		}
 		local := strings.Join(args[1:], "")
 		if local == "" || local == "-" {
-			content, err := cli.client.FileContent(ctx, f.ID, client.ContentOptions{})
+			content, err := cli.client.FileContent(ctx, f.ID, client.ContentOptions{Redirect: *redirect})
 			if err != nil {
 				return err
 			}
@@ -576,7 +580,7 @@ func getFlags(fs *flag.FlagSet) verbFunc {
 			_, err = copyVerified(cli.stdout, content)
 			return err
 		}
-		d, err := cli.client.DownloadFile(ctx, f, localTarget(local, f.Path), client.DownloadOptions{})
+		d, err := cli.client.DownloadFile(ctx, f, localTarget(local, f.Path), client.DownloadOptions{Redirect: *redirect})
 		if err != nil {
 			return err
 		}

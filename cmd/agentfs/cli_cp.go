@@ -102,6 +102,7 @@ type treeOptions struct {
 	delete    bool
 	dryRun    bool
 	parallel  int
+	redirect  bool // downloads read from S3 through presigned URLs
 }
 
 // defaultTreeParallel is how many files cp -r and sync move at once.
@@ -114,6 +115,7 @@ func cpFlags(fs *flag.FlagSet) verbFunc {
 	fs.BoolVar(&o.noClobber, "no-clobber", false, "leave what DST holds alone, whatever it holds")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print what would be copied, and copy nothing")
 	fs.IntVar(&o.parallel, "parallel", defaultTreeParallel, "copy `N` files at once (with -r)")
+	fs.BoolVar(&o.redirect, "redirect", false, "downloads: read the bytes from S3 through presigned URLs when the server offers them")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		src, dst, err := transferSides("cp", args, o, cli.getenv)
 		if err != nil {
@@ -307,7 +309,7 @@ func (cli *cliRun) downloadOne(ctx context.Context, f *client.File, dst location
 	}
 	bar := cli.downloadBar()
 	d, err := cli.client.DownloadFile(ctx, f, target, client.DownloadOptions{Resume: true, MakeDirs: true,
-		Progress: func(n, total int64) { bar.received(n, total) }})
+		Redirect: o.redirect, Progress: func(n, total int64) { bar.received(n, total) }})
 	var n int64
 	if d != nil {
 		n = d.Bytes

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentfs/agentfs/envconfig"
 	"github.com/agentfs/agentfs/idempotency"
@@ -206,5 +207,38 @@ func TestDocumentedDefaultsAreTheDefaults(t *testing.T) {
 	}
 	if checked < 40 {
 		t.Fatalf("only %d variables have a default in their env tag", checked)
+	}
+}
+
+// TestPublicEndpointIsCheckedAtStart: a bad AGENTFS_S3_PUBLIC_ENDPOINT or
+// AGENTFS_S3_PRESIGN_TTL is refused when the configuration is read,
+// naming the variable; a good one is taken as given.
+func TestPublicEndpointIsCheckedAtStart(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		endpoint, ttl, bad string
+		want               time.Duration
+	}{
+		{endpoint: "", want: 5 * time.Minute},
+		{endpoint: "https://s3.example.com", ttl: "90s", want: 90 * time.Second},
+		{endpoint: "http://127.0.0.1:9000/", want: 5 * time.Minute},
+		{endpoint: "s3.example.com:9000", bad: "AGENTFS_S3_PUBLIC_ENDPOINT"},
+		{endpoint: "https://s3.example.com/bucket", bad: "AGENTFS_S3_PUBLIC_ENDPOINT"},
+		{endpoint: "https://s3.example.com", ttl: "0s", bad: "AGENTFS_S3_PRESIGN_TTL"},
+		{endpoint: "https://s3.example.com", ttl: "500ms", bad: "AGENTFS_S3_PRESIGN_TTL"},
+		{endpoint: "https://s3.example.com", ttl: "200h", bad: "AGENTFS_S3_PRESIGN_TTL"},
+	} {
+		env := map[string]string{"AGENTFS_DATABASE_URL": "postgres://x", "AGENTFS_S3_ENDPOINT": "127.0.0.1:9000",
+			"AGENTFS_S3_PUBLIC_ENDPOINT": tc.endpoint, "AGENTFS_S3_PRESIGN_TTL": tc.ttl}
+		c, err := loadConfig(func(k string) string { return env[k] })
+		if tc.bad != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.bad) {
+				t.Errorf("%q, ttl %q: %v, want an error naming %s", tc.endpoint, tc.ttl, err, tc.bad)
+			}
+			continue
+		}
+		if err != nil || c.Storage.S3PublicEndpoint != tc.endpoint || c.Storage.PresignTTL != tc.want {
+			t.Errorf("%q, ttl %q: %q %s %v", tc.endpoint, tc.ttl, c.Storage.S3PublicEndpoint, c.Storage.PresignTTL, err)
+		}
 	}
 }

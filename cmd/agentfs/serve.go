@@ -26,6 +26,11 @@ Often set:
   AGENTFS_DB_TIMEOUT, AGENTFS_S3_TIMEOUT
                          bounds on each wait for Postgres (10s) and S3 (30s;
                          each S3 request is sent once, clients retry) before a 503
+  AGENTFS_S3_PUBLIC_ENDPOINT
+                         the S3 service's root as clients reach it, e.g.
+                         https://s3.example.com: content asked for with
+                         redirect=true is then a 307 to a presigned URL
+                         (AGENTFS_S3_PRESIGN_TTL, default 5m)
   OTEL_EXPORTER_OTLP_ENDPOINT
                          export traces over OTLP/HTTP, e.g. http://127.0.0.1:4318
                          (off when unset; docs/operating.md, "Observability")

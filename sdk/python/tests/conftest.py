@@ -174,6 +174,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "AGENTFS_S3_USE_SSL": os.environ.get("AGENTFS_TEST_S3_USE_SSL", "false"),
         "AGENTFS_S3_REGION": os.environ.get("AGENTFS_TEST_S3_REGION", "us-east-1"),
         "AGENTFS_S3_BUCKET": name.replace("_", "-"),
+        # Content asked for with redirect=True comes from the test S3 server itself.
+        "AGENTFS_S3_PUBLIC_ENDPOINT": ("https://" if os.environ.get("AGENTFS_TEST_S3_USE_SSL") == "true" else "http://")
+        + s3,
         "AGENTFS_UPLOAD_PART_SIZE": str(PART_SIZE),
         "AGENTFS_MAX_UPLOAD_BYTES": str(MAX_UPLOAD_BYTES),
         "AGENTFS_RATE_LIMIT": "0",

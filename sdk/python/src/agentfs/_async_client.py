@@ -28,17 +28,20 @@ from ._base import (
     Received,
     archive_format,
     archive_stopped,
+    ask_redirect,
     check_upload_options,
     completed_file,
     destination_file,
     links_of,
     page_of,
+    presigned_request,
     problem_of,
+    redirect_refused,
     tokens_of,
     webhooks_of,
     deliveries_of,
 )
-from ._errors import PayloadTooLargeError
+from ._errors import APIConnectionError, PayloadTooLargeError
 from ._events import AsyncEventFollower
 from ._models import (
     Webhook,
@@ -94,8 +97,8 @@ T = TypeVar("T")
 class AsyncContent(ContentInfo):
     """A file's bytes as they stream from the server. Close it (or use ``async with``) when done."""
 
-    def __init__(self, response: httpx.Response) -> None:
-        super().__init__(response)
+    def __init__(self, response: httpx.Response, announced: Optional[httpx.Headers] = None) -> None:
+        super().__init__(response, announced)
         self._response = response
 
     def aiter_bytes(self, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
@@ -318,24 +321,51 @@ class AsyncClient(BaseClient):
         range: Optional[str] = None,
         if_range: Optional[str] = None,
         if_none_match: Optional[str] = None,
+        redirect: bool = False,
     ) -> AsyncContent:
         """Open a live file's bytes (GET /v1/files/{id}/content) as a stream; close it when done.
 
         ``range`` is one byte range ("bytes=0-1023", "bytes=100-", "bytes=-100"),
         answered 206. The request is retried until the response starts.
+        With ``redirect``, a server with a public S3 endpoint answers with a
+        presigned S3 URL and the bytes come from S3 itself (fetched without the
+        token, once, not retried; RedirectError if S3 refuses it); the content's
+        etag, sha256 and filename are still the server's. Other servers stream.
         """
-        reply = await self._run(
-            self._r_content(file_id, range=range, if_range=if_range, if_none_match=if_none_match), stream=True)
+        req = ask_redirect(self._r_content(file_id, range=range, if_range=if_range, if_none_match=if_none_match),
+                           redirect)
+        reply = await self._run(req, stream=True)
+        if redirect and reply.stream.status_code == 307:
+            return await self._presigned(reply.stream, range, if_range)
         return AsyncContent(reply.stream)
 
+    async def _presigned(self, redirected: httpx.Response, range: Optional[str],
+                         if_range: Optional[str]) -> AsyncContent:
+        """The bytes of the presigned S3 URL a 307 names, described by the 307's headers."""
+        await redirected.aclose()
+        request = presigned_request(redirected.headers, redirected.request.url, range, if_range)
+        try:
+            resp = await self._http.send(request, stream=True, follow_redirects=False)
+        except httpx.TransportError as e:
+            raise APIConnectionError(f"the presigned S3 URL of the content: {e}") from e
+        if resp.status_code not in (200, 206):
+            try:
+                body = await resp.aread()
+            finally:
+                await resp.aclose()
+            raise redirect_refused(resp.status_code, body)
+        return AsyncContent(resp, redirected.headers)
+
     async def download_file(self, file_id: str, destination: Union[str, os.PathLike[str], BinaryIO], *,
-                            verify: bool = True) -> int:
+                            verify: bool = True, redirect: bool = False) -> int:
         """Stream a live file's bytes to a local path (written whole or not at all) or a binary file.
 
         Returns the number of bytes. With ``verify``, the bytes are checked
-        against the SHA-256 the server declared (Repr-Digest).
+        against the SHA-256 the server declared (Repr-Digest). With
+        ``redirect``, they come from S3 through a presigned URL when the
+        server offers one (see file_content), and are verified the same.
         """
-        async with await self.file_content(file_id) as content:
+        async with await self.file_content(file_id, redirect=redirect) as content:
             with destination_file(destination) as out:
                 return await _copy(content.aiter_bytes(), out, Received(content, verify=verify))
 
@@ -618,10 +648,14 @@ class AsyncClient(BaseClient):
         return FileVersion.from_dict(await self._json(self._r_get_version(file_id, version)))
 
     async def version_content(self, file_id: str, version: int, *, range: Optional[str] = None,
-                              if_range: Optional[str] = None, if_none_match: Optional[str] = None) -> AsyncContent:
+                              if_range: Optional[str] = None, if_none_match: Optional[str] = None,
+                              redirect: bool = False) -> AsyncContent:
         """Open the bytes of one version (GET /v1/files/{id}/versions/{n}/content), as file_content does."""
-        reply = await self._run(self._r_version_content(file_id, version, range=range, if_range=if_range,
-                                                        if_none_match=if_none_match), stream=True)
+        req = ask_redirect(self._r_version_content(file_id, version, range=range, if_range=if_range,
+                                                   if_none_match=if_none_match), redirect)
+        reply = await self._run(req, stream=True)
+        if redirect and reply.stream.status_code == 307:
+            return await self._presigned(reply.stream, range, if_range)
         return AsyncContent(reply.stream)
 
     async def revert_file(self, file_id: str, version: int, *, if_match: Optional[str] = None,

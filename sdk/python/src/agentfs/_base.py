@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from ._compat import read_early_responses
-from ._errors import AgentFSError, APIConnectionError, Problem, problem_from_response
+from ._errors import AgentFSError, APIConnectionError, Problem, RedirectError, problem_from_response
 from ._events import FollowState
 from ._models import BatchOp, File, Link, Token, Upload, Webhook, WebhookDelivery, seconds_of
 from ._request import (
@@ -241,20 +241,22 @@ def _set(h: dict[str, str], name: str, value: Optional[str]) -> None:
 class ContentInfo:
     """What a content response said about the bytes it carries."""
 
-    def __init__(self, response: httpx.Response) -> None:
-        h = response.headers
+    def __init__(self, response: httpx.Response, announced: Optional[httpx.Headers] = None) -> None:
+        # announced: the headers of the server's 307 when the bytes came from
+        # S3 through a presigned URL; they describe the content, S3's the transfer.
+        h = response.headers if announced is None else announced
         #: 200 for the whole content, 206 for a range, 304 when If-None-Match matched.
         self.status: int = response.status_code
         self.headers = h
         self.content_type: Optional[str] = h.get("content-type")
-        cl = h.get("content-length")
+        cl = response.headers.get("content-length")
         #: The bytes in this response, None if unknown.
         self.length: Optional[int] = int(cl) if cl and cl.isdigit() else None
         self.etag: Optional[str] = h.get("etag")
         #: Lowercase hex SHA-256 of the whole content (from Repr-Digest), also for a range.
         self.sha256: Optional[str] = sha256_of_digest(h.get("repr-digest"))
         #: "bytes a-b/size" for a range.
-        self.content_range: Optional[str] = h.get("content-range")
+        self.content_range: Optional[str] = response.headers.get("content-range")
         #: The last segment of the file's path.
         self.filename: Optional[str] = _filename(h.get("content-disposition"))
         self.last_modified: Optional[datetime] = _http_date(h.get("last-modified"))
@@ -926,6 +928,35 @@ def _conditional(req: Request, range: Optional[str], if_range: Optional[str], if
     _set(req.headers, "If-Range", if_range)
     _set(req.headers, "If-None-Match", if_none_match)
     return req
+
+
+def ask_redirect(req: Request, redirect: bool) -> Request:
+    """With redirect, a content read asks for a presigned S3 URL (redirect=true)."""
+    if redirect:
+        req.query = {**(req.query or {}), "redirect": "true"}
+    return req
+
+
+def presigned_request(reply_headers: httpx.Headers, url: httpx.URL, range: Optional[str],
+                      if_range: Optional[str]) -> httpx.Request:
+    """The GET of the presigned URL a 307 names: no Authorization (the token is not S3's to see).
+
+    A Range is passed on; If-Range is decided here against the 307's ETag
+    (S3's own ETags are not AgentFS's), so content replaced since comes back whole.
+    """
+    location = reply_headers.get("location")
+    if not location:
+        raise RedirectError(307, "the server's redirect has no Location")
+    headers = {}
+    if range and (if_range is None or if_range == reply_headers.get("etag")):
+        headers["Range"] = range
+    return httpx.Request("GET", url.join(location), headers=headers)
+
+
+def redirect_refused(status: int, body: bytes) -> RedirectError:
+    """The error of a presigned URL S3 refused, with S3's code when its body names one."""
+    m = re.search(rb"<Code>([^<]{1,100})</Code>", body)
+    return RedirectError(status, m.group(1).decode("ascii", "replace") if m else None)
 
 
 def _check_wait(what: str, wait: Optional[float], most: int) -> None:

@@ -30,17 +30,20 @@ from ._base import (
     Received,
     archive_format,
     archive_stopped,
+    ask_redirect,
     check_upload_options,
     completed_file,
     deliveries_of,
     destination_file,
     links_of,
     page_of,
+    presigned_request,
     problem_of,
+    redirect_refused,
     tokens_of,
     webhooks_of,
 )
-from ._errors import PayloadTooLargeError
+from ._errors import APIConnectionError, PayloadTooLargeError
 from ._events import EventFollower
 from ._models import (
     Batch,
@@ -96,8 +99,8 @@ T = TypeVar("T")
 class Content(ContentInfo):
     """A file's bytes as they stream from the server. Close it (or use ``with``) when done."""
 
-    def __init__(self, response: httpx.Response) -> None:
-        super().__init__(response)
+    def __init__(self, response: httpx.Response, announced: Optional[httpx.Headers] = None) -> None:
+        super().__init__(response, announced)
         self._response = response
 
     def iter_bytes(self, chunk_size: int = 1 << 20) -> Iterator[bytes]:
@@ -320,24 +323,51 @@ class Client(BaseClient):
         range: Optional[str] = None,
         if_range: Optional[str] = None,
         if_none_match: Optional[str] = None,
+        redirect: bool = False,
     ) -> Content:
         """Open a live file's bytes (GET /v1/files/{id}/content) as a stream; close it when done.
 
         ``range`` is one byte range ("bytes=0-1023", "bytes=100-", "bytes=-100"),
         answered 206. The request is retried until the response starts.
+        With ``redirect``, a server with a public S3 endpoint answers with a
+        presigned S3 URL and the bytes come from S3 itself (fetched without the
+        token, once, not retried; RedirectError if S3 refuses it); the content's
+        etag, sha256 and filename are still the server's. Other servers stream.
         """
-        reply = self._run(
-            self._r_content(file_id, range=range, if_range=if_range, if_none_match=if_none_match), stream=True)
+        req = ask_redirect(self._r_content(file_id, range=range, if_range=if_range, if_none_match=if_none_match),
+                           redirect)
+        reply = self._run(req, stream=True)
+        if redirect and reply.stream.status_code == 307:
+            return self._presigned(reply.stream, range, if_range)
         return Content(reply.stream)
 
+    def _presigned(self, redirected: httpx.Response, range: Optional[str],
+                   if_range: Optional[str]) -> Content:
+        """The bytes of the presigned S3 URL a 307 names, described by the 307's headers."""
+        redirected.close()
+        request = presigned_request(redirected.headers, redirected.request.url, range, if_range)
+        try:
+            resp = self._http.send(request, stream=True, follow_redirects=False)
+        except httpx.TransportError as e:
+            raise APIConnectionError(f"the presigned S3 URL of the content: {e}") from e
+        if resp.status_code not in (200, 206):
+            try:
+                body = resp.read()
+            finally:
+                resp.close()
+            raise redirect_refused(resp.status_code, body)
+        return Content(resp, redirected.headers)
+
     def download_file(self, file_id: str, destination: Union[str, os.PathLike[str], BinaryIO], *,
-                      verify: bool = True) -> int:
+                      verify: bool = True, redirect: bool = False) -> int:
         """Stream a live file's bytes to a local path (written whole or not at all) or a binary file.
 
         Returns the number of bytes. With ``verify``, the bytes are checked
-        against the SHA-256 the server declared (Repr-Digest).
+        against the SHA-256 the server declared (Repr-Digest). With
+        ``redirect``, they come from S3 through a presigned URL when the
+        server offers one (see file_content), and are verified the same.
         """
-        with self.file_content(file_id) as content:
+        with self.file_content(file_id, redirect=redirect) as content:
             with destination_file(destination) as out:
                 return _copy(content.iter_bytes(), out, Received(content, verify=verify))
 
@@ -620,10 +650,14 @@ class Client(BaseClient):
         return FileVersion.from_dict(self._json(self._r_get_version(file_id, version)))
 
     def version_content(self, file_id: str, version: int, *, range: Optional[str] = None,
-                        if_range: Optional[str] = None, if_none_match: Optional[str] = None) -> Content:
+                        if_range: Optional[str] = None, if_none_match: Optional[str] = None,
+                        redirect: bool = False) -> Content:
         """Open the bytes of one version (GET /v1/files/{id}/versions/{n}/content), as file_content does."""
-        reply = self._run(self._r_version_content(file_id, version, range=range, if_range=if_range,
-                                                  if_none_match=if_none_match), stream=True)
+        req = ask_redirect(self._r_version_content(file_id, version, range=range, if_range=if_range,
+                                                   if_none_match=if_none_match), redirect)
+        reply = self._run(req, stream=True)
+        if redirect and reply.stream.status_code == 307:
+            return self._presigned(reply.stream, range, if_range)
         return Content(reply.stream)
 
     def revert_file(self, file_id: str, version: int, *, if_match: Optional[str] = None,

@@ -13,6 +13,7 @@ __all__ = [
     "AgentFSError",
     "APIConnectionError",
     "BodyNotRewindableError",
+    "RedirectError",
     "FieldError",
     "Problem",
     "BadRequestError",
@@ -54,6 +55,19 @@ class BodyNotRewindableError(APIConnectionError):
     Pass bytes, a path, a seekable file, or a function that returns a fresh
     iterator, so that the body can be sent again.
     """
+
+
+class RedirectError(AgentFSError):
+    """S3 refused the presigned URL a content request with ``redirect=True`` was sent to.
+
+    An expired URL, or a public S3 endpoint that does not reach the bucket.
+    ``status`` is S3's HTTP status, ``code`` its error code when it named one.
+    """
+
+    def __init__(self, status: int, code: Optional[str] = None) -> None:
+        self.status = status
+        self.code = code
+        super().__init__(f"the presigned S3 URL of the content was refused: {status}" + (f" {code}" if code else ""))
 
 
 @dataclass(frozen=True)
