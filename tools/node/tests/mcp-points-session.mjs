@@ -32,7 +32,8 @@ async function call(name, args, { fail = false, quiet = false } = {}) {
   const text = res.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
   if (!quiet) {
     console.log(`> ${name} ${JSON.stringify(args)}`);
-    console.log(text.trimEnd().split('\n').map((l) => `< ${l}`).join('\n'));
+    const shown = (res.isError ? '(isError) ' : '') + text.trimEnd();
+    console.log(shown.split('\n').map((l) => `< ${l}`.trimEnd()).join('\n'));
     console.log('');
   }
   assert.equal(!!res.isError, fail, `${name}: ${res.isError ? 'failed' : 'succeeded'}: ${text}`);
