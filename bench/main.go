@@ -64,6 +64,8 @@ type config struct {
 	listCalls     int
 	searchSmall   int
 	searchLarge   int
+	searchPending int
+	searchSeeders int
 	forkFiles     int
 	mergeChanges  int
 	streamSize    int64
@@ -105,7 +107,7 @@ var measurements = []measurement{
 	{"mcp", "MCP write_file of 4 KiB against POST /v1/files of 4 KiB, p50"},
 	{"indexcost", "a 4 KiB text upload with the search index against the same to a server that indexes nothing, p50"},
 	{"list", "run listing (GET /v1/files?run_id=) at 10 k and 1 M files"},
-	{"search", "content search (GET /v1/search) for a pattern in 20 files, at 10 k and 100 k text files, against rg"},
+	{"search", "content search (GET /v1/search) for a pattern in 20 files, at 10 k and 100 k text files and with the last 1 k written pending, against rg"},
 	{"forks", "a fork of 10 k files (POST /v1/forks) and a merge back of 1 k changes, p50"},
 	{"versions", "one file's versions (GET /v1/files/{id}/versions) at 200 and 10 k versions"},
 	{"feed", "the event feed (GET /v1/events?after=, with and without run_id) at 10 k and 1 M events"},
@@ -172,6 +174,8 @@ func parseFlags() (*config, error) {
 	flag.IntVar(&c.listCalls, "list-calls", 50, "timed listing calls at each point")
 	flag.IntVar(&c.searchSmall, "search-small", 10_000, "seeded text files of ~4 KiB for the first search point")
 	flag.IntVar(&c.searchLarge, "search-large", 100_000, "seeded text files for the second search point (quick 30000)")
+	flag.IntVar(&c.searchPending, "search-pending", 1000, "text files written after the second search point and left pending (not yet in the trigram index) for the search-while-pending row")
+	flag.IntVar(&c.searchSeeders, "search-seeders", 4, "connections that seed the search texts at once (the trigram extraction is CPU-bound)")
 	flag.Var(sizeFlag{&c.streamSize}, "stream-size", "file streamed through the server while its RSS is sampled (quick 256MiB)")
 	flag.Var(sizeFlag{&c.archiveSize}, "archive-size", "total size of the run whose archive streams (quick 256MiB)")
 	flag.IntVar(&c.archiveFiles, "archive-files", 16, "files in the archived run (quick 8)")
@@ -246,8 +250,8 @@ func parseFlags() (*config, error) {
 		return nil, errors.New("runs, clients and workers must be at least 1")
 	case c.mergeChanges < 1 || c.forkFiles < c.mergeChanges:
 		return nil, errors.New("-merge-changes must be between 1 and -fork-files")
-	case c.replayN < 1 || c.listCalls < 1 || c.listSmall < 100 || c.listLarge < c.listSmall || c.searchSmall < searchSelective || c.searchLarge < c.searchSmall:
-		return nil, errors.New("-replay-samples and -list-calls must be ≥ 1; -list-large ≥ -list-small ≥ 100")
+	case c.replayN < 1 || c.listCalls < 1 || c.listSmall < 100 || c.listLarge < c.listSmall || c.searchSmall < searchSelective || c.searchLarge < c.searchSmall || c.searchPending < 0 || c.searchSeeders < 1:
+		return nil, errors.New("-replay-samples, -list-calls and -search-seeders must be ≥ 1; -list-large ≥ -list-small ≥ 100; -search-large ≥ -search-small ≥ 20; -search-pending ≥ 0")
 	case c.feedSmall < 1000 || c.feedLarge < c.feedSmall:
 		return nil, errors.New("-feed-large ≥ -feed-small ≥ 1000")
 	case c.batchItems < 1 || len(c.batchSizes) == 0:

@@ -85,6 +85,10 @@ type Faults struct {
 	// AfterItems, when positive: once this many batch items have been
 	// applied, at the next one's end (its effect and status committed).
 	AfterItems int `env:"AGENTFS_FAULT_AFTER_ITEMS" envZero:"0: never"`
+	// Mover "off": this process never runs the mover of pending search
+	// texts (storage.Store.KeepIndexingPending), so that a test can kill
+	// it while texts it wrote are still pending.
+	Mover string `env:"AGENTFS_FAULT_MOVER"`
 }
 
 // Load reads the configuration from getenv, filling in defaults, and
@@ -136,6 +140,9 @@ func (c *Config) check() []string {
 		if *f != "" && *f != "exit" {
 			out = append(out, name(f)+" must be empty or exit")
 		}
+	}
+	if f := &c.Faults.Mover; *f != "" && *f != "off" {
+		out = append(out, name(f)+" must be empty or off")
 	}
 	return out
 }

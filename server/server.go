@@ -224,7 +224,9 @@ func (s *Server) Start(ctx context.Context) error {
 	go s.store.KeepIndexing(ctx, s.log, time.Minute)
 	// Texts that writes record pending go into the trigram index soon
 	// after; they are searchable before (storage.Store.KeepIndexingPending).
-	go s.store.KeepIndexingPending(ctx, s.log, 2*time.Second)
+	if s.cfg.Faults.Mover != "off" {
+		go s.store.KeepIndexingPending(ctx, s.log, 2*time.Second)
+	}
 	if s.cfg.Sweeper.Interval > 0 {
 		go sweeper.Run(ctx, s.log, s.cfg.Sweeper.Interval, s.sweeps...)
 	}
