@@ -147,6 +147,19 @@ type Undo struct {
 	// Force.
 	After int64 `json:"after"`
 	Force bool  `json:"force"`
+	// Chain, on the first item of a restore whose files trade paths in a
+	// ring (two that swapped, or more that went round), moves the ring's
+	// other files to their paths within this item's transaction: the file
+	// steps aside to a path of its own first, each file of Chain then takes
+	// the path the one before it freed, and the file comes back to Path
+	// last. Each of them must not have changed after After unless Force.
+	Chain []UndoMove `json:"chain,omitempty"`
+}
+
+// UndoMove is a file of an Undo's Chain and the path it goes back to.
+type UndoMove struct {
+	FileID string `json:"file_id"`
+	Path   string `json:"path"`
 }
 
 // ChangedSinceRunError says another run changed a file after the run being

@@ -113,8 +113,12 @@ func (e *MergeConflictError) Error() string {
 	for i, c := range e.Conflicts {
 		paths[i] = c.Path
 	}
-	return fmt.Sprintf("%d paths changed on both sides: %s; nothing was merged (on_conflict fork or target resolves them)",
-		len(paths), strings.Join(paths, ", "))
+	noun := "paths"
+	if len(paths) == 1 {
+		noun = "path"
+	}
+	return fmt.Sprintf("%d %s changed on both sides: %s; nothing was merged (on_conflict fork or target resolves them)",
+		len(paths), noun, strings.Join(paths, ", "))
 }
 
 // Origins of file events written by a fork or a merge (Origin.Via).

@@ -86,6 +86,11 @@ func orderKeys(it agentfs.BatchItem, paths map[string]string) (keys []string, ba
 	}
 	if it.Undo != nil {
 		add("path", it.Undo.Path)
+		for _, m := range it.Undo.Chain { // the ring's other files, moved by this item
+			add("file", m.FileID)
+			add("path", paths[m.FileID])
+			add("path", m.Path)
+		}
 	}
 	return keys, false
 }
@@ -194,6 +199,11 @@ func (r *Runner) plan(ctx context.Context, b *agentfs.Batch) (*scheduler, error)
 	for _, it := range b.Items {
 		if it.Status == agentfs.ItemPending && it.FileID != "" {
 			ids = append(ids, it.FileID)
+		}
+		if it.Status == agentfs.ItemPending && it.Undo != nil {
+			for _, m := range it.Undo.Chain {
+				ids = append(ids, m.FileID)
+			}
 		}
 	}
 	paths, err := r.store.FilePaths(ctx, b.Subject, ids)

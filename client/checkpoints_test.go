@@ -83,3 +83,43 @@ func TestPointsClient(t *testing.T) {
 		t.Fatalf("deleted checkpoint: %v", err)
 	}
 }
+
+// TestRestoreSwapClient: two files that swapped paths by moves since a
+// checkpoint swap back through the client's restore, planned as two moves.
+func TestRestoreSwapClient(t *testing.T) {
+	c, _ := setup(t)
+	ctx := context.Background()
+	a, err := c.PutFile(ctx, "sw/a.txt", strings.NewReader("a\n"), client.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.PutFile(ctx, "sw/b.txt", strings.NewReader("b\n"), client.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateCheckpoint(ctx, client.CheckpointOptions{Name: "unswapped"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []struct{ id, path string }{{a.ID, "sw/t.txt"}, {b.ID, "sw/a.txt"}, {a.ID, "sw/b.txt"}} {
+		if _, err := c.Move(ctx, m.id, m.path, client.MoveOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan, err := c.PlanRestore(ctx, "sw/", "unswapped")
+	if err != nil || len(plan.Items) != 2 || plan.Items[0].Change != "moved" || plan.Items[1].Change != "moved" {
+		t.Fatalf("plan %+v %v", plan, err)
+	}
+	res, err := c.Restore(ctx, "sw/", "unswapped", client.RestorePointOptions{Wait: true})
+	if err != nil || res.Status != "succeeded" {
+		t.Fatalf("restore %+v %v", res, err)
+	}
+	for path, id := range map[string]string{"sw/a.txt": a.ID, "sw/b.txt": b.ID} {
+		l, err := c.ListFiles(ctx, client.ListOptions{Path: path})
+		if err != nil || len(l.Data) != 1 || l.Data[0].ID != id {
+			t.Fatalf("%s after the restore: %+v %v, want file %s", path, l, err, id)
+		}
+	}
+	if d, err := c.Diff(ctx, "unswapped", client.DiffOptions{Prefix: "sw/"}); err != nil || len(d.Data) != 0 {
+		t.Fatalf("diff after the restore %+v %v", d, err)
+	}
+}

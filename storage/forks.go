@@ -89,9 +89,12 @@ func (s *Store) CreateForkTx(ctx context.Context, tx pgx.Tx, req agentfs.NewFork
 
 // clearFolder makes sure no live file lies under prefix in tx: one is a
 // *agentfs.PathExistsError; files past their expiry are recorded expired.
+// It seeks to the prefix through files_live_children (byte order), so an
+// empty destination costs one index probe whatever the subject holds.
 func (s *Store) clearFolder(ctx context.Context, tx pgx.Tx, subject, prefix string) error {
 	held, err := s.scanFiles(tx.Query(ctx, `SELECT `+fileColumns+` FROM files
-		WHERE subject = $1 AND starts_with(path, $2) AND deleted_at IS NULL ORDER BY path LIMIT 100 FOR UPDATE`, subject, prefix))
+		WHERE subject = $1 AND path COLLATE "C" >= $2 AND starts_with(path, $2) AND deleted_at IS NULL
+		ORDER BY path COLLATE "C" LIMIT 100 FOR UPDATE`, subject, prefix))
 	if err != nil {
 		return fmt.Errorf("find files under %q: %w", prefix, err)
 	}

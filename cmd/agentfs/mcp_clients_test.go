@@ -87,6 +87,19 @@ func TestOfficialMCPClients(t *testing.T) {
 		}
 	})
 
+	// The session of docs/mcp.md's points and forks section: checkpoint, a
+	// bad edit, diff, restore; fork, changes on both sides, a merge with a
+	// conflict resolved. The script asserts each answer; this checks it ran
+	// to its last call.
+	t.Run("PointsSession", func(t *testing.T) {
+		out := runNode(t, node, dir, []string{"AGENTFS_A=" + a.url, "AGENTFS_TOKEN=" + token}, "tests/mcp-points-session.mjs")
+		t.Logf("points session:\n%s", out)
+		if !strings.Contains(out, "conflict ") || !strings.Contains(out, "No changes between") ||
+			!strings.Contains(out, "> read_text_file") {
+			t.Fatalf("the session did not reach its end:\n%s", out)
+		}
+	})
+
 	inspector := func(t *testing.T, args ...string) (string, int) {
 		t.Helper()
 		base := []string{"node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"}
