@@ -21,6 +21,7 @@ import (
 	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/batch"
 	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/internal/testkit"
 	"github.com/agentfs/agentfs/problem"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
@@ -150,15 +151,7 @@ func (b *testBundle) content(t *testing.T, id string) string {
 		t.Fatal(err)
 	}
 	r, err := b.store.OpenBlob(context.Background(), f.BlobKey, 0, f.SizeBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	out, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(out)
+	return string(testkit.ReadAll(t, r, err))
 }
 
 // failingBody fails the test's expectation if anything reads it.
