@@ -14,6 +14,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/internal/testkit"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
 )
@@ -82,14 +83,7 @@ func sessionStatus(t *testing.T, store *storage.Store, id string) *agentfs.Uploa
 func fileContent(t *testing.T, store *storage.Store, f *agentfs.File) string {
 	t.Helper()
 	r, err := store.OpenBlob(context.Background(), f.BlobKey, 0, f.SizeBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	b, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testkit.ReadAll(t, r, err)
 	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != f.SHA256 {
 		t.Fatalf("file %s: sha256 %s does not name its bytes", f.ID, f.SHA256)
 	}
