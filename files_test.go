@@ -17,13 +17,30 @@ const (
 	sumB = "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752"
 )
 
+// etagCase is a header, and whether it matches the etag of sumA.
+type etagCase struct {
+	name, header string
+	want         bool
+}
+
+// checkETag holds match, named fn, to each case against the etag of sumA.
+func checkETag(t *testing.T, fn string, match func(header, etag string) bool, cases []etagCase) {
+	t.Helper()
+	etag := `"` + sumA + `"`
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := match(tc.header, etag); got != tc.want {
+				t.Fatalf("%s(%q, %q) = %v, want %v", fn, tc.header, etag, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestETagMatches(t *testing.T) {
 	t.Parallel()
 	etag := `"` + sumA + `"`
-	for _, tc := range []struct {
-		name, header string
-		want         bool
-	}{
+	checkETag(t, "ETagMatches", agentfs.ETagMatches, []etagCase{
 		{"MatchesStar", "*", true},
 		{"MatchesStarWithSpaces", "  *  ", true},
 		{"MatchesExactEtag", etag, true},
@@ -40,14 +57,7 @@ func TestETagMatches(t *testing.T) {
 		{"RejectsStarInsideList", `"` + sumB + `", *`, false},
 		{"RejectsPrefixOfEtag", `"` + sumA[:10] + `"`, false},
 		{"RejectsEtagWithExtraText", etag + "x", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			if got := agentfs.ETagMatches(tc.header, etag); got != tc.want {
-				t.Fatalf("ETagMatches(%q, %q) = %v, want %v", tc.header, etag, got, tc.want)
-			}
-		})
-	}
+	})
 }
 
 // TestETagMatchesWeak holds If-None-Match to RFC 9110's weak comparison:
@@ -56,10 +66,7 @@ func TestETagMatches(t *testing.T) {
 func TestETagMatchesWeak(t *testing.T) {
 	t.Parallel()
 	etag := `"` + sumA + `"`
-	for _, tc := range []struct {
-		name, header string
-		want         bool
-	}{
+	checkETag(t, "ETagMatchesWeak", agentfs.ETagMatchesWeak, []etagCase{
 		{"MatchesStar", "*", true},
 		{"MatchesExactEtag", etag, true},
 		{"MatchesWeakEtag", "W/" + etag, true},
@@ -74,14 +81,7 @@ func TestETagMatchesWeak(t *testing.T) {
 		{"RejectsEmptyHeader", "", false},
 		{"RejectsOnlyCommas", ",,", false},
 		{"RejectsStarInsideList", `"` + sumB + `", *`, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			if got := agentfs.ETagMatchesWeak(tc.header, etag); got != tc.want {
-				t.Fatalf("ETagMatchesWeak(%q, %q) = %v, want %v", tc.header, etag, got, tc.want)
-			}
-		})
-	}
+	})
 }
 
 func FuzzETagMatches(f *testing.F) {

@@ -21,6 +21,7 @@ import (
 	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/batch"
 	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/internal/testkit"
 	"github.com/agentfs/agentfs/problem"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
@@ -84,11 +85,17 @@ func putContent(ctx context.Context, core *admission.Core, who agentfs.Caller, p
 // begins, and returns the file's id.
 func seedFile(t *testing.T, core *admission.Core, path, content string) string {
 	t.Helper()
-	res, err := putContent(context.Background(), core, unkeyed, path, content, false)
+	return mustPutContent(t, core, unkeyed, path, content, false).Resource.ID
+}
+
+// mustPutContent is putContent that fails the test when the put fails.
+func mustPutContent(t *testing.T, core *admission.Core, who agentfs.Caller, path, content string, replace bool) idempotency.Result {
+	t.Helper()
+	res, err := putContent(context.Background(), core, who, path, content, replace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res.Resource.ID
+	return res
 }
 
 func fileOf(t *testing.T, res idempotency.Result) api.File {
@@ -150,15 +157,7 @@ func (b *testBundle) content(t *testing.T, id string) string {
 		t.Fatal(err)
 	}
 	r, err := b.store.OpenBlob(context.Background(), f.BlobKey, 0, f.SizeBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	out, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(out)
+	return string(testkit.ReadAll(t, r, err))
 }
 
 // failingBody fails the test's expectation if anything reads it.
@@ -238,11 +237,8 @@ func TestPut(t *testing.T) {
 
 	t.Run("SameKeyOtherContentIsAConflict", func(t *testing.T) {
 		core, b := setup(t)
-		first, err := putContent(ctx, core, keyed("k1"), "c.txt", "one", true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = putContent(ctx, core, keyed("k1"), "c.txt", "two", true)
+		first := mustPutContent(t, core, keyed("k1"), "c.txt", "one", true)
+		_, err := putContent(ctx, core, keyed("k1"), "c.txt", "two", true)
 		var conflict *agentfs.ConflictError
 		if !errors.As(err, &conflict) || conflict.Key != "k1" {
 			t.Fatalf("other content: %v, want ConflictError for k1", err)
@@ -367,16 +363,9 @@ func TestPut(t *testing.T) {
 				seen = append(seen, fmt.Sprintf("completed=%v err=%v", rec != nil && rec.Completed, err))
 			}
 		})
-		if _, err := putContent(ctx, core, unkeyed, "free.txt", "x", false); err != nil {
-			t.Fatal(err)
-		}
-		res, err := putContent(ctx, core, keyed("k1"), "a.txt", "x", false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := putContent(ctx, core, keyed("k1"), "a.txt", "x", false); err != nil {
-			t.Fatal(err)
-		}
+		mustPutContent(t, core, unkeyed, "free.txt", "x", false)
+		res := mustPutContent(t, core, keyed("k1"), "a.txt", "x", false)
+		mustPutContent(t, core, keyed("k1"), "a.txt", "x", false)
 		if fmt.Sprint(seen) != "[completed=true err=<nil>]" || len(b.versions(t, "a.txt")) != 1 {
 			t.Fatalf("AfterCommit saw %v for %s, want one call, after the record committed", seen, res.Resource.ID)
 		}
@@ -829,13 +818,8 @@ func TestCommitItems(t *testing.T) {
 
 	t.Run("FailuresAndReplaysBeforeTheTransactionAreRecordedWhenTheyCommit", func(t *testing.T) {
 		core, b := setup(t)
-		first, err := putContent(ctx, core, keyed("seen"), "seen.txt", "same", false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := putContent(ctx, core, unkeyed, "taken.txt", "theirs", false); err != nil {
-			t.Fatal(err)
-		}
+		first := mustPutContent(t, core, keyed("seen"), "seen.txt", "same", false)
+		mustPutContent(t, core, unkeyed, "taken.txt", "theirs", false)
 		replay := textItem("seen.txt", "same")
 		replay.Key = "seen"
 		bt := startBatch(t, core, b, replay, textItem("taken.txt", "mine"), textItem("new.txt", "new"))
@@ -911,10 +895,7 @@ func TestCommitItems(t *testing.T) {
 	// have alone, and is not let through by the delete after it.
 	t.Run("AGroupAppliesItsItemsInIndexOrder", func(t *testing.T) {
 		core, b := setup(t)
-		res, err := putContent(ctx, core, unkeyed, "y.txt", "moved", false)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := mustPutContent(t, core, unkeyed, "y.txt", "moved", false)
 		f := fileOf(t, res)
 		bt := startBatch(t, core, b, textItem("x.txt", "new"), agentfs.BatchItem{Op: agentfs.OpDelete, FileID: f.ID})
 		prepared := prepareAll(t, core, bt)

@@ -1,7 +1,6 @@
 package batch_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"github.com/agentfs/agentfs/admission"
 	"github.com/agentfs/agentfs/batch"
 	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/internal/testkit"
 	"github.com/agentfs/agentfs/problem"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
@@ -157,15 +157,7 @@ func (in *instance) filesAt(t *testing.T, path string) []*agentfs.File {
 func (in *instance) content(t *testing.T, f *agentfs.File) string {
 	t.Helper()
 	r, err := in.store.OpenBlob(context.Background(), f.BlobKey, 0, f.SizeBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var b bytes.Buffer
-	if _, err := b.ReadFrom(r); err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
+	return string(testkit.ReadAll(t, r, err))
 }
 
 func putItem(path, content string) agentfs.BatchItem {

@@ -184,6 +184,17 @@ func (fl *follower) next(t *testing.T) client.Event {
 	return client.Event{}
 }
 
+// noMore fails the test when the follower has handed over an event not
+// taken yet.
+func (fl *follower) noMore(t *testing.T) {
+	t.Helper()
+	select {
+	case e := <-fl.events:
+		t.Fatalf("an extra event %+v", e)
+	default:
+	}
+}
+
 // polls returns the event polls the proxy saw.
 func (b *bundle) polls() []seenRequest { return b.proxy.requests("GET", "/v1/events") }
 
@@ -250,11 +261,7 @@ func TestFollowEvents(t *testing.T) {
 	if afterOf(t, polls[2]) != afterOf(t, dropped) || afterOf(t, dropped) == "" || afterOf(t, dropped) == client.EventsNow {
 		t.Fatalf("polls %+v: the one after the drop must ask from the same cursor", polls)
 	}
-	select {
-	case e := <-fl.events:
-		t.Fatalf("an extra event %+v", e)
-	default:
-	}
+	fl.noMore(t)
 
 	// Cancelling ends the follower, which says where to resume.
 	cancel()
@@ -358,11 +365,7 @@ func TestFollowEventsRidesOutOutages(t *testing.T) {
 	if n != 5 {
 		t.Fatalf("%d waits announced, want 5 (one per failed poll)", n)
 	}
-	select {
-	case e := <-fl.events:
-		t.Fatalf("an extra event %+v", e)
-	default:
-	}
+	fl.noMore(t)
 	stopFollowing()
 	if err := <-fl.done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the follower ended with %v", err)

@@ -1,8 +1,6 @@
 package client_test
 
 import (
-	"archive/tar"
-	"archive/zip"
 	"bytes"
 	"context"
 	"errors"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentfs/agentfs/client"
+	"github.com/agentfs/agentfs/internal/testkit"
 )
 
 // runFiles is what a run left live, path to content, read through the
@@ -29,60 +28,10 @@ func runFiles(t *testing.T, b *bundle, runID string) map[string]string {
 				t.Fatal(err)
 			}
 			content, err := b.direct.FileContent(ctx, f.ID, client.ContentOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			data, err := io.ReadAll(content)
-			content.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[f.Path] = string(data)
+			out[f.Path] = string(testkit.ReadAll(t, content, err))
 		}
 	}
 	return out
-}
-
-func unzip(t *testing.T, data []byte) map[string]string {
-	t.Helper()
-	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		t.Fatalf("not a zip: %v", err)
-	}
-	out := map[string]string{}
-	for _, f := range zr.File {
-		r, err := f.Open()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(r)
-		r.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", f.Name, err)
-		}
-		out[f.Name] = string(b)
-	}
-	return out
-}
-
-func untar(t *testing.T, r io.Reader) map[string]string {
-	t.Helper()
-	tr := tar.NewReader(r)
-	out := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatalf("not a tar: %v", err)
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatalf("%s: %v", h.Name, err)
-		}
-		out[h.Name] = string(b)
-	}
 }
 
 func sameContents(t *testing.T, what string, got, want map[string]string) {
@@ -173,7 +122,7 @@ func TestRunArchive(t *testing.T) {
 		if n != int64(buf.Len()) || len(reports) < 2 || reports[len(reports)-1] != n || !sort.SliceIsSorted(reports, func(i, j int) bool { return reports[i] < reports[j] }) {
 			t.Fatalf("wrote %d bytes (buffer %d); progress %v", n, buf.Len(), reports)
 		}
-		sameContents(t, "the zip", unzip(t, buf.Bytes()), want)
+		sameContents(t, "the zip", testkit.Unzip(t, buf.Bytes()), want)
 		gets := b.proxy.where(func(s seenRequest) bool { return s.Method == "GET" && s.Path == "/v1/runs/arch/run-1/archive" })
 		if len(gets) != 1 || gets[0].Query != "format=zip" {
 			t.Fatalf("archive requests %+v, want one", gets)
@@ -189,7 +138,7 @@ func TestRunArchive(t *testing.T) {
 		if a.Format != client.ArchiveTar || a.ContentType != "application/x-tar" || a.Filename != "run-arch_run-1.tar" {
 			t.Fatalf("archive %+v", a)
 		}
-		sameContents(t, "the tar", untar(t, a), want)
+		sameContents(t, "the tar", testkit.Untar(t, a), want)
 	})
 
 	t.Run("RetriesAFailedStart", func(t *testing.T) {
@@ -198,7 +147,7 @@ func TestRunArchive(t *testing.T) {
 		if _, err := c.WriteRunArchive(ctx, run, &buf, client.ArchiveOptions{Format: client.ArchiveTar}); err != nil {
 			t.Fatal(err)
 		}
-		sameContents(t, "the tar after a 503", untar(t, &buf), want)
+		sameContents(t, "the tar after a 503", testkit.Untar(t, &buf), want)
 	})
 
 	t.Run("ACutStreamIsAnError", func(t *testing.T) {
@@ -239,15 +188,7 @@ func (b *bundle) content(t *testing.T, path string) string {
 		return ""
 	}
 	content, err := b.direct.FileContent(ctx, l.Data[0].ID, client.ContentOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer content.Close()
-	data, err := io.ReadAll(content)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(data)
+	return string(testkit.ReadAll(t, content, err))
 }
 
 // TestRevertRun: a run's creates, replaces and deletes are undone by one

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentfs/agentfs/console"
 	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/internal/testkit"
 )
 
 // TestConsoleServesItsPage: /console/ is the page, with the policy that
@@ -63,11 +64,7 @@ func TestConsoleServesItsPage(t *testing.T) {
 // AGENTFS_CONSOLE_SHOTS=docs/console).
 func TestConsoleInABrowser(t *testing.T) {
 	t.Parallel()
-	node, tools := os.Getenv("AGENTFS_TEST_NODE"), os.Getenv("AGENTFS_TEST_NODE_TOOLS")
-	if node == "" || tools == "" {
-		t.Fatal("AGENTFS_TEST_NODE and AGENTFS_TEST_NODE_TOOLS are not set: run the tests with scripts/test.sh (or `make test`), " +
-			"or `source scripts/lib.sh && ensure_deps node npm chromium && export AGENTFS_TEST_NODE=$NODE24 AGENTFS_TEST_NODE_TOOLS=$NODE_TOOLS_DIR CHROMIUM_BIN` first")
-	}
+	node, tools := testkit.NodeTools(t, "chromium")
 	srv := apitest.NewServer(t, apitest.Options{})
 	token := srv.Token(t, "console", "read", "write", "share")
 	c := apitest.NewClient(t, srv.URL, token)

@@ -19,7 +19,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -322,16 +321,6 @@ func escapeTarget(s string, query bool) string {
 	return b.String()
 }
 
-func fuzzSHA(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
-
-func fuzzDigest(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return "sha-256=:" + base64.StdEncoding.EncodeToString(sum[:]) + ":"
-}
-
 // FuzzUploadRequest fuzzes a raw POST /v1/files: its path and if_exists
 // (as encoded query values, or a raw query string), the headers an upload
 // reads, and a small body.
@@ -345,8 +334,8 @@ func FuzzUploadRequest(f *testing.F) {
 		body                                         string
 		chunked                                      bool
 	}{
-		{"notes/a.txt", "", "", false, "agent-1", "run-1", "text/plain", fuzzDigest("hello"), "", "", "", "hello", false},
-		{"notes/a.txt", "replace", "", false, "", "", "text/plain; charset=utf-8", "", `"` + fuzzSHA("hello") + `"`, "", "up-1", "hello again", false},
+		{"notes/a.txt", "", "", false, "agent-1", "run-1", "text/plain", digestHeader("hello"), "", "", "", "hello", false},
+		{"notes/a.txt", "replace", "", false, "", "", "text/plain; charset=utf-8", "", `"` + sha("hello") + `"`, "", "up-1", "hello again", false},
 		{"notes/b.txt", "error", "", false, "", "", "", "", "", "*", "up-2", "", true},
 		{"a\x00b/\x01c\x7f", "replace\x00", "", false, "a\x00gent", "run\r\nX-Injected: 1", "text/\x00plain", "sha-256=:\x00:", "\x00", "\x01", "k\x00", "\x00\x01\x02", false},
 		{"../etc/passwd", "sometimes", "", false, "..", "../..", "../..", "", "..", "..", "..", "..", false},
@@ -357,12 +346,12 @@ func FuzzUploadRequest(f *testing.F) {
 		{"", "", "path=-1&if_exists=-1&size=-9223372036854775808", true, "-1", "-1", "", "", "-1", "-1", "-1", "neg", true},
 		{"", "", "path=%zz&path=a&if_exists=%00&path", true, "", "", "", "", "", "", "", "raw", false},
 		{"", "", "path=d%2Fe.txt&;if_exists=replace;&&=&%", true, "", "", "", "", "", "", "", "semi", false},
-		{"dup.txt", "", "", false, "a1\na2", "r1\nr2", "text/plain\ntext/html", fuzzDigest("x") + "\n" + fuzzDigest("y"), "\"a\"\n\"b\"", "*\n*", "k1\nk2", "x", false},
+		{"dup.txt", "", "", false, "a1\na2", "r1\nr2", "text/plain\ntext/html", digestHeader("x") + "\n" + digestHeader("y"), "\"a\"\n\"b\"", "*\n*", "k1\nk2", "x", false},
 		{"m.txt", "", "", false, "", "", "multipart/form-data; boundary=x", "", "", "", "", "--x\r\nnot a form", false},
 		{"m2.txt", "", "", false, "", "", "multipart/form-data", "", "", "", "", "", false},
 		{"w.txt", "", "", false, "", "", "", "", "*", "W/\"x\"", "\"quoted-key\"", "w", false},
-		{"digests.txt", "", "", false, "", "", "", fuzzDigest("a") + ", " + fuzzDigest("b"), "", "", "", "a", false},
-		{"digest-sha512.txt", "", "", false, "", "", "", "sha-512=:AAAA:, md5=x, sha-256=:" + strings.TrimRight(fuzzDigest("q")[9:], "=:") + ":", "", "", "", "q", true},
+		{"digests.txt", "", "", false, "", "", "", digestHeader("a") + ", " + digestHeader("b"), "", "", "", "a", false},
+		{"digest-sha512.txt", "", "", false, "", "", "", "sha-512=:AAAA:, md5=x, sha-256=:" + strings.TrimRight(digestHeader("q")[9:], "=:") + ":", "", "", "", "q", true},
 		{"ct.bin", "", "", false, "", "", ";;;", "", "", "", "", "", false},
 		{"ct2.bin", "", "", false, "", "", "text/plain; charset=\"unterminated", "", "", "", "", "", false},
 		{"", "", "", false, "", "", "", "", "", "", "", "", false},
@@ -633,7 +622,7 @@ func FuzzJSONBodies(f *testing.F) {
 	hist := s.setupID(f, "POST", "/v1/files?path=json/hist.txt", []byte("one"), http.StatusCreated)
 	s.setup(f, "POST", "/v1/files?path=json/hist.txt&if_exists=replace", []byte("two"), http.StatusOK)
 	s.setup(f, "POST", "/v1/files?path=json/taken.txt", []byte("taken"), http.StatusCreated)
-	ok := fuzzSHA("0123456789")
+	ok := sha("0123456789")
 	deep := strings.Repeat("[", 10000) + strings.Repeat("]", 10000)
 	manyOps := `{"operations":[` + strings.TrimSuffix(strings.Repeat(`{"op":"delete","file_id":"f"},`, 1001), ",") + `]}`
 	for _, seed := range []struct {
@@ -671,7 +660,7 @@ func FuzzJSONBodies(f *testing.F) {
 		{routeCompleteMissing, `{}`, "application/json", true, ""},
 		{routeComplete, ``, "", false, ""},
 		{routeComplete, `{"if_exists":"replace","sha256":"` + ok + `"}`, "application/json", true, ""},
-		{routeComplete, `{"sha256":"` + fuzzSHA("other") + `"}`, "application/json", false, ""},
+		{routeComplete, `{"sha256":"` + sha("other") + `"}`, "application/json", false, ""},
 		{routeComplete, `{"sha256":null,"if_exists":null}`, "application/json", false, ""},
 		{routeComplete, `{"if_exists":1}`, "application/json", false, ""},
 		{routeComplete, `[]`, "application/jsonx", false, ""},

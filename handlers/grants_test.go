@@ -351,17 +351,7 @@ func TestMaxBytesHoldsUnderConcurrentUploads(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	created := 0
-	for _, s := range statuses {
-		switch s {
-		case http.StatusCreated:
-			created++
-		case http.StatusForbidden:
-		default:
-			t.Fatalf("an upload raced on max_bytes answered %d", s)
-		}
-	}
-	if created != 3 {
+	if created := countCreated(t, statuses, http.StatusForbidden); created != 3 {
 		t.Fatalf("%d uploads of 300 bytes stored under max_bytes 1000, want 3", created)
 	}
 	prob := upload(t, c, "P/more.txt", strings.Repeat("y", 200)).ExpectProblem(t, http.StatusForbidden, "FORBIDDEN")

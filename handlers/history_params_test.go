@@ -24,6 +24,19 @@ func codeOf(t testing.TB, err error) string {
 	return p.Code
 }
 
+// checkNotANumber holds fn's refusal of s, with code, to what
+// strconv.ParseInt made of s (perr): 400 is for what is no decimal
+// integer at all, and no other code is given.
+func checkNotANumber(t *testing.T, fn, s, code string, perr error) {
+	t.Helper()
+	if code != problem.InvalidRequest {
+		t.Fatalf("%s(%q): code %s", fn, s, code)
+	}
+	if perr == nil || errors.Is(perr, strconv.ErrRange) {
+		t.Fatalf("%s(%q) is 400", fn, s)
+	}
+}
+
 func TestParseVersion(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -76,12 +89,8 @@ func FuzzParseVersion(f *testing.F) {
 			if perr != nil && !errors.Is(perr, strconv.ErrRange) || perr == nil && n >= 1 && n <= math.MaxInt32 {
 				t.Fatalf("parseVersion(%q) is 422", s)
 			}
-		case code == problem.InvalidRequest:
-			if perr == nil || errors.Is(perr, strconv.ErrRange) {
-				t.Fatalf("parseVersion(%q) is 400", s)
-			}
 		default:
-			t.Fatalf("parseVersion(%q): code %s", s, code)
+			checkNotANumber(t, "parseVersion", s, code, perr)
 		}
 	})
 }
@@ -137,12 +146,8 @@ func FuzzParseExpiresIn(f *testing.F) {
 			if inRange || perr != nil && !errors.Is(perr, strconv.ErrRange) {
 				t.Fatalf("parseExpiresIn(%q) is 422", s)
 			}
-		case code == problem.InvalidRequest:
-			if perr == nil || errors.Is(perr, strconv.ErrRange) {
-				t.Fatalf("parseExpiresIn(%q) is 400", s)
-			}
 		default:
-			t.Fatalf("parseExpiresIn(%q): code %s", s, code)
+			checkNotANumber(t, "parseExpiresIn", s, code, perr)
 		}
 	})
 }

@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/internal/testkit"
 	"github.com/agentfs/agentfs/oauth"
 	"github.com/agentfs/agentfs/oauth/oauthtest"
 )
@@ -71,22 +70,10 @@ func TestHydraClientCredentials(t *testing.T) {
 		t.Fatalf("403 challenge %v", ch)
 	}
 
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "hydra-test", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport(full)},
-			DisableStandaloneSSE: true}, nil)
-	if err != nil {
-		t.Fatalf("connect to /mcp with Hydra's token: %v", err)
-	}
-	defer cs.Close()
-	out, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "write_file",
-		Arguments: map[string]any{"path": "hydra/mcp.txt", "content": "by a tool"}})
-	if err != nil || out.IsError {
-		t.Fatalf("write_file: %v %+v", err, out)
-	}
-	out, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_text_file",
-		Arguments: map[string]any{"path": "hydra/a.txt"}})
-	if err != nil || out.IsError || !strings.Contains(toolText(out), "by client credentials") {
-		t.Fatalf("read_text_file: %v %+v", err, out)
+	cs := apitest.MCPSession(t, srv.URL, full)
+	apitest.CallTool(t, cs, "write_file", map[string]any{"path": "hydra/mcp.txt", "content": "by a tool"})
+	if out := apitest.CallTool(t, cs, "read_text_file", map[string]any{"path": "hydra/a.txt"}); !strings.Contains(toolText(out), "by client credentials") {
+		t.Fatalf("read_text_file: %+v", out)
 	}
 
 	t.Run("Refused", func(t *testing.T) {
@@ -173,11 +160,7 @@ func TestHydraAuthorizationCode(t *testing.T) {
 // with the token (tools/node/mcp-oauth.mjs).
 func TestMCPClientSignsInThroughHydra(t *testing.T) {
 	t.Parallel()
-	node, tools := os.Getenv("AGENTFS_TEST_NODE"), os.Getenv("AGENTFS_TEST_NODE_TOOLS")
-	if node == "" || tools == "" {
-		t.Fatal("AGENTFS_TEST_NODE and AGENTFS_TEST_NODE_TOOLS are not set: run the tests with `make test` or " +
-			"`scripts/test.sh ./handlers/`, which install Node 24 and tools/node (scripts/lib.sh: ensure_deps node npm)")
-	}
+	node, tools := testkit.NodeTools(t)
 	srv, h, _ := hydraServer(t)
 	c := h.CreateClient(t, oauthtest.ClientSpec{Scope: "read write", Audience: []string{srv.URL + "/mcp"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

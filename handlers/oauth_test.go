@@ -1,7 +1,6 @@
 package handlers_test
 
 import (
-	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -39,15 +38,6 @@ type oauthClock struct {
 func (c *oauthClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 
 func (c *oauthClock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
-// bearerTransport adds a token to each request.
-type bearerTransport string
-
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+string(b))
-	return http.DefaultTransport.RoundTrip(r)
-}
 
 func toolText(res *mcp.CallToolResult) string {
 	var b strings.Builder
@@ -225,17 +215,9 @@ func TestOAuthAccessTokens(t *testing.T) {
 	t.Run("AtTheMCPDoor", func(t *testing.T) {
 		for _, aud := range []string{srv.URL, srv.URL + "/mcp"} {
 			tok := iss.Sign(t, iss.Standard(aud, "agent-7", "read write", now))
-			cs, err := mcp.NewClient(&mcp.Implementation{Name: "oauth-test", Version: "1"}, nil).Connect(context.Background(),
-				&mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport(tok)},
-					DisableStandaloneSSE: true}, nil)
-			if err != nil {
-				t.Fatalf("aud %s: connect to /mcp: %v", aud, err)
-			}
-			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_text_file",
-				Arguments: map[string]any{"path": "oauth/a.txt"}})
-			cs.Close()
-			if err != nil || res.IsError || !strings.Contains(toolText(res), "from a JWT") {
-				t.Fatalf("aud %s: read_text_file: %v %+v", aud, err, res)
+			cs := apitest.MCPSession(t, srv.URL, tok)
+			if res := apitest.CallTool(t, cs, "read_text_file", map[string]any{"path": "oauth/a.txt"}); !strings.Contains(toolText(res), "from a JWT") {
+				t.Fatalf("aud %s: read_text_file: %+v", aud, res)
 			}
 		}
 		// A token for /mcp's resource is not one for the REST API's.

@@ -1,11 +1,8 @@
 package handlers_test
 
 import (
-	"archive/tar"
-	"archive/zip"
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -13,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/internal/testkit"
 	"github.com/agentfs/agentfs/storage/storagetest"
 )
 
@@ -194,44 +192,12 @@ func TestRunArchive(t *testing.T) {
 		if res.Header.Get("Content-Type") != "application/zip" || !strings.HasPrefix(res.Header.Get("Content-Disposition"), "attachment") {
 			t.Fatalf("headers: %v", res.Header)
 		}
-		zr, err := zip.NewReader(bytes.NewReader(res.Body), int64(len(res.Body)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]string{}
-		for _, f := range zr.File {
-			r, err := f.Open()
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := io.ReadAll(r)
-			if err != nil {
-				t.Fatalf("%s: %v", f.Name, err)
-			}
-			got[f.Name] = string(b)
-		}
-		sameFiles(t, got, files)
+		sameFiles(t, testkit.Unzip(t, res.Body), files)
 	})
 
 	t.Run("Tar", func(t *testing.T) {
 		res := c.Do("GET", "/v1/runs/arch/archive?format=tar", nil).Expect(t, http.StatusOK)
-		tr := tar.NewReader(bytes.NewReader(res.Body))
-		got := map[string]string{}
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := io.ReadAll(tr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got[h.Name] = string(b)
-		}
-		sameFiles(t, got, files)
+		sameFiles(t, testkit.Untar(t, bytes.NewReader(res.Body)), files)
 	})
 
 	t.Run("BadFormatAndUnknownRun", func(t *testing.T) {

@@ -235,21 +235,30 @@ func TestWebhookSurvivesReceiverOutage(t *testing.T) {
 	}
 }
 
-// TestWebhookGoneDisables: a 410 disables the webhook at once, with the
-// reason; nothing more is sent.
-func TestWebhookGoneDisables(t *testing.T) {
-	_, c := webhookServer(t, fastWebhooks)
+// disabledByReceiver makes a webhook whose receiver answers status, writes
+// a file, waits for the webhook to be disabled and checks the reason it
+// gives holds reason.
+func disabledByReceiver(t *testing.T, cfg webhook.Config, status int, reason string) (*apitest.Client, *receiver, api.Webhook) {
+	t.Helper()
+	_, c := webhookServer(t, cfg)
 	rcv := newReceiver(t)
-	rcv.set(http.StatusGone)
+	rcv.set(status)
 	hook := createWebhook(t, c, map[string]any{"url": rcv.URL})
 	upload(t, c, "a.txt", "a").Expect(t, http.StatusCreated)
 	waitFor(t, "the webhook disabled", func() bool {
 		return apitest.GetJSON[api.Webhook](t, c, "/v1/webhooks/"+hook.ID).Status == "disabled"
 	})
 	got := apitest.GetJSON[api.Webhook](t, c, "/v1/webhooks/"+hook.ID)
-	if got.DisabledReason == nil || !strings.Contains(*got.DisabledReason, "410") {
+	if got.DisabledReason == nil || !strings.Contains(*got.DisabledReason, reason) {
 		t.Fatalf("disabled webhook: %+v", got)
 	}
+	return c, rcv, hook
+}
+
+// TestWebhookGoneDisables: a 410 disables the webhook at once, with the
+// reason; nothing more is sent.
+func TestWebhookGoneDisables(t *testing.T) {
+	c, rcv, hook := disabledByReceiver(t, fastWebhooks, http.StatusGone, "410")
 	upload(t, c, "b.txt", "b").Expect(t, http.StatusCreated)
 	time.Sleep(300 * time.Millisecond) // what a live worker would have taken to send it
 	if n := len(rcv.receipts()); n != 1 {
@@ -272,18 +281,7 @@ func TestWebhookGoneDisables(t *testing.T) {
 func TestWebhookRetriesSpentDisable(t *testing.T) {
 	cfg := fastWebhooks
 	cfg.Retries = webhook.Schedule{10 * time.Millisecond, 20 * time.Millisecond}
-	_, c := webhookServer(t, cfg)
-	rcv := newReceiver(t)
-	rcv.set(http.StatusInternalServerError)
-	hook := createWebhook(t, c, map[string]any{"url": rcv.URL})
-	upload(t, c, "a.txt", "a").Expect(t, http.StatusCreated)
-	waitFor(t, "the webhook disabled", func() bool {
-		return apitest.GetJSON[api.Webhook](t, c, "/v1/webhooks/"+hook.ID).Status == "disabled"
-	})
-	got := apitest.GetJSON[api.Webhook](t, c, "/v1/webhooks/"+hook.ID)
-	if got.DisabledReason == nil || !strings.Contains(*got.DisabledReason, "no 2xx after 3 attempts") {
-		t.Fatalf("disabled webhook: %+v", got)
-	}
+	_, rcv, _ := disabledByReceiver(t, cfg, http.StatusInternalServerError, "no 2xx after 3 attempts")
 	if n := len(rcv.receipts()); n != 3 {
 		t.Fatalf("%d attempts, want 3", n)
 	}

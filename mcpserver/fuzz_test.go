@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -17,6 +16,7 @@ import (
 	"github.com/agentfs/agentfs/handlers/apitest"
 	"github.com/agentfs/agentfs/jsonutf8"
 	"github.com/agentfs/agentfs/mcpserver"
+	"github.com/agentfs/agentfs/telemetry/logtest"
 )
 
 // FuzzToolArguments feeds arbitrary arguments to every tool, through the
@@ -39,7 +39,7 @@ func FuzzToolArguments(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	logs := &lockedLog{}
+	logs := &logtest.Buffer{}
 	tools, handlers, err := mcpserver.ToolHandlers(backend, mcpserver.Options{MaxReadBytes: 4096, MaxMediaBytes: 4096,
 		MaxWriteBytes: 8192, ScanFiles: 50, RunID: "fuzz-run", Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
@@ -170,7 +170,7 @@ func FuzzToolArguments(f *testing.F) {
 		tool := tools[i]
 		req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: tool.Name, Arguments: args}}
 		res, err := handlers[i](context.Background(), req)
-		if logs.has("panicked") {
+		if strings.Contains(logs.String(), "panicked") {
 			t.Fatalf("%s(%q) panicked:\n%s", tool.Name, args, logs)
 		}
 		if err != nil {
@@ -210,28 +210,4 @@ func FuzzToolArguments(f *testing.F) {
 			t.Fatalf("%s(%q): output does not match its schema: %v\n%s", tool.Name, args, err, raw)
 		}
 	})
-}
-
-// lockedLog collects what the tools log.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) has(s string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Contains(l.buf.Bytes(), []byte(s))
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

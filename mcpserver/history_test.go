@@ -7,13 +7,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentfs/agentfs/client"
+	"github.com/agentfs/agentfs/internal/testkit"
 	"github.com/agentfs/agentfs/mcpserver"
 )
 
@@ -333,11 +333,7 @@ func fetch(t *testing.T, url string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := testkit.ReadAll(t, res.Body, nil)
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %d %s", url, res.StatusCode, body)
 	}

@@ -25,7 +25,9 @@ import (
 	"github.com/agentfs/agentfs/client"
 	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/internal/testkit"
 	"github.com/agentfs/agentfs/mcpserver"
+	"github.com/agentfs/agentfs/mcpserver/mcptest"
 )
 
 // config adjusts setup.
@@ -349,15 +351,7 @@ func (b *bundle) badArgs(t *testing.T, name string, args any, field string) (mcp
 }
 
 // text joins a result's text blocks.
-func text(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
+func text(res *mcp.CallToolResult) string { return mcptest.Text(res) }
 
 func mustJSON(v any) string {
 	raw, err := json.Marshal(v)
@@ -387,15 +381,7 @@ func (b *bundle) content(t *testing.T, path string) string {
 		t.Fatalf("find %s: %v (%d files)", path, err, len(page.Data))
 	}
 	c, err := b.client.FileContent(ctx, page.Data[0].ID, client.ContentOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(c); err != nil {
-		t.Fatal(err)
-	}
-	return buf.String()
+	return string(testkit.ReadAll(t, c, err))
 }
 
 // liveFiles counts the live files at path.

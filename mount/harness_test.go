@@ -2,7 +2,6 @@ package mount_test
 
 import (
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/agentfs/agentfs/client"
 	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/internal/testkit"
 	"github.com/agentfs/agentfs/mount"
 )
 
@@ -124,15 +124,7 @@ func stored(t *testing.T, c *client.Client, path string) (string, *client.File) 
 	}
 	f := page.Data[0]
 	body, err := c.FileContent(ctx, f.ID, client.ContentOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer body.Close()
-	b, err := io.ReadAll(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b), &f
+	return string(testkit.ReadAll(t, body, err)), &f
 }
 
 func bytesReader(s string) *strings.Reader { return strings.NewReader(s) }

@@ -1,7 +1,6 @@
 package mount_test
 
 import (
-	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -63,14 +62,8 @@ func TestMadeFolderAsksNothingOfMissingNames(t *testing.T) {
 			t.Fatalf("a request other than a store: %q", got)
 		}
 	}
-	c := w.client(t)
-	if _, err := c.PutFile(context.Background(), "made/new/remote.txt", bytesReader("from REST"), client.PutOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "a REST write into the made folder shows in the mount", func() bool {
-		b, _ := os.ReadFile(filepath.Join(dir, "new", "remote.txt"))
-		return string(b) == "from REST"
-	})
+	w.restWriteShows(t, "made/new/remote.txt", "from REST", filepath.Join(dir, "new", "remote.txt"),
+		"a REST write into the made folder shows in the mount")
 	if got := sh(t, filepath.Join(dir, "new"), "ls | tr '\\n' ' '"); got != "a.txt b.txt c.txt remote.txt" {
 		t.Fatalf("ls of the made folder: %q", got)
 	}

@@ -14,6 +14,19 @@ import (
 )
 
 // eventually waits, with a generous deadline, until check holds.
+// restWriteShows writes content to path through the REST API and waits,
+// as what says, for the mount to show it at local.
+func (w *world) restWriteShows(t *testing.T, path, content, local, what string) {
+	t.Helper()
+	if _, err := w.client(t).PutFile(context.Background(), path, bytesReader(content), client.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, what, func() bool {
+		got, _ := os.ReadFile(local)
+		return string(got) == content
+	})
+}
+
 func eventually(t *testing.T, what string, check func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); !check(); {
@@ -40,14 +53,7 @@ func TestTwoMountsSeeEachOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "a reads what b closed over the file it cached", func() bool { return read(a) == "from b, longer" })
-	c := w.client(t)
-	if _, err := c.PutFile(context.Background(), "shared/sub/rest.txt", bytesReader("via REST"), client.PutOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "a REST write appears in the mount", func() bool {
-		got, _ := os.ReadFile(filepath.Join(a, "sub", "rest.txt"))
-		return string(got) == "via REST"
-	})
+	w.restWriteShows(t, "shared/sub/rest.txt", "via REST", filepath.Join(a, "sub", "rest.txt"), "a REST write appears in the mount")
 }
 
 // TestRunRevertUndoesTheSession: every write of a mount carries its run,

@@ -7,22 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/agentfs/agentfs/handlers"
 	"github.com/agentfs/agentfs/handlers/apitest"
 	"github.com/agentfs/agentfs/server"
 	"github.com/agentfs/agentfs/storage/storagetest"
 )
-
-// bearer adds a token to each request.
-type bearer string
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+string(b))
-	return http.DefaultTransport.RoundTrip(r)
-}
 
 // TestTheToolDoorIsWired: a server from New serves /mcp with the tools on
 // its own core, behind its authentication, each call counted in /metrics,
@@ -31,18 +20,8 @@ func TestTheToolDoorIsWired(t *testing.T) {
 	t.Parallel()
 	srv := apitest.NewServer(t, apitest.Options{})
 	token := srv.Token(t, "agent")
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "server-test", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer(token)},
-			DisableStandaloneSSE: true}, nil)
-	if err != nil {
-		t.Fatalf("connect to /mcp: %v", err)
-	}
-	defer cs.Close()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "write_file",
-		Arguments: map[string]any{"path": "door/hello.txt", "content": "hello"}})
-	if err != nil || res.IsError {
-		t.Fatalf("write_file: %v %+v", err, res)
-	}
+	cs := apitest.MCPSession(t, srv.URL, token)
+	apitest.CallTool(t, cs, "write_file", map[string]any{"path": "door/hello.txt", "content": "hello"})
 	c := apitest.NewClient(t, srv.URL, token)
 	var list apitest.FileList
 	c.Do("GET", "/v1/files?prefix=door/", nil).Expect(t, http.StatusOK).JSON(t, &list)

@@ -104,19 +104,19 @@ func TestCheckpointsPinVersions(t *testing.T) {
 	if n, err := store.PurgeDeleted(ctx); err != nil || n != 0 {
 		t.Fatalf("purged %d (%v) while a checkpoint keeps the file", n, err)
 	}
-	if err := store.WithTx(ctx, func(tx pgx.Tx) error {
-		_, err := store.DeleteCheckpointTx(ctx, tx, "s", "c1", agentfs.Origin{})
-		return err
-	}); err != nil {
+	deleteC1 := func() error {
+		return store.WithTx(ctx, func(tx pgx.Tx) error {
+			_, err := store.DeleteCheckpointTx(ctx, tx, "s", "c1", agentfs.Origin{})
+			return err
+		})
+	}
+	if err := deleteC1(); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := store.PurgeDeleted(ctx); err != nil || n != 1 {
 		t.Fatalf("purged %d (%v) once the checkpoint is gone, want 1", n, err)
 	}
-	if err := store.WithTx(ctx, func(tx pgx.Tx) error {
-		_, err := store.DeleteCheckpointTx(ctx, tx, "s", "c1", agentfs.Origin{})
-		return err
-	}); !errors.Is(err, agentfs.ErrNotFound) {
+	if err := deleteC1(); !errors.Is(err, agentfs.ErrNotFound) {
 		t.Fatalf("deleting it again: %v", err)
 	}
 }

@@ -87,6 +87,15 @@ func eventsStart(t *testing.T, store *storage.Store, subject string) agentfs.Eve
 	return start
 }
 
+// listeningSubject is a fresh subject that store listens on, where its
+// feed starts, and how many looks at the feed the store counted so far.
+func listeningSubject(t *testing.T, store *storage.Store) (subject string, start agentfs.EventCursor, base int64) {
+	t.Helper()
+	subject = uniqueSubject(t)
+	start = listening(t, store, subject)
+	return subject, start, store.Counters().EventLooks
+}
+
 // awaitLooked starts a wait of up to two minutes, as await does, and
 // returns once the store's waiters have looked at the feed looks times
 // (the new waiter's first look among them), so that every later look
@@ -191,9 +200,7 @@ func TestEventWaitersOfAStatementTooLargeToList(t *testing.T) {
 	store, _ := setup(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	subject := uniqueSubject(t)
-	start := listening(t, store, subject)
-	base := store.Counters().EventLooks
+	subject, start, base := listeningSubject(t, store)
 	never := awaitLooked(ctx, t, store, subject, start, agentfs.EventFilter{RunID: "run-never"}, base+1)
 	target := awaitLooked(ctx, t, store, subject, start, agentfs.EventFilter{RunID: "run-big"}, base+2)
 	// 20 events of 900-byte paths, one statement: more than a NOTIFY holds.
@@ -226,9 +233,7 @@ func TestEventWaitersPerSubjectBound(t *testing.T) {
 	store := storagetest.OpenConfig(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	subject := uniqueSubject(t)
-	start := listening(t, store, subject)
-	base := store.Counters().EventLooks
+	subject, start, base := listeningSubject(t, store)
 	first := awaitLooked(ctx, t, store, subject, start, agentfs.EventFilter{RunID: "run-1"}, base+1)
 	second := awaitLooked(ctx, t, store, subject, start, agentfs.EventFilter{}, base+2)
 	if _, _, err := store.AwaitEvents(ctx, subject, agentfs.EventFilter{After: &start, Limit: 10}, time.Minute); !errors.Is(err, agentfs.ErrTooManyWaiters) {
@@ -261,9 +266,7 @@ func TestEventWaitersAfterALostNotification(t *testing.T) {
 	viaProxy := storagetest.WithPostgresAt(t, cfg, proxy.Addr())
 	waiter := storagetest.OpenConfig(t, viaProxy)
 	ctx := context.Background()
-	subject := uniqueSubject(t)
-	start := listening(t, waiter, subject)
-	base := waiter.Counters().EventLooks
+	subject, start, base := listeningSubject(t, waiter)
 	ch := awaitLooked(ctx, t, waiter, subject, start, agentfs.EventFilter{RunID: "run-lost"}, base+1)
 
 	// Every connection of the waiting instance stays open but passes

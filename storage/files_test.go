@@ -62,6 +62,16 @@ const (
 	inTx commitMode = "InTransaction"
 )
 
+// mustCreate creates path holding content, in mode.
+func mustCreate(t *testing.T, store *storage.Store, path, content string, mode commitMode) putResult {
+	t.Helper()
+	res, err := putFile(context.Background(), store, put(path, false), strings.NewReader(content), mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // putFile prepares and commits a put the way the admission core does.
 func putFile(ctx context.Context, store *storage.Store, put agentfs.Put, body io.Reader, mode commitMode) (putResult, error) {
 	var res putResult
@@ -117,17 +127,13 @@ func TestPutFile(t *testing.T) {
 
 	t.Run("ReplaceOfAFileDeletedMidUploadCreatesANewFileAndRetags", func(t *testing.T) {
 		store, _ := setup(t)
-		res, err := putFile(ctx, store, put("d.txt", false), strings.NewReader("v1"), alone)
-		old := res.File
-		if err != nil {
-			t.Fatal(err)
-		}
+		old := mustCreate(t, store, "d.txt", "v1", alone).File
 		body := storagetest.OnFirstRead(strings.NewReader("v2"), func() {
 			if _, err := deleteFile(ctx, store, "s", old.ID); err != nil {
 				t.Errorf("delete: %v", err)
 			}
 		})
-		res, err = putFile(ctx, store, put("d.txt", true), body, alone)
+		res, err := putFile(ctx, store, put("d.txt", true), body, alone)
 		f, created := res.File, res.Created
 		if err != nil || !created || f.ID == old.ID || f.Version != 1 {
 			t.Fatalf("put after delete: %+v created=%v err=%v", f, created, err)
@@ -140,12 +146,8 @@ func TestPutFile(t *testing.T) {
 
 	t.Run("ReplaceSwitchesBlobsAtomically", func(t *testing.T) {
 		store, _ := setup(t)
-		res, err := putFile(ctx, store, put("a.txt", false), strings.NewReader("one"), alone)
-		v1 := res.File
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err = putFile(ctx, store, put("a.txt", true), strings.NewReader("two"), alone)
+		v1 := mustCreate(t, store, "a.txt", "one", alone).File
+		res, err := putFile(ctx, store, put("a.txt", true), strings.NewReader("two"), alone)
 		v2, created := res.File, res.Created
 		if err != nil || created || v2.ID != v1.ID || v2.BlobKey == v1.BlobKey || v2.Version != 2 {
 			t.Fatalf("replace: %+v created=%v err=%v", v2, created, err)
@@ -170,16 +172,13 @@ func TestPutFile(t *testing.T) {
 		name := string(mode)
 		t.Run("ReplaceRacingAReplace/"+name, func(t *testing.T) {
 			store, b := setup(t)
-			res, err := putFile(ctx, store, put("r.txt", false), strings.NewReader("v1"), mode)
-			if err != nil {
-				t.Fatal(err)
-			}
+			mustCreate(t, store, "r.txt", "v1", mode)
 			body := storagetest.OnFirstRead(strings.NewReader("v3"), func() {
 				if _, err := putFile(ctx, store, put("r.txt", true), strings.NewReader("v2"), mode); err != nil {
 					t.Errorf("concurrent replace: %v", err)
 				}
 			})
-			res, err = putFile(ctx, store, put("r.txt", true), body, mode)
+			res, err := putFile(ctx, store, put("r.txt", true), body, mode)
 			if err != nil || res.Created || res.File.Version != 3 || res.File.SHA256 != hex.EncodeToString(sha([]byte("v3"))) {
 				t.Fatalf("replace after a replace: %+v err=%v, want version 3 holding v3", res.File, err)
 			}
@@ -190,16 +189,13 @@ func TestPutFile(t *testing.T) {
 
 		t.Run("ReplaceOfAFileBlockedMidUpload/"+name, func(t *testing.T) {
 			store, b := setup(t)
-			res, err := putFile(ctx, store, put("b.txt", false), strings.NewReader("v1"), mode)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := mustCreate(t, store, "b.txt", "v1", mode)
 			body := storagetest.OnFirstRead(strings.NewReader("v2"), func() {
 				if _, err := store.BlockFile(ctx, res.File.ID, true, "legal hold"); err != nil {
 					t.Errorf("block: %v", err)
 				}
 			})
-			_, err = putFile(ctx, store, put("b.txt", true), body, mode)
+			_, err := putFile(ctx, store, put("b.txt", true), body, mode)
 			var blocked *agentfs.BlockedError
 			if !errors.As(err, &blocked) || blocked.Reason != "legal hold" {
 				t.Fatalf("err %v, want BlockedError", err)

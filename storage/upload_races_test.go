@@ -14,6 +14,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/internal/testkit"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
 )
@@ -78,18 +79,32 @@ func sessionStatus(t *testing.T, store *storage.Store, id string) *agentfs.Uploa
 	return u
 }
 
+// mustPrepare prepares the complete of session id, failing the test when
+// it cannot.
+func mustPrepare(t *testing.T, store *storage.Store, id string) *storage.PendingComplete {
+	t.Helper()
+	pc, err := store.PrepareComplete(context.Background(), "s", id, agentfs.CompleteRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pc
+}
+
+// completesWith completes session id and checks the file it makes holds
+// want; what names the step in the failure.
+func completesWith(t *testing.T, store *storage.Store, id, want, what string) {
+	t.Helper()
+	f, _, err := completeUpload(context.Background(), store, "s", id, agentfs.CompleteRequest{})
+	if err != nil || fileContent(t, store, f) != want {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
 // fileContent reads a file's bytes and checks its sha256 says so.
 func fileContent(t *testing.T, store *storage.Store, f *agentfs.File) string {
 	t.Helper()
 	r, err := store.OpenBlob(context.Background(), f.BlobKey, 0, f.SizeBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	b, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testkit.ReadAll(t, r, err)
 	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != f.SHA256 {
 		t.Fatalf("file %s: sha256 %s does not name its bytes", f.ID, f.SHA256)
 	}
@@ -102,17 +117,14 @@ func TestUploadCompleteLease(t *testing.T) {
 	t.Run("RenewedWhileASlowCompleteRuns", func(t *testing.T) {
 		store := setupLeases(t, 3*time.Second) // renewed every second
 		u := racingSession(t, store, "slow.txt", "slow bytes")
-		pc, err := store.PrepareComplete(ctx, "s", u.ID, agentfs.CompleteRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		pc := mustPrepare(t, store, u.ID)
 		seed(t, store, `UPDATE uploads SET completing_until = now() - interval '1 second' WHERE id = $1`, u.ID)
 		storagetest.Eventually(t, 10*time.Second, "the running complete to renew its lapsed lease", func() bool {
 			var live bool
 			err := store.Pool().QueryRow(ctx, `SELECT completing_until > now() FROM uploads WHERE id = $1`, u.ID).Scan(&live)
 			return err == nil && live
 		})
-		_, err = store.PrepareComplete(ctx, "s", u.ID, agentfs.CompleteRequest{})
+		_, err := store.PrepareComplete(ctx, "s", u.ID, agentfs.CompleteRequest{})
 		expectBusy(t, err, 3*time.Second)
 		f, err := commitComplete(ctx, store, pc)
 		if err != nil || fileContent(t, store, f) != "slow bytes" {
@@ -127,11 +139,8 @@ func TestUploadCompleteLease(t *testing.T) {
 	t.Run("LapsedLeaseIsTakenOverAndTheLateCompleteCommitsNothing", func(t *testing.T) {
 		store := setupLeases(t, time.Hour)
 		u := racingSession(t, store, "late.txt", "late bytes")
-		late, err := store.PrepareComplete(ctx, "s", u.ID, agentfs.CompleteRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = store.PrepareComplete(ctx, "s", u.ID, agentfs.CompleteRequest{})
+		late := mustPrepare(t, store, u.ID)
+		_, err := store.PrepareComplete(ctx, "s", u.ID, agentfs.CompleteRequest{})
 		expectBusy(t, err, time.Hour)
 		seed(t, store, `UPDATE uploads SET completing_until = now() - interval '1 second' WHERE id = $1`, u.ID)
 		taker, err := store.PrepareComplete(ctx, "s", u.ID, agentfs.CompleteRequest{})
@@ -160,11 +169,8 @@ func TestUploadCompleteLease(t *testing.T) {
 	t.Run("LapsedLeaseLetsPartsInAndTheLateCompleteCommitsNothing", func(t *testing.T) {
 		store := setupLeases(t, time.Hour)
 		u := racingSession(t, store, "reopened.txt", "old bytes!")
-		late, err := store.PrepareComplete(ctx, "s", u.ID, agentfs.CompleteRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = sendPart(ctx, store, "s", u.ID, 1, "new bytes!")
+		late := mustPrepare(t, store, u.ID)
+		_, err := sendPart(ctx, store, "s", u.ID, 1, "new bytes!")
 		expectBusy(t, err, time.Hour)
 		seed(t, store, `UPDATE uploads SET completing_until = now() - interval '1 second' WHERE id = $1`, u.ID)
 		if _, err := sendPart(ctx, store, "s", u.ID, 1, "old bytes!"); err != nil {
@@ -173,19 +179,13 @@ func TestUploadCompleteLease(t *testing.T) {
 		if _, err := commitComplete(ctx, store, late); !errors.Is(err, agentfs.ErrUploadCompleting) {
 			t.Fatalf("the late complete committed: %v", err)
 		}
-		f, _, err := completeUpload(ctx, store, "s", u.ID, agentfs.CompleteRequest{})
-		if err != nil || fileContent(t, store, f) != "old bytes!" {
-			t.Fatalf("complete after the takeover: %v", err)
-		}
+		completesWith(t, store, u.ID, "old bytes!", "complete after the takeover")
 	})
 
 	t.Run("AbortWaitsForALiveCompleteNotForALapsedOne", func(t *testing.T) {
 		store := setupLeases(t, time.Hour)
 		u := racingSession(t, store, "abort.txt", "abort me")
-		pc, err := store.PrepareComplete(ctx, "s", u.ID, agentfs.CompleteRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		pc := mustPrepare(t, store, u.ID)
 		abort := func() error {
 			return store.WithTx(ctx, func(tx pgx.Tx) error {
 				_, _, err := store.AbortUploadTx(ctx, tx, "s", u.ID)
@@ -241,20 +241,14 @@ func TestUploadPartsRacingCompletes(t *testing.T) {
 		if err := store.Pool().QueryRow(ctx, `SELECT count(*) FROM upload_part_leases`).Scan(&leases); err != nil || leases != 0 {
 			t.Fatalf("%d part leases left (%v)", leases, err)
 		}
-		f, _, err := completeUpload(ctx, store, "s", u.ID, agentfs.CompleteRequest{})
-		if err != nil || fileContent(t, store, f) != "0123456789" {
-			t.Fatalf("complete after the part: %v", err)
-		}
+		completesWith(t, store, u.ID, "0123456789", "complete after the part")
 	})
 
 	t.Run("APartWhileCompletingIsToldToRetryThenCompleted", func(t *testing.T) {
 		store := setupLeases(t, 3*time.Second)
 		u := racingSession(t, store, "completing.txt", "0123456789")
-		pc, err := store.PrepareComplete(ctx, "s", u.ID, agentfs.CompleteRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = sendPart(ctx, store, "s", u.ID, 1, "0123456789")
+		pc := mustPrepare(t, store, u.ID)
+		_, err := sendPart(ctx, store, "s", u.ID, 1, "0123456789")
 		expectBusy(t, err, 3*time.Second)
 		if _, err := commitComplete(ctx, store, pc); err != nil {
 			t.Fatal(err)
@@ -291,11 +285,8 @@ func TestUploadPartsRacingCompletes(t *testing.T) {
 		store := setupLeases(t, 3*time.Second)
 		first := racingSession(t, store, "turns.txt", "first")
 		second := racingSession(t, store, "turns.txt", "second")
-		pc, err := store.PrepareComplete(ctx, "s", first.ID, agentfs.CompleteRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = store.PrepareComplete(ctx, "s", second.ID, agentfs.CompleteRequest{})
+		pc := mustPrepare(t, store, first.ID)
+		_, err := store.PrepareComplete(ctx, "s", second.ID, agentfs.CompleteRequest{})
 		expectBusy(t, err, 3*time.Second)
 		if got := sessionStatus(t, store, second.ID); got.Status != agentfs.UploadPending || got.Assembled {
 			t.Fatalf("the waiting session is %s, assembled %v", got.Status, got.Assembled)
@@ -325,23 +316,15 @@ func TestUploadPartsRacingCompletes(t *testing.T) {
 		store := setupLeases(t, time.Hour)
 		dead := racingSession(t, store, "dead.txt", "dead")
 		live := racingSession(t, store, "dead.txt", "live")
-		if _, err := store.PrepareComplete(ctx, "s", dead.ID, agentfs.CompleteRequest{}); err != nil {
-			t.Fatal(err)
-		}
+		mustPrepare(t, store, dead.ID)
 		seed(t, store, `UPDATE uploads SET completing_until = now() - interval '1 second' WHERE id = $1`, dead.ID)
-		f, _, err := completeUpload(ctx, store, "s", live.ID, agentfs.CompleteRequest{})
-		if err != nil || fileContent(t, store, f) != "live" {
-			t.Fatalf("complete next to a dead one: %v", err)
-		}
+		completesWith(t, store, live.ID, "live", "complete next to a dead one")
 	})
 
 	t.Run("AnAssembledSessionTakesOnlyTheSameBytes", func(t *testing.T) {
 		store := setupLeases(t, 3*time.Second)
 		u := racingSession(t, store, "assembled.txt", "0123456789")
-		pc, err := store.PrepareComplete(ctx, "s", u.ID, agentfs.CompleteRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		pc := mustPrepare(t, store, u.ID)
 		// A file takes the path after the complete decided, before it
 		// commits: the complete fails late, its parts already assembled.
 		p, err := store.PreparePut(ctx, agentfs.Put{Subject: "s", Path: "assembled.txt", ContentType: "text/plain", Size: 5}, strings.NewReader("other"))
@@ -408,8 +391,5 @@ func TestUploadAssemblyNotRecorded(t *testing.T) {
 	if !errors.As(err, &settled) {
 		t.Fatalf("other bytes: %v", err)
 	}
-	f, _, err := completeUpload(ctx, store, "s", u.ID, agentfs.CompleteRequest{})
-	if err != nil || fileContent(t, store, f) != content {
-		t.Fatalf("complete: %v", err)
-	}
+	completesWith(t, store, u.ID, content, "complete")
 }

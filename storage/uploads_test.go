@@ -178,27 +178,28 @@ func TestCreateUpload(t *testing.T) {
 		}
 	})
 
-	t.Run("DoesNotResumeAnExpiredSession", func(t *testing.T) {
-		store, _ := setup(t)
-		req := newUpload("e.bin", 100, "")
-		u, _ := openUpload(t, store, req)
-		seed(t, store, `UPDATE uploads SET expires_at = now() - interval '1 second' WHERE id = $1`, u.ID)
-		again, created := openUpload(t, store, req)
-		if !created || again.ID == u.ID {
-			t.Fatalf("after expiry: created=%v id %s, want a new session (not %s)", created, again.ID, u.ID)
-		}
-	})
-
-	t.Run("DoesNotResumeASessionNoLongerPending", func(t *testing.T) {
-		store, _ := setup(t)
-		req := newUpload("a.bin", 100, "")
-		u, _ := openUpload(t, store, req)
-		abortUpload(t, store, u.ID)
-		again, created := openUpload(t, store, req)
-		if !created || again.ID == u.ID {
-			t.Fatalf("after abort: created=%v id %s, want a new session (not %s)", created, again.ID, u.ID)
-		}
-	})
+	for _, tc := range []struct {
+		name, path, after string
+		end               func(t *testing.T, store *storage.Store, id string)
+	}{
+		{"DoesNotResumeAnExpiredSession", "e.bin", "expiry", func(t *testing.T, store *storage.Store, id string) {
+			seed(t, store, `UPDATE uploads SET expires_at = now() - interval '1 second' WHERE id = $1`, id)
+		}},
+		{"DoesNotResumeASessionNoLongerPending", "a.bin", "abort", func(t *testing.T, store *storage.Store, id string) {
+			abortUpload(t, store, id)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, _ := setup(t)
+			req := newUpload(tc.path, 100, "")
+			u, _ := openUpload(t, store, req)
+			tc.end(t, store, u.ID)
+			again, created := openUpload(t, store, req)
+			if !created || again.ID == u.ID {
+				t.Fatalf("after %s: created=%v id %s, want a new session (not %s)", tc.after, created, again.ID, u.ID)
+			}
+		})
+	}
 
 	t.Run("RacingCreatesShareOneSession", func(t *testing.T) {
 		store, _ := setup(t)

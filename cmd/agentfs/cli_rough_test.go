@@ -77,20 +77,8 @@ func TestCLIResumedUploadBar(t *testing.T) {
 	_, env := servedCLI(t, "cli-resume-bar")
 	const size, part = 15<<20 + 1000, 5 << 20
 	local, data, sum := randomLocal(t, "big", size, 9)
-	c, err := newCLIClient(func(k string) string { return env[k] }, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, u := interruptedUpload(t, env, "bar/resumed", data, sum, part, 3)
 	ctx := context.Background()
-	u, err := c.CreateUpload(ctx, "bar/resumed", size, client.CreateUploadOptions{SHA256: sum})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for n := 1; n <= 3; n++ {
-		if _, err := c.PutPart(ctx, u.ID, n, bytes.NewReader(data[(n-1)*part:n*part]), part, client.PartOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	var stderr bytes.Buffer
 	cli := &cliRun{name: "upload", client: c, stdout: io.Discard, stderr: &stderr, stderrTTY: true, maxAttempts: 8}
 	fs := flag.NewFlagSet("upload", flag.ContinueOnError)

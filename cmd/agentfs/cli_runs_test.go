@@ -1,8 +1,6 @@
 package main
 
 import (
-	"archive/tar"
-	"archive/zip"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -17,46 +15,16 @@ import (
 	"testing"
 
 	"github.com/agentfs/agentfs/client"
+	"github.com/agentfs/agentfs/internal/testkit"
 )
 
 // archiveEntries reads a zip or tar into path -> content.
 func archiveEntries(t *testing.T, format string, data []byte) map[string]string {
 	t.Helper()
-	out := map[string]string{}
 	if format == "zip" {
-		zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
-		if err != nil {
-			t.Fatalf("not a zip (%d bytes): %v", len(data), err)
-		}
-		for _, f := range zr.File {
-			r, err := f.Open()
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := io.ReadAll(r)
-			r.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[f.Name] = string(b)
-		}
-		return out
+		return testkit.Unzip(t, data)
 	}
-	tr := tar.NewReader(bytes.NewReader(data))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatalf("not a tar: %v", err)
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[h.Name] = string(b)
-	}
+	return testkit.Untar(t, bytes.NewReader(data))
 }
 
 func entryNames(m map[string]string) string {

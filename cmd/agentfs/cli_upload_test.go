@@ -89,6 +89,28 @@ func randomLocal(t *testing.T, name string, size int, seed byte) (string, []byte
 	return p, data, hex.EncodeToString(sum[:])
 }
 
+// interruptedUpload is what an interrupted upload of data to path left: a
+// session, made with the client of env, holding its first parts parts of
+// part bytes each.
+func interruptedUpload(t *testing.T, env cliEnv, path string, data []byte, sum string, part, parts int) (*client.Client, *client.Upload) {
+	t.Helper()
+	c, err := newCLIClient(func(k string) string { return env[k] }, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	u, err := c.CreateUpload(ctx, path, int64(len(data)), client.CreateUploadOptions{SHA256: sum})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; n <= parts; n++ {
+		if _, err := c.PutPart(ctx, u.ID, n, bytes.NewReader(data[(n-1)*part:n*part]), int64(part), client.PartOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, u
+}
+
 // TestCLIUpload resumes an interrupted upload (one part already in a live
 // session) with agentfs upload, and lets put switch to a session above its
 // threshold.
@@ -99,18 +121,7 @@ func TestCLIUpload(t *testing.T) {
 	local, data, sum := randomLocal(t, "big", size, 1)
 
 	// What an interrupted run left: the session and its first part.
-	c, err := newCLIClient(func(k string) string { return env[k] }, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	u, err := c.CreateUpload(ctx, "datasets/big", size, client.CreateUploadOptions{SHA256: sum})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.PutPart(ctx, u.ID, 1, bytes.NewReader(data[:part]), part, client.PartOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, u := interruptedUpload(t, env, "datasets/big", data, sum, part, 1)
 	proxy.reset()
 
 	stdout, stderr, err := env.run("upload", local, "datasets/big", "--parallel", "2")

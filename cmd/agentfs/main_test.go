@@ -14,15 +14,16 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/agentfs/agentfs/handlers/apitest"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
-	"github.com/jackc/pgx/v5"
+	"github.com/agentfs/agentfs/telemetry/logtest"
 )
 
 func TestRunUsage(t *testing.T) {
@@ -75,23 +76,8 @@ type process struct {
 	logs *syncBuffer
 }
 
-// syncBuffer is a bytes.Buffer safe for a process's output and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a buffer safe for a process's output and the test.
+type syncBuffer = logtest.Buffer
 
 func buildBinary(t *testing.T) string {
 	t.Helper()

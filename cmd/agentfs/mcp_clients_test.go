@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfs/agentfs/internal/testkit"
 	"github.com/agentfs/agentfs/storage/storagetest"
 )
 
@@ -26,12 +27,7 @@ import (
 // nodeTools is Node 24 and the folder of the pinned npm tools.
 func nodeTools(t *testing.T) (node, dir string) {
 	t.Helper()
-	node, dir = os.Getenv("AGENTFS_TEST_NODE"), os.Getenv("AGENTFS_TEST_NODE_TOOLS")
-	if node == "" || dir == "" {
-		t.Fatal("AGENTFS_TEST_NODE and AGENTFS_TEST_NODE_TOOLS are not set: run the tests with scripts/test.sh (or `make test`), " +
-			"or `source scripts/lib.sh && ensure_deps node npm && export AGENTFS_TEST_NODE=$NODE24 AGENTFS_TEST_NODE_TOOLS=$NODE_TOOLS_DIR` first")
-	}
-	return node, dir
+	return testkit.NodeTools(t)
 }
 
 // runNode runs a Node program with env, failing the test with its output

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfs/agentfs/internal/testkit"
 	"github.com/agentfs/agentfs/storage/storagetest"
 )
 
@@ -47,11 +47,7 @@ func (r rpc) send(t *testing.T) rpcAnswer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := testkit.ReadAll(t, res.Body, nil)
 	return rpcAnswer{status: res.StatusCode, contentType: res.Header.Get("Content-Type"), body: body}
 }
 

@@ -225,15 +225,7 @@ func (p *mcpProcess) fail(t *testing.T, name string, args map[string]any) string
 	return text(res)
 }
 
-func text(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
+func text(res *mcp.CallToolResult) string { return mcptest.Text(res) }
 
 func resultText(res *mcp.CallToolResult) string {
 	if res == nil {

@@ -162,7 +162,7 @@ func lacking(t *testing.T, tool string, scopes []string) []string {
 // check holds one answer to what the table says of it.
 func check(t *testing.T, tool string, scopes, missing []string, res *mcp.CallToolResult) {
 	t.Helper()
-	msg := text(res)
+	msg := Text(res)
 	if len(missing) == 0 {
 		if res.IsError {
 			t.Errorf("%s with scopes %v: %s, want success", tool, scopes, msg)
@@ -182,7 +182,8 @@ func check(t *testing.T, tool string, scopes, missing []string, res *mcp.CallToo
 	}
 }
 
-func text(res *mcp.CallToolResult) string {
+// Text joins a tool result's text blocks, one a line.
+func Text(res *mcp.CallToolResult) string {
 	var parts []string
 	for _, c := range res.Content {
 		if tc, ok := c.(*mcp.TextContent); ok {

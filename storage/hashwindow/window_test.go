@@ -22,6 +22,13 @@ func testParts(count, size int, seed int64) [][]byte {
 	return parts
 }
 
+// chainOf is count parts of size random bytes (from seed), a window of
+// budget bytes, and the chain of one session in it.
+func chainOf(count, size int, seed, budget int64) ([][]byte, *Window, *Chain) {
+	w := New(budget)
+	return testParts(count, size, seed), w, w.Chain("upl")
+}
+
 func shaHex(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
 // stateOf is the marshalled SHA-256 state after the given bytes.
@@ -70,9 +77,7 @@ func TestHashWindow(t *testing.T) {
 	// A part streaming while the point before it appears stops keeping its
 	// bytes: it hashes what it kept and the rest as it comes.
 	t.Run("APartStopsKeepingBytesWhenItsTurnComes", func(t *testing.T) {
-		parts := testParts(2, size, 2)
-		w := New(64 * windowSlab)
-		sc := w.Chain("upl")
+		parts, w, sc := chainOf(2, size, 2, 64*windowSlab)
 		first, second := sc.Sink(1), sc.Sink(2)
 		write(first, parts[0][:10], 10)         // part 1 knows point 0: it hashes at once
 		write(second, parts[1][:size/2], 1<<16) // part 2 keeps its first half
@@ -133,9 +138,7 @@ func TestHashWindow(t *testing.T) {
 	// streams: that part's end lets the one after it hash as it streams,
 	// which frees the room.
 	t.Run("APartAheadWaitsForRoomWhileAPartBeforeItStreams", func(t *testing.T) {
-		parts := testParts(3, size, 6)
-		w := New(4 * windowSlab) // one part
-		sc := w.Chain("upl")
+		parts, w, sc := chainOf(3, size, 6, 4*windowSlab) // one part
 		first, second, third := sc.Sink(1), sc.Sink(2), sc.Sink(3)
 		write(first, parts[0][:size/2], 1<<16)
 		write(second, parts[1][:size-1], 1<<16) // fills the window
@@ -165,9 +168,7 @@ func TestHashWindow(t *testing.T) {
 	// parts after it held for their turn are let go, and later ones keep
 	// nothing, until the part is sent again and hashed.
 	t.Run("ALostPartLetsGoOfThePartsAfterIt", func(t *testing.T) {
-		parts := testParts(4, size, 7)
-		w := New(4 * windowSlab) // one part
-		sc := w.Chain("upl")
+		parts, w, sc := chainOf(4, size, 7, 4*windowSlab) // one part
 		fourth := sc.Sink(4)
 		write(fourth, parts[3], 1<<16)
 		fourth.Stored(shaHex(parts[3])) // held
@@ -203,9 +204,7 @@ func TestHashWindow(t *testing.T) {
 	})
 
 	t.Run("APartS3DidNotTakeMakesNoPoint", func(t *testing.T) {
-		parts := testParts(2, size, 4)
-		w := New(64 * windowSlab)
-		sc := w.Chain("upl")
+		parts, w, sc := chainOf(2, size, 4, 64*windowSlab)
 		second := sc.Sink(2)
 		write(second, parts[1], 1<<16)
 		second.Dropped()
@@ -223,9 +222,7 @@ func TestHashWindow(t *testing.T) {
 	// Only points that extend the recorded state, over parts recorded with
 	// their SHA-256, move the running hash.
 	t.Run("AdvanceTakesOnlyPointsThatMatchTheRecord", func(t *testing.T) {
-		parts := testParts(3, size, 5)
-		w := New(64 * windowSlab)
-		sc := w.Chain("upl")
+		parts, _, sc := chainOf(3, size, 5, 64*windowSlab)
 		for n := 1; n <= 3; n++ {
 			s := sc.Sink(n)
 			write(s, parts[n-1], 1<<16)

@@ -274,18 +274,26 @@ def polled_in_progress(b: Bundle, key: str) -> bool:
                for s in b.proxy.requests("GET", "/v1/operations/" + key))
 
 
+def put_while_held(bundle: Bundle, c: agentfs.Client, sleeper: Sleeper, slow: SlowUpload, path: str,
+                   content: bytes, key: str, rest: bytes, status: int) -> Any:
+    """Puts content at path with key while slow holds the key: once the put was told
+    OPERATION_IN_PROGRESS and a poll saw the operation in progress, slow sends rest (answered
+    status) and the sleeper lets the put go on; returns what the put returned."""
+    join = in_background(lambda: c.put_file(path, content, idempotency_key=key))
+    wait_until("OPERATION_IN_PROGRESS and a poll while in progress",
+               lambda: answered_in_progress(bundle) and polled_in_progress(bundle, key))
+    assert slow.finish(rest) == status
+    sleeper.release()
+    return join()
+
+
 def test_polls_operation_in_progress(bundle: Bundle) -> None:
     """A write whose key another request holds waits as Retry-After says, polls /v1/operations/{key}
     while it is in progress, and returns the recorded file without sending the write again."""
     sleeper = Sleeper(free=1)  # the wait before the first poll is free; later ones wait for the test
     c = bundle.client(sleep=sleeper, retry=agentfs.RetryPolicy(initial_delay=0.01, max_delay=10))
     slow = SlowUpload(bundle, "slow.txt", "slow-1", b"first half ")
-    join = in_background(lambda: c.put_file("slow.txt", b"first half second half", idempotency_key="slow-1"))
-    wait_until("OPERATION_IN_PROGRESS and a poll while in progress",
-               lambda: answered_in_progress(bundle) and polled_in_progress(bundle, "slow-1"))
-    assert slow.finish(b"second half") == 201
-    sleeper.release()
-    f = join()
+    f = put_while_held(bundle, c, sleeper, slow, "slow.txt", b"first half second half", "slow-1", b"second half", 201)
 
     files = bundle.files_at("slow.txt")
     assert [g.id for g in files] == [f.id] and f.sha256 == sha(b"first half second half")
@@ -304,12 +312,7 @@ def test_resends_when_key_holds_nothing(bundle: Bundle) -> None:
     c = bundle.client(sleep=sleeper, retry=agentfs.RetryPolicy(initial_delay=0.01, max_delay=10))
     wrong = agentfs.digest_of(sha(b"not what is sent"))
     slow = SlowUpload(bundle, "doomed.txt", "doomed-1", b"abc ", {"Content-Digest": wrong})
-    join = in_background(lambda: c.put_file("doomed.txt", b"abc def", idempotency_key="doomed-1"))
-    wait_until("OPERATION_IN_PROGRESS and a poll while in progress",
-               lambda: answered_in_progress(bundle) and polled_in_progress(bundle, "doomed-1"))
-    assert slow.finish(b"def") == 422
-    sleeper.release()
-    f = join()
+    f = put_while_held(bundle, c, sleeper, slow, "doomed.txt", b"abc def", "doomed-1", b"def", 422)
 
     posts = bundle.proxy.requests("POST", "/v1/files")
     assert len(posts) == 2 and posts[1].key == "doomed-1" and posts[1].server_status == 201, posts
