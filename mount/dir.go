@@ -47,6 +47,22 @@ func (d *dirNode) absent(name string) bool {
 	return d.made && d.epoch == d.fs.feedEpoch.Load() && !d.names[name]
 }
 
+// opsOf is the node of inode n, nil for no inode.
+func opsOf(n *fs.Inode) fs.InodeEmbedder {
+	if n == nil {
+		return nil
+	}
+	return n.Operations()
+}
+
+// unchanged reports whether this mount made the folder and nothing in it
+// changed elsewhere since: it is there without asking.
+func (d *dirNode) unchanged() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.made && d.epoch == d.fs.feedEpoch.Load()
+}
+
 // changedElsewhere forgets that the folder holds only this mount's
 // names: something under it changed elsewhere.
 func (d *dirNode) changedElsewhere() {
@@ -148,6 +164,10 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		return nil, syscall.ENOENT
 	}
 	known := d.GetChild(name)
+	if dn, ok := opsOf(known).(*dirNode); ok && dn.unchanged() {
+		dn.fill(&out.Attr) // made here, and nothing in it changed elsewhere since
+		return known, 0
+	}
 	if c := d.childFile(name); c != nil && c.local() {
 		c.fill(&out.Attr) // created here and not stored yet, or open
 		return known, 0
