@@ -101,10 +101,10 @@ func (e *queueBatch) current(ctx context.Context, rec *idempotency.Record) (idem
 // the caller's run id, so a revert can be reverted in turn. A replay answers
 // the batch's current state (200).
 func (c *Core) RevertRun(ctx context.Context, who agentfs.Caller, runID string, force bool) (idempotency.Result, error) {
-	return c.run(ctx, who, &queueBatch{c: c, who: who, undo: runID, force: force,
-		named: named{admission{method: http.MethodPost, route: "/v1/runs/:run_id/revert",
-			request: idempotency.Request{Operation: agentfs.OpRevertRun, Target: runID, MediaType: "application/json", By: who.By}}},
-		fixed: jsonContent(map[string]any{"force": force})})
+	e := &queueBatch{c: c, who: who, undo: runID, force: force}
+	e.named, e.fixed = withJSON(http.MethodPost, "/v1/runs/:run_id/revert", agentfs.OpRevertRun, runID, who,
+		map[string]any{"force": force})
+	return c.run(ctx, who, e)
 }
 
 // PlanRevertRun is what RevertRun would do now, changing nothing (POST

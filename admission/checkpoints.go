@@ -17,13 +17,13 @@ import (
 // CHECKPOINT_EXISTS, recorded under the key.
 func (c *Core) CreateCheckpoint(ctx context.Context, who agentfs.Caller, req agentfs.NewCheckpoint) (idempotency.Result, error) {
 	req.Subject, req.By = who.Subject, who.By
-	return c.run(ctx, who, &createCheckpoint{c: c, req: req, origin: agentfs.OriginOf(who),
-		named: named{admission{method: http.MethodPost, route: "/v1/checkpoints",
-			request: idempotency.Request{Operation: agentfs.OpCreateCheckpoint, Target: req.Name, MediaType: "application/json", By: who.By},
-			// A checkpoint keeps the versions under its prefix: a grant
-			// must cover it (no prefix: every path), as for a write there.
-			paths: []string{req.Prefix}}},
-		fixed: jsonContent(map[string]any{"name": req.Name, "prefix": req.Prefix, "note": req.Note})})
+	e := &createCheckpoint{c: c, req: req, origin: agentfs.OriginOf(who)}
+	e.named, e.fixed = withJSON(http.MethodPost, "/v1/checkpoints", agentfs.OpCreateCheckpoint, req.Name, who,
+		map[string]any{"name": req.Name, "prefix": req.Prefix, "note": req.Note})
+	// A checkpoint keeps the versions under its prefix: a grant must cover
+	// it (no prefix: every path), as for a write there.
+	e.adm.paths = []string{req.Prefix}
+	return c.run(ctx, who, e)
 }
 
 // createCheckpoint makes a checkpoint.
@@ -51,8 +51,7 @@ func (e *createCheckpoint) apply(ctx context.Context, tx pgx.Tx) (idempotency.Ou
 // caller's grant.
 func (c *Core) DeleteCheckpoint(ctx context.Context, who agentfs.Caller, idOrName string) (idempotency.Result, error) {
 	return c.run(ctx, who, &deleteCheckpoint{c: c, subject: who.Subject, ref: idOrName, origin: agentfs.OriginOf(who),
-		named: named{admission{method: http.MethodDelete, route: "/v1/checkpoints/:id",
-			request: idempotency.Request{Operation: agentfs.OpDeleteCheckpoint, Target: idOrName, By: who.By}}}})
+		named: onTarget(http.MethodDelete, "/v1/checkpoints/:id", agentfs.OpDeleteCheckpoint, idOrName, who)})
 }
 
 // deleteCheckpoint forgets a checkpoint.

@@ -17,11 +17,11 @@ import (
 // are paths the write touches, so a grant must cover both.
 func (c *Core) CreateFork(ctx context.Context, who agentfs.Caller, req agentfs.NewFork) (idempotency.Result, error) {
 	req.Subject, req.By = who.Subject, who.By
-	return c.run(ctx, who, &createFork{c: c, req: req, origin: agentfs.OriginOf(who),
-		named: named{admission{method: http.MethodPost, route: "/v1/forks",
-			request: idempotency.Request{Operation: agentfs.OpCreateFork, Target: req.To, MediaType: "application/json", By: who.By},
-			paths:   []string{req.From, req.To}}},
-		fixed: jsonContent(map[string]any{"from": req.From, "to": req.To, "as_of": req.AsOf.Raw})})
+	e := &createFork{c: c, req: req, origin: agentfs.OriginOf(who)}
+	e.named, e.fixed = withJSON(http.MethodPost, "/v1/forks", agentfs.OpCreateFork, req.To, who,
+		map[string]any{"from": req.From, "to": req.To, "as_of": req.AsOf.Raw})
+	e.adm.paths = []string{req.From, req.To}
+	return c.run(ctx, who, e)
 }
 
 // createFork makes a fork.
@@ -105,8 +105,7 @@ func (e *mergeFork) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, 
 // repeating it is safe: an unknown fork is 404.
 func (c *Core) DeleteFork(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error) {
 	return c.run(ctx, who, &deleteFork{c: c, subject: who.Subject, id: id,
-		named: named{admission{method: http.MethodDelete, route: "/v1/forks/:id",
-			request: idempotency.Request{Operation: agentfs.OpDeleteFork, Target: id, By: who.By}}}})
+		named: onTarget(http.MethodDelete, "/v1/forks/:id", agentfs.OpDeleteFork, id, who)})
 }
 
 // deleteFork forgets a fork.

@@ -19,11 +19,19 @@ func onTarget(method, route, op, target string, who agentfs.Caller) named {
 		request: idempotency.Request{Operation: op, Target: target, By: who.By}}}
 }
 
+// withJSON names a request on one target ("" for none) whose JSON body is
+// its content, and puts the body in canonical form for its key.
+func withJSON(method, route, op, target string, who agentfs.Caller, body map[string]any) (named, fixed) {
+	return named{admission{method: method, route: route, request: idempotency.Request{Operation: op, Target: target,
+		MediaType: "application/json", By: who.By}}}, jsonContent(body)
+}
+
 // fileChange names a change to one file by id whose JSON body is its
 // content.
 func fileChange(method, route, op, target, ifMatch string, who agentfs.Caller, body map[string]any) (named, fixed) {
-	return named{admission{method: method, route: route, request: idempotency.Request{Operation: op, Target: target,
-		Params: map[string]string{"if_match": ifMatch}, MediaType: "application/json", By: who.By}}}, jsonContent(body)
+	n, f := withJSON(method, route, op, target, who, body)
+	n.adm.request.Params = map[string]string{"if_match": ifMatch}
+	return n, f
 }
 
 // Revert makes version r.Version's content the file's current one
@@ -120,10 +128,10 @@ func (e *setExpiry) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, 
 // and anyone else sees it null.
 func (c *Core) CreateLink(ctx context.Context, who agentfs.Caller, req agentfs.NewLink) (idempotency.Result, error) {
 	req.Subject, req.By = who.Subject, who.By
-	return c.run(ctx, who, &createLink{c: c, req: req,
-		named: named{admission{method: http.MethodPost, route: "/v1/files/:id/links",
-			request: idempotency.Request{Operation: agentfs.OpCreateLink, Target: req.FileID, MediaType: "application/json", By: who.By}}},
-		fixed: jsonContent(map[string]any{"version": req.Version, "expires_in": int64(req.ExpiresIn.Seconds())})})
+	e := &createLink{c: c, req: req}
+	e.named, e.fixed = withJSON(http.MethodPost, "/v1/files/:id/links", agentfs.OpCreateLink, req.FileID, who,
+		map[string]any{"version": req.Version, "expires_in": int64(req.ExpiresIn.Seconds())})
+	return c.run(ctx, who, e)
 }
 
 // createLink makes a share link.

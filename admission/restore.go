@@ -16,14 +16,15 @@ import (
 // PRECONDITION_FAILED unless force). A replay answers the batch's current
 // state (200).
 func (c *Core) RestorePoint(ctx context.Context, who agentfs.Caller, req agentfs.RestoreRequest) (idempotency.Result, error) {
-	return c.run(ctx, who, &queueBatch{c: c, who: who,
+	e := &queueBatch{c: c, who: who,
 		plan: func(ctx context.Context) ([]agentfs.BatchItem, error) {
 			items, _, err := c.planRestore(ctx, who, req)
 			return items, err
 		},
-		named: named{admission{method: http.MethodPost, route: "/v1/restore",
-			request: idempotency.Request{Operation: agentfs.OpRestorePoint, Target: req.Prefix, MediaType: "application/json", By: who.By}}},
-		fixed: jsonContent(map[string]any{"prefix": req.Prefix, "to": req.To.Raw, "force": req.Force})})
+	}
+	e.named, e.fixed = withJSON(http.MethodPost, "/v1/restore", agentfs.OpRestorePoint, req.Prefix, who,
+		map[string]any{"prefix": req.Prefix, "to": req.To.Raw, "force": req.Force})
+	return c.run(ctx, who, e)
 }
 
 // PlanRestorePoint is what RestorePoint would do now, changing nothing

@@ -34,10 +34,9 @@ func (c *Core) CreateToken(ctx context.Context, who agentfs.Caller, req agentfs.
 	body := map[string]any{"name": req.Name, "scopes": req.Grant.Scopes, "prefixes": req.Grant.Prefixes,
 		"run_id": req.Grant.RunID, "agent_id": req.Grant.AgentID, "expires_in": int64(req.ExpiresIn.Seconds()),
 		"max_bytes": req.Grant.MaxBytes}
-	return c.run(ctx, who, &createToken{c: c, who: who, name: req.Name, grant: child,
-		named: named{admission{method: http.MethodPost, route: "/v1/tokens",
-			request: idempotency.Request{Operation: agentfs.OpCreateToken, MediaType: "application/json", By: who.By}}},
-		fixed: jsonContent(body)})
+	e := &createToken{c: c, who: who, name: req.Name, grant: child}
+	e.named, e.fixed = withJSON(http.MethodPost, "/v1/tokens", agentfs.OpCreateToken, "", who, body)
+	return c.run(ctx, who, e)
 }
 
 // createToken makes a child token.
@@ -69,8 +68,7 @@ func (e *createToken) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome
 // LISTEN/NOTIFY); this one forgets them at once.
 func (c *Core) RevokeToken(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error) {
 	return c.run(ctx, who, &revokeToken{c: c, who: who, id: id,
-		named: named{admission{method: http.MethodDelete, route: "/v1/tokens/:id",
-			request: idempotency.Request{Operation: agentfs.OpRevokeToken, Target: id, By: who.By}}}})
+		named: onTarget(http.MethodDelete, "/v1/tokens/:id", agentfs.OpRevokeToken, id, who)})
 }
 
 // revokeToken revokes a token's subtree.

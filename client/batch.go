@@ -125,11 +125,7 @@ func (c *Client) CreateBatch(ctx context.Context, ops []BatchOp, opts BatchOptio
 	if opts.Wait < 0 || opts.Wait > MaxBatchWait {
 		return nil, fmt.Errorf("CreateBatch: Wait %v is outside 0 to %v", opts.Wait, MaxBatchWait)
 	}
-	key := opts.IdempotencyKey
-	if key == "" {
-		key = NewIdempotencyKey()
-	}
-	r, err := newRequest(routeCreateBatch, "/v1/batch").withKey(key).withJSON(map[string]any{"operations": ops})
+	r, err := newRequest(routeCreateBatch, "/v1/batch").withKey(requiredKey(opts.IdempotencyKey)).withJSON(map[string]any{"operations": ops})
 	if err != nil {
 		return nil, err
 	}
@@ -137,6 +133,19 @@ func (c *Client) CreateBatch(ctx context.Context, ops []BatchOp, opts BatchOptio
 		r.query = url.Values{"wait": {strconv.FormatInt(secs, 10)}}
 	}
 	return callJSON[Batch](ctx, c, r)
+}
+
+// startBatch sends r (unless building it failed: err), a write that
+// answers the batch it started, and with wait waits for the batch to end.
+func (c *Client) startBatch(ctx context.Context, r *request, err error, wait bool) (*Batch, error) {
+	if err != nil {
+		return nil, err
+	}
+	b, err := callJSON[Batch](ctx, c, r)
+	if err != nil || !wait || b.Terminal() {
+		return b, err
+	}
+	return c.WaitBatch(ctx, b.ID)
 }
 
 // Batch returns a batch with every item's outcome so far (GET

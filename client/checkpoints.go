@@ -169,20 +169,9 @@ type RestorePointOptions struct {
 // Restore puts the files under prefix back to their state at the point to
 // (POST /v1/restore) and returns the batch that does it.
 func (c *Client) Restore(ctx context.Context, prefix, to string, opts RestorePointOptions) (*Batch, error) {
-	key := opts.IdempotencyKey
-	if key == "" {
-		key = NewIdempotencyKey()
-	}
-	r, err := newRequest(routeRestore, "/v1/restore").withKey(key).
+	r, err := newRequest(routeRestore, "/v1/restore").withKey(requiredKey(opts.IdempotencyKey)).
 		withJSON(map[string]any{"prefix": prefix, "to": to, "force": opts.Force})
-	if err != nil {
-		return nil, err
-	}
-	b, err := callJSON[Batch](ctx, c, r)
-	if err != nil || !opts.Wait || b.Terminal() {
-		return b, err
-	}
-	return c.WaitBatch(ctx, b.ID)
+	return c.startBatch(ctx, r, err, opts.Wait)
 }
 
 // PlanRestore is what Restore would do now, changing nothing (dry_run).

@@ -166,6 +166,15 @@ func (c *Client) keyFor(given string) string {
 	return NewIdempotencyKey()
 }
 
+// requiredKey is given, or a new key when it is empty: for the writes the
+// server runs only with a key, also by a client WithoutIdempotencyKeys.
+func requiredKey(given string) string {
+	if given == "" {
+		return NewIdempotencyKey()
+	}
+	return given
+}
+
 // NewIdempotencyKey returns a new random key, for a caller that wants to
 // keep the key of a write (to retry it across process restarts, say).
 func NewIdempotencyKey() string {

@@ -154,20 +154,9 @@ func (c *Client) RevertRun(ctx context.Context, runID string, opts RevertRunOpti
 	if err := checkTagValue("run id", runID); err != nil {
 		return nil, err
 	}
-	key := opts.IdempotencyKey
-	if key == "" {
-		key = NewIdempotencyKey()
-	}
-	r, err := newRequest(routeRevertRun, runPath(runID)+"/revert").withKey(key).
+	r, err := newRequest(routeRevertRun, runPath(runID)+"/revert").withKey(requiredKey(opts.IdempotencyKey)).
 		withJSON(map[string]bool{"force": opts.Force})
-	if err != nil {
-		return nil, err
-	}
-	b, err := callJSON[Batch](ctx, c, r)
-	if err != nil || !opts.Wait || b.Terminal() {
-		return b, err
-	}
-	return c.WaitBatch(ctx, b.ID)
+	return c.startBatch(ctx, r, err, opts.Wait)
 }
 
 // runPath is /v1/runs/{run_id}, the run id one escaped path segment (a /

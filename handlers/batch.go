@@ -413,19 +413,14 @@ func (a *API) listBatches(c echo.Context) error {
 		return err
 	}
 	out := api.BatchList{}
-	var last *agentfs.Batch
-	out.Data, out.HasMore, last = page(batches, limit, func(b *agentfs.Batch) api.Batch {
+	out.Data, out.HasMore, out.NextCursor = cursorPage(batches, limit, func(b *agentfs.Batch) api.Batch {
 		return render.Batch(a.deps.PublicURL, b, nil)
-	})
-	if out.HasMore {
-		out.NextCursor = nextCursor(last.CreatedAt, last.ID)
-	}
+	}, func(b *agentfs.Batch) (time.Time, string) { return b.CreatedAt, b.ID })
 	return c.JSON(http.StatusOK, out)
 }
 
 // cancelBatch is POST /v1/batch/{id}/cancel: pending items become
 // canceled; safe to repeat.
 func (a *API) cancelBatch(c echo.Context) error {
-	res, err := a.deps.Writes.CancelBatch(c.Request().Context(), caller(c), c.Param("id"))
-	return writeResult(c, res, err)
+	return writeByID(c, a.deps.Writes.CancelBatch)
 }

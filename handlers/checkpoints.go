@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -20,32 +21,32 @@ type createCheckpointBody struct {
 
 // createCheckpoint is POST /v1/checkpoints: 201 with the checkpoint.
 func (a *API) createCheckpoint(c echo.Context) error {
-	var body createCheckpointBody
-	if _, err := readJSON(c, maxJSONBytes, &body, true); err != nil {
-		return err
-	}
+	return writeBody(c, true, bindCheckpoint, a.deps.Writes.CreateCheckpoint)
+}
+
+// bindCheckpoint checks a checkpoint's body: every field may be left out.
+func bindCheckpoint(_ echo.Context, body createCheckpointBody) (agentfs.NewCheckpoint, error) {
 	var req agentfs.NewCheckpoint
 	if body.Name != nil {
 		if err := agentfs.CheckCheckpointName(*body.Name); err != nil {
-			return problem.Validation("name", err.Error())
+			return req, problem.Validation("name", err.Error())
 		}
 		req.Name = *body.Name
 	}
 	if body.Prefix != nil && *body.Prefix != "" {
 		p, err := normalizePrefix(*body.Prefix)
 		if err != nil {
-			return err
+			return req, err
 		}
 		req.Prefix = p
 	}
 	if body.Note != nil {
 		if len(*body.Note) > agentfs.MaxCheckpointNote {
-			return problem.Validation("note", "must be at most 4096 bytes")
+			return req, problem.Validation("note", "must be at most 4096 bytes")
 		}
 		req.Note = *body.Note
 	}
-	res, err := a.deps.Writes.CreateCheckpoint(c.Request().Context(), caller(c), req)
-	return writeResult(c, res, err)
+	return req, nil
 }
 
 // listCheckpoints is GET /v1/checkpoints: newest first.
@@ -68,24 +69,17 @@ func (a *API) listCheckpoints(c echo.Context) error {
 		return err
 	}
 	var out api.CheckpointList
-	var last *agentfs.Checkpoint
-	if out.Data, out.HasMore, last = page(cps, limit, render.Checkpoint); out.HasMore {
-		out.NextCursor = nextCursor(last.CreatedAt, last.ID)
-	}
+	out.Data, out.HasMore, out.NextCursor = cursorPage(cps, limit, render.Checkpoint,
+		func(cp *agentfs.Checkpoint) (time.Time, string) { return cp.CreatedAt, cp.ID })
 	return c.JSON(http.StatusOK, out)
 }
 
 // getCheckpoint is GET /v1/checkpoints/{id_or_name}.
 func (a *API) getCheckpoint(c echo.Context) error {
-	cp, err := a.deps.Points.Checkpoint(c.Request().Context(), caller(c), c.Param("id"))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, render.Checkpoint(cp))
+	return getByID(c, a.deps.Points.Checkpoint, render.Checkpoint)
 }
 
 // deleteCheckpoint is DELETE /v1/checkpoints/{id_or_name}: safe to repeat.
 func (a *API) deleteCheckpoint(c echo.Context) error {
-	res, err := a.deps.Writes.DeleteCheckpoint(c.Request().Context(), caller(c), c.Param("id"))
-	return writeResult(c, res, err)
+	return writeByID(c, a.deps.Writes.DeleteCheckpoint)
 }

@@ -6,6 +6,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -179,11 +180,8 @@ func (a *API) listFiles(c echo.Context) error {
 		return err
 	}
 	out := api.FileList{}
-	var last *agentfs.File
-	out.Data, out.HasMore, last = page(files, limit, func(f *agentfs.File) api.File { return render.File(a.deps.PublicURL, f) })
-	if out.HasMore {
-		out.NextCursor = nextCursor(last.CreatedAt, last.ID)
-	}
+	out.Data, out.HasMore, out.NextCursor = cursorPage(files, limit, func(f *agentfs.File) api.File { return render.File(a.deps.PublicURL, f) },
+		func(f *agentfs.File) (time.Time, string) { return f.CreatedAt, f.ID })
 	return c.JSON(http.StatusOK, out)
 }
 
@@ -255,6 +253,12 @@ func (a *API) getFile(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	return a.answerFile(c, f)
+}
+
+// answerFile answers a file's metadata with its ETag, or 304 when
+// If-None-Match names it.
+func (a *API) answerFile(c echo.Context, f *agentfs.File) error {
 	c.Response().Header().Set("ETag", f.ETag())
 	if inm := c.Request().Header.Get("If-None-Match"); inm != "" && agentfs.ETagMatchesWeak(inm, f.ETag()) {
 		return c.NoContent(http.StatusNotModified)
@@ -271,8 +275,7 @@ func (a *API) deleteFile(c echo.Context) error {
 
 // restoreFile is POST /v1/files/{id}/restore: undo a delete, safe to repeat.
 func (a *API) restoreFile(c echo.Context) error {
-	res, err := a.deps.Writes.Restore(c.Request().Context(), caller(c), c.Param("id"))
-	return writeResult(c, res, err)
+	return writeByID(c, a.deps.Writes.Restore)
 }
 
 func headerProblem(name string, err error) *problem.Problem {

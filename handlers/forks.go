@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -20,7 +21,7 @@ type createForkBody struct {
 
 // bindFork checks a fork's body: two folders, neither inside the other,
 // and a point (now when absent).
-func bindFork(body createForkBody, subject string) (agentfs.NewFork, error) {
+func bindFork(c echo.Context, body createForkBody) (agentfs.NewFork, error) {
 	var req agentfs.NewFork
 	for _, f := range []struct {
 		name string
@@ -44,22 +45,13 @@ func bindFork(body createForkBody, subject string) (agentfs.NewFork, error) {
 		asOf = *body.AsOf
 	}
 	var err error
-	req.AsOf, err = agentfs.ParsePoint("as_of", asOf, subject)
+	req.AsOf, err = agentfs.ParsePoint("as_of", asOf, caller(c).Subject)
 	return req, err
 }
 
 // createFork is POST /v1/forks: 201 with the fork.
 func (a *API) createFork(c echo.Context) error {
-	var body createForkBody
-	if _, err := readJSON(c, maxJSONBytes, &body, false); err != nil {
-		return err
-	}
-	req, err := bindFork(body, caller(c).Subject)
-	if err != nil {
-		return err
-	}
-	res, err := a.deps.Writes.CreateFork(c.Request().Context(), caller(c), req)
-	return writeResult(c, res, err)
+	return writeBody(c, false, bindFork, a.deps.Writes.CreateFork)
 }
 
 // mergeBody is the body of POST /v1/forks/{id}/merge.
@@ -119,24 +111,17 @@ func (a *API) listForks(c echo.Context) error {
 		return err
 	}
 	var out api.ForkList
-	var last *agentfs.Fork
-	if out.Data, out.HasMore, last = page(forks, limit, render.Fork); out.HasMore {
-		out.NextCursor = nextCursor(last.CreatedAt, last.ID)
-	}
+	out.Data, out.HasMore, out.NextCursor = cursorPage(forks, limit, render.Fork,
+		func(f *agentfs.Fork) (time.Time, string) { return f.CreatedAt, f.ID })
 	return c.JSON(http.StatusOK, out)
 }
 
 // getFork is GET /v1/forks/{id}.
 func (a *API) getFork(c echo.Context) error {
-	f, err := a.deps.Points.Fork(c.Request().Context(), caller(c), c.Param("id"))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, render.Fork(f))
+	return getByID(c, a.deps.Points.Fork, render.Fork)
 }
 
 // deleteFork is DELETE /v1/forks/{id}: forgets the fork; its files stay.
 func (a *API) deleteFork(c echo.Context) error {
-	res, err := a.deps.Writes.DeleteFork(c.Request().Context(), caller(c), c.Param("id"))
-	return writeResult(c, res, err)
+	return writeByID(c, a.deps.Writes.DeleteFork)
 }

@@ -96,20 +96,16 @@ type revertBody struct {
 
 // revertFile is POST /v1/files/{id}/revert.
 func (a *API) revertFile(c echo.Context) error {
-	var body revertBody
-	if _, err := readJSON(c, maxJSONBytes, &body, false); err != nil {
-		return err
-	}
+	return writeBody(c, false, bindRevert, a.deps.Writes.Revert)
+}
+
+// bindRevert checks a revert's body: the version is required.
+func bindRevert(c echo.Context, body revertBody) (agentfs.Revert, error) {
 	if body.Version == nil {
-		return problem.Validation("version", "is required")
+		return agentfs.Revert{}, problem.Validation("version", "is required")
 	}
 	n, err := parseVersion("version", strconv.FormatInt(*body.Version, 10))
-	if err != nil {
-		return err
-	}
-	res, err := a.deps.Writes.Revert(c.Request().Context(), caller(c), agentfs.Revert{
-		FileID: c.Param("id"), Version: n, IfMatch: ifMatch(c)})
-	return writeResult(c, res, err)
+	return agentfs.Revert{FileID: c.Param("id"), Version: n, IfMatch: ifMatch(c)}, err
 }
 
 // moveBody is the body of POST /v1/files/{id}/move.
@@ -120,27 +116,27 @@ type moveBody struct {
 
 // moveFile is POST /v1/files/{id}/move.
 func (a *API) moveFile(c echo.Context) error {
-	var body moveBody
-	if _, err := readJSON(c, maxJSONBytes, &body, false); err != nil {
-		return err
-	}
+	return writeBody(c, false, bindMove, a.deps.Writes.Move)
+}
+
+// bindMove checks a move's body: the path is required.
+func bindMove(c echo.Context, body moveBody) (agentfs.Move, error) {
 	if body.Path == nil {
-		return problem.Validation("path", "is required")
+		return agentfs.Move{}, problem.Validation("path", "is required")
 	}
 	p, err := cleanPath(*body.Path)
 	if err != nil {
-		return err
+		return agentfs.Move{}, err
 	}
 	m := agentfs.Move{FileID: c.Param("id"), Path: p, IfMatch: ifMatch(c)}
 	if body.IfExists != nil && *body.IfExists == "overwrite" {
 		m.Overwrite = true
 	} else if body.IfExists != nil {
 		if m.Replace, err = parseIfExists(*body.IfExists); err != nil {
-			return problem.Validation("if_exists", "must be error, replace or overwrite")
+			return m, problem.Validation("if_exists", "must be error, replace or overwrite")
 		}
 	}
-	res, err := a.deps.Writes.Move(c.Request().Context(), caller(c), m)
-	return writeResult(c, res, err)
+	return m, nil
 }
 
 // patchFile is PATCH /v1/files/{id}: any of {"expires_at": RFC 3339 |
@@ -250,15 +246,5 @@ func cleanPath(p string) (string, error) {
 
 // parseLimit reads a page size: 1-1000, default 100.
 func parseLimit(v string) (int, error) {
-	if v == "" {
-		return defaultListLimit, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return 0, problem.Invalid("limit", "must be an integer")
-	}
-	if n < 1 || n > maxListLimit {
-		return 0, problem.Validation("limit", "must be between 1 and 1000")
-	}
-	return n, nil
+	return limitOf(v, defaultListLimit, maxListLimit)
 }

@@ -22,24 +22,24 @@ type createLinkBody struct {
 // createLink is POST /v1/files/{id}/links: 201 with the link; its url (the
 // secret) is shown in this answer only.
 func (a *API) createLink(c echo.Context) error {
-	var body createLinkBody
-	if _, err := readJSON(c, maxJSONBytes, &body, true); err != nil {
-		return err
-	}
+	return writeBody(c, true, bindLink, a.deps.Writes.CreateLink)
+}
+
+// bindLink checks a link's body: both fields may be left out.
+func bindLink(c echo.Context, body createLinkBody) (agentfs.NewLink, error) {
 	req := agentfs.NewLink{FileID: c.Param("id"), ExpiresIn: agentfs.DefaultLinkExpiresIn}
 	var err error
 	if body.ExpiresIn != nil {
 		if req.ExpiresIn, err = expiresIn("expires_in", *body.ExpiresIn, agentfs.MinLinkExpiresIn, agentfs.MaxLinkExpiresIn); err != nil {
-			return err
+			return req, err
 		}
 	}
 	if body.Version != nil {
 		if req.Version, err = parseVersion("version", strconv.FormatInt(*body.Version, 10)); err != nil {
-			return err
+			return req, err
 		}
 	}
-	res, err := a.deps.Writes.CreateLink(c.Request().Context(), caller(c), req)
-	return writeResult(c, res, err)
+	return req, nil
 }
 
 // listLinks is GET /v1/files/{id}/links: the file's links, without secrets.
@@ -57,8 +57,7 @@ func (a *API) listLinks(c echo.Context) error {
 
 // revokeLink is DELETE /v1/links/{id}: revoke, safe to repeat.
 func (a *API) revokeLink(c echo.Context) error {
-	res, err := a.deps.Writes.RevokeLink(c.Request().Context(), caller(c), c.Param("id"))
-	return writeResult(c, res, err)
+	return writeByID(c, a.deps.Writes.RevokeLink)
 }
 
 // getShared is GET and HEAD /s/{secret}: what a share link shares, without

@@ -1,12 +1,14 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/idempotency"
 	"github.com/agentfs/agentfs/problem"
 	"github.com/agentfs/agentfs/render"
@@ -52,4 +54,28 @@ func writeResult(c echo.Context, res idempotency.Result, err error) error {
 		c.Response().Header().Set(k, v)
 	}
 	return c.Blob(out.Status, echo.MIMEApplicationJSON, out.Body)
+}
+
+// writeByID runs a write on the resource the route's {id} names (a delete,
+// a revoke, a cancel) and answers how it ended.
+func writeByID(c echo.Context, write func(context.Context, agentfs.Caller, string) (idempotency.Result, error)) error {
+	res, err := write(c.Request().Context(), caller(c), c.Param("id"))
+	return writeResult(c, res, err)
+}
+
+// writeBody runs a write whose request is a JSON body: bind checks the
+// decoded body (B's zero value when optional and absent) and builds the
+// request, then write runs it and the answer says how it ended.
+func writeBody[B, R any](c echo.Context, optional bool, bind func(echo.Context, B) (R, error),
+	write func(context.Context, agentfs.Caller, R) (idempotency.Result, error)) error {
+	var body B
+	if _, err := readJSON(c, maxJSONBytes, &body, optional); err != nil {
+		return err
+	}
+	req, err := bind(c, body)
+	if err != nil {
+		return err
+	}
+	res, err := write(c.Request().Context(), caller(c), req)
+	return writeResult(c, res, err)
 }

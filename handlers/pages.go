@@ -1,13 +1,28 @@
 package handlers
 
 import (
+	"context"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/problem"
 )
+
+// getByID answers a GET of the resource the route's {id} names: 200 with
+// its wire form.
+func getByID[T, W any](c echo.Context, get func(context.Context, agentfs.Caller, string) (T, error), render func(T) W) error {
+	v, err := get(c.Request().Context(), caller(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, render(v))
+}
 
 // page cuts rows, read with one more than limit, to a page of limit and
 // renders each: more says that a next page exists, and last is the final
@@ -22,6 +37,17 @@ func page[T, W any](rows []T, limit int, render func(T) W) (data []W, more bool,
 		data = append(data, render(r))
 	}
 	return data, more, last
+}
+
+// cursorPage is page for a listing in created_at order: next is the
+// cursor of the page after (nil on the last page), made of the key of the
+// last row kept.
+func cursorPage[T, W any](rows []T, limit int, render func(T) W, key func(T) (time.Time, string)) (data []W, more bool, next *string) {
+	data, more, last := page(rows, limit, render)
+	if more {
+		next = nextCursor(key(last))
+	}
+	return data, more, next
 }
 
 // statusList is what a listing filtered by status reads from its query.

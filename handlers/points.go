@@ -108,11 +108,7 @@ func (a *API) getFileAsOf(c echo.Context, spec agentfs.PointSpec) error {
 	if err != nil {
 		return err
 	}
-	c.Response().Header().Set("ETag", f.ETag())
-	if inm := c.Request().Header.Get("If-None-Match"); inm != "" && agentfs.ETagMatchesWeak(inm, f.ETag()) {
-		return c.NoContent(http.StatusNotModified)
-	}
-	return c.JSON(http.StatusOK, render.File(a.deps.PublicURL, f))
+	return a.answerFile(c, f)
 }
 
 // getContentAsOf is GET and HEAD /v1/files/{id}/content?as_of=: the bytes
@@ -127,7 +123,11 @@ func (a *API) getContentAsOf(c echo.Context, spec agentfs.PointSpec) error {
 
 // limitParam is the limit query parameter: def when absent, 1..max.
 func limitParam(c echo.Context, def, most int) (int, error) {
-	v := c.QueryParam("limit")
+	return limitOf(c.QueryParam("limit"), def, most)
+}
+
+// limitOf reads a page size v: def when empty, else 1..most.
+func limitOf(v string, def, most int) (int, error) {
 	if v == "" {
 		return def, nil
 	}

@@ -33,22 +33,13 @@ type createTokenBody struct {
 // its secret shown in this answer only (and a replay of it to the same
 // token).
 func (a *API) createToken(c echo.Context) error {
-	var body createTokenBody
-	if _, err := readJSON(c, maxJSONBytes, &body, false); err != nil {
-		return err
-	}
-	req, err := newTokenOf(body)
-	if err != nil {
-		return err
-	}
-	res, err := a.deps.Writes.CreateToken(c.Request().Context(), caller(c), req)
-	return writeResult(c, res, err)
+	return writeBody(c, false, newTokenOf, a.deps.Writes.CreateToken)
 }
 
 // newTokenOf checks the shape of a POST /v1/tokens body; the grant's own
 // rules (known scopes, folders, pins) are agentfs.NormalizeGrant's, where
 // the core holds it to the parent's.
-func newTokenOf(body createTokenBody) (agentfs.NewToken, error) {
+func newTokenOf(_ echo.Context, body createTokenBody) (agentfs.NewToken, error) {
 	switch {
 	case len(body.Name) > agentfs.MaxTokenName:
 		return agentfs.NewToken{}, problem.Validation("name", "at most 128 bytes")
@@ -91,16 +82,11 @@ func (a *API) listTokens(c echo.Context) error {
 
 // getToken is GET /v1/tokens/{id}: the caller's token or a descendant.
 func (a *API) getToken(c echo.Context) error {
-	t, err := a.deps.Delegation.Token(c.Request().Context(), caller(c), c.Param("id"))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, render.Token(t))
+	return getByID(c, a.deps.Delegation.Token, render.Token)
 }
 
 // revokeToken is DELETE /v1/tokens/{id}: revokes it and every descendant;
 // safe to repeat.
 func (a *API) revokeToken(c echo.Context) error {
-	res, err := a.deps.Writes.RevokeToken(c.Request().Context(), caller(c), c.Param("id"))
-	return writeResult(c, res, err)
+	return writeByID(c, a.deps.Writes.RevokeToken)
 }

@@ -41,16 +41,7 @@ type createUploadBody struct {
 // createUpload is POST /v1/uploads: a new session, or the live one that
 // matches (200), so a caller that lost the answer resumes.
 func (a *API) createUpload(c echo.Context) error {
-	var body createUploadBody
-	if _, err := readJSON(c, maxJSONBytes, &body, false); err != nil {
-		return err
-	}
-	req, err := a.newUpload(c, body)
-	if err != nil {
-		return err
-	}
-	res, err := a.deps.Writes.CreateUpload(c.Request().Context(), caller(c), req)
-	return writeResult(c, res, err)
+	return writeBody(c, false, a.newUpload, a.deps.Writes.CreateUpload)
 }
 
 func (a *API) newUpload(c echo.Context, b createUploadBody) (agentfs.NewUpload, error) {
@@ -82,11 +73,8 @@ func (a *API) newUpload(c echo.Context, b createUploadBody) (agentfs.NewUpload, 
 			return req, problem.Validation("if_exists", err.Error())
 		}
 	}
-	if b.SHA256 != nil {
-		if !sha256Hex.MatchString(*b.SHA256) {
-			return req, problem.Validation("sha256", "must be 64 lowercase hex digits")
-		}
-		req.SHA256 = *b.SHA256
+	if req.SHA256, err = checkSHA256(b.SHA256); err != nil {
+		return req, err
 	}
 	if b.ExpiresIn != nil {
 		if req.ExpiresIn, err = expiresIn("expires_in", *b.ExpiresIn, agentfs.MinExpiresIn, agentfs.MaxExpiresIn); err != nil {
@@ -94,6 +82,17 @@ func (a *API) newUpload(c echo.Context, b createUploadBody) (agentfs.NewUpload, 
 		}
 	}
 	return req, nil
+}
+
+// checkSHA256 checks the sha256 a body may name ("" when absent).
+func checkSHA256(v *string) (string, error) {
+	if v == nil {
+		return "", nil
+	}
+	if !sha256Hex.MatchString(*v) {
+		return "", problem.Validation("sha256", "must be 64 lowercase hex digits")
+	}
+	return *v, nil
 }
 
 // readJSON reads a JSON body of at most limit bytes (413 above) into dst
@@ -317,11 +316,9 @@ func (a *API) completeUpload(c echo.Context) error {
 		}
 		req.Replace = &replace
 	}
-	if body.SHA256 != nil {
-		if !sha256Hex.MatchString(*body.SHA256) {
-			return problem.Validation("sha256", "must be 64 lowercase hex digits")
-		}
-		req.SHA256 = *body.SHA256
+	var err error
+	if req.SHA256, err = checkSHA256(body.SHA256); err != nil {
+		return err
 	}
 	res, err := a.deps.Writes.CompleteUpload(c.Request().Context(), caller(c), c.Param("id"), req)
 	return writeResult(c, res, err)
@@ -329,8 +326,7 @@ func (a *API) completeUpload(c echo.Context) error {
 
 // abortUpload is DELETE /v1/uploads/{id}: abort, safe to repeat.
 func (a *API) abortUpload(c echo.Context) error {
-	res, err := a.deps.Writes.AbortUpload(c.Request().Context(), caller(c), c.Param("id"))
-	return writeResult(c, res, err)
+	return writeByID(c, a.deps.Writes.AbortUpload)
 }
 
 // listUploads is GET /v1/uploads: the subject's sessions, newest first.
@@ -354,13 +350,9 @@ func (a *API) listUploads(c echo.Context) error {
 	}
 	reqID := c.Response().Header().Get(problem.RequestIDHeader)
 	out := api.UploadList{}
-	var last *agentfs.Upload
-	out.Data, out.HasMore, last = page(uploads, limit, func(u *agentfs.Upload) api.Upload {
+	out.Data, out.HasMore, out.NextCursor = cursorPage(uploads, limit, func(u *agentfs.Upload) api.Upload {
 		return render.Upload(a.deps.PublicURL, u, nil, reqID, time.Now())
-	})
-	if out.HasMore {
-		out.NextCursor = nextCursor(last.CreatedAt, last.ID)
-	}
+	}, func(u *agentfs.Upload) (time.Time, string) { return u.CreatedAt, u.ID })
 	return c.JSON(http.StatusOK, out)
 }
 

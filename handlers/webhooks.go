@@ -45,20 +45,11 @@ type createWebhookBody struct {
 // createWebhook is POST /v1/webhooks: 201 with the webhook and its
 // signing secret, shown in this answer only.
 func (a *API) createWebhook(c echo.Context) error {
-	var body createWebhookBody
-	if _, err := readJSON(c, maxJSONBytes, &body, false); err != nil {
-		return err
-	}
-	req, err := a.newWebhookOf(body)
-	if err != nil {
-		return err
-	}
-	res, err := a.deps.Writes.CreateWebhook(c.Request().Context(), caller(c), req)
-	return writeResult(c, res, err)
+	return writeBody(c, false, a.newWebhookOf, a.deps.Writes.CreateWebhook)
 }
 
 // newWebhookOf checks a POST /v1/webhooks body.
-func (a *API) newWebhookOf(body createWebhookBody) (agentfs.NewWebhook, error) {
+func (a *API) newWebhookOf(_ echo.Context, body createWebhookBody) (agentfs.NewWebhook, error) {
 	if body.URL == nil {
 		return agentfs.NewWebhook{}, problem.Validation("url", "is required: the https URL events are POSTed to")
 	}
@@ -149,11 +140,7 @@ func (a *API) listWebhooks(c echo.Context) error {
 
 // getWebhook is GET /v1/webhooks/{id}, without its secret.
 func (a *API) getWebhook(c echo.Context) error {
-	w, err := a.deps.Webhooks.Webhook(c.Request().Context(), caller(c), c.Param("id"))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, render.Webhook(w))
+	return getByID(c, a.deps.Webhooks.Webhook, render.Webhook)
 }
 
 // patchWebhookBody is the body of PATCH /v1/webhooks/{id}.
@@ -199,8 +186,7 @@ func (a *API) patchWebhook(c echo.Context) error {
 
 // deleteWebhook is DELETE /v1/webhooks/{id}: its delivery stops.
 func (a *API) deleteWebhook(c echo.Context) error {
-	res, err := a.deps.Writes.DeleteWebhook(c.Request().Context(), caller(c), c.Param("id"))
-	return writeResult(c, res, err)
+	return writeByID(c, a.deps.Writes.DeleteWebhook)
 }
 
 // rotateWebhookSecret is POST /v1/webhooks/{id}/rotate-secret: the new
@@ -209,8 +195,7 @@ func (a *API) rotateWebhookSecret(c echo.Context) error {
 	if _, err := readJSON(c, maxJSONBytes, &struct{}{}, true); err != nil {
 		return err
 	}
-	res, err := a.deps.Writes.RotateWebhookSecret(c.Request().Context(), caller(c), c.Param("id"))
-	return writeResult(c, res, err)
+	return writeByID(c, a.deps.Writes.RotateWebhookSecret)
 }
 
 // replayWebhookBody is the body of POST /v1/webhooks/{id}/replay.

@@ -67,3 +67,14 @@ func textArgument(f *jsonutf8.Fault) *Problem {
 	p.Errors = []FieldError{{Field: field, Message: f.Reason}}
 	return p
 }
+
+// pathArg checks a tool's path argument with check (filePath or dirPath)
+// and names it as the path the call acts on.
+func (cc *callContext) pathArg(check func(field, arg string) (string, error), arg string) (string, error) {
+	p, err := check("path", arg)
+	if err != nil {
+		return "", err
+	}
+	cc.path = p
+	return p, nil
+}

@@ -86,11 +86,10 @@ func fileHistoryTool() *toolSpec {
 			"Every write that changed the content made one; old versions are kept for a limited time. revert_file brings one back, share_file shares one.",
 		Annotations: readOnly("File history"),
 	}, cursorProperty, func(ctx context.Context, tb *toolbox, in *fileHistoryIn, cc *callContext) (*reply[FileHistory], error) {
-		p, err := filePath("path", in.Path)
+		p, err := cc.pathArg(filePath, in.Path)
 		if err != nil {
 			return nil, err
 		}
-		cc.path = p
 		f, err := tb.fileAt(ctx, p)
 		if err != nil {
 			return nil, err

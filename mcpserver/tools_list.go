@@ -92,11 +92,10 @@ func listDirectoryTool() *toolSpec {
 			"Large directories come in parts with a cursor; to find files by name pattern use search_files, for a whole subtree directory_tree.",
 		Annotations: readOnly("List directory"),
 	}, cursorProperty, func(ctx context.Context, tb *toolbox, in *listDirectoryIn, cc *callContext) (*reply[DirectoryListing], error) {
-		dir, err := dirPath("path", in.Path)
+		dir, err := cc.pathArg(dirPath, in.Path)
 		if err != nil {
 			return nil, err
 		}
-		cc.path = dir
 		ctx = withAsOf(ctx, in.AsOf)
 		prefix := dirPrefix(dir)
 		seen := map[DirEntry]bool{}
@@ -196,11 +195,10 @@ func directoryTreeTool() *toolSpec {
 		Annotations:  readOnly("Directory tree"),
 		OutputSchema: treeOutputSchema(),
 	}, cursorProperty, func(ctx context.Context, tb *toolbox, in *directoryTreeIn, cc *callContext) (*reply[DirectoryTree], error) {
-		dir, err := dirPath("path", in.Path)
+		dir, err := cc.pathArg(dirPath, in.Path)
 		if err != nil {
 			return nil, err
 		}
-		cc.path = dir
 		ctx = withAsOf(ctx, in.AsOf)
 		prefix := dirPrefix(dir)
 		root := &TreeEntry{Type: "directory"}
@@ -301,11 +299,10 @@ func searchFilesTool() *toolSpec {
 		s.Properties["excludePatterns"].MaxItems = ptr(100)
 		s.Properties["excludePatterns"].Items.MaxLength = ptr(maxGlobLen)
 	}, func(ctx context.Context, tb *toolbox, in *searchFilesIn, cc *callContext) (*reply[SearchResult], error) {
-		dir, err := dirPath("path", in.Path)
+		dir, err := cc.pathArg(dirPath, in.Path)
 		if err != nil {
 			return nil, err
 		}
-		cc.path = dir
 		match, err := compileGlob(in.Pattern)
 		if err != nil {
 			return nil, validation("pattern", err.Error())

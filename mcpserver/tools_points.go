@@ -24,11 +24,10 @@ func checkpointTool() *toolSpec {
 			"diff shows what changed since, restore puts a directory back to it. A name in use answers CHECKPOINT_EXISTS.",
 		Annotations: writes("Checkpoint", false, false),
 	}, nil, func(ctx context.Context, tb *toolbox, in *checkpointIn, cc *callContext) (*reply[Checkpoint], error) {
-		dir, err := dirPath("path", in.Path)
+		dir, err := cc.pathArg(dirPath, in.Path)
 		if err != nil {
 			return nil, err
 		}
-		cc.path = dir
 		cp, err := tb.b.Checkpoint(ctx, in.Name, dirPrefix(dir), in.Note)
 		if err != nil {
 			return nil, err
@@ -60,11 +59,10 @@ func listCheckpointsTool() *toolSpec {
 		Description: "List your checkpoints, newest first: id, name, directory, note and when each was made; use one as from in diff or to in restore.",
 		Annotations: readOnly("List checkpoints"),
 	}, nil, func(ctx context.Context, tb *toolbox, in *listCheckpointsIn, cc *callContext) (*reply[CheckpointList], error) {
-		dir, err := dirPath("path", in.Path)
+		dir, err := cc.pathArg(dirPath, in.Path)
 		if err != nil {
 			return nil, err
 		}
-		cc.path = dir
 		cps, err := tb.b.Checkpoints(ctx, dirPrefix(dir))
 		if err != nil {
 			return nil, err
@@ -93,11 +91,10 @@ func diffTool() *toolSpec {
 			"and a unified diff of the text files. Changed and changed back is no change.",
 		Annotations: readOnly("Diff"),
 	}, nil, func(ctx context.Context, tb *toolbox, in *diffIn, cc *callContext) (*reply[DiffResult], error) {
-		dir, err := dirPath("path", in.Path)
+		dir, err := cc.pathArg(dirPath, in.Path)
 		if err != nil {
 			return nil, err
 		}
-		cc.path = dir
 		d, err := tb.b.Diff(ctx, in.From, in.To, dirPrefix(dir))
 		if err != nil {
 			return nil, err
@@ -132,11 +129,10 @@ func restoreTool() *toolSpec {
 			"deleted ones come back, moved ones move back. A file changed meanwhile fails PRECONDITION_FAILED. dry_run shows the plan.",
 		Annotations: writes("Restore", true, false),
 	}, nil, func(ctx context.Context, tb *toolbox, in *restoreIn, cc *callContext) (*reply[RestoreResult], error) {
-		dir, err := dirPath("path", in.Path)
+		dir, err := cc.pathArg(dirPath, in.Path)
 		if err != nil {
 			return nil, err
 		}
-		cc.path = dir
 		r, err := tb.b.RestorePoint(ctx, dirPrefix(dir), in.To, in.DryRun)
 		if err != nil {
 			return nil, err

@@ -47,11 +47,10 @@ func readTextFileTool() *toolSpec {
 		lines(s, "head")
 		lines(s, "tail")
 	}, func(ctx context.Context, tb *toolbox, in *readTextFileIn, cc *callContext) (*reply[TextFile], error) {
-		p, err := filePath("path", in.Path)
+		p, err := cc.pathArg(filePath, in.Path)
 		if err != nil {
 			return nil, err
 		}
-		cc.path = p
 		if in.Head > 0 && in.Tail > 0 {
 			return nil, validation("tail", "give head or tail, not both")
 		}
@@ -283,11 +282,10 @@ func getFileInfoTool() *toolSpec {
 			"A path that only prefixes other files is reported as a directory.",
 		Annotations: readOnly("Get file info"),
 	}, nil, func(ctx context.Context, tb *toolbox, in *getFileInfoIn, cc *callContext) (*reply[FileInfo], error) {
-		p, err := filePath("path", in.Path)
+		p, err := cc.pathArg(filePath, in.Path)
 		if err != nil {
 			return nil, err
 		}
-		cc.path = p
 		f, err := tb.fileAt(ctx, p)
 		var prob *Problem
 		if errors.As(err, &prob) && prob.Code == CodeNotFound {

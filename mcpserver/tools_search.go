@@ -57,11 +57,10 @@ func grepFilesTool() *toolSpec {
 		s.Properties["max_results"].Minimum = ptr(1.0)
 		s.Properties["max_results"].Maximum = ptr(1000.0)
 	}, func(ctx context.Context, tb *toolbox, in *grepFilesIn, cc *callContext) (*reply[GrepResult], error) {
-		dir, err := dirPath("path", in.Path)
+		dir, err := cc.pathArg(dirPath, in.Path)
 		if err != nil {
 			return nil, err
 		}
-		cc.path = dir
 		opts := SearchOptions{Literal: in.Literal, IgnoreCase: in.IgnoreCase, Prefix: dirPrefix(dir), Context: in.Context,
 			Limit: in.MaxResults, Cursor: in.Cursor}
 		if in.Glob != "" {

@@ -25,11 +25,10 @@ func shareFileTool() *toolSpec {
 		seconds(s, "expires_in", agentfs.MinLinkExpiresIn, agentfs.MaxLinkExpiresIn)
 		versionProperty(s)
 	}, func(ctx context.Context, tb *toolbox, in *shareFileIn, cc *callContext) (*reply[Link], error) {
-		p, err := filePath("path", in.Path)
+		p, err := cc.pathArg(filePath, in.Path)
 		if err != nil {
 			return nil, err
 		}
-		cc.path = p
 		f, err := tb.fileAt(ctx, p)
 		if err != nil {
 			return nil, err

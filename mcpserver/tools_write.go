@@ -252,11 +252,10 @@ func deleteFileTool() *toolSpec {
 			"Directories cannot be deleted as such; delete their files.",
 		Annotations: writes("Delete file", true, true),
 	}, nil, func(ctx context.Context, tb *toolbox, in *deleteFileIn, cc *callContext) (*reply[File], error) {
-		p, err := filePath("path", in.Path)
+		p, err := cc.pathArg(filePath, in.Path)
 		if err != nil {
 			return nil, err
 		}
-		cc.path = p
 		f, err := tb.fileAt(ctx, p)
 		if err != nil {
 			return nil, err

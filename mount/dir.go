@@ -47,6 +47,22 @@ func (d *dirNode) absent(name string) bool {
 	return d.made && d.epoch == d.fs.feedEpoch.Load() && !d.names[name]
 }
 
+// opsOf is the node of inode n, nil for no inode.
+func opsOf(n *fs.Inode) fs.InodeEmbedder {
+	if n == nil {
+		return nil
+	}
+	return n.Operations()
+}
+
+// unchanged reports whether this mount made the folder and nothing in it
+// changed elsewhere since: it is there without asking.
+func (d *dirNode) unchanged() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.made && d.epoch == d.fs.feedEpoch.Load()
+}
+
 // changedElsewhere forgets that the folder holds only this mount's
 // names: something under it changed elsewhere.
 func (d *dirNode) changedElsewhere() {
@@ -148,6 +164,10 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		return nil, syscall.ENOENT
 	}
 	known := d.GetChild(name)
+	if dn, ok := opsOf(known).(*dirNode); ok && dn.unchanged() {
+		dn.fill(&out.Attr) // made here, and nothing in it changed elsewhere since
+		return known, 0
+	}
 	if c := d.childFile(name); c != nil && c.local() {
 		c.fill(&out.Attr) // created here and not stored yet, or open
 		return known, 0
@@ -240,16 +260,9 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	if d.GetChild(name) != nil {
 		return nil, syscall.EEXIST
 	}
-	m := int(mode & 0o7777)
-	_, err := d.fs.c.PutFile(ctx, d.fs.remote(d.child(name)), strings.NewReader(""),
-		client.PutOptions{Kind: "directory", Mode: &m, IfNoneMatchAny: true, IdempotencyKey: d.fs.key()})
-	if err != nil {
-		if client.ErrorCode(err) == "PRECONDITION_FAILED" {
-			return nil, syscall.EEXIST
-		}
-		return nil, errno(err)
+	if _, e := d.putNew(ctx, name, "", "directory", int(mode&0o7777)); e != 0 {
+		return nil, e
 	}
-	d.mine(name)
 	n := &dirNode{fs: d.fs, made: true, epoch: d.fs.feedEpoch.Load(), names: map[string]bool{}}
 	n.fill(&out.Attr)
 	return d.NewInode(ctx, n, fs.StableAttr{Mode: fuse.S_IFDIR}), 0
@@ -306,9 +319,19 @@ func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.En
 	if d.fs.readOnly {
 		return nil, syscall.EROFS
 	}
-	m := 0o777
-	f, err := d.fs.c.PutFile(ctx, d.fs.remote(d.child(name)), strings.NewReader(target),
-		client.PutOptions{Kind: "symlink", Mode: &m, IfNoneMatchAny: true, IdempotencyKey: d.fs.key()})
+	f, e := d.putNew(ctx, name, target, "symlink", 0o777)
+	if e != 0 {
+		return nil, e
+	}
+	return d.fileInode(ctx, f, out), 0
+}
+
+// putNew stores a new file of kind (a folder's marker, a symlink) holding
+// content at name, which must be free (EEXIST), and counts it as this
+// mount's.
+func (d *dirNode) putNew(ctx context.Context, name, content, kind string, mode int) (*client.File, syscall.Errno) {
+	f, err := d.fs.c.PutFile(ctx, d.fs.remote(d.child(name)), strings.NewReader(content),
+		client.PutOptions{Kind: kind, Mode: &mode, IfNoneMatchAny: true, IdempotencyKey: d.fs.key()})
 	if err != nil {
 		if client.ErrorCode(err) == "PRECONDITION_FAILED" {
 			return nil, syscall.EEXIST
@@ -316,7 +339,7 @@ func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.En
 		return nil, errno(err)
 	}
 	d.mine(name)
-	return d.fileInode(ctx, f, out), 0
+	return f, 0
 }
 
 // Create makes a new file, stored at its first close; until then it lives

@@ -60,6 +60,9 @@ func (f *filesystem) invalidate(ctx context.Context, p, fileID string) {
 			dir = child // a folder the kernel knows stays
 			continue
 		}
+		if d, ok := child.Operations().(*dirNode); ok {
+			d.changedElsewhere() // a folder's own marker changed
+		}
 		n, ok := child.Operations().(*fileNode)
 		if !ok || n.local() {
 			return

@@ -15,19 +15,11 @@ type ForkStore interface {
 // Fork is one of the caller's forks; one whose prefixes are not both in
 // the caller's reach is agentfs.ErrNotFound.
 func (g *Gate) Fork(ctx context.Context, who agentfs.Caller, id string) (*agentfs.Fork, error) {
-	ctx, err := allow(ctx, who, agentfs.OpGetFork)
-	if err != nil {
-		return nil, err
-	}
-	return g.store.Fork(ctx, who.Subject, id)
+	return gated(ctx, who, agentfs.OpGetFork, g.store.Fork, id)
 }
 
 // ListForks is one page of the caller's forks, newest first: those whose
 // prefixes both lie in the caller's reach.
 func (g *Gate) ListForks(ctx context.Context, who agentfs.Caller, filter agentfs.ForkFilter) ([]*agentfs.Fork, error) {
-	ctx, err := allow(ctx, who, agentfs.OpListForks)
-	if err != nil {
-		return nil, err
-	}
-	return g.store.ListForks(ctx, who.Subject, filter)
+	return gated(ctx, who, agentfs.OpListForks, g.store.ListForks, filter)
 }

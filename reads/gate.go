@@ -68,6 +68,17 @@ func allow(ctx context.Context, who agentfs.Caller, op string) (context.Context,
 	return storage.Within(ctx, who.Grant.Prefixes, who.TokenID), nil
 }
 
+// gated runs read, a read of the caller's subject with one argument, if
+// the caller may make op, within the caller's reach.
+func gated[A, T any](ctx context.Context, who agentfs.Caller, op string, read func(context.Context, string, A) (T, error), arg A) (T, error) {
+	ctx, err := allow(ctx, who, op)
+	if err != nil {
+		var none T
+		return none, err
+	}
+	return read(ctx, who.Subject, arg)
+}
+
 // Gate serves every door's reads, each as its caller may make it.
 type Gate struct {
 	store Store
@@ -86,11 +97,7 @@ func New(store Store, log *slog.Logger) (*Gate, error) {
 // File is one of the caller's files, also a deleted one (GET
 // /v1/files/{id}).
 func (g *Gate) File(ctx context.Context, who agentfs.Caller, id string) (*agentfs.File, error) {
-	ctx, err := allow(ctx, who, agentfs.OpGetFile)
-	if err != nil {
-		return nil, err
-	}
-	return g.store.File(ctx, who.Subject, id)
+	return gated(ctx, who, agentfs.OpGetFile, g.store.File, id)
 }
 
 // Content is a live file of the caller's, for its bytes (GET
@@ -115,21 +122,13 @@ func (g *Gate) Content(ctx context.Context, who agentfs.Caller, id string) (*age
 
 // ListFiles is one page of the caller's files (GET /v1/files).
 func (g *Gate) ListFiles(ctx context.Context, who agentfs.Caller, filter agentfs.FileFilter) ([]*agentfs.File, error) {
-	ctx, err := allow(ctx, who, agentfs.OpListFiles)
-	if err != nil {
-		return nil, err
-	}
-	return g.store.ListFiles(ctx, who.Subject, filter)
+	return gated(ctx, who, agentfs.OpListFiles, g.store.ListFiles, filter)
 }
 
 // ListChildren is one page of the entries directly under a prefix (GET
 // /v1/files?delimiter=/): files and folders, within the caller's grant.
 func (g *Gate) ListChildren(ctx context.Context, who agentfs.Caller, filter agentfs.ChildFilter) ([]agentfs.Child, error) {
-	ctx, err := allow(ctx, who, agentfs.OpListFiles)
-	if err != nil {
-		return nil, err
-	}
-	return g.store.ListChildren(ctx, who.Subject, filter)
+	return gated(ctx, who, agentfs.OpListFiles, g.store.ListChildren, filter)
 }
 
 // OpenBlob opens the bytes of a blob whose key came from a read this gate
@@ -196,11 +195,7 @@ func (g *Gate) version(ctx context.Context, who agentfs.Caller, fileID string, n
 // Links lists a file's share links, without their secrets (GET
 // /v1/files/{id}/links).
 func (g *Gate) Links(ctx context.Context, who agentfs.Caller, fileID string) ([]*agentfs.Link, error) {
-	ctx, err := allow(ctx, who, agentfs.OpListLinks)
-	if err != nil {
-		return nil, err
-	}
-	return g.store.Links(ctx, who.Subject, fileID)
+	return gated(ctx, who, agentfs.OpListLinks, g.store.Links, fileID)
 }
 
 // ResolveLink is what a share link's secret shares (GET /s/{secret}): the
@@ -227,11 +222,7 @@ func (g *Gate) Upload(ctx context.Context, who agentfs.Caller, id string) (*agen
 // ListUploads is one page of the caller's upload sessions (GET
 // /v1/uploads).
 func (g *Gate) ListUploads(ctx context.Context, who agentfs.Caller, filter agentfs.UploadFilter) ([]*agentfs.Upload, error) {
-	ctx, err := allow(ctx, who, agentfs.OpListUploads)
-	if err != nil {
-		return nil, err
-	}
-	return g.store.ListUploads(ctx, who.Subject, filter)
+	return gated(ctx, who, agentfs.OpListUploads, g.store.ListUploads, filter)
 }
 
 // Batch is one of the caller's batches with every item's outcome and the
@@ -270,21 +261,13 @@ func (g *Gate) batch(ctx context.Context, who agentfs.Caller, id string, wait ti
 // ListBatches is one page of the caller's batches, without items (GET
 // /v1/batch).
 func (g *Gate) ListBatches(ctx context.Context, who agentfs.Caller, filter agentfs.BatchFilter) ([]*agentfs.Batch, error) {
-	ctx, err := allow(ctx, who, agentfs.OpListBatches)
-	if err != nil {
-		return nil, err
-	}
-	return g.store.ListBatches(ctx, who.Subject, filter)
+	return gated(ctx, who, agentfs.OpListBatches, g.store.ListBatches, filter)
 }
 
 // Operation is what one of the caller's idempotency keys holds (GET
 // /v1/operations/{key}), or agentfs.ErrNotFound.
 func (g *Gate) Operation(ctx context.Context, who agentfs.Caller, key string) (*idempotency.Record, error) {
-	ctx, err := allow(ctx, who, agentfs.OpGetOperation)
-	if err != nil {
-		return nil, err
-	}
-	return g.store.Operation(ctx, who.Subject, key)
+	return gated(ctx, who, agentfs.OpGetOperation, g.store.Operation, key)
 }
 
 // AwaitEvents is a page of the caller's events, held up to wait for one
@@ -308,11 +291,7 @@ func (g *Gate) EventsStart(ctx context.Context, who agentfs.Caller) (agentfs.Eve
 
 // RunSummary is what one of the caller's runs did (GET /v1/runs/{run_id}).
 func (g *Gate) RunSummary(ctx context.Context, who agentfs.Caller, runID string) (*agentfs.RunSummary, error) {
-	ctx, err := allow(ctx, who, agentfs.OpGetRun)
-	if err != nil {
-		return nil, err
-	}
-	return g.store.RunSummary(ctx, who.Subject, runID)
+	return gated(ctx, who, agentfs.OpGetRun, g.store.RunSummary, runID)
 }
 
 // ListRuns is a page of the caller's runs, newest activity first (GET
@@ -333,11 +312,7 @@ func (g *Gate) Draining() <-chan struct{} { return g.store.Draining() }
 // (agentfs.ErrNotFound for a run no event names); its files are listed
 // with ListFiles.
 func (g *Gate) RunArchive(ctx context.Context, who agentfs.Caller, runID string) (*agentfs.RunSummary, error) {
-	ctx, err := allow(ctx, who, agentfs.OpRunArchive)
-	if err != nil {
-		return nil, err
-	}
-	return g.store.RunSummary(ctx, who.Subject, runID)
+	return gated(ctx, who, agentfs.OpRunArchive, g.store.RunSummary, runID)
 }
 
 // Search is one page of a content search of the caller's files (GET

@@ -16,21 +16,13 @@ type WebhookStore interface {
 // Webhooks lists the caller's webhooks, oldest first (GET /v1/webhooks): a
 // scoped token sees those it and its descendants made.
 func (g *Gate) Webhooks(ctx context.Context, who agentfs.Caller, filter agentfs.WebhookFilter) ([]*agentfs.Webhook, error) {
-	ctx, err := allow(ctx, who, agentfs.OpListWebhooks)
-	if err != nil {
-		return nil, err
-	}
-	return g.store.ListWebhooks(ctx, who.Subject, filter)
+	return gated(ctx, who, agentfs.OpListWebhooks, g.store.ListWebhooks, filter)
 }
 
 // Webhook is one of the caller's webhooks (GET /v1/webhooks/{id}),
 // without its secret.
 func (g *Gate) Webhook(ctx context.Context, who agentfs.Caller, id string) (*agentfs.Webhook, error) {
-	ctx, err := allow(ctx, who, agentfs.OpGetWebhook)
-	if err != nil {
-		return nil, err
-	}
-	return g.store.Webhook(ctx, who.Subject, id)
+	return gated(ctx, who, agentfs.OpGetWebhook, g.store.Webhook, id)
 }
 
 // WebhookDeliveries is a page of a webhook's delivery log, newest first

@@ -96,14 +96,7 @@ func (s *Store) ListCheckpoints(ctx context.Context, subject string, filter agen
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+checkpointColumns+` FROM checkpoints WHERE `+w.where()+
 		` ORDER BY created_at DESC, id DESC LIMIT @limit`, w.args)
-	if err != nil {
-		return nil, Translate(fmt.Errorf("list checkpoints: %w", err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*agentfs.Checkpoint, error) { return scanCheckpoint(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list checkpoints: %w", err)
-	}
-	return out, nil
+	return collect(rows, err, "list checkpoints", rowOf(scanCheckpoint))
 }
 
 // pinnedBy is the SQL condition that a checkpoint keeps the file fileID

@@ -232,6 +232,24 @@ var errCommitUncertain = errors.New("commit outcome unknown")
 // it applies only while still pending).
 func CommitUncertain(err error) bool { return errors.Is(err, errCommitUncertain) }
 
+// collect reads every row a query answered with scan; what names the
+// query in its errors, which are translated (Translate).
+func collect[T any](rows pgx.Rows, err error, what string, scan func(pgx.CollectableRow) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, Translate(fmt.Errorf("%s: %w", what, err))
+	}
+	out, err := pgx.CollectRows(rows, scan)
+	if err != nil {
+		return nil, Translate(fmt.Errorf("%s: %w", what, err))
+	}
+	return out, nil
+}
+
+// rowOf adapts a scan of one row (pgx.Row) to collect.
+func rowOf[T any](scan func(pgx.Row) (T, error)) func(pgx.CollectableRow) (T, error) {
+	return func(r pgx.CollectableRow) (T, error) { return scan(r) }
+}
+
 // Translate turns driver errors into the domain's: no rows is
 // agentfs.ErrNotFound, a lost or refused connection is agentfs.ErrUnavailable.
 func Translate(err error) error {

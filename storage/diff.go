@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -49,14 +48,7 @@ func (s *Store) Diff(ctx context.Context, subject string, req agentfs.DiffReques
 		LEFT JOIN LATERAL (SELECT * FROM file_states s WHERE s.file_id = c.file_id AND `+at("tpos", "tat")+`) b ON true
 		WHERE `+w.where()+`
 		ORDER BY coalesce(b.path, a.path), c.file_id LIMIT @limit`, w.args)
-	if err != nil {
-		return nil, Translate(fmt.Errorf("diff: %w", err))
-	}
-	out, err := pgx.CollectRows(rows, scanChange)
-	if err != nil {
-		return nil, Translate(fmt.Errorf("diff: %w", err))
-	}
-	return out, nil
+	return collect(rows, err, "diff", scanChange)
 }
 
 // at is liveAt with the point's arguments named pos and t.

@@ -36,12 +36,9 @@ func (s *Store) Versions(ctx context.Context, subject, fileID string, filter age
 	rows, err := s.pool.Query(ctx, `SELECT `+versionColumns+` FROM file_versions v JOIN files f ON f.id = v.file_id
 		WHERE v.file_id = @file_id AND f.subject = @subject AND v.version < @before AND `+visiblePath(ctx, "f.path", args)+`
 		ORDER BY v.version DESC LIMIT @limit`, args)
+	out, err := collect(rows, err, "list versions", rowOf(scanVersion))
 	if err != nil {
-		return nil, Translate(fmt.Errorf("list versions: %w", err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*agentfs.FileVersion, error) { return scanVersion(r) })
-	if err != nil {
-		return nil, Translate(fmt.Errorf("list versions: %w", err))
+		return nil, err
 	}
 	if len(out) == 0 {
 		// No versions below the cursor, or no such file.

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,14 +36,7 @@ func (s *Store) ListRuns(ctx context.Context, subject string, before int64, limi
 		SELECT r.*, (SELECT count(*) FROM files WHERE files.subject = @subject
 			AND (files.run_id = r.run_id OR files.last_run_id = r.run_id) AND `+liveFile+` AND `+seen+`)
 		FROM r ORDER BY last_pos DESC`, args)
-	if err != nil {
-		return nil, Translate(fmt.Errorf("list runs: %w", err))
-	}
-	runs, err := pgx.CollectRows(rows, scanRunRow)
-	if err != nil {
-		return nil, Translate(fmt.Errorf("list runs: %w", err))
-	}
-	return runs, nil
+	return collect(rows, err, "list runs", scanRunRow)
 }
 
 func scanRunRow(row pgx.CollectableRow) (*agentfs.RunSummary, error) {

@@ -65,14 +65,7 @@ func (s *Store) ListWebhooks(ctx context.Context, subject string, filter agentfs
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE `+w.where()+
 		` ORDER BY created_at, id LIMIT @limit`, w.args)
-	if err != nil {
-		return nil, Translate(fmt.Errorf("list webhooks: %w", err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*agentfs.Webhook, error) { return scanWebhook(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list webhooks: %w", err)
-	}
-	return out, nil
+	return collect(rows, err, "list webhooks", func(r pgx.CollectableRow) (*agentfs.Webhook, error) { return scanWebhook(r) })
 }
 
 // Webhook returns the subject's webhook id, if ctx's reach made it.

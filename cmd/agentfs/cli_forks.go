@@ -65,27 +65,16 @@ Example:
 			if len(args) != 0 {
 				return usagef("fork ls takes no arguments")
 			}
-			all, err := everyPage(func(cursor string) ([]client.Fork, *string, error) {
+			forks := func(cursor string) ([]client.Fork, bool, *string, error) {
 				l, err := cli.client.ListForks(ctx, 100, cursor)
-				switch {
-				case err != nil:
-					return nil, nil, err
-				case !l.HasMore:
-					return l.Data, nil, nil
+				if err != nil {
+					return nil, false, nil, err
 				}
-				return l.Data, l.NextCursor, nil
+				return l.Data, l.HasMore, l.NextCursor, nil
+			}
+			return printAll(cli, forks, "ID\tFROM\tTO\tFILES\tCREATED", func(f client.Fork) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", f.ID, f.From, f.To, f.Files, f.CreatedAt.Local().Format(time.DateTime))
 			})
-			if err != nil {
-				return err
-			}
-			if !cli.human {
-				return json.NewEncoder(cli.stdout).Encode(all)
-			}
-			fmt.Fprintln(cli.stdout, "ID\tFROM\tTO\tFILES\tCREATED")
-			for _, f := range all {
-				fmt.Fprintf(cli.stdout, "%s\t%s\t%s\t%d\t%s\n", f.ID, f.From, f.To, f.Files, f.CreatedAt.Local().Format(time.DateTime))
-			}
-			return nil
 		}
 	})
 }
@@ -136,19 +125,37 @@ Examples:
 	})
 }
 
-// everyPage reads a listing page by page: page answers one page's rows and
-// the cursor of the next (nil on the last).
-func everyPage[T any](page func(cursor string) ([]T, *string, error)) ([]T, error) {
+// everyPage reads a listing page by page: page answers one page's rows,
+// whether more follow and the cursor of the next.
+func everyPage[T any](page func(cursor string) ([]T, bool, *string, error)) ([]T, error) {
 	var all []T
 	for cursor := ""; ; {
-		rows, next, err := page(cursor)
+		rows, more, next, err := page(cursor)
 		if err != nil {
 			return nil, err
 		}
 		all = append(all, rows...)
-		if next == nil {
+		if !more || next == nil {
 			return all, nil
 		}
 		cursor = *next
 	}
+}
+
+// printAll prints every row of a listing read page by page: a JSON array
+// when stdout is not a terminal, else a table of header and one line of
+// row's a row.
+func printAll[T any](cli *cliRun, page func(cursor string) ([]T, bool, *string, error), header string, row func(T) string) error {
+	all, err := everyPage(page)
+	if err != nil {
+		return err
+	}
+	if !cli.human {
+		return json.NewEncoder(cli.stdout).Encode(all)
+	}
+	fmt.Fprintln(cli.stdout, header)
+	for _, v := range all {
+		fmt.Fprintln(cli.stdout, row(v))
+	}
+	return nil
 }

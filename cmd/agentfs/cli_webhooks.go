@@ -93,31 +93,20 @@ Example:
 			if len(args) != 0 {
 				return usagef("webhook ls takes no arguments")
 			}
-			all, err := everyPage(func(cursor string) ([]client.Webhook, *string, error) {
+			hooks := func(cursor string) ([]client.Webhook, bool, *string, error) {
 				l, err := cli.client.ListWebhooks(ctx, 0, cursor)
-				switch {
-				case err != nil:
-					return nil, nil, err
-				case !l.HasMore:
-					return l.Data, nil, nil
+				if err != nil {
+					return nil, false, nil, err
 				}
-				return l.Data, l.NextCursor, nil
-			})
-			if err != nil {
-				return err
+				return l.Data, l.HasMore, l.NextCursor, nil
 			}
-			if !cli.human {
-				return json.NewEncoder(cli.stdout).Encode(all)
-			}
-			fmt.Fprintln(cli.stdout, "ID\tSTATUS\tURL\tTYPES\tPREFIX\tFAILED")
-			for _, w := range all {
+			return printAll(cli, hooks, "ID\tSTATUS\tURL\tTYPES\tPREFIX\tFAILED", func(w client.Webhook) string {
 				types := strings.Join(w.Types, ",")
 				if types == "" {
 					types = "*"
 				}
-				fmt.Fprintf(cli.stdout, "%s\t%s\t%s\t%s\t%s\t%d\n", w.ID, w.Status, w.URL, types, w.Prefix, w.FailedAttempts)
-			}
-			return nil
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d", w.ID, w.Status, w.URL, types, w.Prefix, w.FailedAttempts)
+			})
 		}
 	})
 }

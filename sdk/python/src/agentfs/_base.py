@@ -233,6 +233,20 @@ def _json_body(req: Request, obj: Any) -> Request:
     return req
 
 
+def _str_list(name: str, value: Sequence[str], what: str) -> list[str]:
+    """A list argument of strings; a lone str (a common slip) is refused, saying what it takes."""
+    if isinstance(value, str):
+        raise ValueError(f"{name}: {what}")
+    return list(value)
+
+
+def _set_given(body: dict[str, Any], **members: Optional[str]) -> None:
+    """Put in body each member given a non-empty value, in order."""
+    for k, v in members.items():
+        if v:
+            body[k] = v
+
+
 def _set(h: dict[str, str], name: str, value: Optional[str]) -> None:
     if value:
         h[name] = value
@@ -713,12 +727,8 @@ class BaseClient:
             raise ValueError("expires_in is required")
         body: dict[str, Any] = {"scopes": list(scopes), "expires_in": expires}
         if prefixes is not None:
-            if isinstance(prefixes, str):
-                raise ValueError("prefixes: a list of folders, such as ['reports/']")
-            body["prefixes"] = list(prefixes)
-        for k, v in (("run_id", run_id_pin), ("agent_id", agent_id_pin), ("name", name)):
-            if v:
-                body[k] = v
+            body["prefixes"] = _str_list("prefixes", prefixes, "a list of folders, such as ['reports/']")
+        _set_given(body, run_id=run_id_pin, agent_id=agent_id_pin, name=name)
         if max_bytes is not None:
             body["max_bytes"] = int(max_bytes)
         return _json_body(self._write(ROUTE_CREATE_TOKEN, "/v1/tokens", idempotency_key, NOT_GIVEN, NOT_GIVEN), body)
@@ -740,12 +750,8 @@ class BaseClient:
             raise ValueError("url is required")
         body: dict[str, Any] = {"url": url}
         if types is not None:
-            if isinstance(types, str):
-                raise ValueError("types: a list of event types, such as ['file.created']")
-            body["types"] = list(types)
-        for k, v in (("prefix", prefix), ("run_id", run_id), ("description", description)):
-            if v:
-                body[k] = v
+            body["types"] = _str_list("types", types, "a list of event types, such as ['file.created']")
+        _set_given(body, prefix=prefix, run_id=run_id, description=description)
         return _json_body(self._write(ROUTE_CREATE_WEBHOOK, "/v1/webhooks", idempotency_key, NOT_GIVEN, NOT_GIVEN), body)
 
     def _r_webhooks(self) -> Request:
