@@ -24,7 +24,13 @@ func TestStreamEvents(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const n = 30
+	// The writer is waited for: the feed can hand out a write's event
+	// before the write's answer reaches the writer, and a test that ended
+	// then would cancel that answer.
+	wrote := make(chan struct{})
+	defer func() { <-wrote }()
 	go func() {
+		defer close(wrote)
 		for i := range n {
 			if _, err := b.direct.PutFile(ctx, fmt.Sprintf("st/%02d.txt", i), strings.NewReader("x"), client.PutOptions{}); err != nil {
 				t.Error(err)
