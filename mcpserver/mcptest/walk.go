@@ -31,6 +31,9 @@ type Fixture struct {
 	RunID     string
 	// ForkID is a fork of Dir-fsrc to Dir-fdst, for the merge tool.
 	ForkID string
+	// FullUpload is an upload session with all its parts in, for
+	// complete_upload; OpenUpload one with none, for abort_upload.
+	FullUpload, OpenUpload string
 }
 
 // Prepare makes a walk's fixture under dir through c, a client whose token
@@ -64,7 +67,18 @@ func Prepare(t testing.TB, c *client.Client, dir, runID string) Fixture {
 	if err != nil {
 		t.Fatalf("fork %s-fsrc: %v", dir, err)
 	}
-	return Fixture{Dir: dir, DeletedID: gone.ID, RunID: runID, ForkID: fork.ID}
+	full, err := c.CreateUpload(ctx, dir+"/up-full.txt", 5, client.CreateUploadOptions{})
+	if err != nil {
+		t.Fatalf("upload %s/up-full.txt: %v", dir, err)
+	}
+	if _, err := c.PutPart(ctx, full.ID, 1, bytes.NewReader([]byte("whole")), 5, client.PartOptions{}); err != nil {
+		t.Fatalf("part of %s: %v", full.ID, err)
+	}
+	open, err := c.CreateUpload(ctx, dir+"/up-open.txt", 5, client.CreateUploadOptions{})
+	if err != nil {
+		t.Fatalf("upload %s/up-open.txt: %v", dir, err)
+	}
+	return Fixture{Dir: dir, DeletedID: gone.ID, RunID: runID, ForkID: fork.ID, FullUpload: full.ID, OpenUpload: open.ID}
 }
 
 // step is one tool call of the walk.
@@ -104,6 +118,8 @@ func (fx Fixture) steps() []step {
 		{"restore", map[string]any{"path": fx.Dir, "to": "now", "dry_run": true}},
 		{"fork", map[string]any{"source": fx.Dir + "-fsrc", "destination": fx.Dir + "-fcopy"}},
 		{"merge", map[string]any{"fork_id": fx.ForkID, "dry_run": true}},
+		{"complete_upload", map[string]any{"upload_id": fx.FullUpload}},
+		{"abort_upload", map[string]any{"upload_id": fx.OpenUpload}},
 	}
 }
 
