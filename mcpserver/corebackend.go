@@ -94,6 +94,12 @@ func problemFromAPI(p *problem.Problem) *Problem {
 
 // fileResult reads the File a write answered, or the problem it recorded.
 func fileResult(res idempotency.Result, err error) (*File, error) {
+	return recorded[File](res, err, "file")
+}
+
+// recorded reads the T (named what) a write answered, or the problem it
+// recorded.
+func recorded[T any](res idempotency.Result, err error, what string) (*T, error) {
 	if err != nil {
 		return nil, problemOfCore(err)
 	}
@@ -104,11 +110,11 @@ func fileResult(res idempotency.Result, err error) (*File, error) {
 		}
 		return nil, problemFromAPI(&p)
 	}
-	var f File
-	if err := json.Unmarshal(res.Body, &f); err != nil {
-		return nil, fmt.Errorf("mcpserver: recorded file: %w", err)
+	var v T
+	if err := json.Unmarshal(res.Body, &v); err != nil {
+		return nil, fmt.Errorf("mcpserver: recorded %s: %w", what, err)
 	}
-	return &f, nil
+	return &v, nil
 }
 
 // FileAt finds the subject's live file at path.

@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -116,21 +115,7 @@ func (b *CoreBackend) AbortUpload(ctx context.Context, uploadID string, w WriteO
 		return nil, err
 	}
 	res, err := b.Core.AbortUpload(ctx, who, uploadID)
-	if err != nil {
-		return nil, problemOfCore(err)
-	}
-	if res.Status >= 400 {
-		var p problem.Problem
-		if err := json.Unmarshal(res.Body, &p); err != nil {
-			return nil, fmt.Errorf("mcpserver: recorded problem: %w", err)
-		}
-		return nil, problemFromAPI(&p)
-	}
-	var u Upload
-	if err := json.Unmarshal(res.Body, &u); err != nil {
-		return nil, fmt.Errorf("mcpserver: recorded upload: %w", err)
-	}
-	return &u, nil
+	return recorded[Upload](res, err, "upload")
 }
 
 // CompleteUpload completes a session through the Go client, which waits
