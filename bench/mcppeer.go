@@ -171,17 +171,25 @@ func (b *bench) mcpPeer(ctx context.Context, agent *mcp.ClientSession) ([]row, [
 		if err != nil {
 			return nil, nil, err
 		}
+		cpu0 := b.cpuNow()
 		viaAgent, viaRef, err := alternated(warmup, n,
 			func(i int) (time.Duration, error) { return call(agent, "/mcp", t.agent(i)) },
 			func(i int) (time.Duration, error) { return call(ref, "reference", t.ref(i)) })
 		if err != nil {
 			return nil, nil, err
 		}
+		cpu1 := b.cpuNow()
 		after, err := b.serverCalls(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
 		per := after.minus(before).per(warmup + n)
+		if b.cfg.serverPID > 0 {
+			per.serverCPU = (cpu1.server - cpu0.server) / time.Duration(warmup+n)
+		}
+		if cpu0.pgKnown && cpu1.pgKnown {
+			per.pgCPU = (cpu1.pg - cpu0.pg) / time.Duration(warmup+n)
+		}
 		rows = append(rows, p50RatioRow(rowName(names[k]), viaAgent, viaRef, mcpPeerBudget))
 		logf("  %s: /mcp p50 %s (p90 %s), reference p50 %s (p90 %s); per /mcp call %s",
 			t.name, fmtMS(percentile(viaAgent, 50)), fmtMS(percentile(viaAgent, 90)),
@@ -190,7 +198,7 @@ func (b *bench) mcpPeer(ctx context.Context, agent *mcp.ClientSession) ([]row, [
 	}
 	notes = append(notes, "MCP peer: both sides through github.com/modelcontextprotocol/go-sdk's client in this process; "+
 		"the reference is @modelcontextprotocol/server-filesystem under Node 24 over stdio on a temporary directory; "+
-		"statements and S3 requests are AgentFS's own /metrics counts over all calls of a tool, warm-up included.")
+		"statements and S3 requests are AgentFS's own /metrics counts, CPU from /proc (agentfs, the Postgres processes), over all calls of a tool, warm-up included.")
 	return rows, notes, nil
 }
 
@@ -289,6 +297,9 @@ func (s serverCounts) per(calls int) serverPer {
 type serverPer struct {
 	counts serverCounts
 	calls  float64
+	// serverCPU and pgCPU are the CPU the AgentFS server and Postgres
+	// used per call (0: not measured).
+	serverCPU, pgCPU time.Duration
 }
 
 func (p serverPer) String() string {
@@ -306,8 +317,15 @@ func (p serverPer) String() string {
 	}
 	pg, pgParts := show(p.counts.pg, "acquire")
 	s3, s3Parts := show(p.counts.s3, "")
-	return fmt.Sprintf("%.2g Postgres statements (%s; pool acquires %.2g), %.2g S3 requests (%s)",
+	out := fmt.Sprintf("%.2g Postgres statements (%s; pool acquires %.2g), %.2g S3 requests (%s)",
 		pg, pgParts, p.counts.pg["acquire"]/p.calls, s3, s3Parts)
+	if p.serverCPU > 0 {
+		out += fmt.Sprintf("; CPU agentfs %s", fmtMS(p.serverCPU))
+		if p.pgCPU > 0 {
+			out += fmt.Sprintf(", postgres %s", fmtMS(p.pgCPU))
+		}
+	}
+	return out
 }
 
 func sortedKeys(m map[string]float64) []string {
