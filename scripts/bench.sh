@@ -39,7 +39,7 @@ for arg in "${BENCH_ARGS[@]}"; do
 	esac
 done
 
-ensure_deps pg s3 rg fuse rclone
+ensure_deps pg s3 rg fuse rclone node npm
 
 BENCH_TMP=""
 pg_dir=""
