@@ -8,14 +8,45 @@ import (
 	"github.com/agentfs/agentfs/client"
 )
 
-// follow reads the event feed of the mount's prefix from now on and, for
-// each change made elsewhere (another mount, REST, MCP, a run revert),
-// invalidates the kernel's cache entries of exactly the paths it names:
-// the entry in its folder, and the cached content and attributes of a file
-// the kernel knows. It ends with ctx.
-func (f *filesystem) follow(ctx context.Context) {
+// feedNow answers the feed's current end: the events after this cursor
+// are exactly those that commit from now on.
+func (f *filesystem) feedNow(ctx context.Context) (string, error) {
+	page, err := f.c.Events(ctx, client.EventOptions{Prefix: f.prefix, After: client.EventsNow, Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	return page.NextCursor, nil
+}
+
+// goLive makes the feed live from cursor: what the mount learns from now
+// on is kept until the feed reports a change (or stops).
+func (f *filesystem) goLive() {
+	f.gen++
+	f.live.Store(f.gen)
+}
+
+// follow reads the event feed of the mount's prefix from cursor (the
+// feed's end when the mount started, "" when it could not be read) and,
+// for each change made elsewhere (another mount, REST, MCP, a run
+// revert), invalidates the kernel's cache entries of exactly the paths it
+// names: the entry in its folder, and the cached content and attributes of
+// a file the kernel knows; the folders on the way forget their entries
+// (known.go). It ends with ctx.
+func (f *filesystem) follow(ctx context.Context, cursor string) {
 	for ctx.Err() == nil {
-		fl := f.c.FollowEvents(client.EventOptions{Prefix: f.prefix, After: client.EventsNow}, client.FollowOptions{})
+		if cursor == "" {
+			c, err := f.feedNow(ctx)
+			if err != nil {
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+				continue
+			}
+			cursor = c
+			f.goLive()
+		}
+		fl := f.c.FollowEvents(client.EventOptions{Prefix: f.prefix, After: cursor}, client.FollowOptions{})
 		for e, err := range fl.All(ctx) {
 			if err != nil {
 				break
@@ -28,7 +59,8 @@ func (f *filesystem) follow(ctx context.Context) {
 				f.invalidate(ctx, *e.PreviousPath, e.FileID)
 			}
 		}
-		f.feedEpoch.Add(1) // the events until the feed restarts are missed
+		f.live.Store(-1) // the events until the feed restarts are missed
+		cursor = ""
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
@@ -49,7 +81,7 @@ func (f *filesystem) invalidate(ctx context.Context, p, fileID string) {
 	parts := strings.Split(local, "/")
 	for i, name := range parts {
 		if d, ok := dir.Operations().(*dirNode); ok {
-			d.changedElsewhere()
+			d.forget()
 		}
 		child := dir.GetChild(name)
 		if child == nil {
@@ -61,7 +93,7 @@ func (f *filesystem) invalidate(ctx context.Context, p, fileID string) {
 			continue
 		}
 		if d, ok := child.Operations().(*dirNode); ok {
-			d.changedElsewhere() // a folder's own marker changed
+			d.forget() // a folder's own marker changed
 		}
 		n, ok := child.Operations().(*fileNode)
 		if !ok || n.local() {

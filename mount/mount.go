@@ -76,6 +76,16 @@ func New(c *client.Client, dir string, opts Options) (*Mount, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	m.stop = stop
 	m.fs = &filesystem{c: c, prefix: prefix, keyPrefix: "mount-" + randomHex(6) + "-", readOnly: opts.ReadOnly, cache: cache, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
+	m.fs.live.Store(-1)
+	// The feed's end before the first call: from here on the feed reports
+	// every change made elsewhere, so what the mount learns is kept. A
+	// store that cannot answer now leaves the feed to start later.
+	probe, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cursor, err := m.fs.feedNow(probe)
+	cancel()
+	if err == nil {
+		m.fs.goLive()
+	}
 	root := &dirNode{fs: m.fs}
 	m.fs.root = root.EmbeddedInode() // before the first call can come
 	timeout := cacheTimeout
@@ -91,7 +101,7 @@ func New(c *client.Client, dir string, opts Options) (*Mount, error) {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
 	m.server = server
-	go m.fs.follow(ctx)
+	go m.fs.follow(ctx, cursor)
 	return m, nil
 }
 
@@ -128,9 +138,12 @@ type filesystem struct {
 	keyPrefix string
 	uid, gid  uint32
 	root      *fs.Inode
-	// feedEpoch counts the event feed's restarts: a folder made before
-	// the last one may have missed an event.
-	feedEpoch atomic.Int64
+	// live is the event feed's generation while it is live, -1 while it
+	// is not: what a folder learned in an earlier generation may have
+	// missed an event (known.go). gen is the last generation, counted by
+	// the feed's goroutine.
+	live atomic.Int64
+	gen  int64
 }
 
 // remote is the subject's path of the node at local path p ("" the root).
