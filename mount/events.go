@@ -18,6 +18,10 @@ func (f *filesystem) feedNow(ctx context.Context) (string, error) {
 	return page.NextCursor, nil
 }
 
+// ownPause is how long the feed waits before asking again after a page
+// of the mount's own writes only.
+const ownPause = 50 * time.Millisecond
+
 // goLive makes the feed live from cursor: what the mount learns from now
 // on is kept until the feed reports a change (or stops).
 func (f *filesystem) goLive() {
@@ -46,17 +50,32 @@ func (f *filesystem) follow(ctx context.Context, cursor string) {
 			cursor = c
 			f.goLive()
 		}
-		fl := f.c.FollowEvents(client.EventOptions{Prefix: f.prefix, After: cursor}, client.FollowOptions{})
-		for e, err := range fl.All(ctx) {
+		for ctx.Err() == nil {
+			page, err := f.c.Events(ctx, client.EventOptions{Prefix: f.prefix, After: cursor, Limit: 1000, Wait: client.MaxEventWait})
 			if err != nil {
 				break
 			}
-			if e.IdempotencyKey != nil && strings.HasPrefix(*e.IdempotencyKey, f.keyPrefix) {
-				continue // this mount's own write: the kernel already saw it
+			own := 0
+			for i := range page.Data {
+				e := &page.Data[i]
+				if e.IdempotencyKey != nil && strings.HasPrefix(*e.IdempotencyKey, f.keyPrefix) {
+					own++
+					continue // this mount's own write: the kernel already saw it
+				}
+				f.invalidate(ctx, e.Path, e.FileID)
+				if e.PreviousPath != nil {
+					f.invalidate(ctx, *e.PreviousPath, e.FileID)
+				}
 			}
-			f.invalidate(ctx, e.Path, e.FileID)
-			if e.PreviousPath != nil {
-				f.invalidate(ctx, *e.PreviousPath, e.FileID)
+			cursor = page.NextCursor
+			if own > 0 && own == len(page.Data) {
+				// The mount's own writes only (tar -x, git clone): let
+				// them gather rather than ask once per store; a change
+				// elsewhere waits at most this long more.
+				select {
+				case <-ctx.Done():
+				case <-time.After(ownPause):
+				}
 			}
 		}
 		f.live.Store(-1) // the events until the feed restarts are missed
