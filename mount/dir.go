@@ -105,23 +105,27 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = uninterrupted(ctx)
 	ent, ok, knows := d.entry(name)
-	if !knows && d.fs.live.Load() >= 0 && !d.isLarge() {
+	if (!knows || ok && ent.stale()) && d.fs.live.Load() >= 0 && !d.isLarge() {
 		if _, e := d.list(ctx, false); e != 0 {
 			return nil, e
 		}
 		ent, ok, knows = d.entry(name)
 	}
 	known := d.GetChild(name)
-	if knows {
-		if !ok {
-			return nil, syscall.ENOENT
-		}
+	if c := d.childFile(name); c != nil && c.local() {
+		c.fill(&out.Attr) // created here and not stored yet, or open
+		return known, 0
+	}
+	if knows && !ok {
+		return nil, syscall.ENOENT
+	}
+	if knows && !ent.stale() {
 		switch n := opsOf(known).(type) {
 		case *dirNode:
 			n.fill(&out.Attr)
 			return known, 0
 		case *fileNode:
-			if n.current() != nil || n.local() {
+			if n.current() != nil {
 				n.fill(&out.Attr)
 				return known, 0
 			}
@@ -135,10 +139,6 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	}
 	if dn, ok := opsOf(known).(*dirNode); ok && dn.knows() {
 		dn.fill(&out.Attr) // nothing in it changed elsewhere since it was known
-		return known, 0
-	}
-	if c := d.childFile(name); c != nil && c.local() {
-		c.fill(&out.Attr) // created here and not stored yet, or open
 		return known, 0
 	}
 	p := d.child(name)

@@ -198,10 +198,22 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 }
 
 // fresh reports whether the file's metadata is as fresh as the event
-// feed: its folder knows its entries.
+// feed: its folder knows its entries, and its mode and mtime are recent
+// (known.go).
 func (n *fileNode) fresh() bool {
-	_, d := parentDir(n)
-	return d != nil && d.knows()
+	name, d := parentDir(n)
+	if d == nil {
+		return false
+	}
+	e, ok, knows := d.entry(name)
+	return knows && ok && !e.stale()
+}
+
+// kindOf is the file's kind.
+func (n *fileNode) kindOf() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.kind
 }
 
 // keepCache answers FOPEN_KEEP_CACHE when the kernel's page cache of the

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -27,10 +28,23 @@ import (
 // seen once its event arrived (DESIGN §14's feed, p50 a few ms here).
 
 // dirEnt is one entry of a folder: its type bits and, for a file (or a
-// folder's marker), its metadata when the mount has it.
+// folder's marker), its metadata when the mount has it, as of at.
 type dirEnt struct {
 	mode uint32
 	file *client.File
+	at   time.Time
+}
+
+// metaTTL bounds the age of a file's mode and mtime that a folder answers
+// without asking: a chmod or touch made elsewhere changes no version and
+// makes no event, so only asking again shows it (as NFS's attribute
+// cache, which keeps them up to a minute). A file's existence, content
+// and size are the feed's to change, however old.
+const metaTTL = 10 * time.Second
+
+// stale reports whether the entry's mode and mtime are too old to answer.
+func (e dirEnt) stale() bool {
+	return e.mode != fuse.S_IFDIR && time.Since(e.at) > metaTTL
 }
 
 // knowsLocked reports whether the folder's entries are known; d.mu is
@@ -63,7 +77,7 @@ func (d *dirNode) put(name string, mode uint32, f *client.File) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.knowsLocked() {
-		d.ents[name] = dirEnt{mode: mode, file: f}
+		d.ents[name] = dirEnt{mode: mode, file: f, at: time.Now()}
 	}
 }
 
@@ -98,7 +112,7 @@ func (d *dirNode) update(name string, f *client.File) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if e, ok := d.ents[name]; ok && d.knowsLocked() {
-		d.ents[name] = dirEnt{mode: e.mode, file: f}
+		d.ents[name] = dirEnt{mode: e.mode, file: f, at: time.Now()}
 	}
 }
 
@@ -117,6 +131,7 @@ func (d *dirNode) list(ctx context.Context, all bool) ([]fuse.DirEntry, syscall.
 	d.mu.Lock()
 	epoch, changes := d.fs.live.Load(), d.changes
 	d.mu.Unlock()
+	at := time.Now()
 	prefix := d.folderPrefix()
 	ents := map[string]dirEnt{}
 	var out []fuse.DirEntry
@@ -143,7 +158,7 @@ func (d *dirNode) list(ctx context.Context, all bool) ([]fuse.DirEntry, syscall.
 		pages++
 		for i := range page.Data {
 			f := &page.Data[i]
-			add(strings.TrimPrefix(f.Path, prefix), dirEnt{mode: typeBits(f.Kind), file: f})
+			add(strings.TrimPrefix(f.Path, prefix), dirEnt{mode: typeBits(f.Kind), file: f, at: at})
 		}
 		for _, p := range page.Prefixes {
 			add(strings.TrimSuffix(strings.TrimPrefix(p, prefix), "/"), dirEnt{mode: fuse.S_IFDIR})
@@ -160,13 +175,43 @@ func (d *dirNode) list(ctx context.Context, all bool) ([]fuse.DirEntry, syscall.
 		opts.Cursor = *page.NextCursor
 	}
 	if pages == 1 && epoch >= 0 {
-		d.mu.Lock()
-		if d.changes == changes && d.fs.live.Load() == epoch {
-			d.ents, d.epoch = ents, epoch
-		}
-		d.mu.Unlock()
+		d.learn(ents, epoch, changes)
 	}
 	return out, 0
+}
+
+// learn keeps a listing as the folder's entries, unless something under
+// it changed (or the feed restarted) while it was read. A file of the
+// folder that is not stored yet, or open, stays an entry; a stored one
+// the kernel holds takes the listed metadata.
+func (d *dirNode) learn(ents map[string]dirEnt, epoch, changes int64) {
+	type listed struct {
+		n *fileNode
+		f *client.File
+	}
+	var nodes []listed
+	for name, child := range d.Children() {
+		n, ok := child.Operations().(*fileNode)
+		switch {
+		case !ok:
+		case n.local():
+			ents[name] = dirEnt{mode: typeBits(n.kindOf()), at: time.Now()}
+		case ents[name].file != nil:
+			nodes = append(nodes, listed{n, ents[name].file})
+		}
+	}
+	d.mu.Lock()
+	if d.changes != changes || d.fs.live.Load() != epoch {
+		d.mu.Unlock()
+		return
+	}
+	d.ents, d.epoch = ents, epoch
+	d.mu.Unlock()
+	for _, l := range nodes {
+		if cur := l.n.current(); cur != nil && cur.ID == l.f.ID && cur.Version <= l.f.Version {
+			l.n.setMeta(l.f)
+		}
+	}
 }
 
 // known answers the folder's entries without a request, when it knows

@@ -185,8 +185,9 @@ func TestListedFolderAnswersLookups(t *testing.T) {
 }
 
 // TestGitStatusReadsNothing: git status in a clone the mount made stats
-// every file and reads the index: it asks the store for nothing (git may
-// still store a refreshed index).
+// every file and reads the index: it reads nothing from the store but a
+// folder's listing where the mode and mtime it holds are older than the
+// mount trusts them (git may still store a refreshed index).
 func TestGitStatusReadsNothing(t *testing.T) {
 	w := newWorld(t)
 	cnt := &counting{}
@@ -194,12 +195,44 @@ func TestGitStatusReadsNothing(t *testing.T) {
 	src := t.TempDir()
 	sh(t, src, "git init -q -b main . && mkdir -p a/b && for i in 1 2 3; do echo $i > a/b/f$i; echo $i > top$i; done && git add -A && git commit -qm x")
 	sh(t, dir, "git clone -q "+src+" clone && cd clone && git status --porcelain")
+	folders := strings.Count(sh(t, filepath.Join(dir, "clone"), "find . -type d"), "\n") + 1
 	pastKernelCache()
 	cnt.take()
 	if out := sh(t, filepath.Join(dir, "clone"), "git status --porcelain"); out != "" {
 		t.Fatalf("git status: %q", out)
 	}
-	if got := gets(cnt.take()); len(got) != 0 {
-		t.Fatalf("git status in a clone the mount made read %d times from the store: %q", len(got), got)
+	listings := 0
+	for _, r := range gets(cnt.take()) {
+		if !strings.Contains(r, "delimiter=%2F") {
+			t.Fatalf("git status in a clone the mount made read from the store: %q", r)
+		}
+		listings++
 	}
+	if listings > folders {
+		t.Fatalf("git status listed %d times, more than the clone's %d folders", listings, folders)
+	}
+}
+
+// TestChmodElsewhereShows: a chmod made through another door makes no
+// event (no new version), yet a mount whose folder knows the file shows
+// it once the mode it holds is older than it trusts (10 s).
+func TestChmodElsewhereShows(t *testing.T) {
+	w := newWorld(t)
+	dir, _ := mounted(t, w.client(t), mount.Options{Prefix: "ch"})
+	local := filepath.Join(dir, "x.sh")
+	if err := os.WriteFile(local, []byte("echo hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, f := stored(t, w.client(t), "ch/x.sh")
+	if f == nil {
+		t.Fatal("not stored")
+	}
+	mode := 0o755
+	if _, err := w.client(t).SetMetadata(context.Background(), f.ID, client.MetaOptions{Mode: &mode}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the mount shows a chmod made elsewhere", func() bool {
+		st, err := os.Stat(local)
+		return err == nil && st.Mode().Perm() == 0o755
+	})
 }
