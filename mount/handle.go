@@ -159,7 +159,9 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 		return errno(err)
 	}
 	h.base, h.dirty = f, false
-	h.n.fs.keepContent(h.stage, f)
+	if h.stage != nil && f.SizeBytes > chunkSize {
+		h.n.fs.keepContent(h.stage, f)
+	}
 	return 0
 }
 
@@ -172,7 +174,7 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	defer h.mu.Unlock()
 	if h.stage != nil {
 		h.stage.Close()
-		os.Remove(h.stage.Name())
+		h.n.fs.keepStage(h.stage.Name(), h.base, h.dirty)
 		h.stage = nil
 	}
 	h.n.mu.Lock()
@@ -231,6 +233,22 @@ const chunkSize = 1 << 20
 // keepMax is the largest stored content kept in the read cache at its
 // store; a larger one is read back from the store when read.
 const keepMax = 8 << 20
+
+// keepStage ends a handle's stage: one that holds exactly the version f
+// it stored (one chunk at most; not dirty since) becomes that chunk of the
+// read cache, so the bytes written through the mount are read back
+// without a request (grep -r after tar -x); it costs a rename where a
+// removal was due anyway, and nothing before close returns. Any other
+// stage is removed. A larger file's chunks were kept at its store
+// (keepContent).
+func (fsys *filesystem) keepStage(name string, f *client.File, dirty bool) {
+	if !dirty && f != nil && f.SizeBytes > 0 && f.SizeBytes <= chunkSize {
+		if st, err := os.Stat(name); err == nil && st.Size() == f.SizeBytes && os.Rename(name, fsys.chunkPath(f, 0)) == nil {
+			return
+		}
+	}
+	os.Remove(name)
+}
 
 // keepContent puts the content just stored as f into the read cache under
 // its etag, as the chunks a read would fetch: the bytes written through
