@@ -105,7 +105,7 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = uninterrupted(ctx)
 	ent, ok, knows := d.entry(name)
-	if (!knows || ok && ent.stale()) && d.fs.live.Load() >= 0 && !d.isLarge() {
+	if (!knows || ok && d.stale(ent)) && d.fs.live.Load() >= 0 && !d.isLarge() {
 		if _, e := d.list(ctx, false); e != 0 {
 			return nil, e
 		}
@@ -119,7 +119,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if knows && !ok {
 		return nil, syscall.ENOENT
 	}
-	if knows && !ent.stale() {
+	if knows && !d.stale(ent) {
 		switch n := opsOf(known).(type) {
 		case *dirNode:
 			n.fill(&out.Attr)

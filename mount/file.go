@@ -206,7 +206,7 @@ func (n *fileNode) fresh() bool {
 		return false
 	}
 	e, ok, knows := d.entry(name)
-	return knows && ok && !e.stale()
+	return knows && ok && !d.stale(e)
 }
 
 // kindOf is the file's kind.

@@ -35,16 +35,17 @@ type dirEnt struct {
 	at   time.Time
 }
 
-// metaTTL bounds the age of a file's mode and mtime that a folder answers
-// without asking: a chmod or touch made elsewhere changes no version and
-// makes no event, so only asking again shows it (as NFS's attribute
-// cache, which keeps them up to a minute). A file's existence, content
-// and size are the feed's to change, however old.
-const metaTTL = 10 * time.Second
+// DefaultMetadataTTL bounds the age of a file's mode and mtime that a
+// folder answers without asking (Options.MetadataTTL): a chmod or touch
+// made elsewhere changes no version and makes no event, so only asking
+// again shows it. A minute, as NFS's attribute cache keeps them at most
+// by default. A file's existence, content and size are the feed's to
+// change, however old.
+const DefaultMetadataTTL = time.Minute
 
 // stale reports whether the entry's mode and mtime are too old to answer.
-func (e dirEnt) stale() bool {
-	return e.mode != fuse.S_IFDIR && time.Since(e.at) > metaTTL
+func (d *dirNode) stale(e dirEnt) bool {
+	return e.mode != fuse.S_IFDIR && time.Since(e.at) > d.fs.metaTTL
 }
 
 // knowsLocked reports whether the folder's entries are known; d.mu is

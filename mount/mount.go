@@ -37,6 +37,11 @@ type Options struct {
 	CacheDir string
 	// Debug logs every FUSE call.
 	Debug bool
+	// MetadataTTL is how long a folder that knows its entries answers a
+	// file's mode and mtime without asking again, the bound on how stale
+	// a chmod or touch made elsewhere (which makes no event) is seen;
+	// zero means DefaultMetadataTTL.
+	MetadataTTL time.Duration
 }
 
 // Mount is a mounted filesystem: Wait for it to be unmounted, or Unmount
@@ -77,6 +82,9 @@ func New(c *client.Client, dir string, opts Options) (*Mount, error) {
 	m.stop = stop
 	m.fs = &filesystem{c: c, prefix: prefix, keyPrefix: "mount-" + randomHex(6) + "-", readOnly: opts.ReadOnly, cache: cache, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
 	m.fs.live.Store(-1)
+	if m.fs.metaTTL = opts.MetadataTTL; m.fs.metaTTL <= 0 {
+		m.fs.metaTTL = DefaultMetadataTTL
+	}
 	// The feed's end before the first call: from here on the feed reports
 	// every change made elsewhere, so what the mount learns is kept. A
 	// store that cannot answer now leaves the feed to start later.
@@ -144,6 +152,8 @@ type filesystem struct {
 	// the feed's goroutine.
 	live atomic.Int64
 	gen  int64
+	// metaTTL: Options.MetadataTTL.
+	metaTTL time.Duration
 }
 
 // remote is the subject's path of the node at local path p ("" the root).

@@ -215,11 +215,14 @@ func TestGitStatusReadsNothing(t *testing.T) {
 
 // TestChmodElsewhereShows: a chmod made through another door makes no
 // event (no new version), yet a mount whose folder knows the file shows
-// it once the mode it holds is older than it trusts (10 s).
+// it once the mode it holds is older than it trusts (MetadataTTL, a
+// minute unless set), and not before.
 func TestChmodElsewhereShows(t *testing.T) {
 	w := newWorld(t)
-	dir, _ := mounted(t, w.client(t), mount.Options{Prefix: "ch"})
+	const ttl = 3 * time.Second
+	dir, _ := mounted(t, w.client(t), mount.Options{Prefix: "ch", MetadataTTL: ttl})
 	local := filepath.Join(dir, "x.sh")
+	written := time.Now()
 	if err := os.WriteFile(local, []byte("echo hi\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -235,4 +238,7 @@ func TestChmodElsewhereShows(t *testing.T) {
 		st, err := os.Stat(local)
 		return err == nil && st.Mode().Perm() == 0o755
 	})
+	if took := time.Since(written); took < ttl {
+		t.Fatalf("the chmod showed %v after the store: the folder asked again before its metadata was %v old", took, ttl)
+	}
 }
