@@ -274,8 +274,12 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 		return syscall.ENOTEMPTY
 	}
 	f, e := d.fs.fileAt(ctx, p)
-	if e != 0 || f == nil {
+	if e != 0 {
 		return e
+	}
+	if f == nil { // a folder without a marker: empty now, it is gone
+		d.drop(name)
+		return 0
 	}
 	if f.Kind != "directory" {
 		return syscall.ENOTDIR

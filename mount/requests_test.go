@@ -242,3 +242,28 @@ func TestChmodElsewhereShows(t *testing.T) {
 		t.Fatalf("the chmod showed %v after the store: the folder asked again before its metadata was %v old", took, ttl)
 	}
 }
+
+// TestRemoveListedFolder: rm -rf of a folder the mount listed (its files
+// stored elsewhere, no marker) leaves no entry behind in what its parent
+// knows.
+func TestRemoveListedFolder(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	c := w.client(t)
+	for _, p := range []string{"r/d/a.txt", "r/d/sub/b.txt", "r/keep.txt"} {
+		if _, err := c.PutFile(ctx, p, bytesReader(p), client.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir, _ := mounted(t, c, mount.Options{Prefix: "r"})
+	if got := sh(t, dir, "ls | tr '\\n' ' '"); got != "d keep.txt" {
+		t.Fatalf("ls: %q", got)
+	}
+	sh(t, dir, "rm -rf d")
+	if got := sh(t, dir, "ls | tr '\\n' ' '; test ! -e d && echo gone"); got != "keep.txt gone" {
+		t.Fatalf("after rm -rf d: %q", got)
+	}
+	if page, err := c.ListFiles(ctx, client.ListOptions{Prefix: "r/d/"}); err != nil || len(page.Data) != 0 {
+		t.Fatalf("stored under r/d/: %+v %v", page, err)
+	}
+}
