@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fs"
+
 	"github.com/agentfs/agentfs/client"
 )
 
@@ -49,6 +51,7 @@ func (f *filesystem) follow(ctx context.Context, cursor string) {
 			}
 			cursor = c
 			f.goLive()
+			f.flushKernel() // what changed while the feed was cut was not reported
 		}
 		for ctx.Err() == nil {
 			page, err := f.c.Events(ctx, client.EventOptions{Prefix: f.prefix, After: cursor, Limit: 1000, Wait: client.MaxEventWait})
@@ -85,6 +88,27 @@ func (f *filesystem) follow(ctx context.Context, cursor string) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// flushKernel drops every entry, attribute and content the kernel caches
+// of the mount: the kernel asks again, and the mount answers from the
+// store (folders forgot their entries when the feed went live again).
+func (f *filesystem) flushKernel() {
+	if f.root == nil {
+		return
+	}
+	var walk func(dir *fs.Inode)
+	walk = func(dir *fs.Inode) {
+		for name, child := range dir.Children() {
+			dir.NotifyEntry(name)
+			if _, ok := child.Operations().(*dirNode); ok {
+				walk(child)
+			} else {
+				child.NotifyContent(0, 0)
+			}
+		}
+	}
+	walk(f.root)
 }
 
 // invalidate drops what the kernel caches of the subject's path p: its

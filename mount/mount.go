@@ -42,6 +42,10 @@ type Options struct {
 	// a chmod or touch made elsewhere (which makes no event) is seen;
 	// zero means DefaultMetadataTTL.
 	MetadataTTL time.Duration
+	// KernelCacheTimeout is how long the kernel keeps entries and
+	// attributes before it asks the mount again; zero means
+	// DefaultKernelCacheTimeout.
+	KernelCacheTimeout time.Duration
 }
 
 // Mount is a mounted filesystem: Wait for it to be unmounted, or Unmount
@@ -53,9 +57,13 @@ type Mount struct {
 	tmpDir string
 }
 
-// Kernel cache lifetimes: entries and attributes are kept a second, and the
-// event feed invalidates them sooner when something changes elsewhere.
-const cacheTimeout = time.Second
+// DefaultKernelCacheTimeout is the kernel's cache lifetime of entries
+// (also of missing names) and attributes (Options.KernelCacheTimeout). The
+// event feed invalidates exactly those changed elsewhere
+// as it reports them, and all of them when it restarts (events may have
+// been missed), so the lifetime bounds only what no event reports: a
+// chmod or touch made elsewhere, seen within MetadataTTL and this.
+const DefaultKernelCacheTimeout = 10 * time.Second
 
 // New mounts c's files (under opts.Prefix) at dir and serves them until
 // Unmount or an unmount from outside (fusermount3 -u).
@@ -96,7 +104,10 @@ func New(c *client.Client, dir string, opts Options) (*Mount, error) {
 	}
 	root := &dirNode{fs: m.fs}
 	m.fs.root = root.EmbeddedInode() // before the first call can come
-	timeout := cacheTimeout
+	timeout := opts.KernelCacheTimeout
+	if timeout <= 0 {
+		timeout = DefaultKernelCacheTimeout
+	}
 	server, err := fs.Mount(dir, root, &fs.Options{
 		MountOptions: fuse.MountOptions{FsName: "agentfs", Name: "agentfs", Debug: opts.Debug,
 			MaxWrite: 1 << 20},

@@ -83,8 +83,9 @@ func gets(reqs []string) []string {
 	return out
 }
 
-// pastKernelCache waits until the kernel's entries and attributes of the
-// mount expired, so the next calls reach the mount.
+// pastKernelCache waits until the kernel's entries and attributes of a
+// mount with a KernelCacheTimeout of a second expired, so the next calls
+// reach the mount.
 func pastKernelCache() { time.Sleep(1500 * time.Millisecond) }
 
 // TestGrepAfterUntarAsksNothing: tar -x stores each file with one request
@@ -95,7 +96,7 @@ func pastKernelCache() { time.Sleep(1500 * time.Millisecond) }
 func TestGrepAfterUntarAsksNothing(t *testing.T) {
 	w := newWorld(t)
 	cnt := &counting{}
-	dir, _ := mounted(t, w.client(t, client.WithHTTPClient(&http.Client{Transport: cnt})), mount.Options{Prefix: "g"})
+	dir, _ := mounted(t, w.client(t, client.WithHTTPClient(&http.Client{Transport: cnt})), mount.Options{Prefix: "g", KernelCacheTimeout: time.Second})
 	src := t.TempDir()
 	sh(t, src, "mkdir -p tree/d && for i in 1 2 3 4; do echo package p$i > tree/d/f$i.go; done && chmod 755 tree/d/f1.go && "+
 		"touch -d 2001-02-03T04:05:06Z tree/d/f2.go && tar -cf t.tar tree")
@@ -157,7 +158,7 @@ func TestListedFolderAnswersLookups(t *testing.T) {
 		}
 	}
 	cnt := &counting{}
-	dir, _ := mounted(t, w.client(t, client.WithHTTPClient(&http.Client{Transport: cnt})), mount.Options{Prefix: "l"})
+	dir, _ := mounted(t, w.client(t, client.WithHTTPClient(&http.Client{Transport: cnt})), mount.Options{Prefix: "l", KernelCacheTimeout: time.Second})
 	sh(t, dir, "test -d d")
 	cnt.take()
 	if out := sh(t, dir, "stat -c %s d/f0.txt d/f1.txt d/f2.txt d/f3.txt d/f4.txt | tr '\\n' ' '; test ! -e d/none"); out != "6 6 6 6 6" {
@@ -191,7 +192,7 @@ func TestListedFolderAnswersLookups(t *testing.T) {
 func TestGitStatusReadsNothing(t *testing.T) {
 	w := newWorld(t)
 	cnt := &counting{}
-	dir, _ := mounted(t, w.client(t, client.WithHTTPClient(&http.Client{Transport: cnt})), mount.Options{Prefix: "git"})
+	dir, _ := mounted(t, w.client(t, client.WithHTTPClient(&http.Client{Transport: cnt})), mount.Options{Prefix: "git", KernelCacheTimeout: time.Second})
 	src := t.TempDir()
 	sh(t, src, "git init -q -b main . && mkdir -p a/b && for i in 1 2 3; do echo $i > a/b/f$i; echo $i > top$i; done && git add -A && git commit -qm x")
 	sh(t, dir, "git clone -q "+src+" clone && cd clone && git status --porcelain")
@@ -220,7 +221,7 @@ func TestGitStatusReadsNothing(t *testing.T) {
 func TestChmodElsewhereShows(t *testing.T) {
 	w := newWorld(t)
 	const ttl = 3 * time.Second
-	dir, _ := mounted(t, w.client(t), mount.Options{Prefix: "ch", MetadataTTL: ttl})
+	dir, _ := mounted(t, w.client(t), mount.Options{Prefix: "ch", MetadataTTL: ttl, KernelCacheTimeout: time.Second})
 	local := filepath.Join(dir, "x.sh")
 	written := time.Now()
 	if err := os.WriteFile(local, []byte("echo hi\n"), 0o644); err != nil {
