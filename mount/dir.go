@@ -20,8 +20,9 @@ type dirNode struct {
 	fs *filesystem
 
 	// What the folder knows of its entries (known.go): ents while epoch
-	// is the feed's live generation; changes counts forget calls, so a
-	// listing that crossed one is not learned.
+	// is the feed's live generation; changes counts the changes made in
+	// it (here or, by forget, elsewhere), so a listing that crossed one
+	// is not learned.
 	mu      sync.Mutex
 	ents    map[string]dirEnt
 	epoch   int64

@@ -73,10 +73,13 @@ func (d *dirNode) entry(name string) (dirEnt, bool, bool) {
 	return e, ok, true
 }
 
-// put notes the entry name, which this mount made or changed.
+// put notes the entry name, which this mount made or changed. Like every
+// change the mount makes in the folder, it also keeps a listing that was
+// under way from being learned: it may predate the change.
 func (d *dirNode) put(name string, mode uint32, f *client.File) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.changes++
 	if d.knowsLocked() {
 		d.ents[name] = dirEnt{mode: mode, file: f, at: time.Now()}
 	}
@@ -86,6 +89,7 @@ func (d *dirNode) put(name string, mode uint32, f *client.File) {
 func (d *dirNode) drop(name string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.changes++
 	if d.knowsLocked() {
 		delete(d.ents, name)
 	}
@@ -112,6 +116,7 @@ func (f *filesystem) madeEmpty(d *dirNode) {
 func (d *dirNode) update(name string, f *client.File) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.changes++
 	if e, ok := d.ents[name]; ok && d.knowsLocked() {
 		d.ents[name] = dirEnt{mode: e.mode, file: f, at: time.Now()}
 	}
