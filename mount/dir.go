@@ -19,32 +19,17 @@ type dirNode struct {
 	fs.Inode
 	fs *filesystem
 
-	// A folder this mount made (mkdir) holds what this mount put in it
-	// and nothing else until the event feed reports a change under it
-	// from elsewhere (or the feed was cut: epoch). While so, names are
-	// its only entries, and the lookup of any other name (tar, git clone
-	// and cp look up every name before creating it) answers ENOENT
-	// without asking the store.
-	mu    sync.Mutex
-	made  bool
-	epoch int64
-	names map[string]bool
-}
-
-// mine notes a name this mount put in the folder.
-func (d *dirNode) mine(name string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.made {
-		d.names[name] = true
-	}
-}
-
-// absent reports whether name is known not to be in the folder.
-func (d *dirNode) absent(name string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.made && d.epoch == d.fs.feedEpoch.Load() && !d.names[name]
+	// What the folder knows of its entries (known.go): ents while epoch
+	// is the feed's live generation; changes counts the changes made in
+	// it (here or, by forget, elsewhere), so a listing that crossed one
+	// is not learned.
+	mu      sync.Mutex
+	ents    map[string]dirEnt
+	epoch   int64
+	changes int64
+	// large: the folder's listing is more than one page, which a lookup
+	// does not read (it asks for its name alone).
+	large bool
 }
 
 // opsOf is the node of inode n, nil for no inode.
@@ -53,22 +38,6 @@ func opsOf(n *fs.Inode) fs.InodeEmbedder {
 		return nil
 	}
 	return n.Operations()
-}
-
-// unchanged reports whether this mount made the folder and nothing in it
-// changed elsewhere since: it is there without asking.
-func (d *dirNode) unchanged() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.made && d.epoch == d.fs.feedEpoch.Load()
-}
-
-// changedElsewhere forgets that the folder holds only this mount's
-// names: something under it changed elsewhere.
-func (d *dirNode) changedElsewhere() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.made, d.names = false, nil
 }
 
 // The calls a folder answers.
@@ -103,37 +72,6 @@ func (d *dirNode) folderPrefix() string {
 	return d.fs.prefix
 }
 
-// entries lists the folder: its files and the folders under it (a folder
-// kept by a marker and holding files is one entry).
-func (d *dirNode) entries(ctx context.Context) ([]fuse.DirEntry, syscall.Errno) {
-	prefix := d.folderPrefix()
-	seen := map[string]bool{}
-	var out []fuse.DirEntry
-	add := func(name string, mode uint32) {
-		if name != "" && !seen[name] {
-			seen[name] = true
-			out = append(out, fuse.DirEntry{Name: name, Mode: mode})
-		}
-	}
-	opts := client.FolderOptions{Limit: 1000}
-	for {
-		page, err := d.fs.c.ListFolder(ctx, prefix, opts)
-		if err != nil {
-			return nil, errno(err)
-		}
-		for _, f := range page.Data {
-			add(strings.TrimPrefix(f.Path, prefix), typeBits(f.Kind))
-		}
-		for _, p := range page.Prefixes {
-			add(strings.TrimSuffix(strings.TrimPrefix(p, prefix), "/"), fuse.S_IFDIR)
-		}
-		if !page.HasMore || page.NextCursor == nil {
-			return out, 0
-		}
-		opts.Cursor = *page.NextCursor
-	}
-}
-
 func typeBits(kind string) uint32 {
 	switch kind {
 	case "directory":
@@ -147,29 +85,61 @@ func typeBits(kind string) uint32 {
 // Readdir lists the folder.
 func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	ctx = uninterrupted(ctx)
-	list, e := d.entries(ctx)
+	if list, ok := d.known(); ok {
+		return fs.NewListDirStream(list), 0
+	}
+	list, e := d.list(ctx, true)
 	if e != 0 {
 		return nil, e
 	}
 	return fs.NewListDirStream(list), 0
 }
 
-// Lookup finds name in the folder: the live file at its path (a marker is
-// a folder), or else a folder when a file lies under it. An inode the
-// kernel already has for the name is kept (the folder's children, a file
-// being written), so a lookup after the entry's timeout changes nothing.
+// Lookup finds name in the folder: from what the folder knows of its
+// entries, without a request (known.go); else the live file at its path (a
+// marker is a folder), or a folder when a file lies under it. A folder
+// that does not know its entries learns them from one listing first, so
+// a walk of it (grep -r, git status, find) asks once per folder, not once
+// per name. An inode the kernel already has for the name is kept (the
+// folder's children, a file being written), so a lookup after the entry's
+// timeout changes nothing.
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = uninterrupted(ctx)
-	if d.absent(name) {
-		return nil, syscall.ENOENT
+	ent, ok, knows := d.entry(name)
+	if (!knows || ok && d.stale(ent)) && d.fs.live.Load() >= 0 && !d.isLarge() {
+		if _, e := d.list(ctx, false); e != 0 {
+			return nil, e
+		}
+		ent, ok, knows = d.entry(name)
 	}
 	known := d.GetChild(name)
-	if dn, ok := opsOf(known).(*dirNode); ok && dn.unchanged() {
-		dn.fill(&out.Attr) // made here, and nothing in it changed elsewhere since
-		return known, 0
-	}
 	if c := d.childFile(name); c != nil && c.local() {
 		c.fill(&out.Attr) // created here and not stored yet, or open
+		return known, 0
+	}
+	if knows && !ok {
+		return nil, syscall.ENOENT
+	}
+	if knows && !d.stale(ent) {
+		switch n := opsOf(known).(type) {
+		case *dirNode:
+			n.fill(&out.Attr)
+			return known, 0
+		case *fileNode:
+			if n.current() != nil {
+				n.fill(&out.Attr)
+				return known, 0
+			}
+		}
+		switch {
+		case ent.mode == fuse.S_IFDIR:
+			return d.dirInode(ctx, out), 0
+		case ent.file != nil:
+			return d.fileInode(ctx, ent.file, out), 0
+		}
+	}
+	if dn, ok := opsOf(known).(*dirNode); ok && dn.knows() {
+		dn.fill(&out.Attr) // nothing in it changed elsewhere since it was known
 		return known, 0
 	}
 	p := d.child(name)
@@ -190,6 +160,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 			return nil, errno(err)
 		}
 		if len(page.Data) == 0 && len(page.Prefixes) == 0 {
+			d.drop(name)
 			return nil, syscall.ENOENT
 		}
 	}
@@ -200,6 +171,26 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		}
 	}
 	return d.dirInode(ctx, out), 0
+}
+
+// storedFile is the stored file at name in the folder, from what the mount
+// knows (the node's metadata, or the folder's entry) when the folder knows
+// its entries, else from the store; nil when there is none.
+func (d *dirNode) storedFile(ctx context.Context, name string) (*client.File, syscall.Errno) {
+	ent, ok, knows := d.entry(name)
+	if knows {
+		if !ok {
+			return nil, 0
+		}
+		if n := d.childFile(name); n != nil {
+			if f := n.current(); f != nil {
+				return f, 0
+			}
+		} else if ent.file != nil {
+			return ent.file, 0
+		}
+	}
+	return d.fs.fileAt(ctx, d.child(name))
 }
 
 // fileAt is the live file at local path p, nil when there is none.
@@ -263,7 +254,8 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	if _, e := d.putNew(ctx, name, "", "directory", int(mode&0o7777)); e != 0 {
 		return nil, e
 	}
-	n := &dirNode{fs: d.fs, made: true, epoch: d.fs.feedEpoch.Load(), names: map[string]bool{}}
+	n := &dirNode{fs: d.fs}
+	d.fs.madeEmpty(n)
 	n.fill(&out.Attr)
 	return d.NewInode(ctx, n, fs.StableAttr{Mode: fuse.S_IFDIR}), 0
 }
@@ -283,14 +275,21 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 		return syscall.ENOTEMPTY
 	}
 	f, e := d.fs.fileAt(ctx, p)
-	if e != 0 || f == nil {
+	if e != 0 {
 		return e
+	}
+	if f == nil { // a folder without a marker: empty now, it is gone
+		d.drop(name)
+		return 0
 	}
 	if f.Kind != "directory" {
 		return syscall.ENOTDIR
 	}
-	_, err = d.fs.c.DeleteFile(ctx, f.ID, client.DeleteOptions{IdempotencyKey: d.fs.key()})
-	return errno(err)
+	if _, err = d.fs.c.DeleteFile(ctx, f.ID, client.DeleteOptions{IdempotencyKey: d.fs.key()}); err != nil {
+		return errno(err)
+	}
+	d.drop(name)
+	return 0
 }
 
 // Unlink deletes the file (restorably: it stays in history).
@@ -299,7 +298,7 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	if d.fs.readOnly {
 		return syscall.EROFS
 	}
-	f, e := d.fs.fileAt(ctx, d.child(name))
+	f, e := d.storedFile(ctx, name)
 	switch {
 	case e != 0:
 		return e
@@ -308,8 +307,11 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	case f.Kind == "directory":
 		return syscall.EISDIR
 	}
-	_, err := d.fs.c.DeleteFile(ctx, f.ID, client.DeleteOptions{IdempotencyKey: d.fs.key()})
-	return errno(err)
+	if _, err := d.fs.c.DeleteFile(ctx, f.ID, client.DeleteOptions{IdempotencyKey: d.fs.key()}); err != nil {
+		return errno(err)
+	}
+	d.drop(name)
+	return 0
 }
 
 // Symlink stores a symlink: a file of kind symlink whose content is the
@@ -338,7 +340,7 @@ func (d *dirNode) putNew(ctx context.Context, name, content, kind string, mode i
 		}
 		return nil, errno(err)
 	}
-	d.mine(name)
+	d.put(name, typeBits(kind), f)
 	return f, 0
 }
 
@@ -353,7 +355,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags, mode uint32, o
 	if e != 0 {
 		return nil, nil, 0, e
 	}
-	d.mine(name)
+	d.put(name, fuse.S_IFREG, nil)
 	n.fill(&out.Attr) // stored at its first close
 	return d.NewInode(ctx, n, fs.StableAttr{Mode: fuse.S_IFREG}), h, 0, 0
 }
@@ -370,15 +372,19 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent fs.InodeEmb
 		return syscall.ENOTSUP
 	}
 	dest := newParent.EmbeddedInode().Operations().(*dirNode)
-	dest.mine(newName)
 	to := dest.child(newName)
 	from := d.child(name)
-	f, e := d.fs.fileAt(ctx, from)
+	f, e := d.storedFile(ctx, name)
 	if e != 0 {
 		return e
 	}
 	if f == nil || f.Kind == "directory" {
-		return d.fs.moveFolder(ctx, from, to)
+		if e := d.fs.moveFolder(ctx, from, to); e != 0 {
+			return e
+		}
+		d.drop(name)
+		dest.put(newName, fuse.S_IFDIR, nil)
+		return 0
 	}
 	if n := d.childFile(name); n != nil {
 		if e := n.flushOpen(ctx); e != 0 {
@@ -392,6 +398,8 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent fs.InodeEmb
 	if n := d.childFile(name); n != nil {
 		n.setMeta(moved)
 	}
+	d.drop(name)
+	dest.put(newName, typeBits(moved.Kind), moved)
 	return 0
 }
 

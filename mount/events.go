@@ -5,35 +5,110 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fs"
+
 	"github.com/agentfs/agentfs/client"
 )
 
-// follow reads the event feed of the mount's prefix from now on and, for
-// each change made elsewhere (another mount, REST, MCP, a run revert),
-// invalidates the kernel's cache entries of exactly the paths it names:
-// the entry in its folder, and the cached content and attributes of a file
-// the kernel knows. It ends with ctx.
-func (f *filesystem) follow(ctx context.Context) {
+// feedNow answers the feed's current end: the events after this cursor
+// are exactly those that commit from now on.
+func (f *filesystem) feedNow(ctx context.Context) (string, error) {
+	page, err := f.c.Events(ctx, client.EventOptions{Prefix: f.prefix, After: client.EventsNow, Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	return page.NextCursor, nil
+}
+
+// ownPause is how long the feed waits before asking again after a page
+// of the mount's own writes only.
+const ownPause = 50 * time.Millisecond
+
+// goLive makes the feed live from cursor: what the mount learns from now
+// on is kept until the feed reports a change (or stops).
+func (f *filesystem) goLive() {
+	f.gen++
+	f.live.Store(f.gen)
+}
+
+// follow reads the event feed of the mount's prefix from cursor (the
+// feed's end when the mount started, "" when it could not be read) and,
+// for each change made elsewhere (another mount, REST, MCP, a run
+// revert), invalidates the kernel's cache entries of exactly the paths it
+// names: the entry in its folder, and the cached content and attributes of
+// a file the kernel knows; the folders on the way forget their entries
+// (known.go). It ends with ctx.
+func (f *filesystem) follow(ctx context.Context, cursor string) {
 	for ctx.Err() == nil {
-		fl := f.c.FollowEvents(client.EventOptions{Prefix: f.prefix, After: client.EventsNow}, client.FollowOptions{})
-		for e, err := range fl.All(ctx) {
+		if cursor == "" {
+			c, err := f.feedNow(ctx)
+			if err != nil {
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+				continue
+			}
+			cursor = c
+			f.goLive()
+			f.flushKernel() // what changed while the feed was cut was not reported
+		}
+		for ctx.Err() == nil {
+			page, err := f.c.Events(ctx, client.EventOptions{Prefix: f.prefix, After: cursor, Limit: 1000, Wait: client.MaxEventWait})
 			if err != nil {
 				break
 			}
-			if e.IdempotencyKey != nil && strings.HasPrefix(*e.IdempotencyKey, f.keyPrefix) {
-				continue // this mount's own write: the kernel already saw it
+			own := 0
+			for i := range page.Data {
+				e := &page.Data[i]
+				if e.IdempotencyKey != nil && strings.HasPrefix(*e.IdempotencyKey, f.keyPrefix) {
+					own++
+					continue // this mount's own write: the kernel already saw it
+				}
+				f.invalidate(ctx, e.Path, e.FileID)
+				if e.PreviousPath != nil {
+					f.invalidate(ctx, *e.PreviousPath, e.FileID)
+				}
 			}
-			f.invalidate(ctx, e.Path, e.FileID)
-			if e.PreviousPath != nil {
-				f.invalidate(ctx, *e.PreviousPath, e.FileID)
+			cursor = page.NextCursor
+			if own > 0 && own == len(page.Data) {
+				// The mount's own writes only (tar -x, git clone): let
+				// them gather rather than ask once per store; a change
+				// elsewhere waits at most this long more.
+				select {
+				case <-ctx.Done():
+				case <-time.After(ownPause):
+				}
 			}
 		}
-		f.feedEpoch.Add(1) // the events until the feed restarts are missed
+		f.live.Store(-1) // the events until the feed restarts are missed
+		cursor = ""
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// flushKernel drops every entry, attribute and content the kernel caches
+// of the mount: the kernel asks again, and the mount answers from the
+// store (folders forgot their entries when the feed went live again).
+func (f *filesystem) flushKernel() {
+	if f.root == nil {
+		return
+	}
+	var walk func(dir *fs.Inode)
+	walk = func(dir *fs.Inode) {
+		for name, child := range dir.Children() {
+			dir.NotifyEntry(name)
+			if _, ok := child.Operations().(*dirNode); ok {
+				walk(child)
+			} else {
+				child.NotifyContent(0, 0)
+			}
+		}
+	}
+	walk(f.root)
 }
 
 // invalidate drops what the kernel caches of the subject's path p: its
@@ -49,7 +124,7 @@ func (f *filesystem) invalidate(ctx context.Context, p, fileID string) {
 	parts := strings.Split(local, "/")
 	for i, name := range parts {
 		if d, ok := dir.Operations().(*dirNode); ok {
-			d.changedElsewhere()
+			d.forget()
 		}
 		child := dir.GetChild(name)
 		if child == nil {
@@ -61,7 +136,7 @@ func (f *filesystem) invalidate(ctx context.Context, p, fileID string) {
 			continue
 		}
 		if d, ok := child.Operations().(*dirNode); ok {
-			d.changedElsewhere() // a folder's own marker changed
+			d.forget() // a folder's own marker changed
 		}
 		n, ok := child.Operations().(*fileNode)
 		if !ok || n.local() {

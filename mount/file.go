@@ -28,6 +28,10 @@ type fileNode struct {
 	mtime *time.Time // set by utimes while a write is staged
 	kind  string
 	open  map[*handle]bool
+	// pageETag is the etag of the content the kernel's page cache holds
+	// of the file, as of its last open for reading ("" none or unknown):
+	// an open of the same etag keeps the kernel's cache (FOPEN_KEEP_CACHE).
+	pageETag string
 }
 
 // The calls a file answers.
@@ -41,10 +45,15 @@ var (
 	_ fs.NodeSetxattrer = (*fileNode)(nil)
 )
 
+// setMeta notes the file's metadata as the store answered it, also in its
+// folder's entries.
 func (n *fileNode) setMeta(f *client.File) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	n.meta, n.mode, n.kind = f, int(f.Mode), f.Kind
+	n.mu.Unlock()
+	if name, d := parentDir(n); d != nil {
+		d.update(name, f)
+	}
 }
 
 // fill gives the file's attributes: those stored, or a staged write's.
@@ -155,14 +164,18 @@ func (n *fileNode) current() *client.File {
 }
 
 // Open opens the file; close-to-open: its metadata is read again, so a
-// change made elsewhere is seen by the next open.
+// change made elsewhere is seen by the next open, unless its folder knows
+// its entries (known.go), which the event feed keeps as fresh (the feed
+// reports a change elsewhere before the next open sees it stale, within
+// the feed's latency). A read-only open of the content the kernel already
+// caches keeps the kernel's cache.
 func (n *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	ctx = uninterrupted(ctx)
 	writing := flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
 	if writing && n.fs.readOnly {
 		return nil, 0, syscall.EROFS
 	}
-	if cur := n.current(); cur != nil && !n.hasDirty() {
+	if cur := n.current(); cur != nil && !n.hasDirty() && !n.fresh() {
 		f, err := n.fs.c.File(ctx, cur.ID)
 		if err != nil {
 			return nil, 0, errno(err) // ENOENT only when the store says so: EIO for a store that could not answer
@@ -181,7 +194,43 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 			return nil, 0, e
 		}
 	}
-	return h, 0, 0
+	return h, n.keepCache(writing), 0
+}
+
+// fresh reports whether the file's metadata is as fresh as the event
+// feed: its folder knows its entries, and its mode and mtime are recent
+// (known.go).
+func (n *fileNode) fresh() bool {
+	name, d := parentDir(n)
+	if d == nil {
+		return false
+	}
+	e, ok, knows := d.entry(name)
+	return knows && ok && !d.stale(e)
+}
+
+// kindOf is the file's kind.
+func (n *fileNode) kindOf() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.kind
+}
+
+// keepCache answers FOPEN_KEEP_CACHE when the kernel's page cache of the
+// file holds the content being opened; an open for writing drops it.
+func (n *fileNode) keepCache(writing bool) uint32 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	etag := ""
+	if n.meta != nil && !writing && len(n.open) == 1 {
+		etag = n.meta.ETag
+	}
+	keep := etag != "" && etag == n.pageETag
+	n.pageETag = etag
+	if keep {
+		return fuse.FOPEN_KEEP_CACHE
+	}
+	return 0
 }
 
 func (n *fileNode) hasDirty() bool {

@@ -2,6 +2,8 @@ package mount
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -157,6 +159,9 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 		return errno(err)
 	}
 	h.base, h.dirty = f, false
+	if h.stage != nil && f.SizeBytes > chunkSize {
+		h.n.fs.keepContent(h.stage, f)
+	}
 	return 0
 }
 
@@ -169,7 +174,7 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	defer h.mu.Unlock()
 	if h.stage != nil {
 		h.stage.Close()
-		os.Remove(h.stage.Name())
+		h.n.fs.keepStage(h.stage.Name(), h.base, h.dirty)
 		h.stage = nil
 	}
 	h.n.mu.Lock()
@@ -225,6 +230,61 @@ func (n *fileNode) putFrom(ctx context.Context, remote string, content *os.File,
 // chunkSize is the unit of ranged reads and of the read cache.
 const chunkSize = 1 << 20
 
+// keepMax is the largest stored content kept in the read cache at its
+// store; a larger one is read back from the store when read.
+const keepMax = 8 << 20
+
+// keepStage ends a handle's stage: one that holds exactly the version f
+// it stored (one chunk at most; not dirty since) becomes that chunk of the
+// read cache, so the bytes written through the mount are read back
+// without a request (grep -r after tar -x); it costs a rename where a
+// removal was due anyway, and nothing before close returns. Any other
+// stage is removed. A larger file's chunks were kept at its store
+// (keepContent).
+func (fsys *filesystem) keepStage(name string, f *client.File, dirty bool) {
+	if !dirty && f != nil && f.SizeBytes > 0 && f.SizeBytes <= chunkSize {
+		if st, err := os.Stat(name); err == nil && st.Size() == f.SizeBytes && os.Rename(name, fsys.chunkPath(f, 0)) == nil {
+			return
+		}
+	}
+	os.Remove(name)
+}
+
+// keepContent puts the content just stored as f into the read cache under
+// its etag, as the chunks a read would fetch: the bytes written through
+// the mount are read back without a request (grep -r after tar -x). The
+// content is checked against f's SHA-256 first; a mismatch keeps nothing.
+func (fsys *filesystem) keepContent(content *os.File, f *client.File) {
+	if content == nil || f.SizeBytes == 0 || f.SizeBytes > keepMax {
+		return
+	}
+	b := make([]byte, f.SizeBytes)
+	if n, _ := content.ReadAt(b, 0); int64(n) != f.SizeBytes {
+		return
+	}
+	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != etagSHA(f.ETag) {
+		return
+	}
+	for idx := int64(0); idx*chunkSize < f.SizeBytes; idx++ {
+		fsys.putChunk(f, idx, b[idx*chunkSize:min((idx+1)*chunkSize, f.SizeBytes)])
+	}
+}
+
+// chunkPath is the read cache's file of chunk idx of f's content.
+func (fsys *filesystem) chunkPath(f *client.File, idx int64) string {
+	return filepath.Join(fsys.cache, "chunks", etagSHA(f.ETag)+"-"+strconv.FormatInt(idx, 10))
+}
+
+// putChunk writes a chunk into the read cache (a temporary file renamed,
+// so a reader sees it whole or not at all).
+func (fsys *filesystem) putChunk(f *client.File, idx int64, b []byte) {
+	name := fsys.chunkPath(f, idx)
+	tmp := name + ".tmp" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if os.WriteFile(tmp, b, 0o600) == nil {
+		_ = os.Rename(tmp, name)
+	}
+}
+
 // readRange reads into dest from off of the version f, chunk by chunk,
 // each fetched once with a Range request and kept in the cache directory
 // under the content's etag.
@@ -248,8 +308,7 @@ func (fsys *filesystem) readRange(ctx context.Context, f *client.File, dest []by
 }
 
 func (fsys *filesystem) chunk(ctx context.Context, f *client.File, idx int64) ([]byte, syscall.Errno) {
-	name := filepath.Join(fsys.cache, "chunks", etagSHA(f.ETag)+"-"+strconv.FormatInt(idx, 10))
-	if b, err := os.ReadFile(name); err == nil {
+	if b, err := os.ReadFile(fsys.chunkPath(f, idx)); err == nil {
 		return b, 0
 	}
 	from := idx * chunkSize
@@ -263,9 +322,6 @@ func (fsys *filesystem) chunk(ctx context.Context, f *client.File, idx int64) ([
 	if err != nil {
 		return nil, syscall.EIO
 	}
-	tmp := name + ".tmp" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if os.WriteFile(tmp, b, 0o600) == nil {
-		_ = os.Rename(tmp, name)
-	}
+	fsys.putChunk(f, idx, b)
 	return b, 0
 }

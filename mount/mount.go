@@ -37,6 +37,15 @@ type Options struct {
 	CacheDir string
 	// Debug logs every FUSE call.
 	Debug bool
+	// MetadataTTL is how long a folder that knows its entries answers a
+	// file's mode and mtime without asking again, the bound on how stale
+	// a chmod or touch made elsewhere (which makes no event) is seen;
+	// zero means DefaultMetadataTTL.
+	MetadataTTL time.Duration
+	// KernelCacheTimeout is how long the kernel keeps entries and
+	// attributes before it asks the mount again; zero means
+	// DefaultKernelCacheTimeout.
+	KernelCacheTimeout time.Duration
 }
 
 // Mount is a mounted filesystem: Wait for it to be unmounted, or Unmount
@@ -48,9 +57,13 @@ type Mount struct {
 	tmpDir string
 }
 
-// Kernel cache lifetimes: entries and attributes are kept a second, and the
-// event feed invalidates them sooner when something changes elsewhere.
-const cacheTimeout = time.Second
+// DefaultKernelCacheTimeout is the kernel's cache lifetime of entries
+// (also of missing names) and attributes (Options.KernelCacheTimeout). The
+// event feed invalidates exactly those changed elsewhere
+// as it reports them, and all of them when it restarts (events may have
+// been missed), so the lifetime bounds only what no event reports: a
+// chmod or touch made elsewhere, seen within MetadataTTL and this.
+const DefaultKernelCacheTimeout = 10 * time.Second
 
 // New mounts c's files (under opts.Prefix) at dir and serves them until
 // Unmount or an unmount from outside (fusermount3 -u).
@@ -76,9 +89,25 @@ func New(c *client.Client, dir string, opts Options) (*Mount, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	m.stop = stop
 	m.fs = &filesystem{c: c, prefix: prefix, keyPrefix: "mount-" + randomHex(6) + "-", readOnly: opts.ReadOnly, cache: cache, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
+	m.fs.live.Store(-1)
+	if m.fs.metaTTL = opts.MetadataTTL; m.fs.metaTTL <= 0 {
+		m.fs.metaTTL = DefaultMetadataTTL
+	}
+	// The feed's end before the first call: from here on the feed reports
+	// every change made elsewhere, so what the mount learns is kept. A
+	// store that cannot answer now leaves the feed to start later.
+	probe, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cursor, err := m.fs.feedNow(probe)
+	cancel()
+	if err == nil {
+		m.fs.goLive()
+	}
 	root := &dirNode{fs: m.fs}
 	m.fs.root = root.EmbeddedInode() // before the first call can come
-	timeout := cacheTimeout
+	timeout := opts.KernelCacheTimeout
+	if timeout <= 0 {
+		timeout = DefaultKernelCacheTimeout
+	}
 	server, err := fs.Mount(dir, root, &fs.Options{
 		MountOptions: fuse.MountOptions{FsName: "agentfs", Name: "agentfs", Debug: opts.Debug,
 			MaxWrite: 1 << 20},
@@ -91,7 +120,7 @@ func New(c *client.Client, dir string, opts Options) (*Mount, error) {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
 	m.server = server
-	go m.fs.follow(ctx)
+	go m.fs.follow(ctx, cursor)
 	return m, nil
 }
 
@@ -128,9 +157,14 @@ type filesystem struct {
 	keyPrefix string
 	uid, gid  uint32
 	root      *fs.Inode
-	// feedEpoch counts the event feed's restarts: a folder made before
-	// the last one may have missed an event.
-	feedEpoch atomic.Int64
+	// live is the event feed's generation while it is live, -1 while it
+	// is not: what a folder learned in an earlier generation may have
+	// missed an event (known.go). gen is the last generation, counted by
+	// the feed's goroutine.
+	live atomic.Int64
+	gen  int64
+	// metaTTL: Options.MetadataTTL.
+	metaTTL time.Duration
 }
 
 // remote is the subject's path of the node at local path p ("" the root).
