@@ -210,6 +210,7 @@ func (s *Store) writeBlob(ctx context.Context, put agentfs.Put, fileID string, b
 	}
 	hr := newHashingReader(src)
 	hr.text = newTextCapture(s.searchMax(), put.Size)
+	hr.keepFor(s.blobs, put.Size)
 	key := "blobs/" + NewID("blob")[len("blob_"):]
 	b := &writtenBlob{key: key, tags: blobTags(fileID, put.By)}
 	err := s.putBlob(ctx, key, hr, put.Size, put.ContentType, b.tags)
@@ -223,6 +224,12 @@ func (s *Store) writeBlob(ctx context.Context, put agentfs.Put, fileID string, b
 		b.text = &t
 		if put.Digest != nil && subtle.ConstantTimeCompare(put.Digest, sum) != 1 {
 			err = agentfs.ErrChecksumMismatch
+		}
+	}
+	if err == nil {
+		// The bytes are in hand: a read of the new file needs no S3.
+		if b, ok := hr.kept(n); ok {
+			s.blobs.Put(key, b)
 		}
 	}
 	switch {
