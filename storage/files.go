@@ -610,7 +610,7 @@ func (s *Store) ListFiles(ctx context.Context, subject string, filter agentfs.Fi
 	if c := filter.After; c != nil {
 		w.when(true, "(created_at, id) < (@after_created_at, @after_id)", pgx.NamedArgs{"after_created_at": c.CreatedAt, "after_id": c.ID})
 	}
-	out, err := s.scanFiles(s.pool.Query(ctx, `SELECT `+fileColumns+` FROM files WHERE `+w.where()+
+	out, err := s.scanFiles(s.pool.Query(ctx, `SELECT `+fileColumnsFor(filter.Fields)+` FROM files WHERE `+w.where()+
 		` ORDER BY created_at DESC, id DESC LIMIT @limit`, w.args))
 	if err != nil {
 		return nil, fmt.Errorf("list files: %w", err)
