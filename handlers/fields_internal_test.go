@@ -136,7 +136,9 @@ func FuzzParseFields(f *testing.F) {
 				t.Fatalf("%q: answered %s, which it did not name", v, fl.name)
 			}
 		}
-		idx := func(name string) int { return slices.IndexFunc(fileFields, func(f fileField) bool { return f.name == name }) }
+		idx := func(name string) int {
+			return slices.IndexFunc(fileFields, func(f fileField) bool { return f.name == name })
+		}
 		for i := 1; i < len(got); i++ {
 			if idx(got[i].name) <= idx(got[i-1].name) {
 				t.Fatalf("%q: %v out of the object's order or repeated", v, names(got))
