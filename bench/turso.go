@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -85,7 +86,7 @@ func (b *bench) turso(ctx context.Context) ([]row, error) {
 		}
 	}
 
-	listMS, err := b.listTimes(ctx, fc, data, 2*c.tursoRounds)
+	listMS, slimMS, err := b.listTimes(ctx, fc, data, 2*c.tursoRounds)
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +111,10 @@ func (b *bench) turso(ctx context.Context) ([]row, error) {
 	lr := rateRow(fmt.Sprintf("listing %d files with their metadata vs Turso's readdirPlus", c.tursoList), 1/agentMS, 1/peerMS, "", listBudget)
 	lr.agentfs, lr.direct = fmt.Sprintf("%.1f ms", agentMS), fmt.Sprintf("%.1f ms (%s)", peerMS, peerName)
 	rows = append(rows, lr)
+	slimAgent := median(slimMS)
+	sr := rateRow(fmt.Sprintf("listing %d files with fields=%s vs Turso's readdirPlus", c.tursoList, statFields), 1/slimAgent, 1/peerMS, "", listBudget)
+	sr.agentfs, sr.direct = fmt.Sprintf("%.1f ms", slimAgent), fmt.Sprintf("%.1f ms (%s)", peerMS, peerName)
+	rows = append(rows, sr)
 	b.notes = append(b.notes, fmt.Sprintf("turso: medians of %d rounds (%d writes, %d reads each) and of %d listings; AgentFS through its Go client, listing in pages of 1,000; the peer is agentfs-sdk on Node %s, its SQLite file in the temporary directory.",
 		c.tursoRounds, c.tursoWrites, c.tursoReads, 2*c.tursoRounds, peer.Node))
 	return rows, nil
@@ -146,13 +151,18 @@ func readRate(ctx context.Context, fc *client.Client, workers, n int, pick func(
 	return float64(n) / time.Since(t0).Seconds(), err
 }
 
+// statFields are the File members a readdir with stats gives: what the
+// peer's readdirPlus answers (name, size, mode, mtime, type).
+const statFields = "path,size_bytes,mode,mtime,kind"
+
 // listTimes writes the listed folder (16 at once) and times n listings of
-// it, every page, in milliseconds.
-func (b *bench) listTimes(ctx context.Context, fc *client.Client, data []byte, n int) ([]float64, error) {
+// it, every page, in milliseconds: whole files, then with statFields
+// alone, alternating.
+func (b *bench) listTimes(ctx context.Context, fc *client.Client, data []byte, n int) (whole, slim []float64, err error) {
 	want := b.cfg.tursoList
 	prefix := b.path("turso/list/")
 	var next atomic.Int64
-	err := inParallel(ctx, 16, 16, func(ctx context.Context, _ int) error {
+	err = inParallel(ctx, 16, 16, func(ctx context.Context, _ int) error {
 		for i := int(next.Add(1) - 1); i < want; i = int(next.Add(1) - 1) {
 			if _, err := fc.PutFile(ctx, fmt.Sprintf("%sf%05d.bin", prefix, i), bytes.NewReader(data), client.PutOptions{}); err != nil {
 				return fmt.Errorf("seed the listing: %w", err)
@@ -161,27 +171,33 @@ func (b *bench) listTimes(ctx context.Context, fc *client.Client, data []byte, n
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []float64
 	for range n {
-		t0 := time.Now()
-		got := 0
-		for f, err := range fc.AllFiles(ctx, client.ListOptions{Prefix: prefix, Limit: 1000}) {
-			if err != nil {
-				return nil, fmt.Errorf("list: %w", err)
+		for _, fields := range [][]string{nil, strings.Split(statFields, ",")} {
+			t0 := time.Now()
+			got := 0
+			for f, err := range fc.AllFiles(ctx, client.ListOptions{Prefix: prefix, Limit: 1000, Fields: fields}) {
+				if err != nil {
+					return nil, nil, fmt.Errorf("list: %w", err)
+				}
+				if f.SizeBytes != int64(len(data)) || f.Path == "" || f.MTime.IsZero() {
+					return nil, nil, fmt.Errorf("list: %q has %d bytes, mtime %v", f.Path, f.SizeBytes, f.MTime)
+				}
+				got++
 			}
-			if f.SizeBytes != int64(len(data)) {
-				return nil, fmt.Errorf("list: %s has %d bytes", f.Path, f.SizeBytes)
+			ms := float64(time.Since(t0).Microseconds()) / 1000
+			if got != want {
+				return nil, nil, fmt.Errorf("listed %d files, want %d", got, want)
 			}
-			got++
-		}
-		out = append(out, float64(time.Since(t0).Microseconds())/1000)
-		if got != want {
-			return nil, fmt.Errorf("listed %d files, want %d", got, want)
+			if fields == nil {
+				whole = append(whole, ms)
+			} else {
+				slim = append(slim, ms)
+			}
 		}
 	}
-	return out, nil
+	return whole, slim, nil
 }
 
 // runTurso runs tools/node/turso-bench.mjs with its SQLite file in a new
