@@ -114,7 +114,7 @@ var measurements = []measurement{
 	{"batch", "batches of 1 KiB and 64 KiB puts, against the same items as standalone uploads"},
 	{"delivery", "event delivery: commit of an upload to the answer of a waiting GET /v1/events?wait="},
 	{"webhooks", "webhook delivery: commit of an upload to its arrival at a webhook's receiver"},
-	{"mcp", "MCP write_file of 4 KiB against POST /v1/files of 4 KiB, p50"},
+	{"mcp", "MCP write_file of 4 KiB against POST /v1/files of 4 KiB; write_file, read_text_file, list_directory and edit_file against the reference filesystem server; p50"},
 	{"indexcost", "a 4 KiB text upload with the search index against the same to a server that indexes nothing, p50"},
 	{"list", "run listing (GET /v1/files?run_id=) at 10 k and 1 M files"},
 	{"search", "content search (GET /v1/search) for a pattern in 20 files, at 10 k and 100 k text files and with the last 1 k written pending, against rg"},

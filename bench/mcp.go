@@ -87,5 +87,11 @@ func (b *bench) mcp(ctx context.Context) ([]row, error) {
 	logf("  write_file p50 %s (p90 %s), POST /v1/files p50 %s (p90 %s)", fmtMS(m50), fmtMS(percentile(viaMCP, 90)), fmtMS(r50), fmtMS(percentile(viaREST, 90)))
 	b.notes = append(b.notes, fmt.Sprintf("MCP: write_file through github.com/modelcontextprotocol/go-sdk's client (Streamable HTTP, stateless server), p90 %s; POST /v1/files p90 %s; both unkeyed, one call at a time.",
 		fmtMS(percentile(viaMCP, 90)), fmtMS(percentile(viaREST, 90))))
-	return []row{p50RatioRow(name, viaMCP, viaREST, mcpBudget)}, nil
+	rows := []row{p50RatioRow(name, viaMCP, viaREST, mcpBudget)}
+	peer, notes, err := b.mcpPeer(ctx, session)
+	if err != nil {
+		return nil, err
+	}
+	b.notes = append(b.notes, notes...)
+	return append(rows, peer...), nil
 }

@@ -79,14 +79,16 @@ backend be
 }
 
 // TestEventStreamBehindHAProxy: through a real load balancer that closes
-// connections idle for a second and sends each new one to the next of two
+// connections idle for two seconds (ten heartbeats, so that a loaded
+// machine's stalls do not pass for missing heartbeats) and sends each new one to the next of two
 // instances, a stream stays open on its heartbeats through quiet spells
 // longer than that, and a client that reconnects (landing on the other
 // instance) with Last-Event-ID sees every event once, in feed order.
 func TestEventStreamBehindHAProxy(t *testing.T) {
 	a, tok := streamServer(t)
 	b := apitest.NewServer(t, apitest.Options{Config: &a.Config, Limits: handlers.Limits{StreamHeartbeat: 200 * time.Millisecond}})
-	lb := startHAProxy(t, time.Second, a.URL, b.URL)
+	idle := 2 * time.Second
+	lb := startHAProxy(t, idle, a.URL, b.URL)
 	writer := apitest.NewClient(t, a.URL, tok)
 	var want, got []string
 	last := ""
@@ -104,7 +106,7 @@ func TestEventStreamBehindHAProxy(t *testing.T) {
 		}
 		// Quiet for longer than the balancer's idle timeout: only the
 		// heartbeats keep the connection.
-		time.Sleep(1500 * time.Millisecond)
+		time.Sleep(idle + idle/2)
 		if m, ok := s.next(); !ok || m.data != "" {
 			t.Fatalf("round %d: after a quiet spell the stream gave %+v (open: %v), want a heartbeat", round, m, ok)
 		}

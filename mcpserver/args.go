@@ -215,13 +215,16 @@ func pattern(s *jsonschema.Schema) string {
 	return " matching " + s.Pattern
 }
 
-func bounds(lo, hi *int, unit string) string {
-	plural := func(n int) string {
-		if n == 1 {
-			return fmt.Sprintf("%d %s", n, unit)
-		}
-		return fmt.Sprintf("%d %ss", n, unit)
+// count is n units, the unit in the plural unless n is 1.
+func count(n int, unit string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, unit)
 	}
+	return fmt.Sprintf("%d %ss", n, unit)
+}
+
+func bounds(lo, hi *int, unit string) string {
+	plural := func(n int) string { return count(n, unit) }
 	switch {
 	case lo != nil && *lo > 0 && hi != nil:
 		return fmt.Sprintf(" of at least %s and at most %s", plural(*lo), plural(*hi))

@@ -161,6 +161,36 @@ func (b *CoreBackend) Read(ctx context.Context, r ReadRequest) (*Content, error)
 	if err != nil {
 		return nil, problemOfCore(err)
 	}
+	return b.readBlob(ctx, f, r)
+}
+
+// ReadAt is FileAt and Read of the file found, in one Postgres query: the
+// file that holds path now and bytes of its content (r.FileID and r.AsOf
+// are not used). A NOT_FOUND problem when no live file holds path.
+func (b *CoreBackend) ReadAt(ctx context.Context, path string, r ReadRequest) (*File, *Content, error) {
+	who, err := b.who(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.Length < 1 {
+		return nil, nil, errors.New("mcpserver: Read of no bytes")
+	}
+	f, err := b.Reads.ContentAt(ctx, who, path)
+	if errors.Is(err, agentfs.ErrNotFound) {
+		return nil, nil, notFound("no live file at " + path)
+	}
+	if err != nil {
+		return nil, nil, problemOfCore(err)
+	}
+	c, err := b.readBlob(ctx, f, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return fileOfDomain(b.Core, f), c, nil
+}
+
+// readBlob reads the bytes r asks for of f's content.
+func (b *CoreBackend) readBlob(ctx context.Context, f *agentfs.File, r ReadRequest) (*Content, error) {
 	out := &Content{Size: f.SizeBytes, ETag: f.ETag(), ContentType: f.ContentType, Data: []byte{}}
 	start := min(r.Offset, f.SizeBytes)
 	if r.Tail {
@@ -176,9 +206,12 @@ func (b *CoreBackend) Read(ctx context.Context, r ReadRequest) (*Content, error)
 		return nil, problemOfCore(err)
 	}
 	defer blob.Close()
-	if out.Data, err = io.ReadAll(io.LimitReader(blob, length)); err != nil {
+	buf := make([]byte, length) // the length is known: one allocation
+	n, err := io.ReadFull(blob, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return nil, problemOfCore(err)
 	}
+	out.Data = buf[:n]
 	return out, nil
 }
 

@@ -89,7 +89,7 @@ func mergeText(m *Merge) string {
 	if m.DryRun {
 		verb = "A merge would apply"
 	}
-	s := fmt.Sprintf("%s %d changes from fork %s.\n", verb, len(m.Applied), m.ForkID)
+	s := fmt.Sprintf("%s %s from fork %s.\n", verb, count(len(m.Applied), "change"), m.ForkID)
 	for _, ch := range m.Applied {
 		s += ch.Change + " " + ch.Path + "\n"
 	}

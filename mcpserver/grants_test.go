@@ -33,6 +33,8 @@ func TestScopedTokenThroughTheTools(t *testing.T) {
 		{"write_file", map[string]any{"path": "P-old/new.txt", "content": "x"}, "FORBIDDEN"},
 		{"move_file", map[string]any{"source": "P/notes.md", "destination": "Q/notes.md"}, "FORBIDDEN"},
 		{"read_text_file", map[string]any{"path": "Q/secret.txt"}, "NOT_FOUND"},
+		{"read_text_file", map[string]any{"path": "P-old/x.txt"}, "NOT_FOUND"},
+		{"edit_file", map[string]any{"path": "Q/secret.txt", "edits": []map[string]any{{"oldText": "outside", "newText": "mine"}}}, "NOT_FOUND"},
 		{"get_file_info", map[string]any{"path": "P-old/x.txt"}, "NOT_FOUND"},
 		{"delete_file", map[string]any{"path": "Q/secret.txt"}, "NOT_FOUND"},
 		{"move_file", map[string]any{"source": "Q/secret.txt", "destination": "P/stolen.txt"}, "NOT_FOUND"},
@@ -41,6 +43,10 @@ func TestScopedTokenThroughTheTools(t *testing.T) {
 		if c.code == "FORBIDDEN" && !strings.Contains(msg, "P/") {
 			t.Errorf("%s: %q does not name the allowed prefix", c.tool, msg)
 		}
+	}
+	if got := text(p.ok(t, "read_multiple_files", map[string]any{"paths": []string{"P/notes.md", "Q/secret.txt", "P-old/x.txt"}}, nil)); !strings.Contains(got, "hello") ||
+		strings.Contains(got, "outside") || strings.Contains(got, "sibling") {
+		t.Fatalf("read_multiple_files through the scoped token: %s", got)
 	}
 	listing := text(p.ok(t, "directory_tree", map[string]any{"path": ""}, nil))
 	if strings.Contains(listing, "secret") || strings.Contains(listing, "P-old") || !strings.Contains(listing, "notes.md") {

@@ -269,7 +269,14 @@ func define[In, Out any](t *mcp.Tool, adjust func(*jsonschema.Schema), run runFu
 	if err != nil {
 		panic(fmt.Sprintf("mcpserver: %s input schema: %v", t.Name, err))
 	}
-	t.InputSchema = in
+	// The SDK reads a tool's input schema on every call (it looks for
+	// parameters that travel as headers): as JSON text, that is one parse
+	// instead of a marshal by reflection and a parse.
+	schemaJSON, err := json.Marshal(in)
+	if err != nil {
+		panic(fmt.Sprintf("mcpserver: %s input schema: %v", t.Name, err))
+	}
+	t.InputSchema = json.RawMessage(schemaJSON)
 	if t.OutputSchema == nil {
 		out, err := jsonschema.For[Out](nil)
 		if err != nil {

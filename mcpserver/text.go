@@ -30,6 +30,48 @@ func (tb *toolbox) readText(ctx context.Context, f *File, head, tail int, budget
 	if err != nil {
 		return nil, err
 	}
+	return textOf(f, c, head, tail, budget)
+}
+
+// readTextAt is fileAt and readText of the file found, in one lookup
+// where the backend reads by path (readAt).
+func (tb *toolbox) readTextAt(ctx context.Context, path string, head, tail int, budget int64) (*File, *textRead, error) {
+	f, c, err := tb.readAt(ctx, path, ReadRequest{Length: budget, Tail: tail > 0})
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := textOf(f, c, head, tail, budget)
+	return f, r, err
+}
+
+// pathReader is a Backend that finds the live file at a path and reads
+// its bytes in one lookup (CoreBackend: one Postgres query, not two).
+type pathReader interface {
+	ReadAt(ctx context.Context, path string, r ReadRequest) (*File, *Content, error)
+}
+
+// readAt is fileAt and then Read of the file found (r.FileID and r.AsOf
+// are set here): through the backend's ReadAt when it has one and no
+// point in ctx asks for the past.
+func (tb *toolbox) readAt(ctx context.Context, path string, r ReadRequest) (*File, *Content, error) {
+	if pr, ok := tb.b.(pathReader); ok && asOfIn(ctx) == "" {
+		return pr.ReadAt(ctx, path, r)
+	}
+	f, err := tb.fileAt(ctx, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.FileID, r.AsOf = f.ID, asOfIn(ctx)
+	c, err := tb.b.Read(ctx, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, c, nil
+}
+
+// textOf is the text read of c, bytes of f, for a read of head or tail
+// lines within budget.
+func textOf(f *File, c *Content, head, tail int, budget int64) (*textRead, error) {
 	data, start := c.Data, c.Offset
 	cutStart, cutEnd := start > 0, start+int64(len(data)) < c.Size
 	if cutEnd {

@@ -144,7 +144,7 @@ func restoreTool() *toolSpec {
 func restoreText(r *RestoreResult, to string) string {
 	var b strings.Builder
 	if r.DryRun {
-		fmt.Fprintf(&b, "A restore to %s would undo %d changes:\n", to, len(r.Plan))
+		fmt.Fprintf(&b, "A restore to %s would undo %s:\n", to, count(len(r.Plan), "change"))
 		for _, ch := range r.Plan {
 			fmt.Fprintf(&b, "%s %s\n", ch.Change, ch.Path)
 		}
@@ -187,8 +187,8 @@ func forkTool() *toolSpec {
 		if err != nil {
 			return nil, err
 		}
-		return &reply[Fork]{Text: fmt.Sprintf("Fork %s: %d files of %s copied to %s. Merge it back with merge {fork_id: %q}.",
-			f.ID, f.Files, f.From, f.To, f.ID), Out: *f}, nil
+		return &reply[Fork]{Text: fmt.Sprintf("Fork %s: %s of %s copied to %s. Merge it back with merge {fork_id: %q}.",
+			f.ID, count(int(f.Files), "file"), f.From, f.To, f.ID), Out: *f}, nil
 	})
 }
 

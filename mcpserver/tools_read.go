@@ -55,11 +55,7 @@ func readTextFileTool() *toolSpec {
 			return nil, validation("tail", "give head or tail, not both")
 		}
 		ctx = withAsOf(ctx, in.AsOf)
-		f, err := tb.fileAt(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		r, err := tb.readText(ctx, f, in.Head, in.Tail, tb.opts.MaxReadBytes)
+		_, r, err := tb.readTextAt(ctx, p, in.Head, in.Tail, tb.opts.MaxReadBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -250,11 +246,7 @@ func (tb *toolbox) readOneOfMany(ctx context.Context, arg string, budget *int64)
 		mf.Note = fmt.Sprintf("[Not read: this call already returned %d bytes; read %s with read_text_file.]", tb.opts.MaxReadBytes, p)
 		return mf
 	}
-	f, err := tb.fileAt(ctx, p)
-	if err != nil {
-		return fail(err)
-	}
-	r, err := tb.readText(ctx, f, 0, 0, *budget)
+	_, r, err := tb.readTextAt(ctx, p, 0, 0, *budget)
 	if err != nil {
 		return fail(err)
 	}

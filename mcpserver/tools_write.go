@@ -165,14 +165,7 @@ func runEdit(ctx context.Context, tb *toolbox, in *editFileIn, cc *callContext) 
 			return rep, err
 		}
 	}
-	f, err := tb.fileAt(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	if f.SizeBytes > tb.opts.MaxWriteBytes {
-		return nil, tooLarge(fmt.Sprintf("%s is %d bytes, above the limit of %d", p, f.SizeBytes, tb.opts.MaxWriteBytes))
-	}
-	c, err := tb.b.Read(ctx, ReadRequest{FileID: f.ID, Length: tb.opts.MaxWriteBytes + 1})
+	f, c, err := tb.readAt(ctx, p, ReadRequest{Length: tb.opts.MaxWriteBytes + 1})
 	if err != nil {
 		return nil, err
 	}

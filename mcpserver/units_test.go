@@ -338,3 +338,12 @@ func TestErrorText(t *testing.T) {
 		t.Fatalf("validation: %s", got)
 	}
 }
+
+// TestCount: a tool's text says "1 change", never "1 changes".
+func TestCount(t *testing.T) {
+	for n, want := range map[int]string{0: "0 changes", 1: "1 change", 2: "2 changes", 10000: "10000 changes"} {
+		if got := count(n, "change"); got != want {
+			t.Errorf("count(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -121,6 +121,30 @@ func (g *Gate) Content(ctx context.Context, who agentfs.Caller, id string) (*age
 	return f, nil
 }
 
+// ContentAt is the caller's live file at path whose content the caller
+// is about to read, in one query: what a lookup of the path (a listing)
+// and then Content would allow and answer, so the caller needs both
+// permissions (the MCP tools that read by path).
+func (g *Gate) ContentAt(ctx context.Context, who agentfs.Caller, path string) (*agentfs.File, error) {
+	if err := who.Allow(agentfs.OpListFiles); err != nil {
+		return nil, err
+	}
+	ctx, err := allow(ctx, who, agentfs.OpReadContent)
+	if err != nil {
+		return nil, err
+	}
+	files, err := g.store.ListFiles(ctx, who.Subject, agentfs.FileFilter{Path: path, Limit: 1})
+	switch {
+	case err != nil:
+		return nil, err
+	case len(files) == 0 || !files[0].Live():
+		return nil, agentfs.ErrNotFound
+	case files[0].Blocked:
+		return nil, &agentfs.BlockedError{FileID: files[0].ID, Reason: files[0].BlockReason}
+	}
+	return files[0], nil
+}
+
 // ListFiles is one page of the caller's files (GET /v1/files).
 func (g *Gate) ListFiles(ctx context.Context, who agentfs.Caller, filter agentfs.FileFilter) ([]*agentfs.File, error) {
 	return gated(ctx, who, agentfs.OpListFiles, g.store.ListFiles, filter)

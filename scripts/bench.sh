@@ -18,6 +18,10 @@
 # instant. The per-subject rate limit and byte quota are turned off, and the
 # batch body limit is raised so that 1000 items of 64 KiB fit in one batch.
 # BENCH_KEEP=1 keeps the temporary directory (data and logs).
+# BENCH_PG_STATEMENTS=1 loads pg_stat_statements (tracking statements inside
+# functions and triggers too) and prints the statements that took the most
+# of Postgres's time over the run, with calls and time per call: where the
+# Postgres CPU rows' time goes.
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -35,7 +39,8 @@ for arg in "${BENCH_ARGS[@]}"; do
 	esac
 done
 
-# node npm: the turso line runs Turso's agentfs-sdk (tools/node) under Node 24.
+# node npm: Node 24 and tools/node, for the peers that run under Node (the
+# turso line's agentfs-sdk among them).
 ensure_deps pg s3 rg fuse rclone node npm
 
 BENCH_TMP=""
@@ -90,6 +95,11 @@ done
 psql -X -q -h 127.0.0.1 -p "$pg_port" -U agentfs -d postgres \
 	-c 'ALTER SYSTEM SET track_commit_timestamp = on' >/dev/null ||
 	die "could not turn on track_commit_timestamp"
+if [[ "${BENCH_PG_STATEMENTS:-}" == 1 ]]; then
+	psql -X -q -h 127.0.0.1 -p "$pg_port" -U agentfs -d postgres \
+		-c "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'" >/dev/null ||
+		die "could not load pg_stat_statements"
+fi
 pg_stop "$pg_dir"
 (pg_start "$pg_dir" "$pg_port" test) || die "could not restart Postgres with track_commit_timestamp"
 pg_pid=$(head -n 1 "$pg_dir/postmaster.pid" 2>/dev/null || true)
@@ -126,6 +136,13 @@ export AGENTFS_MAX_VERSIONS=100000 # the versions line seeds 10 k versions of on
 export AGENTFS_BATCH_MAX_BYTES=$((128 << 20))
 
 bin/agentfs migrate
+if [[ "${BENCH_PG_STATEMENTS:-}" == 1 ]]; then
+	psql -X -q -h 127.0.0.1 -p "$pg_port" -U agentfs -d agentfs \
+		-c "ALTER SYSTEM SET pg_stat_statements.track = 'all'" -c "ALTER SYSTEM SET pg_stat_statements.track_planning = on" \
+		-c 'SELECT pg_reload_conf()' \
+		-c 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements' -c 'SELECT pg_stat_statements_reset()' >/dev/null ||
+		die "could not create the pg_stat_statements extension"
+fi
 token=$(bin/agentfs token create --subject bench | tail -n 1 | tr -d '[:space:]')
 [[ -n "$token" ]] || die "bin/agentfs token create printed no token"
 
@@ -202,6 +219,16 @@ AGENTFS_URL=$AGENTFS_PUBLIC_URL AGENTFS_TOKEN=$token BENCH_NOINDEX_URL=$noindex_
 	go run ./bench "${BENCH_ARGS[@]}"
 status=$?
 set -e
+if [[ "${BENCH_PG_STATEMENTS:-}" == 1 ]]; then
+	echo
+	echo "Postgres statements by total time over the run (pg_stat_statements, top 25; nested statements counted in their callers too):"
+	psql -X -q -h 127.0.0.1 -p "$pg_port" -U agentfs -d agentfs -P pager=off -c "
+		SELECT round(total_exec_time::numeric, 0) AS exec_ms, round(total_plan_time::numeric, 0) AS plan_ms, calls,
+			round((total_exec_time / greatest(calls, 1))::numeric, 3) AS exec_per_call,
+			round((total_plan_time / greatest(calls, 1))::numeric, 3) AS plan_per_call, rows, toplevel AS top,
+			left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS statement
+		FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 25" | tee "$LOG_DIR/pg_stat_statements.txt"
+fi
 if ! _pid_alive "$agentfs_pid"; then
 	log "error: agentfs serve is no longer running"
 	_tail_log "$LOG_DIR/agentfs.log"

@@ -836,7 +836,7 @@ s3_start() {
 	if command -v setsid >/dev/null 2>&1; then
 		launcher=(setsid)
 	fi
-	local -a server=("$VERSITYGW_BIN" --port "127.0.0.1:$port" --quiet posix --sidecar "$sidecar" "$dir/")
+	local -a server=("$VERSITYGW_BIN" --port "127.0.0.1:$port" --quiet --keep-alive posix --sidecar "$sidecar" "$dir/")
 	if [[ "$S3_SERVER" == minio ]]; then
 		server=("$MINIO_BIN" server --quiet --address "127.0.0.1:$port" "$dir")
 	fi

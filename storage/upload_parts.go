@@ -215,10 +215,21 @@ func (s *Store) sendPart(ctx context.Context, u *agentfs.Upload, n int, body io.
 	hr := newHashingReader(src)
 	opts := minio.PutObjectPartOptions{DisableContentSha256: true}
 	if digest != nil {
-		opts = minio.PutObjectPartOptions{Sha256Hex: hex.EncodeToString(digest)}
+		// S3 checks the bytes against the digest (x-amz-content-sha256,
+		// signed) before it keeps the part, so the digest is the part's
+		// SHA-256 and the bytes are hashed here only for the whole file
+		// (the sink), once (DESIGN §7).
+		// DisableContentSha256 keeps minio-go from signing the body in
+		// chunks (its default without TLS), which would hash every byte
+		// once more and send no digest for S3 to check.
+		hr = newCountingReader(src)
+		opts = minio.PutObjectPartOptions{Sha256Hex: hex.EncodeToString(digest), DisableContentSha256: true}
 	}
 	op, err := s.core().PutObjectPart(ctx, s.bucket, u.BlobKey, u.S3UploadID, n, hr, size, opts)
 	got, sum, srcErr := hr.finish()
+	if digest != nil {
+		sum = digest
+	}
 	switch {
 	case srcErr != nil:
 		return nil, agentfs.BodyError(srcErr)
@@ -236,8 +247,6 @@ func (s *Store) sendPart(ctx context.Context, u *agentfs.Upload, n int, body io.
 		return nil, translateS3(fmt.Errorf("put part: %w", err))
 	case got != size:
 		return nil, agentfs.ErrSizeMismatch
-	case digest != nil && subtle.ConstantTimeCompare(digest, sum) != 1:
-		return nil, agentfs.ErrChecksumMismatch
 	}
 	return &agentfs.Part{Number: n, SizeBytes: got, SHA256: hex.EncodeToString(sum), ETag: op.ETag}, nil
 }

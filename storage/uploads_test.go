@@ -264,6 +264,44 @@ func TestSendPart(t *testing.T) {
 		}
 	})
 
+	// A part sent with its digest is checked by S3 itself (the digest goes
+	// upstream as x-amz-content-sha256): bytes that match are recorded with
+	// the digest as their SHA-256; bytes that do not are refused and never
+	// assembled, and the file's sha256 is that of the bytes S3 holds.
+	t.Run("ADigestIsCheckedByS3", func(t *testing.T) {
+		store, _ := setup(t)
+		whole := randomBytes(minPart+1024, 31)
+		u, _ := openUpload(t, store, newUpload("digest.bin", int64(len(whole)), ""))
+		one, two := whole[:minPart], whole[minPart:]
+		sum := sha256.Sum256(one)
+		wrong := bytes.Clone(one)
+		wrong[len(wrong)/2] ^= 1
+		send := func(n int, body []byte, digest []byte) (*agentfs.Part, error) {
+			p, err := store.SendPart(ctx, "s", u.ID, n, bytes.NewReader(body), int64(len(body)), digest)
+			if err != nil {
+				return nil, err
+			}
+			err = store.WithTx(ctx, func(tx pgx.Tx) error { return p.Apply(ctx, tx) })
+			p.Finish(ctx, err)
+			return p.Part, err
+		}
+		if _, err := send(1, wrong, sum[:]); !errors.Is(err, agentfs.ErrChecksumMismatch) {
+			t.Fatalf("part 1 with bytes its digest does not name: err %v, want ErrChecksumMismatch", err)
+		}
+		p, err := send(1, one, sum[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.SHA256 != hexSHA(one) || p.SizeBytes != int64(len(one)) {
+			t.Fatalf("part 1 recorded as %+v, want sha256 %s", p, hexSHA(one))
+		}
+		putPart(t, store, u.ID, 2, string(two))
+		f, _ := mustComplete(t, store, u.ID, agentfs.CompleteRequest{SHA256: hexSHA(whole)})
+		if f.SHA256 != hexSHA(whole) {
+			t.Fatalf("file sha256 %s, want %s", f.SHA256, hexSHA(whole))
+		}
+	})
+
 	t.Run("RejectsAPartNumberOutOfRange", func(t *testing.T) {
 		store, _ := setup(t)
 		u, _ := openUpload(t, store, newUpload("p.bin", 10, ""))

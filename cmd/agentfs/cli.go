@@ -622,12 +622,14 @@ func lsCommand() *command {
 	return clientCommand(command{
 		name:    "ls",
 		summary: "list files, newest first",
-		usage:   "agentfs ls [--run RUN_ID] [--agent AGENT_ID] [--prefix PREFIX] [--path PATH] [--deleted] [--as-of POINT] [--limit N]",
+		usage:   "agentfs ls [PREFIX] [--run RUN_ID] [--agent AGENT_ID] [--prefix PREFIX] [--path PATH] [--deleted] [--as-of POINT] [--limit N]",
 		help: `Lists files, newest first, through every page: a JSON array when stdout is
-not a terminal, a table on one. --run and --agent match the X-Run-ID and
-X-Agent-ID of the request that created each file.
+not a terminal, a table on one. A PREFIX argument is the same as --prefix.
+--run and --agent match the X-Run-ID and X-Agent-ID of the request that
+created each file.
 
-Example:
+Examples:
+  agentfs ls reports/
   agentfs ls --run run-1 --prefix reports/
 `}, false, lsFlags)
 }
@@ -640,7 +642,7 @@ func lsFlags(fs *flag.FlagSet) verbFunc {
 	fs.StringVar(&opts.Path, "path", "", "only this exact `PATH`")
 	fs.BoolVar(&opts.IncludeDeleted, "deleted", false, "include deleted files not purged yet")
 	fs.StringVar(&opts.AsOf, "as-of", "", "the files live at this `POINT`, in path order, as they were then")
-	return listVerb(fs, "ls", "files", "ID\tSIZE\tVERSION\tUPDATED\tPATH", func(f *client.File) string {
+	list := listVerb(fs, "ls", "files", "ID\tSIZE\tVERSION\tUPDATED\tPATH", func(f *client.File) string {
 		p := f.Path
 		if f.DeletedAt != nil {
 			p += "  (deleted)"
@@ -650,6 +652,15 @@ func lsFlags(fs *flag.FlagSet) verbFunc {
 		opts.Limit = pageSize
 		return c.AllFiles(ctx, opts)
 	})
+	return func(ctx context.Context, cli *cliRun, args []string) error {
+		if len(args) == 1 {
+			if opts.Prefix != "" {
+				return usagef("ls takes its prefix once: as an argument or as --prefix")
+			}
+			opts.Prefix, args = args[0], nil
+		}
+		return list(ctx, cli, args)
+	}
 }
 
 // rmCommand is agentfs rm: a soft delete, restorable until the purge.

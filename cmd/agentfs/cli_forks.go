@@ -119,7 +119,7 @@ Examples:
 			if m.DryRun {
 				verb = "would merge"
 			}
-			_, err = fmt.Fprintf(cli.stdout, "%s %d changes of %s\n", verb, len(m.Applied), m.ForkID)
+			_, err = fmt.Fprintf(cli.stdout, "%s %d %s of %s\n", verb, len(m.Applied), plural(len(m.Applied), "change"), m.ForkID)
 			return err
 		}
 	})

@@ -80,6 +80,19 @@ func TestCLIOutputFormat(t *testing.T) {
 	if err != nil || !strings.HasPrefix(stdout, "ID") || strings.Contains(stdout, "{") {
 		t.Fatalf("ls --output table, piped: %q (%v, %s), want the table", stdout, err, stderr)
 	}
+	// A prefix as an argument lists what --prefix lists, with flags on
+	// either side of it; given twice it is a usage error.
+	env.file(t, "put", writeLocal(t, "p.txt", "other"), "other/p.txt")
+	for _, args := range [][]string{{"ls", "out/"}, {"ls", "out/", "--limit", "5"}, {"ls", "--limit", "5", "out/"}} {
+		stdout, stderr, err := env.run(args...)
+		var files []map[string]any
+		if err != nil || json.Unmarshal([]byte(stdout), &files) != nil || len(files) != 1 || files[0]["id"] != f.ID {
+			t.Fatalf("agentfs %s: %q (%v, %s), want only %s", strings.Join(args, " "), stdout, err, stderr, f.ID)
+		}
+	}
+	if _, _, err := env.run("ls", "out/", "--prefix", "other/"); exitCode(err) != 2 || !strings.Contains(err.Error(), "prefix once") {
+		t.Errorf("agentfs ls out/ --prefix other/: %v, want a usage error", err)
+	}
 	for _, args := range [][]string{{"ls", "--output", "yaml"}, {"ls", "--json", "--output", "table"}} {
 		if _, _, err := env.run(args...); exitCode(err) != 2 || !strings.Contains(err.Error(), "--output") {
 			t.Errorf("agentfs %s: %v, want a usage error about --output", strings.Join(args, " "), err)

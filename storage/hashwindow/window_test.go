@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"math/rand"
 	"testing"
 )
@@ -68,9 +69,43 @@ func TestHashWindow(t *testing.T) {
 			if !ok || !bytes.Equal(pt.state, stateOf(t, parts...)) {
 				t.Fatalf("order %v: no point after part 4, or not the state of the whole content", order)
 			}
-			if w.inUse != 0 || w.allocated != 0 {
-				t.Fatalf("order %v: %d slabs still in use, %d bytes allocated", order, w.inUse, w.allocated)
+			if w.inUse != 0 {
+				t.Fatalf("order %v: %d slabs still in use", order, w.inUse)
 			}
+			w.trim()
+			if w.allocated != 0 || len(w.free) != 0 {
+				t.Fatalf("order %v: %d bytes still allocated after the trim", order, w.allocated)
+			}
+		}
+	})
+
+	// Slabs given back are kept for the next part ahead instead of being
+	// mapped again, and unmapped once the window stays idle.
+	t.Run("FreeSlabsAreReusedThenUnmapped", func(t *testing.T) {
+		w := New(64 * windowSlab)
+		for round := range 3 {
+			parts := testParts(2, size, int64(10+round))
+			sc := w.Chain(fmt.Sprintf("upl-%d", round))
+			ahead := sc.Sink(2) // kept: part 1 has not come yet
+			write(ahead, parts[1], 64<<10)
+			ahead.Stored(shaHex(parts[1]))
+			first := sc.Sink(1)
+			write(first, parts[0], 64<<10)
+			first.Stored(shaHex(parts[0]))
+			if pt, ok := sc.point(2); !ok || !bytes.Equal(pt.state, stateOf(t, parts...)) {
+				t.Fatalf("round %d: no point after part 2, or not the state of the whole content", round)
+			}
+			w.mu.Lock()
+			inUse, allocated, free := w.inUse, w.allocated, len(w.free)
+			w.mu.Unlock()
+			if inUse != 0 || allocated != 4*windowSlab || free != 4 {
+				t.Fatalf("round %d: %d slabs in use, %d bytes allocated, %d free; want 0, %d (the slabs of one part, reused), 4",
+					round, inUse, allocated, free, 4*windowSlab)
+			}
+		}
+		w.trim()
+		if w.allocated != 0 || len(w.free) != 0 {
+			t.Fatalf("%d bytes still allocated after the trim", w.allocated)
 		}
 	})
 
