@@ -102,6 +102,10 @@ type FileFilter struct {
 	IncludeDeleted bool
 	Limit          int
 	After          *Cursor
+	// Fields, when set, are the members of the File object (JSON names)
+	// the listing answers with: the store may leave the others zero.
+	// id, created_at and what filters and pages need are always read.
+	Fields []string
 }
 
 // Cursor is a position in a listing: the last file of the previous page.

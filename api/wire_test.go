@@ -57,6 +57,7 @@ import (
 var wire = []mapping{
 	{schema: "File", goType: reflect.TypeFor[api.File](), py: []string{"File"}},
 	{schema: "FileList", goType: reflect.TypeFor[api.FileList](), py: []string{"Page[File]", "AsyncPage[File]"}},
+	{schema: "FileFieldsList", why: "a FileList with fields=: the Go client and the Python SDK decode it as FileList, the members left out reading as zero"},
 	{schema: "Upload", goType: reflect.TypeFor[api.Upload](), py: []string{"Upload"}},
 	{schema: "UploadPart", goType: reflect.TypeFor[api.UploadPart](), py: []string{"UploadPart"}},
 	{schema: "UploadList", goType: reflect.TypeFor[api.UploadList](), py: []string{"Page[Upload]", "AsyncPage[Upload]"}},

@@ -280,6 +280,8 @@ func (b *bench) run(ctx context.Context, m string) ([]row, error) {
 		return b.points(ctx)
 	case "mount":
 		return b.mountRows(ctx)
+	case "turso":
+		return b.turso(ctx)
 	}
 	return nil, fmt.Errorf("unknown measurement %q", m)
 }

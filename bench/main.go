@@ -36,6 +36,12 @@ import (
 type config struct {
 	url, token   string
 	noIndexURL   string
+	noCacheURL   string
+	nodeBin      string
+	tursoWrites  int
+	tursoReads   int
+	tursoList    int
+	tursoRounds  int
 	serverPID    int
 	s3PID        int
 	pgPID        int
@@ -118,6 +124,7 @@ var measurements = []measurement{
 	{"recovery", "one page of a run's recovery (GET /v1/runs/{id}/recovery) for a run of 10 and 100 k operations"},
 	{"mount", "untar, grep -r and git status in the AgentFS mount against rclone mount of the same S3 server and local disk; the feed's latency into the mount"},
 	{"points", "checkpoint create, an as-of listing page and a diff of 10 changes at 10 k and 1 M files"},
+	{"turso", "4 KiB writes and reads (one at a time, 16 at once) and a listing of 2,000 files with their stats, against Turso's agentfs-sdk on a local SQLite file; reads also through a server without the blob cache"},
 }
 
 func measurementNames() []string {
@@ -151,6 +158,12 @@ func parseFlags() (*config, error) {
 	flag.StringVar(&c.url, "url", env("AGENTFS_URL", ""), "AgentFS base URL (env AGENTFS_URL)")
 	flag.StringVar(&c.token, "token", env("AGENTFS_TOKEN", ""), "bearer token (env AGENTFS_TOKEN)")
 	flag.StringVar(&c.noIndexURL, "noindex-url", env("BENCH_NOINDEX_URL", ""), "a second AgentFS on the same Postgres and S3 that indexes nothing for search (AGENTFS_SEARCH_MAX_FILE_BYTES=0), for indexcost (env BENCH_NOINDEX_URL)")
+	flag.StringVar(&c.noCacheURL, "nocache-url", env("BENCH_NOCACHE_URL", ""), "a second AgentFS on the same Postgres and S3 without the blob cache (AGENTFS_BLOB_CACHE_BYTES=0), for turso's before/after reads (env BENCH_NOCACHE_URL)")
+	flag.StringVar(&c.nodeBin, "node", env("NODE24", "node"), "Node.js 24, which runs Turso's agentfs-sdk from tools/node for turso (env NODE24)")
+	flag.IntVar(&c.tursoWrites, "turso-writes", 500, "4 KiB files each side writes one at a time per round, for turso (quick 200)")
+	flag.IntVar(&c.tursoReads, "turso-reads", 1000, "4 KiB reads each side makes one at a time, and again 16 at once, per round, for turso (quick 300)")
+	flag.IntVar(&c.tursoList, "turso-list", 2000, "files in the folder each side lists with their stats, for turso")
+	flag.IntVar(&c.tursoRounds, "turso-rounds", 3, "rounds of each turso measurement; the medians count")
 	flag.IntVar(&c.serverPID, "server-pid", pid, "pid of the agentfs serve process, for RSS (env BENCH_SERVER_PID)")
 	flag.IntVar(&c.s3PID, "s3-pid", s3pid, "pid of the S3 server, for its CPU time (env BENCH_S3_PID; optional)")
 	flag.IntVar(&c.pgPID, "pg-pid", pgpid, "pid of the postmaster of the server's Postgres (its own, no other database's), for its CPU time with its backends' (env BENCH_PG_PID; optional)")
@@ -237,6 +250,8 @@ func parseFlags() (*config, error) {
 		quick("batch-items", func() { c.batchItems = 200 })
 		quick("mount-tree", func() { c.mountTree = "/usr/local/go/src/net" })
 		quick("mount-feed", func() { c.mountFeed = 20 })
+		quick("turso-writes", func() { c.tursoWrites = 200 })
+		quick("turso-reads", func() { c.tursoReads = 300 })
 	}
 
 	c.only = map[string]bool{}
@@ -273,6 +288,8 @@ func parseFlags() (*config, error) {
 		return nil, errors.New("-events, -mcp-calls and -indexcost-calls must be ≥ 1")
 	case c.pointsSmall < 1000 || c.pointsLarge < c.pointsSmall:
 		return nil, errors.New("-points-large ≥ -points-small ≥ 1000")
+	case c.tursoWrites < 1 || c.tursoReads < 1 || c.tursoList < 1 || c.tursoRounds < 1:
+		return nil, errors.New("-turso-writes, -turso-reads, -turso-list and -turso-rounds must be ≥ 1")
 	case c.archiveFiles < 1 || c.archiveSize < int64(c.archiveFiles):
 		return nil, errors.New("-archive-files must be ≥ 1 and -archive-size at least one byte per file")
 	}
@@ -285,6 +302,12 @@ func parseFlags() (*config, error) {
 			return nil, err
 		}
 		c.noIndexURL = strings.TrimRight(c.noIndexURL, "/")
+	}
+	if c.noCacheURL != "" {
+		if err := loopbackURL("-nocache-url", c.noCacheURL); err != nil {
+			return nil, err
+		}
+		c.noCacheURL = strings.TrimRight(c.noCacheURL, "/")
 	}
 	if err := loopbackHost("-s3-endpoint", c.s3Endpoint); err != nil {
 		return nil, err

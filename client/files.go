@@ -180,6 +180,11 @@ type ListOptions struct {
 	// an event cursor, an RFC 3339 time or "now"), in path order, each as
 	// it was then; only Prefix, Limit and Cursor combine with it.
 	AsOf string
+	// Fields, when set, asks for only these members of each file
+	// (fields=, by JSON name: "path", "size_bytes", ...): smaller pages,
+	// and fewer columns read on the server. ID is always answered; the
+	// members not asked for read as zero.
+	Fields []string
 }
 
 // ListFiles returns one page of files, newest first (GET /v1/files).
@@ -197,6 +202,7 @@ func (c *Client) ListFiles(ctx context.Context, opts ListOptions) (*FileList, er
 	if opts.Limit != 0 {
 		q.Set("limit", strconv.Itoa(opts.Limit))
 	}
+	setFields(q, opts.Fields)
 	r := newRequest(routeListFiles, "/v1/files")
 	r.query = q
 	return callJSON[FileList](ctx, c, r)

@@ -14,7 +14,7 @@ import (
 )
 
 // childParams are the only query parameters a listing by delimiter takes.
-var childParams = map[string]bool{"delimiter": true, "prefix": true, "limit": true, "cursor": true}
+var childParams = map[string]bool{"delimiter": true, "prefix": true, "limit": true, "cursor": true, "fields": true}
 
 // listChildren is GET /v1/files?delimiter=/: the files directly under
 // prefix and the folders under it (prefixes), in byte order, keyset-paged.
@@ -43,6 +43,10 @@ func (a *API) listChildren(c echo.Context) error {
 	}
 	limit := f.Limit
 	f.Limit++ // one more tells whether there is a next page
+	fields, err := parseFields(q)
+	if err != nil {
+		return err
+	}
 	entries, err := a.deps.Files.ListChildren(c.Request().Context(), caller(c), f)
 	if err != nil {
 		return err
@@ -60,7 +64,7 @@ func (a *API) listChildren(c echo.Context) error {
 			out.Prefixes = append(out.Prefixes, e.Prefix)
 		}
 	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, fileListBody(out, fields))
 }
 
 // bindMeta reads an upload's mode (octal), mtime (RFC 3339) and kind

@@ -183,7 +183,8 @@ func (a *API) streamBlob(c echo.Context, ct content, status int, rng byteRange) 
 	defer blob.Close()
 	// The first bytes are read before the status is sent, so a failure of
 	// S3 right away is still answered as a problem.
-	buf := make([]byte, copyBufferSize)
+	// A small read needs no more buffer than its bytes.
+	buf := make([]byte, min(copyBufferSize, max(rng.length, 1)))
 	n, err := blob.Read(buf)
 	if err != nil && err != io.EOF && n == 0 {
 		return blobError(ct, err)

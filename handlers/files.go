@@ -173,6 +173,11 @@ func (a *API) listFiles(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	fields, err := parseFields(c.QueryParams())
+	if err != nil {
+		return err
+	}
+	filter.Fields = fieldNames(fields)
 	limit := filter.Limit
 	filter.Limit++ // one more tells whether there is a next page
 	files, err := a.deps.Files.ListFiles(c.Request().Context(), caller(c), filter)
@@ -182,7 +187,7 @@ func (a *API) listFiles(c echo.Context) error {
 	out := api.FileList{}
 	out.Data, out.HasMore, out.NextCursor = cursorPage(files, limit, func(f *agentfs.File) api.File { return render.File(a.deps.PublicURL, f) },
 		func(f *agentfs.File) (time.Time, string) { return f.CreatedAt, f.ID })
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, fileListBody(out, fields))
 }
 
 // Listing page sizes.

@@ -85,6 +85,10 @@ func (a *API) listFilesAsOf(c echo.Context, spec agentfs.PointSpec) error {
 			return err
 		}
 	}
+	fields, err := parseFields(q)
+	if err != nil {
+		return err
+	}
 	files, _, err := a.deps.Points.FilesAsOf(c.Request().Context(), caller(c), spec, req)
 	if err != nil {
 		return err
@@ -98,7 +102,7 @@ func (a *API) listFilesAsOf(c echo.Context, spec agentfs.PointSpec) error {
 	for _, f := range files {
 		out.Data = append(out.Data, render.File(a.deps.PublicURL, f))
 	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, fileListBody(out, fields))
 }
 
 // getFileAsOf is GET /v1/files/{id}?as_of=: the file as it was at the

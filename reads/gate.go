@@ -30,6 +30,7 @@ type Store interface {
 	PresignBlob(ctx context.Context, key, filePath, contentType string) (*agentfs.BlobLink, error)
 	Versions(ctx context.Context, subject, fileID string, filter agentfs.VersionFilter) ([]*agentfs.FileVersion, error)
 	Version(ctx context.Context, subject, fileID string, n int) (*agentfs.FileVersion, error)
+	FileVersion(ctx context.Context, subject, fileID string, n int) (*agentfs.File, *agentfs.FileVersion, error)
 	Links(ctx context.Context, subject, fileID string) ([]*agentfs.Link, error)
 	ResolveLink(ctx context.Context, secret string) (*agentfs.Shared, error)
 	Upload(ctx context.Context, subject, id string) (*agentfs.Upload, error)
@@ -207,13 +208,9 @@ func (g *Gate) VersionContent(ctx context.Context, who agentfs.Caller, fileID st
 	return f, v, err
 }
 
+// version is a file and its version n, in one statement.
 func (g *Gate) version(ctx context.Context, who agentfs.Caller, fileID string, n int) (*agentfs.File, *agentfs.FileVersion, error) {
-	f, err := g.store.File(ctx, who.Subject, fileID)
-	if err != nil {
-		return nil, nil, err
-	}
-	v, err := g.store.Version(ctx, who.Subject, f.ID, n)
-	return f, v, err
+	return g.store.FileVersion(ctx, who.Subject, fileID, n)
 }
 
 // Links lists a file's share links, without their secrets (GET

@@ -39,6 +39,8 @@ for arg in "${BENCH_ARGS[@]}"; do
 	esac
 done
 
+# node npm: Node 24 and tools/node, for the peers that run under Node (the
+# turso line's agentfs-sdk among them).
 ensure_deps pg s3 rg fuse rclone node npm
 
 BENCH_TMP=""
@@ -46,6 +48,7 @@ pg_dir=""
 s3_dir=""
 agentfs_pid=""
 noindex_pid=""
+nocache_pid=""
 pg_pid=""
 s3_pid=""
 
@@ -56,6 +59,7 @@ cleanup() {
 	set +e
 	[[ -n "$agentfs_pid" ]] && stop_pid "$agentfs_pid" agentfs 20
 	[[ -n "$noindex_pid" ]] && stop_pid "$noindex_pid" agentfs 20
+	[[ -n "$nocache_pid" ]] && stop_pid "$nocache_pid" agentfs 20
 	[[ -n "$s3_dir" ]] && s3_stop "$s3_dir"
 	[[ -n "$pg_dir" ]] && pg_stop "$pg_dir"
 	# The helpers find the servers through files in the temporary
@@ -195,10 +199,22 @@ done
 noindex_pid=$started_pid
 noindex_url=$started_url
 
-echo "bench servers: AgentFS $AGENTFS_PUBLIC_URL (pid $agentfs_pid; without the search index $noindex_url, pid $noindex_pid), postgres 127.0.0.1:$pg_port, $S3_SERVER 127.0.0.1:$s3_port; logs in $LOG_DIR" >&2
+# A third without the blob cache: the turso measurement reads the same
+# files through it, the "before" of the cache in the same run.
+for attempt in 1 2 3; do
+	if start_agentfs agentfs-nocache AGENTFS_BLOB_CACHE_BYTES=0 AGENTFS_PPROF_ADDR=; then
+		break
+	fi
+	((attempt < 3)) || die "agentfs serve (no blob cache) exited during startup"
+	log "retrying agentfs serve (no blob cache) on another port ..."
+done
+nocache_pid=$started_pid
+nocache_url=$started_url
+
+echo "bench servers: AgentFS $AGENTFS_PUBLIC_URL (pid $agentfs_pid; without the search index $noindex_url, pid $noindex_pid; without the blob cache $nocache_url, pid $nocache_pid), postgres 127.0.0.1:$pg_port, $S3_SERVER 127.0.0.1:$s3_port; logs in $LOG_DIR" >&2
 
 set +e
-AGENTFS_URL=$AGENTFS_PUBLIC_URL AGENTFS_TOKEN=$token BENCH_NOINDEX_URL=$noindex_url \
+AGENTFS_URL=$AGENTFS_PUBLIC_URL AGENTFS_TOKEN=$token BENCH_NOINDEX_URL=$noindex_url BENCH_NOCACHE_URL=$nocache_url \
 	BENCH_SERVER_PID=$agentfs_pid BENCH_S3_PID=$s3_pid BENCH_S3_NAME=$S3_SERVER BENCH_PG_PID=$pg_pid \
 	go run ./bench "${BENCH_ARGS[@]}"
 status=$?

@@ -98,6 +98,7 @@ func (s *Server) open(ctx context.Context) error {
 	}
 	s.store = store
 	s.metrics.WatchState(store, s.log)
+	s.metrics.WatchBlobCache(store.BlobCacheStats)
 	return nil
 }
 

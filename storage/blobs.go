@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -10,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +21,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/tags"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/storage/blobcache"
 	"github.com/agentfs/agentfs/storage/splice"
 )
 
@@ -85,6 +89,33 @@ type hashingReader struct {
 	done bool
 	// text, when set, keeps the bytes for the search index as they pass.
 	text *textCapture
+	// keep, when keeping, holds the bytes for the blob cache as they
+	// pass, up to keepMax of them (past it, nothing is kept).
+	keep    []byte
+	keepMax int64
+	keeping bool
+}
+
+// keepFor makes hr keep a body of declared size (-1: unknown) for the
+// blob cache, when a blob of that size fits in it.
+func (hr *hashingReader) keepFor(c *blobcache.Cache, size int64) {
+	switch {
+	case size >= 0 && c.Fits(size):
+		hr.keeping, hr.keepMax, hr.keep = true, size, make([]byte, 0, size)
+	case size < 0 && c.Fits(0):
+		hr.keeping, hr.keepMax = true, c.Stats().MaxObject
+	}
+}
+
+// kept is the whole body of n bytes, when hr kept it (ok).
+func (hr *hashingReader) kept(n int64) (b []byte, ok bool) {
+	if !hr.keeping || int64(len(hr.keep)) != n {
+		return nil, false
+	}
+	if cap(hr.keep) > len(hr.keep) {
+		return bytes.Clone(hr.keep), true // grown by append: hold no spare capacity
+	}
+	return hr.keep, true
 }
 
 func newHashingReader(r io.Reader) *hashingReader {
@@ -110,6 +141,13 @@ func (hr *hashingReader) Read(p []byte) (int, error) {
 	}
 	if hr.text != nil {
 		hr.text.write(p[:n])
+	}
+	if hr.keeping {
+		if int64(len(hr.keep)+n) > hr.keepMax {
+			hr.keeping, hr.keep = false, nil
+		} else {
+			hr.keep = append(hr.keep, p[:n]...)
+		}
 	}
 	if err != nil && err != io.EOF {
 		hr.err = err
@@ -165,6 +203,7 @@ func (s *Store) retagBlob(ctx context.Context, key string, tagSet map[string]str
 // removeBlob deletes a blob no row references. Failures are left for the
 // sweeper, so it returns nothing.
 func (s *Store) removeBlob(ctx context.Context, key string) {
+	s.blobs.Remove(key)
 	_ = s.s3.RemoveObject(context.WithoutCancel(ctx), s.bucket, key, minio.RemoveObjectOptions{})
 }
 
@@ -181,7 +220,13 @@ func (s *Store) BlobTags(ctx context.Context, key string) (map[string]string, er
 // length is 0). It reads the S3 response body directly, so a missing
 // object or an outage is reported here, before any byte is sent on. A read
 // that S3 leaves unanswered for Config.S3Timeout fails as unavailable.
+//
+// A small blob is served from the instance's blob cache when it is there
+// (Config.BlobCacheBytes), and put there when it is read whole from S3.
 func (s *Store) OpenBlob(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if b, ok := s.blobs.Get(key); ok {
+		return cachedBlob(b, offset, length), nil
+	}
 	opts := minio.GetObjectOptions{}
 	if length > 0 {
 		if err := opts.SetRange(offset, offset+length-1); err != nil {
@@ -195,7 +240,7 @@ func (s *Store) OpenBlob(ctx context.Context, key string, offset, length int64) 
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	body, _, _, err := s.core().GetObject(ctx, s.bucket, key, opts)
+	body, info, header, err := s.core().GetObject(ctx, s.bucket, key, opts)
 	if err != nil {
 		cancel()
 		return nil, translateS3(fmt.Errorf("open blob: %w", err))
@@ -203,7 +248,47 @@ func (s *Store) OpenBlob(ctx context.Context, key string, offset, length int64) 
 	b := &blobReader{body: body, cancel: cancel, limit: s.cfg.S3Timeout}
 	b.watchdog = time.AfterFunc(time.Hour, func() { b.stalled.Store(true); cancel() })
 	b.watchdog.Stop()
+	if offset == 0 && s.blobs.Fits(info.Size) && wholeObject(length, info.Size, header.Get("Content-Range")) {
+		return s.fillCache(key, b, info.Size)
+	}
 	return b, nil
+}
+
+// wholeObject reports whether a GET answered with size bytes carries the
+// whole object: no range was asked (length 0), or the Content-Range's
+// total is the size of what came.
+func wholeObject(length, size int64, contentRange string) bool {
+	if length == 0 {
+		return true
+	}
+	_, total, ok := strings.Cut(contentRange, "/")
+	return ok && total == strconv.FormatInt(size, 10)
+}
+
+// fillCache reads a whole small blob from b into the blob cache and
+// serves it from there.
+func (s *Store) fillCache(key string, b *blobReader, size int64) (io.ReadCloser, error) {
+	defer b.Close()
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(b, buf); err != nil {
+		if err == io.ErrUnexpectedEOF || err == io.EOF {
+			err = translateS3(fmt.Errorf("read blob: %w", io.ErrUnexpectedEOF))
+		}
+		return nil, err
+	}
+	s.blobs.Put(key, buf)
+	return cachedBlob(buf, 0, 0), nil
+}
+
+// cachedBlob is length bytes of b from offset (to its end when length is
+// 0), as OpenBlob opens them. bytes.Reader writes itself out (io.WriterTo).
+func cachedBlob(b []byte, offset, length int64) io.ReadCloser {
+	offset = min(max(offset, 0), int64(len(b)))
+	end := int64(len(b))
+	if length > 0 {
+		end = min(offset+length, end)
+	}
+	return io.NopCloser(bytes.NewReader(b[offset:end]))
 }
 
 // openSpliced opens a large ranged read over a connection of its own, so

@@ -210,6 +210,7 @@ func (s *Store) writeBlob(ctx context.Context, put agentfs.Put, fileID string, b
 	}
 	hr := newHashingReader(src)
 	hr.text = newTextCapture(s.searchMax(), put.Size)
+	hr.keepFor(s.blobs, put.Size)
 	key := "blobs/" + NewID("blob")[len("blob_"):]
 	b := &writtenBlob{key: key, tags: blobTags(fileID, put.By)}
 	err := s.putBlob(ctx, key, hr, put.Size, put.ContentType, b.tags)
@@ -223,6 +224,12 @@ func (s *Store) writeBlob(ctx context.Context, put agentfs.Put, fileID string, b
 		b.text = &t
 		if put.Digest != nil && subtle.ConstantTimeCompare(put.Digest, sum) != 1 {
 			err = agentfs.ErrChecksumMismatch
+		}
+	}
+	if err == nil {
+		// The bytes are in hand: a read of the new file needs no S3.
+		if b, ok := hr.kept(n); ok {
+			s.blobs.Put(key, b)
 		}
 	}
 	switch {
@@ -603,7 +610,7 @@ func (s *Store) ListFiles(ctx context.Context, subject string, filter agentfs.Fi
 	if c := filter.After; c != nil {
 		w.when(true, "(created_at, id) < (@after_created_at, @after_id)", pgx.NamedArgs{"after_created_at": c.CreatedAt, "after_id": c.ID})
 	}
-	out, err := s.scanFiles(s.pool.Query(ctx, `SELECT `+fileColumns+` FROM files WHERE `+w.where()+
+	out, err := s.scanFiles(s.pool.Query(ctx, `SELECT `+fileColumnsFor(filter.Fields)+` FROM files WHERE `+w.where()+
 		` ORDER BY created_at DESC, id DESC LIMIT @limit`, w.args))
 	if err != nil {
 		return nil, fmt.Errorf("list files: %w", err)

@@ -58,6 +58,38 @@ func (s *Store) Version(ctx context.Context, subject, fileID string, n int) (*ag
 	return s.version(ctx, s.pool, subject, fileID, n)
 }
 
+// FileVersion is the subject's file with this id (deleted or not) and its
+// version n, read in one statement: what a read of a version's content
+// needs. Either missing is agentfs.ErrNotFound.
+func (s *Store) FileVersion(ctx context.Context, subject, fileID string, n int) (*agentfs.File, *agentfs.FileVersion, error) {
+	if err := checkID(fileID); err != nil {
+		return nil, nil, err
+	}
+	args := pgx.NamedArgs{"id": fileID, "subject": subject, "version": n}
+	var v agentfs.FileVersion
+	row := s.pool.QueryRow(ctx, `WITH f AS (SELECT `+fileColumns+` FROM files WHERE id = @id AND subject = @subject
+		AND `+visiblePath(ctx, "path", args)+`)
+		SELECT f.*, v.version, v.size_bytes, v.content_type, v.sha256, v.blob_key, coalesce(v.agent_id, ''), coalesce(v.run_id, ''),
+			v.created_at, v.version = f.version
+		FROM f JOIN file_versions v ON v.file_id = f.id AND v.version = @version`, args)
+	f, err := s.scanFile(alsoScan{row, []any{&v.Version, &v.SizeBytes, &v.ContentType, &v.SHA256, &v.BlobKey,
+		&v.By.AgentID, &v.By.RunID, &v.CreatedAt, &v.Current}})
+	if err != nil {
+		return nil, nil, fmt.Errorf("get version: %w", err)
+	}
+	v.FileID, v.Subject = f.ID, f.Subject
+	return f, &v, nil
+}
+
+// alsoScan is a row whose Scan fills more destinations after the ones
+// it is given: one statement read by two scanners.
+type alsoScan struct {
+	row  pgx.Row
+	more []any
+}
+
+func (r alsoScan) Scan(dest ...any) error { return r.row.Scan(append(dest, r.more...)...) }
+
 func (s *Store) version(ctx context.Context, q querier, subject, fileID string, n int) (*agentfs.FileVersion, error) {
 	args := pgx.NamedArgs{"file_id": fileID, "subject": subject, "version": n}
 	v, err := scanVersion(q.QueryRow(ctx, `SELECT `+versionColumns+` FROM file_versions v JOIN files f ON f.id = v.file_id

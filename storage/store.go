@@ -17,6 +17,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/agentfs/agentfs"
+	"github.com/agentfs/agentfs/storage/blobcache"
 	"github.com/agentfs/agentfs/storage/hashwindow"
 	"github.com/agentfs/agentfs/storage/pgnotify"
 	"github.com/agentfs/agentfs/storage/splice"
@@ -109,7 +110,19 @@ type Config struct {
 	// SearchTimeout bounds one page of a search, in Postgres and in the
 	// server (0: 10 s); past it the search fails as too broad.
 	SearchTimeout time.Duration `env:"AGENTFS_SEARCH_TIMEOUT" envDefault:"10s"`
+	// BlobCacheBytes bounds the bytes of small blobs an instance keeps in
+	// memory to serve reads without S3 (package blobcache; 0: none, the
+	// zero Config keeps none). A blob never changes once written, so the
+	// cache is always correct; it is filled as a small file is uploaded
+	// and as one is read from S3. BlobCacheMaxObject is the largest blob
+	// it keeps (0: DefaultBlobCacheMaxObject).
+	BlobCacheBytes     int64 `env:"AGENTFS_BLOB_CACHE_BYTES" envDefault:"67108864" envZero:"0: no cache"`
+	BlobCacheMaxObject int64 `env:"AGENTFS_BLOB_CACHE_MAX_OBJECT" envDefault:"262144" envMax:"16777216"`
 }
+
+// DefaultBlobCacheMaxObject is the largest blob the blob cache keeps when
+// Config.BlobCacheMaxObject is 0.
+const DefaultBlobCacheMaxObject = 256 << 10
 
 // DefaultSearchMaxFileBytes is the largest file search indexes when
 // Config.SearchMaxFileBytes is 0.
@@ -133,6 +146,7 @@ type Store struct {
 	window     *hashwindow.Window // parts ahead of uploads' running hashes
 	relay      *splice.Relay      // large reads, socket to socket
 	tokens     *tokencache.Cache  // nil when Config.TokenCacheTTL is negative
+	blobs      *blobcache.Cache   // nil when Config.BlobCacheBytes is 0
 	tokensOnce sync.Once          // follows ChannelToken from the first lookup on
 	counters   counters
 	indexDone  atomic.Bool // the search index holds every file (IndexComplete)
@@ -213,6 +227,9 @@ func (s *Store) Counters() Counters {
 	}
 }
 
+// BlobCacheStats are the blob cache's totals (all zero without one).
+func (s *Store) BlobCacheStats() blobcache.Stats { return s.blobs.Stats() }
+
 // Open connects to Postgres and S3. It does not migrate; call Migrate.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.DatabaseURL == "" || cfg.S3Endpoint == "" || cfg.S3Bucket == "" {
@@ -260,6 +277,7 @@ func withMechanisms(st *Store) *Store {
 	if cfg.TokenCacheTTL > 0 {
 		st.tokens = tokencache.New(cfg.TokenCacheTTL, tokenCacheMax, time.Now)
 	}
+	st.blobs = blobcache.New(cfg.BlobCacheBytes, cfg.BlobCacheMaxObject)
 	return st
 }
 
@@ -297,6 +315,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.UploadHashWindow == 0 {
 		cfg.UploadHashWindow = DefaultUploadHashWindow
+	}
+	if cfg.BlobCacheMaxObject <= 0 {
+		cfg.BlobCacheMaxObject = DefaultBlobCacheMaxObject
 	}
 	if cfg.MaxWaitersPerSubject == 0 {
 		cfg.MaxWaitersPerSubject = DefaultMaxWaitersPerSubject

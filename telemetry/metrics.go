@@ -28,6 +28,7 @@ import (
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/admission"
 	"github.com/agentfs/agentfs/storage"
+	"github.com/agentfs/agentfs/storage/blobcache"
 	"github.com/agentfs/agentfs/sweeper"
 )
 
@@ -234,4 +235,32 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(queueJobsDesc, prometheus.GaugeValue, float64(queue.Jobs[state]), state)
 	}
 	ch <- prometheus.MustNewConstMetric(queueOldestDesc, prometheus.GaugeValue, queue.OldestWait.Seconds())
+}
+
+// WatchBlobCache registers the blob cache's series, read from stats at
+// each scrape: its hits, misses, fills and evictions, and the bytes and
+// entries it holds against its bound.
+func (m *Metrics) WatchBlobCache(stats func() blobcache.Stats) {
+	counter := func(name, help string, v func(blobcache.Stats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v(stats())) })
+	}
+	gauge := func(name, help string, v func(blobcache.Stats) int64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(v(stats())) })
+	}
+	m.reg.MustRegister(
+		counter("agentfs_blob_cache_hits_total", "Blob reads served from the instance's in-memory cache of small blobs.",
+			func(s blobcache.Stats) int64 { return s.Hits }),
+		counter("agentfs_blob_cache_misses_total", "Blob reads the cache did not hold (read from S3; a small one read whole is kept).",
+			func(s blobcache.Stats) int64 { return s.Misses }),
+		counter("agentfs_blob_cache_fills_total", "Blobs put into the cache, as uploaded or as read whole from S3.",
+			func(s blobcache.Stats) int64 { return s.Fills }),
+		counter("agentfs_blob_cache_evictions_total", "Blobs dropped from the cache, least recently used first, to keep its bound.",
+			func(s blobcache.Stats) int64 { return s.Evictions }),
+		gauge("agentfs_blob_cache_bytes", "Bytes of blob content the cache holds now.",
+			func(s blobcache.Stats) int64 { return s.Bytes }),
+		gauge("agentfs_blob_cache_entries", "Blobs the cache holds now.",
+			func(s blobcache.Stats) int64 { return s.Entries }),
+		gauge("agentfs_blob_cache_max_bytes", "The cache's bound on the bytes it holds (AGENTFS_BLOB_CACHE_BYTES; 0: no cache).",
+			func(s blobcache.Stats) int64 { return s.Max }),
+	)
 }

@@ -126,6 +126,20 @@ def test_list_and_iterate(bundle: Bundle) -> None:
     p = expect_problem(ei.value, 422, "VALIDATION_FAILED")
     assert [e.field for e in p.errors] == ["limit"] and p.errors[0].message
 
+    # fields: only the members asked for (and id); the rest read as defaults.
+    slim = c.list_files(run_id="run-1", limit=2, fields=["path", "size_bytes"])
+    assert [f.id for f in slim] == want
+    assert {(f.path, f.size_bytes, f.sha256, f.created_at) for f in slim.data} <= {
+        (f"listed/{i}", 1, "", None) for i in range(5)}
+    folder = c.list_folder("listed/", fields=["path"])
+    assert sorted(f.path for f in folder.files) == sorted([f"listed/{i}" for i in range(5)] + ["listed/other-run"])
+    assert all(f.size_bytes == 0 and f.id.startswith("file_") for f in folder.files)
+    with pytest.raises(agentfs.UnprocessableEntityError) as ei:
+        c.list_files(fields=["path", "nope"])
+    assert [e.field for e in expect_problem(ei.value, 422, "VALIDATION_FAILED").errors] == ["fields"]
+    with pytest.raises(TypeError):
+        c.list_files(fields="path")
+
 
 def test_operations_and_protocol(bundle: Bundle) -> None:
     c = bundle.client()

@@ -511,12 +511,16 @@ class BaseClient:
         include_deleted: bool,
         limit: Optional[int],
         cursor: Optional[str],
+        fields: Optional[Sequence[str]] = None,
     ) -> Request:
         return _page(route_request(ROUTE_LIST_FILES, "/v1/files"), limit, cursor, run_id=run_id, agent_id=agent_id,
-                     prefix=prefix, path=path, include_deleted="true" if include_deleted else None)
+                     prefix=prefix, path=path, include_deleted="true" if include_deleted else None,
+                     fields=_fields(fields))
 
-    def _r_list_folder(self, *, prefix: Optional[str], limit: Optional[int], cursor: Optional[str]) -> Request:
-        return _page(route_request(ROUTE_LIST_FILES, "/v1/files"), limit, cursor, delimiter="/", prefix=prefix)
+    def _r_list_folder(self, *, prefix: Optional[str], limit: Optional[int], cursor: Optional[str],
+                       fields: Optional[Sequence[str]] = None) -> Request:
+        return _page(route_request(ROUTE_LIST_FILES, "/v1/files"), limit, cursor, delimiter="/", prefix=prefix,
+                     fields=_fields(fields))
 
     def _r_content(
         self, file_id: str, *, range: Optional[str], if_range: Optional[str], if_none_match: Optional[str]
@@ -977,6 +981,15 @@ def _hold(req: Request, wait: Optional[float]) -> Request:
         req.query["wait"] = str(secs)
         req.timeout = secs + 60.0
     return req
+
+
+def _fields(fields: Optional[Sequence[str]]) -> Optional[str]:
+    """The fields= value of a listing that asks for only these File members (None: whole files)."""
+    if fields is None:
+        return None
+    if isinstance(fields, str):
+        raise TypeError("fields is a sequence of File member names, e.g. ['path', 'size_bytes']")
+    return ",".join(fields)
 
 
 def _page(req: Request, limit: Optional[int], cursor: Optional[str], **filters: Optional[str]) -> Request:

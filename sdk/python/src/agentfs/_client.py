@@ -294,27 +294,33 @@ class Client(BaseClient):
         include_deleted: bool = False,
         limit: Optional[int] = None,
         cursor: Optional[str] = None,
+        fields: Optional[Sequence[str]] = None,
     ) -> Page[File]:
         """One page of files, newest first (GET /v1/files); iterate it to walk every page.
 
         ``run_id``/``agent_id`` match the request that created a file,
         ``prefix`` the start of its path, ``path`` the whole path. ``limit``
-        is the page size (1-1000).
+        is the page size (1-1000). ``fields`` (``["path", "size_bytes"]``)
+        asks for only those File members: smaller pages, fewer columns read
+        by the server; ``id`` always comes, the others read as their
+        defaults.
         """
         req = self._r_list_files(run_id=run_id, agent_id=agent_id, prefix=prefix, path=path,
-                                 include_deleted=include_deleted, limit=limit, cursor=cursor)
+                                 include_deleted=include_deleted, limit=limit, cursor=cursor, fields=fields)
         return self._page(req, File.from_dict, lambda c: self.list_files(
             run_id=run_id, agent_id=agent_id, prefix=prefix, path=path, include_deleted=include_deleted, limit=limit,
-            cursor=c))
+            cursor=c, fields=fields))
 
     def list_folder(self, prefix: str = "", *, limit: Optional[int] = None,
-                    cursor: Optional[str] = None) -> Folder:
+                    cursor: Optional[str] = None, fields: Optional[Sequence[str]] = None) -> Folder:
         """One page of a folder (GET /v1/files?delimiter=/): the files directly under prefix and the folders below it.
 
         Entries come in byte order of their names; pass ``next_cursor`` as
         ``cursor`` for the next page. It never walks the folders' subtrees.
+        ``fields`` asks for only those File members, as for list_files.
         """
-        return Folder.from_dict(self._json(self._r_list_folder(prefix=prefix, limit=limit, cursor=cursor)))
+        return Folder.from_dict(self._json(self._r_list_folder(prefix=prefix, limit=limit, cursor=cursor,
+                                                               fields=fields)))
 
     def file_content(
         self,
