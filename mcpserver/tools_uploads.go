@@ -109,20 +109,14 @@ func (b *CoreBackend) AbortUpload(ctx context.Context, uploadID string, w WriteO
 // CompleteUpload completes a session through the Go client, which waits
 // for a background completion.
 func (cb *ClientBackend) CompleteUpload(ctx context.Context, uploadID string, w WriteOptions) (*File, error) {
-	key := cmpOr(w.IdempotencyKey, client.NewIdempotencyKey())
-	f, err := cb.c.CompleteUpload(ctx, uploadID, client.CompleteOptions{IdempotencyKey: key})
-	if err != nil {
-		return nil, problemOf(err, key)
-	}
-	return f, nil
+	return keyed(w, func(key string) (*File, error) {
+		return cb.c.CompleteUpload(ctx, uploadID, client.CompleteOptions{IdempotencyKey: key})
+	})
 }
 
 // AbortUpload ends a session through the Go client.
 func (cb *ClientBackend) AbortUpload(ctx context.Context, uploadID string, w WriteOptions) (*Upload, error) {
-	key := cmpOr(w.IdempotencyKey, client.NewIdempotencyKey())
-	u, err := cb.c.AbortUpload(ctx, uploadID, client.AbortOptions{IdempotencyKey: key})
-	if err != nil {
-		return nil, problemOf(err, key)
-	}
-	return u, nil
+	return keyed(w, func(key string) (*Upload, error) {
+		return cb.c.AbortUpload(ctx, uploadID, client.AbortOptions{IdempotencyKey: key})
+	})
 }
