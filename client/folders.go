@@ -7,14 +7,9 @@ import (
 	"time"
 )
 
-// FolderOptions page ListFolder.
-type FolderOptions struct {
-	// Limit is the page size (files and folders together), 1-1000; zero
-	// means the server's default (100).
-	Limit int
-	// Cursor is a previous page's NextCursor.
-	Cursor string
-}
+// FolderOptions page ListFolder; its Limit counts files and folders
+// together.
+type FolderOptions = PageOptions
 
 // ListFolder returns one page of the folder prefix (GET
 // /v1/files?delimiter=/): the live files directly under it in Data and the
