@@ -255,27 +255,14 @@ func (b *bench) feed(ctx context.Context) ([]row, error) {
 			{name: runName, agentfs: "skipped: no -database-url", budget: "flat (≤ 1.5×)"},
 		}, nil
 	}
-	conn, subject, err := b.connect(ctx)
+	conn, subject, replica, err := b.seedSession(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-
-	// The events trigger notifies waiting followers, once per row; the
-	// seeding session turns triggers off for itself (a superuser setting,
-	// which the throwaway cluster's role may change), so a million rows do
-	// not queue a million notifications. Without it they do, slowly.
-	// With triggers off the seed numbers its events itself (pos after the
-	// subject's last, then the counter moves past them), as the deferred
-	// numbering trigger would at commit.
-	replica := true
-	if _, err := conn.Exec(ctx, `SET session_replication_role = replica`); err != nil {
-		logf("  seeding with the triggers on: %v", err)
-		replica = false
-	}
-	var base int64
-	if err := conn.QueryRow(ctx, `SELECT coalesce((SELECT n FROM event_counters WHERE subject = $1), 0)`, subject).Scan(&base); err != nil {
-		return nil, fmt.Errorf("events counter: %w", err)
+	base, err := eventCounter(ctx, conn, subject)
+	if err != nil {
+		return nil, err
 	}
 	seeded := 0
 	seed := func(upto int) error {

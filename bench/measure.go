@@ -237,37 +237,12 @@ func (b *bench) download(ctx context.Context) ([]row, error) {
 	var agentCPU, directCPU cpuAcc
 	for i := range c.downloadRuns {
 		var ar, dr float64
-		viaAgentFS := func() error {
-			c0, t0 := b.cpuNow(), time.Now()
-			n, err := b.api.getContent(ctx, b.big.fileID, buf)
-			if err != nil {
-				return err
-			}
-			if n != size {
-				return fmt.Errorf("AgentFS download: %d bytes, want %d", n, size)
-			}
-			ar = mibps(size, time.Since(t0))
-			agentCPU.add(c0, b.cpuNow(), gib(size))
-			return nil
-		}
-		getObject := func() error {
-			c0, t0 := b.cpuNow(), time.Now()
-			obj, err := b.s3.GetObject(ctx, c.directBucket, b.big.key, minio.GetObjectOptions{})
-			if err != nil {
-				return fmt.Errorf("direct GetObject: %w", err)
-			}
-			n, err := drain(obj, buf)
-			obj.Close()
-			if err != nil {
-				return fmt.Errorf("direct GetObject: %w", err)
-			}
-			if n != size {
-				return fmt.Errorf("direct download: %d bytes, want %d", n, size)
-			}
-			dr = mibps(size, time.Since(t0))
-			directCPU.add(c0, b.cpuNow(), gib(size))
-			return nil
-		}
+		viaAgentFS := b.timedDownload("AgentFS download", size, func() (int64, error) {
+			return b.api.getContent(ctx, b.big.fileID, buf)
+		}, &ar, &agentCPU)
+		getObject := b.timedDownload("direct download", size, func() (int64, error) {
+			return b.directGet(ctx, b.big.key, buf)
+		}, &dr, &directCPU)
 		if err := rotate(i, viaAgentFS, getObject); err != nil {
 			return nil, err
 		}
@@ -302,6 +277,25 @@ func (b *bench) download(ctx context.Context) ([]row, error) {
 		budget:  fmt.Sprintf("≥ %g× in ≥ %d of %d runs", budget, need, c.downloadRuns),
 		verdict: verdict,
 	}, b.cpuRow("AgentFS CPU per GiB downloaded", "GiB", agentCPU, 0.25, 0)}, nil
+}
+
+// timedDownload is one download of size bytes by get, for rotate: its
+// rate (MiB/s) goes to rate and its CPU to acc; fewer or more bytes than
+// size fail, named what.
+func (b *bench) timedDownload(what string, size int64, get func() (int64, error), rate *float64, acc *cpuAcc) func() error {
+	return func() error {
+		c0, t0 := b.cpuNow(), time.Now()
+		n, err := get()
+		if err != nil {
+			return err
+		}
+		if n != size {
+			return fmt.Errorf("%s: %d bytes, want %d", what, n, size)
+		}
+		*rate = mibps(size, time.Since(t0))
+		acc.add(c0, b.cpuNow(), gib(size))
+		return nil
+	}
 }
 
 // small: many small uploads from concurrent clients, unique paths, the same

@@ -25,16 +25,11 @@ func (b *bench) recovery(ctx context.Context) ([]row, error) {
 	if c.databaseURL == "" {
 		return []row{{name: name, agentfs: "skipped: no -database-url", budget: "flat (≤ 1.5×)"}}, nil
 	}
-	conn, subject, err := b.connect(ctx)
+	conn, subject, replica, err := b.seedSession(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	replica := true
-	if _, err := conn.Exec(ctx, `SET session_replication_role = replica`); err != nil {
-		logf("  seeding with the triggers on: %v", err)
-		replica = false
-	}
 	var totals bool
 	if err := conn.QueryRow(ctx, `SELECT to_regproc('agentfs_run_totals') IS NOT NULL`).Scan(&totals); err != nil {
 		return nil, fmt.Errorf("find agentfs_run_totals: %w", err)
@@ -45,9 +40,9 @@ func (b *bench) recovery(ctx context.Context) ([]row, error) {
 	seeded := 0
 	seed := func(upto int) error {
 		err := inSteps(&seeded, upto, func(from, to int) error {
-			var pos0 int64
-			if err := conn.QueryRow(ctx, `SELECT coalesce((SELECT n FROM event_counters WHERE subject = $1), 0)`, subject).Scan(&pos0); err != nil {
-				return fmt.Errorf("events counter: %w", err)
+			pos0, err := eventCounter(ctx, conn, subject)
+			if err != nil {
+				return err
 			}
 			tx, err := conn.Begin(ctx)
 			if err != nil {

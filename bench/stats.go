@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"math"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agentfs/agentfs/internal/procstat"
 )
 
 const mib = 1 << 20
@@ -88,34 +89,6 @@ func (f sizeFlag) Set(s string) error {
 	return nil
 }
 
-// rss reads VmRSS of a process from /proc, in bytes.
-func rss(pid int) (int64, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			fs := strings.Fields(v)
-			if len(fs) < 1 {
-				break
-			}
-			kb, err := strconv.ParseInt(fs[0], 10, 64)
-			if err != nil {
-				return 0, err
-			}
-			return kb << 10, nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	return 0, errors.New("no VmRSS line in /proc/" + strconv.Itoa(pid) + "/status")
-}
-
 // sampler records a process's RSS every interval until stopped.
 type sampler struct {
 	pid  int
@@ -147,7 +120,7 @@ func startSampler(pid int, every time.Duration) *sampler {
 }
 
 func (s *sampler) sample() {
-	v, err := rss(s.pid)
+	v, err := procstat.RSS(s.pid)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -181,7 +154,7 @@ func idleRSS(pid, n int, every time.Duration) (int64, error) {
 		if i > 0 {
 			time.Sleep(every)
 		}
-		v, err := rss(pid)
+		v, err := procstat.RSS(pid)
 		if err != nil {
 			return 0, err
 		}

@@ -8,16 +8,6 @@ import (
 	"github.com/agentfs/agentfs/api"
 )
 
-// Routes of points in time (DESIGN §18).
-const (
-	routeCreateCheckpoint = "POST /v1/checkpoints"
-	routeListCheckpoints  = "GET /v1/checkpoints"
-	routeCheckpoint       = "GET /v1/checkpoints/{id}"
-	routeDeleteCheckpoint = "DELETE /v1/checkpoints/{id}"
-	routeDiff             = "GET /v1/diff"
-	routeRestore          = "POST /v1/restore"
-)
-
 // Checkpoint names a point of the subject's history (schema Checkpoint): a
 // position, not a copy; its Cursor is a point for AsOf, Diff and Restore.
 type Checkpoint = api.Checkpoint

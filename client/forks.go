@@ -7,15 +7,6 @@ import (
 	"github.com/agentfs/agentfs/api"
 )
 
-// Routes of forks and merges (DESIGN §19).
-const (
-	routeCreateFork = "POST /v1/forks"
-	routeListForks  = "GET /v1/forks"
-	routeFork       = "GET /v1/forks/{id}"
-	routeDeleteFork = "DELETE /v1/forks/{id}"
-	routeMerge      = "POST /v1/forks/{id}/merge"
-)
-
 // Fork is a copy-on-write copy of a folder (schema Fork).
 type Fork = api.Fork
 

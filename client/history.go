@@ -22,13 +22,17 @@ type FileVersion = api.FileVersion
 // page.
 type VersionList = api.VersionList
 
-// VersionListOptions page ListVersions.
-type VersionListOptions struct {
+// PageOptions page a listing that takes nothing but a page size and a
+// cursor.
+type PageOptions struct {
 	// Limit is the page size, 1-1000; zero means the server's default (100).
 	Limit int
 	// Cursor is a previous page's NextCursor.
 	Cursor string
 }
+
+// VersionListOptions page ListVersions.
+type VersionListOptions = PageOptions
 
 // ListVersions returns one page of a file's versions, newest first (GET
 // /v1/files/{id}/versions), also of a deleted file not purged yet.

@@ -14,12 +14,8 @@ type RunRecovery = api.RunRecovery
 // exact request (method, path below the base URL, Idempotency-Key).
 type Next = api.Next
 
-// RecoveryOptions page RunRecovery's keys: Limit per page (0: the
-// server's default), from the NextCursor of the page before.
-type RecoveryOptions struct {
-	Limit  int
-	Cursor string
-}
+// RecoveryOptions page RunRecovery's keys.
+type RecoveryOptions = PageOptions
 
 // RunRecovery returns the recovery of the run runID (GET
 // /v1/runs/{run_id}/recovery): everything in it holds at AsOf, and

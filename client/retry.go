@@ -106,6 +106,31 @@ const (
 	routeTokens         = "GET /v1/tokens"
 	routeToken          = "GET /v1/tokens/{id}"
 	routeRevokeToken    = "DELETE /v1/tokens/{id}"
+
+	// Points in time (DESIGN §18).
+	routeCreateCheckpoint = "POST /v1/checkpoints"
+	routeListCheckpoints  = "GET /v1/checkpoints"
+	routeCheckpoint       = "GET /v1/checkpoints/{id}"
+	routeDeleteCheckpoint = "DELETE /v1/checkpoints/{id}"
+	routeDiff             = "GET /v1/diff"
+	routeRestore          = "POST /v1/restore"
+
+	// Forks and merges (DESIGN §19).
+	routeCreateFork = "POST /v1/forks"
+	routeListForks  = "GET /v1/forks"
+	routeFork       = "GET /v1/forks/{id}"
+	routeDeleteFork = "DELETE /v1/forks/{id}"
+	routeMerge      = "POST /v1/forks/{id}/merge"
+
+	// Webhooks.
+	routeCreateWebhook     = "POST /v1/webhooks"
+	routeListWebhooks      = "GET /v1/webhooks"
+	routeWebhook           = "GET /v1/webhooks/{id}"
+	routeUpdateWebhook     = "PATCH /v1/webhooks/{id}"
+	routeDeleteWebhook     = "DELETE /v1/webhooks/{id}"
+	routeRotateWebhook     = "POST /v1/webhooks/{id}/rotate-secret"
+	routeReplayWebhook     = "POST /v1/webhooks/{id}/replay"
+	routeWebhookDeliveries = "GET /v1/webhooks/{id}/deliveries"
 )
 
 // call is what the retry classification knows about a request.

@@ -170,12 +170,7 @@ type RunList = api.RunList
 type RunRevertPlan = api.RunRevertPlan
 
 // RunListOptions page ListRuns.
-type RunListOptions struct {
-	// Limit is the page size, 1-1000; zero means the server's default (100).
-	Limit int
-	// Cursor is a previous page's NextCursor.
-	Cursor string
-}
+type RunListOptions = PageOptions
 
 // ListRuns returns one page of the subject's runs (GET /v1/runs), the
 // run with the newest event first, each summarised as Run does.

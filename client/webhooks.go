@@ -8,17 +8,6 @@ import (
 	"github.com/agentfs/agentfs/api"
 )
 
-const (
-	routeCreateWebhook     = "POST /v1/webhooks"
-	routeListWebhooks      = "GET /v1/webhooks"
-	routeWebhook           = "GET /v1/webhooks/{id}"
-	routeUpdateWebhook     = "PATCH /v1/webhooks/{id}"
-	routeDeleteWebhook     = "DELETE /v1/webhooks/{id}"
-	routeRotateWebhook     = "POST /v1/webhooks/{id}/rotate-secret"
-	routeReplayWebhook     = "POST /v1/webhooks/{id}/replay"
-	routeWebhookDeliveries = "GET /v1/webhooks/{id}/deliveries"
-)
-
 // Webhook is a receiver of the subject's matching events (schema Webhook).
 type Webhook = api.Webhook
 

@@ -1,9 +1,6 @@
 package handlers
 
 import (
-	"net/http"
-	"time"
-
 	"github.com/labstack/echo/v4"
 
 	"github.com/agentfs/agentfs"
@@ -51,27 +48,18 @@ func bindCheckpoint(_ echo.Context, body createCheckpointBody) (agentfs.NewCheck
 
 // listCheckpoints is GET /v1/checkpoints: newest first.
 func (a *API) listCheckpoints(c echo.Context) error {
-	limit, err := limitParam(c, defaultListLimit, maxListLimit)
-	if err != nil {
-		return err
-	}
-	filter := agentfs.CheckpointFilter{Limit: limit + 1}
-	if v := c.QueryParam("prefix"); v != "" {
-		if filter.Prefix, err = normalizePrefix(v); err != nil {
-			return err
+	var filter agentfs.CheckpointFilter
+	readPrefix := func() (err error) {
+		if v := c.QueryParam("prefix"); v != "" {
+			filter.Prefix, err = normalizePrefix(v)
 		}
-	}
-	if filter.After, err = parseCursor(c.QueryParam("cursor"), "ckpt"); err != nil {
 		return err
 	}
-	cps, err := a.deps.Points.ListCheckpoints(c.Request().Context(), caller(c), filter)
-	if err != nil {
-		return err
-	}
-	var out api.CheckpointList
-	out.Data, out.HasMore, out.NextCursor = cursorPage(cps, limit, render.Checkpoint,
-		func(cp *agentfs.Checkpoint) (time.Time, string) { return cp.CreatedAt, cp.ID })
-	return c.JSON(http.StatusOK, out)
+	return createdList(c, "ckpt", readPrefix, func(limit int, after *agentfs.Cursor) ([]*agentfs.Checkpoint, error) {
+		filter.Limit, filter.After = limit, after
+		return a.deps.Points.ListCheckpoints(c.Request().Context(), caller(c), filter)
+	}, render.Checkpoint, func(cp *agentfs.Checkpoint) agentfs.Cursor { return agentfs.Cursor{CreatedAt: cp.CreatedAt, ID: cp.ID} },
+		func(p createdPage[api.Checkpoint]) api.CheckpointList { return api.CheckpointList(p) })
 }
 
 // getCheckpoint is GET /v1/checkpoints/{id_or_name}.

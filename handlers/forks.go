@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -98,22 +97,10 @@ func (a *API) mergeFork(c echo.Context) error {
 
 // listForks is GET /v1/forks: newest first.
 func (a *API) listForks(c echo.Context) error {
-	limit, err := limitParam(c, defaultListLimit, maxListLimit)
-	if err != nil {
-		return err
-	}
-	filter := agentfs.ForkFilter{Limit: limit + 1}
-	if filter.After, err = parseCursor(c.QueryParam("cursor"), "fork"); err != nil {
-		return err
-	}
-	forks, err := a.deps.Points.ListForks(c.Request().Context(), caller(c), filter)
-	if err != nil {
-		return err
-	}
-	var out api.ForkList
-	out.Data, out.HasMore, out.NextCursor = cursorPage(forks, limit, render.Fork,
-		func(f *agentfs.Fork) (time.Time, string) { return f.CreatedAt, f.ID })
-	return c.JSON(http.StatusOK, out)
+	return createdList(c, "fork", nil, func(limit int, after *agentfs.Cursor) ([]*agentfs.Fork, error) {
+		return a.deps.Points.ListForks(c.Request().Context(), caller(c), agentfs.ForkFilter{Limit: limit, After: after})
+	}, render.Fork, func(f *agentfs.Fork) agentfs.Cursor { return agentfs.Cursor{CreatedAt: f.CreatedAt, ID: f.ID} },
+		func(p createdPage[api.Fork]) api.ForkList { return api.ForkList(p) })
 }
 
 // getFork is GET /v1/forks/{id}.

@@ -15,9 +15,7 @@ import (
 
 func forkREST(t *testing.T, c *apitest.Client, body string, headers ...string) api.Fork {
 	t.Helper()
-	var f api.Fork
-	send(c, "POST", "/v1/forks", body, headers...).Expect(t, http.StatusCreated).JSON(t, &f)
-	return f
+	return created[api.Fork](t, c, "/v1/forks", body, headers...)
 }
 
 func mergeREST(t *testing.T, c *apitest.Client, id, body string, headers ...string) api.Merge {

@@ -41,8 +41,7 @@ func newGrantWorld(t *testing.T) *grantWorld {
 // secret.
 func mint(t *testing.T, c *apitest.Client, body map[string]any, headers ...string) api.Token {
 	t.Helper()
-	var tok api.Token
-	send(c, "POST", "/v1/tokens", body, headers...).Expect(t, http.StatusCreated).JSON(t, &tok)
+	tok := created[api.Token](t, c, "/v1/tokens", body, headers...)
 	if tok.Token == nil || !strings.HasPrefix(*tok.Token, "afs_") {
 		t.Fatalf("a new token has no secret: %+v", tok)
 	}

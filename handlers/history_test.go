@@ -24,6 +24,15 @@ func send(c *apitest.Client, method, path string, body any, headers ...string) *
 	return c.Do(method, path, raw, append([]string{"Content-Type", "application/json"}, headers...)...)
 }
 
+// created sends POST path with body (as send does) and decodes the
+// resource of its 201.
+func created[T any](t *testing.T, c *apitest.Client, path string, body any, headers ...string) T {
+	t.Helper()
+	var v T
+	send(c, "POST", path, body, headers...).Expect(t, http.StatusCreated).JSON(t, &v)
+	return v
+}
+
 func versionList(t *testing.T, c *apitest.Client, id, query string) api.VersionList {
 	t.Helper()
 	return apitest.GetJSON[api.VersionList](t, c, "/v1/files/"+id+"/versions?"+query)

@@ -23,8 +23,7 @@ import (
 // createLink makes a share link to file id and returns it with its secret.
 func createLink(t *testing.T, c *apitest.Client, id, body string, headers ...string) (api.Link, string) {
 	t.Helper()
-	var l api.Link
-	send(c, "POST", "/v1/files/"+id+"/links", body, headers...).Expect(t, http.StatusCreated).JSON(t, &l)
+	l := created[api.Link](t, c, "/v1/files/"+id+"/links", body, headers...)
 	if l.URL == nil {
 		t.Fatalf("a new link has no url: %+v", l)
 	}

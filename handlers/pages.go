@@ -50,6 +50,45 @@ func cursorPage[T, W any](rows []T, limit int, render func(T) W, key func(T) (ti
 	return data, more, next
 }
 
+// createdPage is a page of a listing in created_at order, as each such
+// listing's wire type (api.ForkList, ...) holds it.
+type createdPage[W any] struct {
+	Data       []W
+	HasMore    bool
+	NextCursor *string
+}
+
+// createdList answers a listing in created_at order: it reads the limit,
+// then any filters (readFilters, if set), then the cursor of resources
+// with this id prefix, in that order of complaint; lists limit+1 rows
+// after the cursor; and answers the page (cursorPage) in its wire type.
+func createdList[T, W, L any](c echo.Context, prefix string, readFilters func() error,
+	list func(limit int, after *agentfs.Cursor) ([]T, error), render func(T) W, key func(T) agentfs.Cursor, wire func(createdPage[W]) L) error {
+	limit, err := limitParam(c, defaultListLimit, maxListLimit)
+	if err != nil {
+		return err
+	}
+	if readFilters != nil {
+		if err := readFilters(); err != nil {
+			return err
+		}
+	}
+	after, err := parseCursor(c.QueryParam("cursor"), prefix)
+	if err != nil {
+		return err
+	}
+	rows, err := list(limit+1, after)
+	if err != nil {
+		return err
+	}
+	var p createdPage[W]
+	p.Data, p.HasMore, p.NextCursor = cursorPage(rows, limit, render, func(r T) (time.Time, string) {
+		k := key(r)
+		return k.CreatedAt, k.ID
+	})
+	return c.JSON(http.StatusOK, wire(p))
+}
+
 // statusList is what a listing filtered by status reads from its query.
 type statusList struct {
 	limit  int

@@ -12,9 +12,7 @@ import (
 
 func createCheckpointREST(t *testing.T, c *apitest.Client, body string, headers ...string) api.Checkpoint {
 	t.Helper()
-	var cp api.Checkpoint
-	send(c, "POST", "/v1/checkpoints", body, headers...).Expect(t, http.StatusCreated).JSON(t, &cp)
-	return cp
+	return created[api.Checkpoint](t, c, "/v1/checkpoints", body, headers...)
 }
 
 // TestPointsREST: a checkpoint, a bad edit across several files, as-of

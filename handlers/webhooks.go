@@ -109,33 +109,10 @@ func contains(list []string, s string) bool {
 
 // listWebhooks is GET /v1/webhooks: oldest first.
 func (a *API) listWebhooks(c echo.Context) error {
-	limit, err := limitParam(c, defaultListLimit, maxListLimit)
-	if err != nil {
-		return err
-	}
-	filter := agentfs.WebhookFilter{Limit: limit + 1}
-	if v := c.QueryParam("cursor"); v != "" {
-		cur, err := agentfs.ParseCursor(v, "wh")
-		if err != nil {
-			return problem.Invalid("cursor", err.Error())
-		}
-		filter.After = &cur
-	}
-	hooks, err := a.deps.Webhooks.Webhooks(c.Request().Context(), caller(c), filter)
-	if err != nil {
-		return err
-	}
-	out := api.WebhookList{Data: make([]api.Webhook, 0, len(hooks))}
-	if len(hooks) > limit {
-		hooks, out.HasMore = hooks[:limit], true
-		last := hooks[limit-1]
-		next := agentfs.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
-		out.NextCursor = &next
-	}
-	for _, w := range hooks {
-		out.Data = append(out.Data, render.Webhook(w))
-	}
-	return c.JSON(http.StatusOK, out)
+	return createdList(c, "wh", nil, func(limit int, after *agentfs.Cursor) ([]*agentfs.Webhook, error) {
+		return a.deps.Webhooks.Webhooks(c.Request().Context(), caller(c), agentfs.WebhookFilter{Limit: limit, After: after})
+	}, render.Webhook, func(w *agentfs.Webhook) agentfs.Cursor { return agentfs.Cursor{CreatedAt: w.CreatedAt, ID: w.ID} },
+		func(p createdPage[api.Webhook]) api.WebhookList { return api.WebhookList(p) })
 }
 
 // getWebhook is GET /v1/webhooks/{id}, without its secret.

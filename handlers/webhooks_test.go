@@ -129,8 +129,7 @@ func webhookServer(t *testing.T, cfg webhook.Config) (*apitest.Server, *apitest.
 
 func createWebhook(t *testing.T, c *apitest.Client, body map[string]any) api.Webhook {
 	t.Helper()
-	var w api.Webhook
-	send(c, "POST", "/v1/webhooks", body).Expect(t, http.StatusCreated).JSON(t, &w)
+	w := created[api.Webhook](t, c, "/v1/webhooks", body)
 	if w.Secret == nil || !strings.HasPrefix(*w.Secret, "whsec_") || w.Status != "active" {
 		t.Fatalf("a new webhook: %+v", w)
 	}

@@ -132,24 +132,30 @@ func (cb *ClientBackend) Put(ctx context.Context, p PutArgs) (*File, error) {
 	return f, nil
 }
 
-// Delete soft-deletes a file (DELETE /v1/files/{id}).
-func (cb *ClientBackend) Delete(ctx context.Context, fileID string, w WriteOptions) (*File, error) {
+// keyed runs call with w's idempotency key, or a new one (so that the
+// client's retries of this one call are one write), and words its
+// failure for that key (problemOf).
+func keyed[T any](w WriteOptions, call func(key string) (*T, error)) (*T, error) {
 	key := cmpOr(w.IdempotencyKey, client.NewIdempotencyKey())
-	f, err := cb.c.DeleteFile(ctx, fileID, client.DeleteOptions{IfMatch: w.IfMatch, IdempotencyKey: key})
+	v, err := call(key)
 	if err != nil {
 		return nil, problemOf(err, key)
 	}
-	return f, nil
+	return v, nil
+}
+
+// Delete soft-deletes a file (DELETE /v1/files/{id}).
+func (cb *ClientBackend) Delete(ctx context.Context, fileID string, w WriteOptions) (*File, error) {
+	return keyed(w, func(key string) (*File, error) {
+		return cb.c.DeleteFile(ctx, fileID, client.DeleteOptions{IfMatch: w.IfMatch, IdempotencyKey: key})
+	})
 }
 
 // Restore undoes a delete (POST /v1/files/{id}/restore).
 func (cb *ClientBackend) Restore(ctx context.Context, fileID string, w WriteOptions) (*File, error) {
-	key := cmpOr(w.IdempotencyKey, client.NewIdempotencyKey())
-	f, err := cb.c.RestoreFile(ctx, fileID, client.RestoreOptions{IdempotencyKey: key})
-	if err != nil {
-		return nil, problemOf(err, key)
-	}
-	return f, nil
+	return keyed(w, func(key string) (*File, error) {
+		return cb.c.RestoreFile(ctx, fileID, client.RestoreOptions{IdempotencyKey: key})
+	})
 }
 
 // Operation asks what a key holds (GET /v1/operations/{key}).
@@ -182,12 +188,9 @@ func (cb *ClientBackend) Operation(ctx context.Context, key string) (*Operation,
 // Move gives a file another path (POST /v1/files/{id}/move), never
 // replacing a live file there.
 func (cb *ClientBackend) Move(ctx context.Context, fileID, destination string, w WriteOptions) (*File, error) {
-	key := cmpOr(w.IdempotencyKey, client.NewIdempotencyKey())
-	f, err := cb.c.Move(ctx, fileID, destination, client.MoveOptions{IfMatch: w.IfMatch, IdempotencyKey: key})
-	if err != nil {
-		return nil, problemOf(err, key)
-	}
-	return f, nil
+	return keyed(w, func(key string) (*File, error) {
+		return cb.c.Move(ctx, fileID, destination, client.MoveOptions{IfMatch: w.IfMatch, IdempotencyKey: key})
+	})
 }
 
 // Versions lists a file's versions (GET /v1/files/{id}/versions).
@@ -205,12 +208,9 @@ func (cb *ClientBackend) Versions(ctx context.Context, fileID string, page Versi
 
 // Revert makes a version's content current (POST /v1/files/{id}/revert).
 func (cb *ClientBackend) Revert(ctx context.Context, fileID string, version int64, w WriteOptions) (*File, error) {
-	key := cmpOr(w.IdempotencyKey, client.NewIdempotencyKey())
-	f, err := cb.c.Revert(ctx, fileID, version, client.RevertOptions{IfMatch: w.IfMatch, IdempotencyKey: key})
-	if err != nil {
-		return nil, problemOf(err, key)
-	}
-	return f, nil
+	return keyed(w, func(key string) (*File, error) {
+		return cb.c.Revert(ctx, fileID, version, client.RevertOptions{IfMatch: w.IfMatch, IdempotencyKey: key})
+	})
 }
 
 // Share makes a share link (POST /v1/files/{id}/links). The generated key

@@ -203,20 +203,28 @@ func (s *scanner) object(member func(key string) error) error {
 		if err := member(key); err != nil {
 			return err
 		}
-		if c, err = s.next(); err != nil {
+		var end bool
+		if c, end, err = s.separator('}'); err != nil || end {
 			return err
 		}
-		switch c {
-		case '}':
-			return nil
-		case ',':
-			if c, err = s.next(); err != nil {
-				return err
-			}
-		default:
-			return errNotJSONRPC
-		}
 	}
+}
+
+// separator reads what follows a member or an element: the closing byte
+// ends the object or array (end); a comma is followed by the first byte
+// of the next one, c.
+func (s *scanner) separator(closing byte) (c byte, end bool, err error) {
+	if c, err = s.next(); err != nil {
+		return 0, false, err
+	}
+	switch c {
+	case closing:
+		return 0, true, nil
+	case ',':
+		c, err = s.next()
+		return c, false, err
+	}
+	return 0, false, errNotJSONRPC
 }
 
 // params reads a call's params object for the tool's name.
@@ -357,18 +365,9 @@ func (s *scanner) array(depth int) error {
 		if err := s.skipFrom(c, depth); err != nil {
 			return err
 		}
-		if c, err = s.next(); err != nil {
+		var end bool
+		if c, end, err = s.separator(']'); err != nil || end {
 			return err
-		}
-		switch c {
-		case ']':
-			return nil
-		case ',':
-			if c, err = s.next(); err != nil {
-				return err
-			}
-		default:
-			return errNotJSONRPC
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -77,4 +78,16 @@ func (cc *callContext) pathArg(check func(field, arg string) (string, error), ar
 	}
 	cc.path = p
 	return p, nil
+}
+
+// fileArg is the live file a tool's path argument names (as of the call's
+// point, if it names one): the path checked and named as the one the call
+// acts on (pathArg), then the file found there (fileAt).
+func (tb *toolbox) fileArg(ctx context.Context, cc *callContext, arg string) (string, *File, error) {
+	p, err := cc.pathArg(filePath, arg)
+	if err != nil {
+		return "", nil, err
+	}
+	f, err := tb.fileAt(ctx, p)
+	return p, f, err
 }

@@ -13,6 +13,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -93,24 +94,12 @@ const (
 const ProblemMeta = "agentfs/problem"
 
 func (o Options) withDefaults() (Options, error) {
-	if o.MaxReadBytes == 0 {
-		o.MaxReadBytes = DefaultMaxReadBytes
-	}
-	if o.MaxMediaBytes == 0 {
-		o.MaxMediaBytes = DefaultMaxMediaBytes
-	}
-	if o.MaxWriteBytes == 0 {
-		o.MaxWriteBytes = DefaultMaxWriteBytes
-	}
-	if o.ScanFiles == 0 {
-		o.ScanFiles = DefaultScanFiles
-	}
-	if o.MaxBatchCalls == 0 {
-		o.MaxBatchCalls = DefaultMaxBatchCalls
-	}
-	if o.MaxAnswerBytes == 0 {
-		o.MaxAnswerBytes = DefaultMaxAnswer
-	}
+	o.MaxReadBytes = cmp.Or(o.MaxReadBytes, DefaultMaxReadBytes)
+	o.MaxMediaBytes = cmp.Or(o.MaxMediaBytes, DefaultMaxMediaBytes)
+	o.MaxWriteBytes = cmp.Or(o.MaxWriteBytes, DefaultMaxWriteBytes)
+	o.ScanFiles = cmp.Or(o.ScanFiles, DefaultScanFiles)
+	o.MaxBatchCalls = cmp.Or(o.MaxBatchCalls, DefaultMaxBatchCalls)
+	o.MaxAnswerBytes = cmp.Or(o.MaxAnswerBytes, DefaultMaxAnswer)
 	if o.MaxReadBytes < 1024 || o.MaxMediaBytes < 1024 || o.MaxWriteBytes < 1 || o.ScanFiles < 1 || o.MaxBatchCalls < 1 || o.MaxAnswerBytes < 1 {
 		return o, errors.New("mcpserver: MaxReadBytes and MaxMediaBytes must be at least 1024; MaxWriteBytes, ScanFiles, MaxBatchCalls and MaxAnswerBytes positive")
 	}

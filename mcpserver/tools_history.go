@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // historyPage is file_history's page size.
@@ -33,12 +32,7 @@ type moveFileIn struct {
 }
 
 func moveFileTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "move_file",
-		Description: "Move (rename) one file to a new path: it keeps its id, url, version and history, and no bytes are copied. " +
-			"Never overwrites: a live file at the destination answers PATH_EXISTS. To move a directory, move each of its files (search_files finds them).",
-		Annotations: writes("Move file", false, false),
-	}, nil, func(ctx context.Context, tb *toolbox, in *moveFileIn, cc *callContext) (*reply[File], error) {
+	return define(tool("move_file"), nil, func(ctx context.Context, tb *toolbox, in *moveFileIn, cc *callContext) (*reply[File], error) {
 		src, err := filePath("source", in.Source)
 		if err != nil {
 			return nil, err
@@ -80,17 +74,8 @@ type FileHistory struct {
 }
 
 func fileHistoryTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "file_history",
-		Description: "List the versions of a file, newest first: number, size, sha256 and etag, the agent and run that wrote it, when, and which is current. " +
-			"Every write that changed the content made one; old versions are kept for a limited time. revert_file brings one back, share_file shares one.",
-		Annotations: readOnly("File history"),
-	}, cursorProperty, func(ctx context.Context, tb *toolbox, in *fileHistoryIn, cc *callContext) (*reply[FileHistory], error) {
-		p, err := cc.pathArg(filePath, in.Path)
-		if err != nil {
-			return nil, err
-		}
-		f, err := tb.fileAt(ctx, p)
+	return define(tool("file_history"), cursorProperty, func(ctx context.Context, tb *toolbox, in *fileHistoryIn, cc *callContext) (*reply[FileHistory], error) {
+		p, f, err := tb.fileArg(ctx, cc, in.Path)
 		if err != nil {
 			return nil, err
 		}
@@ -145,12 +130,7 @@ type revertFileIn struct {
 }
 
 func revertFileTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "revert_file",
-		Description: "Make an earlier version's content the current content of a file, as a new version: nothing is lost, the replaced content stays in file_history. " +
-			"Reverting to the content the file already has changes nothing. A deleted file must be brought back with restore_file first.",
-		Annotations: writes("Revert file", true, true),
-	}, func(s *jsonschema.Schema) {
+	return define(tool("revert_file"), func(s *jsonschema.Schema) {
 		versionProperty(s)
 		keyProperty(s)
 	}, func(ctx context.Context, tb *toolbox, in *revertFileIn, cc *callContext) (*reply[File], error) {

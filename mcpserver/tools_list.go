@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentfs/agentfs"
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // pageFiles is the page size of the listings the tools read.
@@ -86,12 +85,7 @@ type DirectoryListing struct {
 }
 
 func listDirectoryTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "list_directory",
-		Description: "List the files and subdirectories directly in a directory, as [FILE] name and [DIR] name lines (a directory is a path prefix). " +
-			"Large directories come in parts with a cursor; to find files by name pattern use search_files, for a whole subtree directory_tree.",
-		Annotations: readOnly("List directory"),
-	}, cursorProperty, func(ctx context.Context, tb *toolbox, in *listDirectoryIn, cc *callContext) (*reply[DirectoryListing], error) {
+	return define(tool("list_directory"), cursorProperty, func(ctx context.Context, tb *toolbox, in *listDirectoryIn, cc *callContext) (*reply[DirectoryListing], error) {
 		dir, err := cc.pathArg(dirPath, in.Path)
 		if err != nil {
 			return nil, err
@@ -188,13 +182,9 @@ func treeOutputSchema() *jsonschema.Schema {
 }
 
 func directoryTreeTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "directory_tree",
-		Description: "Show a directory's files and subdirectories recursively as a JSON tree of {name, type, children}. " +
-			"Large trees come in parts with a cursor; for one level use list_directory, to find files by pattern search_files.",
-		Annotations:  readOnly("Directory tree"),
-		OutputSchema: treeOutputSchema(),
-	}, cursorProperty, func(ctx context.Context, tb *toolbox, in *directoryTreeIn, cc *callContext) (*reply[DirectoryTree], error) {
+	t := tool("directory_tree")
+	t.OutputSchema = treeOutputSchema()
+	return define(t, cursorProperty, func(ctx context.Context, tb *toolbox, in *directoryTreeIn, cc *callContext) (*reply[DirectoryTree], error) {
 		dir, err := cc.pathArg(dirPath, in.Path)
 		if err != nil {
 			return nil, err
@@ -287,12 +277,7 @@ type SearchResult struct {
 const maxMatches = 1000
 
 func searchFilesTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "search_files",
-		Description: "Find files whose path below a directory matches a glob pattern (*.md in that directory, **/*.md anywhere below), optionally leaving out excludePatterns. " +
-			"Answers matching paths; searches through many files in parts with a cursor. It matches names only, never content: to search inside files, use grep_files.",
-		Annotations: readOnly("Search files"),
-	}, func(s *jsonschema.Schema) {
+	return define(tool("search_files"), func(s *jsonschema.Schema) {
 		cursorProperty(s)
 		s.Properties["pattern"].MinLength = ptr(1)
 		s.Properties["pattern"].MaxLength = ptr(maxGlobLen)
@@ -371,12 +356,7 @@ type RunFiles struct {
 const runFilesPage = 100
 
 func listRunFilesTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "list_run_files",
-		Description: "List the live files that a run (or an agent) created, newest first, with their ids, sizes and versions; without arguments, the files of this session's run. " +
-			"Answers one page at a time with a cursor for the next.",
-		Annotations: readOnly("List run files"),
-	}, func(s *jsonschema.Schema) {
+	return define(tool("list_run_files"), func(s *jsonschema.Schema) {
 		cursorProperty(s)
 		s.Properties["run_id"].MaxLength = ptr(agentfs.MaxTagValueLen)
 		s.Properties["agent_id"].MaxLength = ptr(agentfs.MaxTagValueLen)
@@ -435,12 +415,7 @@ type runSummaryIn struct {
 }
 
 func runSummaryTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "run_summary",
-		Description: "Summarize what one run did to files: how many it created, replaced, deleted, restored, moved and reverted, the bytes it wrote, how many of its files are live now, " +
-			"its first and last write and its agents. Without run_id, this session's run. list_run_files lists the files themselves.",
-		Annotations: readOnly("Run summary"),
-	}, func(s *jsonschema.Schema) {
+	return define(tool("run_summary"), func(s *jsonschema.Schema) {
 		s.Properties["run_id"].MaxLength = ptr(agentfs.MaxTagValueLen)
 	}, func(ctx context.Context, tb *toolbox, in *runSummaryIn, cc *callContext) (*reply[Run], error) {
 		run, err := tb.runArg(ctx, in.RunID, cc)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // pointHelp is how the tools of points in time describe a point.
@@ -18,12 +16,7 @@ type checkpointIn struct {
 }
 
 func checkpointTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "checkpoint",
-		Description: "Name the present as a point before a risky step: instant whatever the number of files (a position, not a copy). " +
-			"diff shows what changed since, restore puts a directory back to it. A name in use answers CHECKPOINT_EXISTS.",
-		Annotations: writes("Checkpoint", false, false),
-	}, nil, func(ctx context.Context, tb *toolbox, in *checkpointIn, cc *callContext) (*reply[Checkpoint], error) {
+	return define(tool("checkpoint"), nil, func(ctx context.Context, tb *toolbox, in *checkpointIn, cc *callContext) (*reply[Checkpoint], error) {
 		dir, err := cc.pathArg(dirPath, in.Path)
 		if err != nil {
 			return nil, err
@@ -54,11 +47,7 @@ type CheckpointList struct {
 }
 
 func listCheckpointsTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name:        "list_checkpoints",
-		Description: "List your checkpoints, newest first: id, name, directory, note and when each was made; use one as from in diff or to in restore.",
-		Annotations: readOnly("List checkpoints"),
-	}, nil, func(ctx context.Context, tb *toolbox, in *listCheckpointsIn, cc *callContext) (*reply[CheckpointList], error) {
+	return define(tool("list_checkpoints"), nil, func(ctx context.Context, tb *toolbox, in *listCheckpointsIn, cc *callContext) (*reply[CheckpointList], error) {
 		dir, err := cc.pathArg(dirPath, in.Path)
 		if err != nil {
 			return nil, err
@@ -85,12 +74,7 @@ type diffIn struct {
 }
 
 func diffTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "diff",
-		Description: "Show what changed between two points (" + pointHelp + "): each file added, modified, deleted or moved, " +
-			"and a unified diff of the text files. Changed and changed back is no change.",
-		Annotations: readOnly("Diff"),
-	}, nil, func(ctx context.Context, tb *toolbox, in *diffIn, cc *callContext) (*reply[DiffResult], error) {
+	return define(tool("diff"), nil, func(ctx context.Context, tb *toolbox, in *diffIn, cc *callContext) (*reply[DiffResult], error) {
 		dir, err := cc.pathArg(dirPath, in.Path)
 		if err != nil {
 			return nil, err
@@ -123,12 +107,7 @@ type restoreIn struct {
 }
 
 func restoreTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "restore",
-		Description: "Put a directory back to a point: files added since are deleted (restorable), modified ones get the point's bytes as a new version, " +
-			"deleted ones come back, moved ones move back. A file changed meanwhile fails PRECONDITION_FAILED. dry_run shows the plan.",
-		Annotations: writes("Restore", true, false),
-	}, nil, func(ctx context.Context, tb *toolbox, in *restoreIn, cc *callContext) (*reply[RestoreResult], error) {
+	return define(tool("restore"), nil, func(ctx context.Context, tb *toolbox, in *restoreIn, cc *callContext) (*reply[RestoreResult], error) {
 		dir, err := cc.pathArg(dirPath, in.Path)
 		if err != nil {
 			return nil, err
@@ -168,12 +147,7 @@ type forkIn struct {
 }
 
 func forkTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "fork",
-		Description: "Copy a directory to work on it apart: every file appears under destination as a new file sharing its bytes (instant, nothing copied). " +
-			"Change either side freely; merge brings the copy's changes back. A destination holding files answers PATH_EXISTS.",
-		Annotations: writes("Fork", false, false),
-	}, nil, func(ctx context.Context, tb *toolbox, in *forkIn, cc *callContext) (*reply[Fork], error) {
+	return define(tool("fork"), nil, func(ctx context.Context, tb *toolbox, in *forkIn, cc *callContext) (*reply[Fork], error) {
 		src, err := dirPath("source", in.Source)
 		if err != nil {
 			return nil, err
@@ -199,12 +173,7 @@ type mergeIn struct {
 }
 
 func mergeTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "merge",
-		Description: "Merge a fork back into the directory it was copied from, all at once: files changed only in the fork are applied, " +
-			"files changed only in the original are kept. A file changed on both sides answers MERGE_CONFLICT listing each, unless on_conflict picks a side.",
-		Annotations: writes("Merge", true, false),
-	}, nil, func(ctx context.Context, tb *toolbox, in *mergeIn, cc *callContext) (*reply[Merge], error) {
+	return define(tool("merge"), nil, func(ctx context.Context, tb *toolbox, in *mergeIn, cc *callContext) (*reply[Merge], error) {
 		if in.OnConflict != "" && in.OnConflict != "fail" && in.OnConflict != "fork" && in.OnConflict != "target" {
 			return nil, validation("on_conflict", "must be fail, fork or target")
 		}

@@ -38,12 +38,7 @@ type TextFile struct {
 }
 
 func readTextFileTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "read_text_file",
-		Description: "Read a UTF-8 text file from AgentFS, whole or only its first (head) or last (tail) N lines. " +
-			"At most a fixed number of bytes comes back per call, with a note when the file was cut; use read_media_file for images and other binary files.",
-		Annotations: readOnly("Read text file"),
-	}, func(s *jsonschema.Schema) {
+	return define(tool("read_text_file"), func(s *jsonschema.Schema) {
 		lines(s, "head")
 		lines(s, "tail")
 	}, func(ctx context.Context, tb *toolbox, in *readTextFileIn, cc *callContext) (*reply[TextFile], error) {
@@ -111,12 +106,7 @@ type MediaFile struct {
 }
 
 func readMediaFileTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "read_media_file",
-		Description: "Read an image, audio or other binary file from AgentFS and return it base64-encoded with its MIME type. " +
-			"Files whose base64 exceeds a fixed limit are refused; use read_text_file for text.",
-		Annotations: readOnly("Read media file"),
-	}, nil, func(ctx context.Context, tb *toolbox, in *readMediaFileIn, cc *callContext) (*reply[MediaFile], error) {
+	return define(tool("read_media_file"), nil, func(ctx context.Context, tb *toolbox, in *readMediaFileIn, cc *callContext) (*reply[MediaFile], error) {
 		p, err := filePath("path", in.Path)
 		if err != nil {
 			return nil, err
@@ -192,12 +182,7 @@ type MultipleFile struct {
 }
 
 func readMultipleFilesTool() *toolSpec {
-	t := &mcp.Tool{
-		Name: "read_multiple_files",
-		Description: "Read several UTF-8 text files at once; a file that cannot be read is reported in place and does not fail the others. " +
-			"All files together return at most one read's worth of bytes; read a long file alone with read_text_file.",
-		Annotations: readOnly("Read multiple files"),
-	}
+	t := tool("read_multiple_files")
 	return define(t, func(s *jsonschema.Schema) {
 		s.Properties["paths"].MinItems = ptr(1)
 		s.Properties["paths"].MaxItems = ptr(maxMultiplePaths)
@@ -268,12 +253,7 @@ type FileInfo struct {
 }
 
 func getFileInfoTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "get_file_info",
-		Description: "Get a file's metadata: id, size, content type, version, etag (for write_file's expected_etag), sha256, times, and the agent and run that wrote it. " +
-			"A path that only prefixes other files is reported as a directory.",
-		Annotations: readOnly("Get file info"),
-	}, nil, func(ctx context.Context, tb *toolbox, in *getFileInfoIn, cc *callContext) (*reply[FileInfo], error) {
+	return define(tool("get_file_info"), nil, func(ctx context.Context, tb *toolbox, in *getFileInfoIn, cc *callContext) (*reply[FileInfo], error) {
 		p, err := cc.pathArg(filePath, in.Path)
 		if err != nil {
 			return nil, err

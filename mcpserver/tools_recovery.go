@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/api"
@@ -31,13 +30,7 @@ type runRecoveryIn struct {
 }
 
 func runRecoveryTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "run_recovery",
-		Description: "Take over a run whose worker died: what its events confirm, each idempotency key it claimed (completed: nothing to redo; " +
-			"in_progress: wait; abandoned: nothing happened, send the same request again with the same key and run), its uploads missing parts " +
-			"and batches still running, and the next actions in order, each an exact request. All of it holds at one event cursor (as_of).",
-		Annotations: readOnly("Run recovery"),
-	}, func(s *jsonschema.Schema) {
+	return define(tool("run_recovery"), func(s *jsonschema.Schema) {
 		s.Properties["run_id"].MaxLength = ptr(agentfs.MaxTagValueLen)
 	}, func(ctx context.Context, tb *toolbox, in *runRecoveryIn, cc *callContext) (*reply[RunRecovery], error) {
 		run, err := tb.runArg(ctx, in.RunID, cc)

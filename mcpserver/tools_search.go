@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/client"
@@ -41,13 +40,7 @@ type GrepResult struct {
 }
 
 func grepFilesTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "grep_files",
-		Description: "Search inside files, line by line, like grep -rn: answers path:line:text for each line matching pattern (RE2 regex, or a fixed string with literal), " +
-			"in path order, with optional context lines. Narrow with path (a directory) and glob (e.g. **/*.py). Exact and current: sees every write at once. " +
-			"search_files matches names instead.",
-		Annotations: readOnly("Search file contents"),
-	}, func(s *jsonschema.Schema) {
+	return define(tool("grep_files"), func(s *jsonschema.Schema) {
 		cursorProperty(s)
 		s.Properties["pattern"].MinLength = ptr(1)
 		s.Properties["pattern"].MaxLength = ptr(agentfs.MaxSearchPatternBytes)

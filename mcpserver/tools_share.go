@@ -6,7 +6,6 @@ import (
 
 	"github.com/agentfs/agentfs"
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 type shareFileIn struct {
@@ -16,20 +15,11 @@ type shareFileIn struct {
 }
 
 func shareFileTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "share_file",
-		Description: "Make a share link: a secret URL that serves a file's bytes without a token, for people and tools outside AgentFS, valid 60 s to 7 days (default 1 hour). " +
-			"The URL is shown only in this answer; each call makes a new link. Also the way to get all of a file too large for read_text_file.",
-		Annotations: writes("Share file", false, false),
-	}, func(s *jsonschema.Schema) {
+	return define(tool("share_file"), func(s *jsonschema.Schema) {
 		seconds(s, "expires_in", agentfs.MinLinkExpiresIn, agentfs.MaxLinkExpiresIn)
 		versionProperty(s)
 	}, func(ctx context.Context, tb *toolbox, in *shareFileIn, cc *callContext) (*reply[Link], error) {
-		p, err := cc.pathArg(filePath, in.Path)
-		if err != nil {
-			return nil, err
-		}
-		f, err := tb.fileAt(ctx, p)
+		p, f, err := tb.fileArg(ctx, cc, in.Path)
 		if err != nil {
 			return nil, err
 		}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/client"
@@ -41,13 +40,7 @@ func uploadIDSchema(s *jsonschema.Schema) {
 }
 
 func completeUploadTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "complete_upload",
-		Description: "Finish an upload session whose parts are all in (run_recovery names it): its file is written at the session's path " +
-			"from the parts the server holds. Safe to repeat: a completed session answers its file again. A session missing parts " +
-			"fails with PARTS_MISSING; no tool sends parts, so write the file with write_file and end the session with abort_upload.",
-		Annotations: writes("Complete upload", true, true),
-	}, uploadIDSchema, func(ctx context.Context, tb *toolbox, in *uploadIDIn, cc *callContext) (*reply[File], error) {
+	return define(tool("complete_upload"), uploadIDSchema, func(ctx context.Context, tb *toolbox, in *uploadIDIn, cc *callContext) (*reply[File], error) {
 		f, err := tb.b.CompleteUpload(ctx, in.UploadID, WriteOptions{})
 		if err != nil {
 			return nil, err
@@ -58,12 +51,7 @@ func completeUploadTool() *toolSpec {
 }
 
 func abortUploadTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "abort_upload",
-		Description: "End an upload session without writing its file, dropping the parts it holds. Safe to repeat. run_recovery names it " +
-			"for a dead worker's session that is missing parts, once the file was written with write_file.",
-		Annotations: writes("Abort upload", true, true),
-	}, uploadIDSchema, func(ctx context.Context, tb *toolbox, in *uploadIDIn, cc *callContext) (*reply[Upload], error) {
+	return define(tool("abort_upload"), uploadIDSchema, func(ctx context.Context, tb *toolbox, in *uploadIDIn, cc *callContext) (*reply[Upload], error) {
 		u, err := tb.b.AbortUpload(ctx, in.UploadID, WriteOptions{})
 		if err != nil {
 			return nil, err
@@ -121,20 +109,14 @@ func (b *CoreBackend) AbortUpload(ctx context.Context, uploadID string, w WriteO
 // CompleteUpload completes a session through the Go client, which waits
 // for a background completion.
 func (cb *ClientBackend) CompleteUpload(ctx context.Context, uploadID string, w WriteOptions) (*File, error) {
-	key := cmpOr(w.IdempotencyKey, client.NewIdempotencyKey())
-	f, err := cb.c.CompleteUpload(ctx, uploadID, client.CompleteOptions{IdempotencyKey: key})
-	if err != nil {
-		return nil, problemOf(err, key)
-	}
-	return f, nil
+	return keyed(w, func(key string) (*File, error) {
+		return cb.c.CompleteUpload(ctx, uploadID, client.CompleteOptions{IdempotencyKey: key})
+	})
 }
 
 // AbortUpload ends a session through the Go client.
 func (cb *ClientBackend) AbortUpload(ctx context.Context, uploadID string, w WriteOptions) (*Upload, error) {
-	key := cmpOr(w.IdempotencyKey, client.NewIdempotencyKey())
-	u, err := cb.c.AbortUpload(ctx, uploadID, client.AbortOptions{IdempotencyKey: key})
-	if err != nil {
-		return nil, problemOf(err, key)
-	}
-	return u, nil
+	return keyed(w, func(key string) (*Upload, error) {
+		return cb.c.AbortUpload(ctx, uploadID, client.AbortOptions{IdempotencyKey: key})
+	})
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/problem"
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // keyPattern is the Idempotency-Key syntax (the idempotency rules).
@@ -26,12 +25,7 @@ type writeFileIn struct {
 }
 
 func writeFileTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "write_file",
-		Description: "Create a text file in AgentFS, or overwrite one with if_exists=replace (optionally only if it still has expected_etag). " +
-			"Content is UTF-8 text up to a fixed size; to change part of a file use edit_file.",
-		Annotations: writes("Write file", true, true),
-	}, func(s *jsonschema.Schema) {
+	return define(tool("write_file"), func(s *jsonschema.Schema) {
 		s.Properties["if_exists"].Enum = []any{IfExistsError, IfExistsReplace}
 		seconds(s, "expires_in", agentfs.MinExpiresIn, agentfs.MaxExpiresIn)
 		keyProperty(s)
@@ -141,12 +135,7 @@ type EditResult struct {
 }
 
 func editFileTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "edit_file",
-		Description: "Edit a text file by replacing exact text: each oldText must occur exactly once. Answers a unified diff; dryRun previews it. " +
-			"The write succeeds only if nobody changed the file since it was read (else PRECONDITION_FAILED, nothing lost); to rewrite a whole file use write_file.",
-		Annotations: writes("Edit file", true, false),
-	}, func(s *jsonschema.Schema) {
+	return define(tool("edit_file"), func(s *jsonschema.Schema) {
 		s.Properties["edits"].MinItems = ptr(1)
 		s.Properties["edits"].MaxItems = ptr(maxEdits)
 		s.Properties["edits"].Items.Properties["oldText"].MinLength = ptr(1)
@@ -239,17 +228,8 @@ type deleteFileIn struct {
 }
 
 func deleteFileTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "delete_file",
-		Description: "Delete the live file at a path. The delete is soft: restore_file with the file id brings it back until its purge_after time. " +
-			"Directories cannot be deleted as such; delete their files.",
-		Annotations: writes("Delete file", true, true),
-	}, nil, func(ctx context.Context, tb *toolbox, in *deleteFileIn, cc *callContext) (*reply[File], error) {
-		p, err := cc.pathArg(filePath, in.Path)
-		if err != nil {
-			return nil, err
-		}
-		f, err := tb.fileAt(ctx, p)
+	return define(tool("delete_file"), nil, func(ctx context.Context, tb *toolbox, in *deleteFileIn, cc *callContext) (*reply[File], error) {
+		p, f, err := tb.fileArg(ctx, cc, in.Path)
 		if err != nil {
 			return nil, err
 		}
@@ -270,12 +250,7 @@ type restoreFileIn struct {
 }
 
 func restoreFileTool() *toolSpec {
-	return define(&mcp.Tool{
-		Name: "restore_file",
-		Description: "Undo a delete: the file with this id becomes live again at its path, with its id and content. " +
-			"Fails with PATH_EXISTS if another file took the path meanwhile; restoring a live file changes nothing.",
-		Annotations: writes("Restore file", false, true),
-	}, func(s *jsonschema.Schema) {
+	return define(tool("restore_file"), func(s *jsonschema.Schema) {
 		s.Properties["file_id"].MinLength = ptr(1)
 		s.Properties["file_id"].MaxLength = ptr(64)
 	}, func(ctx context.Context, tb *toolbox, in *restoreFileIn, cc *callContext) (*reply[File], error) {

@@ -210,7 +210,12 @@ func (s *Store) WithTxRetry(ctx context.Context, fn func(pgx.Tx) error) error {
 // withTx runs fn in a transaction and commits it when fn returns nil. The
 // rollback on failure survives a cancelled request context.
 func withTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
-	tx, err := pool.Begin(ctx)
+	return withTxOptions(ctx, pool, pgx.TxOptions{}, fn)
+}
+
+// withTxOptions is withTx for a transaction of these options.
+func withTxOptions(ctx context.Context, pool *pgxpool.Pool, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	tx, err := pool.BeginTx(ctx, opts)
 	if err != nil {
 		return Translate(fmt.Errorf("begin: %w", err))
 	}

@@ -24,13 +24,7 @@ func (s *Store) ReserveQuota(ctx context.Context, subject string, start time.Tim
 			RETURNING bytes`, subject, start).Scan(&used); err != nil {
 			return err
 		}
-		switch left := max(0, limit-used); {
-		case want <= left:
-			got = want
-		case partial:
-			got = left
-		}
-		if got == 0 {
+		if got = reservable(want, max(0, limit-used), partial); got == 0 {
 			return nil
 		}
 		used += got
@@ -64,4 +58,17 @@ func (s *Store) SweepQuota(ctx context.Context, cutoff time.Time) (int64, error)
 		return 0, Translate(fmt.Errorf("sweep quota: %w", err))
 	}
 	return tag.RowsAffected(), nil
+}
+
+// reservable is how much of want a reservation takes when left is what
+// the budget still holds: want when it fits; otherwise, with partial,
+// exactly what is left (maybe 0), and without it 0.
+func reservable(want, left int64, partial bool) int64 {
+	switch {
+	case want <= left:
+		return want
+	case partial:
+		return left
+	}
+	return 0
 }

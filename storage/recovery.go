@@ -62,15 +62,7 @@ func (s *Store) RunRecovery(ctx context.Context, subject, runID string, filter a
 // readSnapshot runs fn in a read-only REPEATABLE READ transaction: every
 // statement of it sees the one snapshot its first took.
 func (s *Store) readSnapshot(ctx context.Context, fn func(pgx.Tx) error) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return Translate(fmt.Errorf("begin: %w", err))
-	}
-	defer Rollback(ctx, tx)
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return Commit(ctx, tx)
+	return withTxOptions(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
 }
 
 // recoveryConfirmed fills in what the run's events confirm, from the

@@ -437,13 +437,7 @@ func (s *Store) ReserveGrantBytes(ctx context.Context, tokenID string, want int6
 				left, limit, spent = l, b.Limit, b.Spent
 			}
 		}
-		switch {
-		case want <= left:
-			got = want
-		case partial:
-			got = left
-		}
-		if got == 0 {
+		if got = reservable(want, left, partial); got == 0 {
 			return nil
 		}
 		spent += got

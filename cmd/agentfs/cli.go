@@ -10,7 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"iter"
 	"mime"
 	"net"
 	"os"
@@ -648,10 +647,7 @@ func lsFlags(fs *flag.FlagSet) verbFunc {
 			p += "  (deleted)"
 		}
 		return fmt.Sprintf("%s\t%d\t%d\t%s\t%s", f.ID, f.SizeBytes, f.Version, f.UpdatedAt.Local().Format(time.DateTime), p)
-	}, func(ctx context.Context, c *client.Client, pageSize int) iter.Seq2[*client.File, error] {
-		opts.Limit = pageSize
-		return c.AllFiles(ctx, opts)
-	})
+	}, &opts, &opts.Limit, (*client.Client).AllFiles)
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) == 1 {
 			if opts.Prefix != "" {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/agentfs/agentfs/client"
-	"github.com/agentfs/agentfs/handlers/apitest"
 )
 
 // TestCLIForks: fork SRC DST, fork ls, merge --dry-run, a conflict that
@@ -17,8 +16,7 @@ import (
 // folder cannot fork from or merge into another, nor list its forks.
 func TestCLIForks(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-forks")
+	srv, env := servedCLI(t, "cli-forks")
 	env.file(t, "put", writeLocal(t, "a.txt", "alpha\n"), "src/a.txt")
 	env.file(t, "put", writeLocal(t, "b.txt", "beta\n"), "src/b.txt")
 	stdout, stderr, err := env.run("fork", "src", "try/")

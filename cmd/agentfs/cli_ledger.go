@@ -63,10 +63,7 @@ func uploadsFlags(fs *flag.FlagSet) verbFunc {
 	return listVerb(fs, "uploads", "sessions", "ID\tSTATUS\tSIZE\tPARTS\tEXPIRES\tPATH", func(u *client.Upload) string {
 		return fmt.Sprintf("%s\t%s\t%d\t%d/%d\t%s\t%s", u.ID, u.Status, u.SizeBytes, len(u.Parts), u.PartCount,
 			u.ExpiresAt.Local().Format(time.DateTime), u.Path)
-	}, func(ctx context.Context, c *client.Client, pageSize int) iter.Seq2[*client.Upload, error] {
-		opts.Limit = pageSize
-		return c.AllUploads(ctx, opts)
-	})
+	}, &opts, &opts.Limit, (*client.Client).AllUploads)
 }
 
 // batchesCommand is agentfs batches: the batches with their counts.
@@ -91,25 +88,24 @@ func batchesFlags(fs *flag.FlagSet) verbFunc {
 		n := b.Counts
 		return fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s", b.ID, b.Status, n.Total, n.Succeeded, n.Failed, n.Pending, n.Canceled,
 			b.CreatedAt.Local().Format(time.DateTime))
-	}, func(ctx context.Context, c *client.Client, pageSize int) iter.Seq2[*client.Batch, error] {
-		opts.Limit = pageSize
-		return c.AllBatches(ctx, opts)
-	})
+	}, &opts, &opts.Limit, (*client.Client).AllBatches)
 }
 
 // listVerb is a verb that lists things named what, taking flags only: it
-// defines --limit, then prints every item all yields (asked for pages of
-// the size that serves the limit), a row of header's columns each on a
-// terminal, at most limit of them.
-func listVerb[T any](fs *flag.FlagSet, verb, what, header string, row func(*T) string,
-	all func(ctx context.Context, c *client.Client, pageSize int) iter.Seq2[*T, error]) verbFunc {
+// defines --limit, then prints every item all yields for the listing
+// options opts (asked for pages of the size that serves the limit, which
+// it sets in *size), a row of header's columns each on a terminal, at
+// most limit of them.
+func listVerb[T, O any](fs *flag.FlagSet, verb, what, header string, row func(*T) string,
+	opts *O, size *int, all func(*client.Client, context.Context, O) iter.Seq2[*T, error]) verbFunc {
 	limit := fs.Int("limit", 0, "at most `N` "+what+" (default: all)")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 0 || *limit < 0 {
 			return usagef("%s takes flags only", verb)
 		}
 		out := cli.lister(header, func(v any) string { return row(v.(*T)) })
-		return listAll(all(ctx, cli.client, pageSize(*limit)), *limit, out)
+		*size = pageSize(*limit)
+		return listAll(all(cli.client, ctx, *opts), *limit, out)
 	}
 }
 

@@ -8,15 +8,13 @@ import (
 	"testing"
 
 	"github.com/agentfs/agentfs/client"
-	"github.com/agentfs/agentfs/handlers/apitest"
 )
 
 // TestCLIPoints: checkpoint create, ls and rm; diff (JSON and --patch);
 // ls and get --as-of; restore PREFIX --to POINT, dry and waited.
 func TestCLIPoints(t *testing.T) {
 	t.Parallel()
-	srv := apitest.NewServer(t, apitest.Options{})
-	env := newCLIEnv(t, srv, "cli-points")
+	_, env := servedCLI(t, "cli-points")
 	a := env.file(t, "put", writeLocal(t, "a.txt", "alpha\n"), "src/a.txt")
 	stdout, stderr, err := env.run("checkpoint", "create", "before", "--prefix", "src/")
 	var cp client.Checkpoint

@@ -1,19 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentfs/agentfs/internal/procstat"
 	"github.com/agentfs/agentfs/internal/testkit"
 	"github.com/agentfs/agentfs/storage/storagetest"
 )
@@ -79,27 +76,6 @@ func (a rpcAnswer) rpcError(t *testing.T) (code int, message string) {
 	return out.Error.Code, out.Error.Message
 }
 
-// vmRSS reads a process's resident set size from /proc, as the bench does.
-func vmRSS(pid int) (int64, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			fs := strings.Fields(v)
-			if len(fs) == 0 {
-				break
-			}
-			kb, err := strconv.ParseInt(fs[0], 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, errors.New("no VmRSS in /proc/" + strconv.Itoa(pid) + "/status")
-}
-
 // peakRSS samples a process's RSS every 20 ms while do runs and returns the
 // highest seen.
 func peakRSS(t *testing.T, pid int, do func()) int64 {
@@ -111,7 +87,7 @@ func peakRSS(t *testing.T, pid int, do func()) int64 {
 		wg   sync.WaitGroup
 	)
 	sample := func() {
-		v, err := vmRSS(pid)
+		v, err := procstat.RSS(pid)
 		if err != nil {
 			t.Error(err)
 			return
