@@ -93,6 +93,20 @@ func TestCLIOutputFormat(t *testing.T) {
 	if _, _, err := env.run("ls", "out/", "--prefix", "other/"); exitCode(err) != 2 || !strings.Contains(err.Error(), "prefix once") {
 		t.Errorf("agentfs ls out/ --prefix other/: %v, want a usage error", err)
 	}
+	// --fields shows the id and the members named, in that order, and
+	// nothing else; a name the server does not know is its 422.
+	stdout, stderr, err = env.run("ls", "out/", "--fields", "path,size_bytes")
+	if want := `[` + "\n" + `{"id":"` + f.ID + `","path":"out/o.txt","size_bytes":3}` + "\n]\n"; err != nil || stdout != want {
+		t.Fatalf("ls out/ --fields path,size_bytes: %q (%v, %s), want %q", stdout, err, stderr, want)
+	}
+	stdout, stderr, err = env.run("ls", "out/", "--fields", "size_bytes", "--output", "table")
+	if lines := strings.Split(strings.TrimSpace(stdout), "\n"); err != nil || len(lines) != 2 ||
+		strings.Join(strings.Fields(lines[0]), " ") != "ID SIZE_BYTES" || strings.Join(strings.Fields(lines[1]), " ") != f.ID+" 3" {
+		t.Fatalf("ls --fields size_bytes --output table: %q (%v, %s)", stdout, err, stderr)
+	}
+	if _, stderr, err := env.run("ls", "--fields", "path,colour"); err == nil || !strings.Contains(stderr+err.Error(), "fields") {
+		t.Errorf("ls --fields path,colour: %v (%s), want the server's problem about fields", err, stderr)
+	}
 	for _, args := range [][]string{{"ls", "--output", "yaml"}, {"ls", "--json", "--output", "table"}} {
 		if _, _, err := env.run(args...); exitCode(err) != 2 || !strings.Contains(err.Error(), "--output") {
 			t.Errorf("agentfs %s: %v, want a usage error about --output", strings.Join(args, " "), err)
