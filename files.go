@@ -33,6 +33,11 @@ type Put struct {
 	// Meta is the file's mode, mtime and kind as the write sets them.
 	Meta FileMeta
 	By   Attribution
+	// Bulk marks one write of many (a batch item): its bytes stay out of
+	// the blob cache, which a bulk load would fill with what reads seldom
+	// ask for again, pushing out what they do (and the memory a batch may
+	// take is bounded by its body alone, DESIGN §11).
+	Bulk bool
 }
 
 // CheckAgainst decides the put against the live file at its path (nil when

@@ -104,7 +104,7 @@ func (c *Core) itemEffect(ctx context.Context, who agentfs.Caller, b *agentfs.Ba
 		// No Digest: the bytes are hashed once, on their way to S3 (or, for
 		// a key's replay, to compare them with the recorded content).
 		put := agentfs.Put{Subject: b.Subject, Path: it.Path, ContentType: it.ContentType, Replace: it.Replace,
-			Size: int64(len(content)), ExpiresIn: it.ExpiresIn, By: b.By}
+			Size: int64(len(content)), ExpiresIn: it.ExpiresIn, By: b.By, Bulk: true}
 		return &putFile{c: c, put: put, body: bytes.NewReader(content), origin: o,
 			known: hint.Known, live: hint.Live, held: content}, nil
 	case agentfs.OpDelete:
@@ -112,7 +112,7 @@ func (c *Core) itemEffect(ctx context.Context, who agentfs.Caller, b *agentfs.Ba
 	case agentfs.OpRestore:
 		return c.restoreFile(who, it.FileID, o), nil
 	case agentfs.OpCopy:
-		put := agentfs.Put{Subject: b.Subject, Path: it.Path, Replace: it.Replace, Size: -1, By: b.By}
+		put := agentfs.Put{Subject: b.Subject, Path: it.Path, Replace: it.Replace, Size: -1, By: b.By, Bulk: true}
 		return &copyFile{putFile: putFile{c: c, put: put, origin: o}, src: it.FileID}, nil
 	case agentfs.OpUndo, agentfs.OpRestoreTo:
 		if it.Undo != nil {

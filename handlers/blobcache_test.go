@@ -154,6 +154,34 @@ func TestBlobCacheServesSmallFiles(t *testing.T) {
 // TestBlobCacheKeepsGrants: a token scoped to P/ gets the same 404 for a
 // file outside P/ whose bytes the cache holds as for any other file it
 // cannot see, on every content route; inside P/, it reads from the cache.
+// TestBlobCacheSkipsBatchItems: the items of a batch (a bulk load) do not
+// fill the cache, so a batch's memory stays bounded by its body and what
+// reads use is not pushed out; a read of an item's file fills it as any
+// read from S3 does.
+func TestBlobCacheSkipsBatchItems(t *testing.T) {
+	t.Parallel()
+	srv := cacheServer(t, 1<<20, 64<<10)
+	c := apitest.NewClient(t, srv.URL, srv.Token(t, "alice"))
+	before := cacheSeries(t, srv.URL)
+	b, _ := runBatch(t, c, "bulk", []map[string]any{
+		{"op": "put", "path": "bulk/a.txt", "content": "alpha"},
+		{"op": "put", "path": "bulk/b.txt", "content": "bravo"},
+	}, http.StatusAccepted)
+	if b.Status != "succeeded" || len(b.Items) != 2 || b.Items[0].File == nil {
+		t.Fatalf("batch: %+v", b)
+	}
+	if after := cacheSeries(t, srv.URL); after["fills_total"] != before["fills_total"] || after["entries"] != before["entries"] {
+		t.Fatalf("a batch filled the cache: %v → %v", before, after)
+	}
+	res := c.Do("GET", "/v1/files/"+b.Items[0].File.ID+"/content", nil).Expect(t, http.StatusOK)
+	if string(res.Body) != "alpha" {
+		t.Fatalf("content %q", res.Body)
+	}
+	if after := cacheSeries(t, srv.URL); after["misses_total"] != before["misses_total"]+1 || after["fills_total"] != before["fills_total"]+1 {
+		t.Fatalf("the first read of a batch item's file: %v → %v, want a miss and a fill", before, after)
+	}
+}
+
 func TestBlobCacheKeepsGrants(t *testing.T) {
 	t.Parallel()
 	srv := cacheServer(t, 1<<20, 64<<10)

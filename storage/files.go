@@ -210,7 +210,9 @@ func (s *Store) writeBlob(ctx context.Context, put agentfs.Put, fileID string, b
 	}
 	hr := newHashingReader(src)
 	hr.text = newTextCapture(s.searchMax(), put.Size)
-	hr.keepFor(s.blobs, put.Size)
+	if !put.Bulk {
+		hr.keepFor(s.blobs, put.Size)
+	}
 	key := "blobs/" + NewID("blob")[len("blob_"):]
 	b := &writtenBlob{key: key, tags: blobTags(fileID, put.By)}
 	err := s.putBlob(ctx, key, hr, put.Size, put.ContentType, b.tags)

@@ -655,6 +655,9 @@ func lsFlags(fs *flag.FlagSet) verbFunc {
 		return fmt.Sprintf("%s\t%d\t%d\t%s\t%s", f.ID, f.SizeBytes, f.Version, f.UpdatedAt.Local().Format(time.DateTime), p)
 	}, &opts, &opts.Limit, (*client.Client).AllFiles)
 	return func(ctx context.Context, cli *cliRun, args []string) error {
+		if len(args) > 1 {
+			return usagef("ls takes one PREFIX at most (and flags)")
+		}
 		if len(args) == 1 {
 			if opts.Prefix != "" {
 				return usagef("ls takes its prefix once: as an argument or as --prefix")

@@ -327,7 +327,7 @@ func TestCLIUsage(t *testing.T) {
 		{"PutOneArgument", env, []string{"put", "a.txt"}, "LOCAL and REMOTE_PATH"},
 		{"GetNothing", env, []string{"get"}, "get needs FILE"},
 		{"GetIDAndPath", env, []string{"get", "file_x", "--path", "p", "local"}, "get needs FILE"},
-		{"LsPositional", env, []string{"ls", "x"}, "flags only"},
+		{"LsTwoPrefixes", env, []string{"ls", "x/", "y/"}, "one PREFIX at most"},
 		{"RmNoID", env, []string{"rm"}, "one FILE"},
 		{"UnknownFlag", env, []string{"ls", "--colour"}, "colour"},
 		{"NoToken", cliEnv{}, []string{"ls"}, "AGENTFS_TOKEN"},
