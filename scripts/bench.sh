@@ -22,6 +22,9 @@
 # functions and triggers too) and prints the statements that took the most
 # of Postgres's time over the run, with calls and time per call: where the
 # Postgres CPU rows' time goes.
+# BENCH_PG_EXPLAIN=MS loads auto_explain and logs, with EXPLAIN ANALYZE, every
+# statement (also one inside a function) that ran MS milliseconds or more, to
+# the kept Postgres log (implies BENCH_KEEP=1): the plans behind those times.
 set -euo pipefail
 
 # shellcheck source=scripts/lib.sh
@@ -95,11 +98,19 @@ done
 psql -X -q -h 127.0.0.1 -p "$pg_port" -U agentfs -d postgres \
 	-c 'ALTER SYSTEM SET track_commit_timestamp = on' >/dev/null ||
 	die "could not turn on track_commit_timestamp"
-if [[ "${BENCH_PG_STATEMENTS:-}" == 1 ]]; then
-	psql -X -q -h 127.0.0.1 -p "$pg_port" -U agentfs -d postgres \
-		-c "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'" >/dev/null ||
-		die "could not load pg_stat_statements"
+preload=()
+[[ "${BENCH_PG_STATEMENTS:-}" == 1 ]] && preload+=(pg_stat_statements)
+if [[ -n "${BENCH_PG_EXPLAIN:-}" ]]; then
+	[[ "$BENCH_PG_EXPLAIN" =~ ^[0-9]+$ ]] || die "BENCH_PG_EXPLAIN takes a whole number of milliseconds, not '$BENCH_PG_EXPLAIN'"
+	preload+=(auto_explain)
+	BENCH_KEEP=1
 fi
+if ((${#preload[@]})); then
+	psql -X -q -h 127.0.0.1 -p "$pg_port" -U agentfs -d postgres \
+		-c "ALTER SYSTEM SET shared_preload_libraries = '$(IFS=,; echo "${preload[*]}")'" >/dev/null ||
+		die "could not load ${preload[*]}"
+fi
+
 pg_stop "$pg_dir"
 (pg_start "$pg_dir" "$pg_port" test) || die "could not restart Postgres with track_commit_timestamp"
 pg_pid=$(head -n 1 "$pg_dir/postmaster.pid" 2>/dev/null || true)
@@ -142,6 +153,14 @@ if [[ "${BENCH_PG_STATEMENTS:-}" == 1 ]]; then
 		-c 'SELECT pg_reload_conf()' \
 		-c 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements' -c 'SELECT pg_stat_statements_reset()' >/dev/null ||
 		die "could not create the pg_stat_statements extension"
+fi
+if [[ -n "${BENCH_PG_EXPLAIN:-}" ]]; then
+	psql -X -q -h 127.0.0.1 -p "$pg_port" -U agentfs -d postgres \
+		-c "ALTER SYSTEM SET auto_explain.log_min_duration = '${BENCH_PG_EXPLAIN}ms'" \
+		-c "ALTER SYSTEM SET auto_explain.log_analyze = on" \
+		-c "ALTER SYSTEM SET auto_explain.log_nested_statements = on" -c 'SELECT pg_reload_conf()' >/dev/null ||
+		die "could not set auto_explain up"
+	log "auto_explain logs the plans of statements of ${BENCH_PG_EXPLAIN} ms or more to the Postgres log under $BENCH_TMP"
 fi
 token=$(bin/agentfs token create --subject bench | tail -n 1 | tr -d '[:space:]')
 [[ -n "$token" ]] || die "bin/agentfs token create printed no token"
