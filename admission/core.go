@@ -60,6 +60,10 @@ type Config struct {
 	// Deliveries, when set, is the webhook delivery queue; without it,
 	// webhooks are kept but nothing delivers them.
 	Deliveries Deliveries
+	// GroupMax is the most puts of one caller that commit together in one
+	// transaction when they arrive while the caller's previous commit
+	// runs (gather.go; 0: DefaultGroupMax, 1: each put commits alone).
+	GroupMax int
 }
 
 // Observer hears the core's decisions, so they can be counted without the
@@ -71,6 +75,9 @@ type Observer interface {
 	KeyOutcome(outcome string)
 	// ItemOutcome hears how one run of a batch item ended.
 	ItemOutcome(op, outcome string)
+	// CommitGroup hears that a put of its own committed, with writes-1
+	// others of its caller gathered into its transaction (gather.go).
+	CommitGroup(writes int)
 }
 
 // What became of a keyed request (Observer.KeyOutcome).
@@ -96,6 +103,7 @@ type Core struct {
 	store *storage.Store
 	queue Queue
 	cfg   Config
+	lanes lanes
 }
 
 // New returns the core.

@@ -21,3 +21,14 @@ func (c *Core) RunItem(ctx context.Context, b *agentfs.Batch, it agentfs.BatchIt
 	}
 	return err
 }
+
+// Waiting is how many puts wait for their lane's commit (gather.go).
+func (c *Core) Waiting() int {
+	c.lanes.mu.Lock()
+	defer c.lanes.mu.Unlock()
+	n := 0
+	for _, l := range c.lanes.byKey {
+		n += len(l.waiting)
+	}
+	return n
+}

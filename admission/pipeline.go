@@ -138,7 +138,11 @@ func (c *Core) run(ctx context.Context, who agentfs.Caller, e effect) (idempoten
 	if w.replayed {
 		return idempotency.Result{Outcome: w.out, Replayed: true, Redacted: w.redacted}, nil
 	}
-	if err := c.commit(ctx, []*write{w})[0]; err != nil {
+	commit := func() error { return c.commit(ctx, []*write{w})[0] }
+	if _, ok := e.(grouped); ok {
+		commit = func() error { return c.gathered(ctx, w) }
+	}
+	if err := commit(); err != nil {
 		return idempotency.Result{}, err
 	}
 	return c.follow(ctx, w)
@@ -263,7 +267,16 @@ func (c *Core) reveal(ctx context.Context, who agentfs.Caller, rec *idempotency.
 // out of order. A commit whose outcome is unknown is that outcome for every
 // write of the group. Each write is ended (end) with the error it ends
 // with.
-func (c *Core) commit(ctx context.Context, ws []*write) []error {
+func (c *Core) commit(ctx context.Context, ws []*write) []error { return c.commitGroup(ctx, ws, true) }
+
+// commitApart commits ws as commit does, but as independent requests
+// (a group commit's): when their transaction fails, every one of them
+// still commits in a transaction of its own, whatever the others' end.
+func (c *Core) commitApart(ctx context.Context, ws []*write) []error {
+	return c.commitGroup(ctx, ws, false)
+}
+
+func (c *Core) commitGroup(ctx context.Context, ws []*write, ordered bool) []error {
 	errs := make([]error, len(ws))
 	if len(ws) > 1 {
 		err := c.inTx(ctx, ws)
@@ -282,7 +295,7 @@ func (c *Core) commit(ctx context.Context, ws []*write) []error {
 		c.cfg.Log.DebugContext(ctx, "writes commit one by one", "writes", len(ws), "err", err)
 	}
 	for i, w := range ws {
-		if i > 0 && errs[i-1] != nil && !errors.Is(errs[i-1], storage.ErrItemDone) {
+		if ordered && i > 0 && errs[i-1] != nil && !errors.Is(errs[i-1], storage.ErrItemDone) {
 			errs[i] = ErrNotCommitted
 			continue
 		}

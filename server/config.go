@@ -36,6 +36,10 @@ type Config struct {
 	// PprofAddr, when set, serves net/http/pprof there (keep it on
 	// loopback), on a listener of its own: for profiling only.
 	PprofAddr string `env:"AGENTFS_PPROF_ADDR"`
+	// CommitGroupMax is the most puts of one token that commit together
+	// in one transaction when they arrive while its previous commit runs
+	// (admission.Config.GroupMax; 1: each put commits alone).
+	CommitGroupMax int `env:"AGENTFS_COMMIT_GROUP_MAX" envDefault:"64" envMin:"1" envMax:"1024"`
 
 	Storage storage.Config
 	Limits  handlers.Limits

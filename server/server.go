@@ -119,7 +119,8 @@ func (s *Server) wire() error {
 	}
 	s.core, err = admission.New(admission.Config{Store: s.store, Queue: enqueuer, Deliveries: s.hooks, PublicURL: s.cfg.PublicURL, Log: s.log,
 		AfterCommit: faultExit(s.cfg.Faults.AfterCommit), MidComplete: faultExit(s.cfg.Faults.MidComplete),
-		Observer: faultAfterItems(s.metrics, s.cfg.Faults.AfterItems), RecordKeys: s.cfg.RecordKeys})
+		Observer: faultAfterItems(s.metrics, s.cfg.Faults.AfterItems), RecordKeys: s.cfg.RecordKeys,
+		GroupMax: s.cfg.CommitGroupMax})
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,7 @@ import (
 type Metrics struct {
 	keys     *prometheus.CounterVec
 	items    *prometheus.CounterVec
+	groups   prometheus.Histogram
 	sweeps   *prometheus.CounterVec
 	swept    *prometheus.CounterVec
 	postgres *prometheus.HistogramVec
@@ -86,12 +87,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from sending an S3 request to its answer's headers (a put's body is sent within it), by operation.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"operation"}),
+		groups: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "agentfs_commit_group_writes",
+			Help:    "Puts of their own per commit: 1 for a put that found its caller's previous commit done; more when the caller's puts that arrived while it ran committed together in one transaction (AGENTFS_COMMIT_GROUP_MAX).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+		}),
 		s3Bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentfs_s3_body_bytes_total",
 			Help: "Bytes of S3 request and response bodies, by operation and direction (sent to S3, received from it).",
 		}, []string{"operation", "direction"}),
 	}
-	reg.MustRegister(m.keys, m.items, m.sweeps, m.swept, m.postgres, m.s3, m.s3Bytes)
+	reg.MustRegister(m.keys, m.items, m.groups, m.sweeps, m.swept, m.postgres, m.s3, m.s3Bytes)
 	for _, o := range keyOutcomes {
 		m.keys.WithLabelValues(o)
 	}
@@ -113,6 +119,9 @@ func (m *Metrics) KeyOutcome(outcome string) {
 func (m *Metrics) ItemOutcome(op, outcome string) {
 	m.items.WithLabelValues(oneOf(op, itemOps), oneOf(outcome, itemOutcomes)).Inc()
 }
+
+// CommitGroup counts the puts of one commit (admission.Observer).
+func (m *Metrics) CommitGroup(writes int) { m.groups.Observe(float64(writes)) }
 
 // oneOf is v when it is in set, else "other": what the hooks report is
 // bounded here too, whatever a caller passes.
