@@ -2,9 +2,12 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/agentfs/agentfs"
 )
 
 // Group commit: the puts of their own (not batch items) that one caller
@@ -87,8 +90,19 @@ func (c *Core) gathered(ctx context.Context, w *write) error {
 	for i, g := range group {
 		ws[i] = g.w
 	}
-	// The group commits whatever becomes of the request that leads it.
-	errs := c.commitApart(context.WithoutCancel(ctx), ws)
+	// The group commits whatever becomes of the request that leads it;
+	// should its commit panic, the lane still moves on and every write of
+	// the group ends, its outcome unknown.
+	var errs []error
+	defer func() {
+		if errs == nil {
+			c.handOff(key)
+			for _, g := range group[1:] {
+				g.turn <- turn{err: fmt.Errorf("%w: the commit of its group broke off", agentfs.ErrUnavailable)}
+			}
+		}
+	}()
+	errs = c.commitApart(context.WithoutCancel(ctx), ws)
 	c.handOff(key)
 	for i, g := range group[1:] {
 		g.turn <- turn{err: errs[i+1]}
