@@ -91,7 +91,7 @@ func TestRunTotalsMatchTheEvents(t *testing.T) {
 	srv := b.srv
 	ctx := context.Background()
 	run := func(id, agent string) []string { return []string{"X-Run-ID", id, "X-Agent-ID", agent} }
-	views := [][]string{nil, {"a/"}, {"a/b/"}, {"c/"}, {"a/", "c/"}, {"zzz/"}}
+	views := [][]string{nil, {"a/"}, {"a/b/"}, {"c/"}, {"a/", "c/"}, {"d/"}, {"zzz/"}}
 	check := func(step string) {
 		t.Helper()
 		for _, id := range []string{"t", "u"} {
@@ -106,7 +106,7 @@ func TestRunTotalsMatchTheEvents(t *testing.T) {
 	root := upload(t, c, "root.txt", "r", run("t", "w1")...).Expect(t, http.StatusCreated).File(t)
 	a1 := upload(t, c, "a/one.txt", "one", run("t", "w1")...).Expect(t, http.StatusCreated).File(t)
 	a2 := upload(t, c, "a/b/two.txt", "twotwo", run("t", "w2")...).Expect(t, http.StatusCreated).File(t)
-	upload(t, c, "a/b/three.txt", "3", run("t", "w1")...).Expect(t, http.StatusCreated)
+	a3 := upload(t, c, "a/b/three.txt", "3", run("t", "w1")...).Expect(t, http.StatusCreated).File(t)
 	check("creates")
 	c.Do("POST", "/v1/files?path=a/one.txt&if_exists=replace", "ONE!", run("u", "w3")...).Expect(t, http.StatusOK)
 	c.Do("POST", "/v1/files?path=a/b/two.txt&if_exists=replace", "2", run("t", "w2")...).Expect(t, http.StatusOK)
@@ -120,6 +120,14 @@ func TestRunTotalsMatchTheEvents(t *testing.T) {
 	c.Do("POST", "/v1/files/"+root.ID+"/restore", nil, run("t", "w1")...).Expect(t, http.StatusOK)
 	revert(c, a1.ID, 1, run("t", "w2")...).Expect(t, http.StatusOK)
 	check("restore and revert")
+	// Writes without a run still move the counts of the runs their files
+	// count for.
+	c.Do("POST", "/v1/files?path=a/b/three.txt&if_exists=replace", "three").Expect(t, http.StatusOK)
+	check("a replace without a run")
+	move(c, a1.ID, "d/one.txt", "").Expect(t, http.StatusOK)
+	c.Do("DELETE", "/v1/files/"+a3.ID, nil).Expect(t, http.StatusOK)
+	upload(t, c, "d/free.txt", "free").Expect(t, http.StatusCreated)
+	check("a move, a delete and a create without a run")
 	if _, err := srv.Store.Pool().Exec(ctx, `UPDATE files SET expires_at = now() - interval '1 second' WHERE id = $1`, root.ID); err != nil {
 		t.Fatal(err)
 	}
