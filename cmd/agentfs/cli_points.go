@@ -90,11 +90,7 @@ Example:
 			}
 			checkpoints := func(cursor string) ([]client.Checkpoint, bool, *string, error) {
 				opts.Cursor = cursor
-				l, err := cli.client.ListCheckpoints(ctx, opts)
-				if err != nil {
-					return nil, false, nil, err
-				}
-				return l.Data, l.HasMore, l.NextCursor, nil
+				return pageOf(cli.client.ListCheckpoints(ctx, opts))
 			}
 			return printAll(cli, checkpoints, "ID\tNAME\tPREFIX\tCREATED", func(cp client.Checkpoint) string {
 				return fmt.Sprintf("%s\t%s\t%s\t%s", cp.ID, deref(cp.Name), cp.Prefix, cp.CreatedAt.Local().Format(time.DateTime))
