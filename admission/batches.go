@@ -157,18 +157,11 @@ func (e *undoFile) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, e
 // 200 with the batch, canceled; an item already committing finishes first.
 // Cancelling a batch that ended answers it unchanged.
 func (c *Core) CancelBatch(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error) {
-	return c.run(ctx, who, &cancelBatch{c: c, who: who, id: id,
-		named: onTarget(http.MethodPost, "/v1/batch/:id/cancel", agentfs.OpCancelBatch, id, who)})
+	return c.run(ctx, who, &cancelBatch{c.byID(http.MethodPost, "/v1/batch/:id/cancel", agentfs.OpCancelBatch, id, who)})
 }
 
 // cancelBatch cancels a batch's pending items.
-type cancelBatch struct {
-	named
-	fixed
-	c   *Core
-	who agentfs.Caller
-	id  string
-}
+type cancelBatch struct{ onID }
 
 func (e *cancelBatch) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
 	b, err := e.c.store.CancelBatchTx(ctx, tx, e.who.Subject, e.id)

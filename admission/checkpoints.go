@@ -50,21 +50,14 @@ func (e *createCheckpoint) apply(ctx context.Context, tx pgx.Tx) (idempotency.Ou
 // 404 and changes nothing, as is one whose prefix lies outside the
 // caller's grant.
 func (c *Core) DeleteCheckpoint(ctx context.Context, who agentfs.Caller, idOrName string) (idempotency.Result, error) {
-	return c.run(ctx, who, &deleteCheckpoint{c: c, subject: who.Subject, ref: idOrName, origin: agentfs.OriginOf(who),
-		named: onTarget(http.MethodDelete, "/v1/checkpoints/:id", agentfs.OpDeleteCheckpoint, idOrName, who)})
+	return c.run(ctx, who, &deleteCheckpoint{c.byID(http.MethodDelete, "/v1/checkpoints/:id", agentfs.OpDeleteCheckpoint, idOrName, who)})
 }
 
-// deleteCheckpoint forgets a checkpoint.
-type deleteCheckpoint struct {
-	named
-	fixed
-	c            *Core
-	subject, ref string
-	origin       agentfs.Origin
-}
+// deleteCheckpoint forgets a checkpoint; its id is the id or the name.
+type deleteCheckpoint struct{ onID }
 
 func (e *deleteCheckpoint) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
-	cp, err := e.c.store.DeleteCheckpointTx(ctx, tx, e.subject, e.ref, e.origin)
+	cp, err := e.c.store.DeleteCheckpointTx(ctx, tx, e.who.Subject, e.id, agentfs.OriginOf(e.who))
 	if err != nil {
 		return idempotency.Outcome{}, err
 	}

@@ -104,20 +104,14 @@ func (e *mergeFork) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, 
 // DeleteFork forgets a fork (DELETE /v1/forks/{id}); its files stay, and
 // repeating it is safe: an unknown fork is 404.
 func (c *Core) DeleteFork(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error) {
-	return c.run(ctx, who, &deleteFork{c: c, subject: who.Subject, id: id,
-		named: onTarget(http.MethodDelete, "/v1/forks/:id", agentfs.OpDeleteFork, id, who)})
+	return c.run(ctx, who, &deleteFork{c.byID(http.MethodDelete, "/v1/forks/:id", agentfs.OpDeleteFork, id, who)})
 }
 
 // deleteFork forgets a fork.
-type deleteFork struct {
-	named
-	fixed
-	c           *Core
-	subject, id string
-}
+type deleteFork struct{ onID }
 
 func (e *deleteFork) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
-	f, err := e.c.store.DeleteForkTx(ctx, tx, e.subject, e.id)
+	f, err := e.c.store.DeleteForkTx(ctx, tx, e.who.Subject, e.id)
 	if err != nil {
 		return idempotency.Outcome{}, err
 	}

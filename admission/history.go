@@ -19,6 +19,21 @@ func onTarget(method, route, op, target string, who agentfs.Caller) named {
 		request: idempotency.Request{Operation: op, Target: target, By: who.By}}}
 }
 
+// onID is what an effect on one resource, named by its id, holds: the
+// request (its method, route and the id) and who sends it.
+type onID struct {
+	named
+	fixed
+	c   *Core
+	who agentfs.Caller
+	id  string
+}
+
+// byID names who's request to route for the resource id.
+func (c *Core) byID(method, route, op, id string, who agentfs.Caller) onID {
+	return onID{named: onTarget(method, route, op, id, who), c: c, who: who, id: id}
+}
+
 // withJSON names a request on one target ("" for none) whose JSON body is
 // its content, and puts the body in canonical form for its key.
 func withJSON(method, route, op, target string, who agentfs.Caller, body map[string]any) (named, fixed) {
@@ -156,20 +171,14 @@ func (e *createLink) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome,
 // RevokeLink revokes a share link (DELETE /v1/links/{id}); repeating it is
 // safe.
 func (c *Core) RevokeLink(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error) {
-	return c.run(ctx, who, &revokeLink{c: c, subject: who.Subject, id: id,
-		named: onTarget(http.MethodDelete, "/v1/links/:id", agentfs.OpRevokeLink, id, who)})
+	return c.run(ctx, who, &revokeLink{c.byID(http.MethodDelete, "/v1/links/:id", agentfs.OpRevokeLink, id, who)})
 }
 
 // revokeLink revokes a share link.
-type revokeLink struct {
-	named
-	fixed
-	c           *Core
-	subject, id string
-}
+type revokeLink struct{ onID }
 
 func (e *revokeLink) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
-	l, _, err := e.c.store.RevokeLinkTx(ctx, tx, e.subject, e.id)
+	l, _, err := e.c.store.RevokeLinkTx(ctx, tx, e.who.Subject, e.id)
 	if err != nil {
 		return idempotency.Outcome{}, err
 	}

@@ -67,17 +67,12 @@ func (e *createToken) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome
 // tokens once this commits (their token caches hear it through
 // LISTEN/NOTIFY); this one forgets them at once.
 func (c *Core) RevokeToken(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error) {
-	return c.run(ctx, who, &revokeToken{c: c, who: who, id: id,
-		named: onTarget(http.MethodDelete, "/v1/tokens/:id", agentfs.OpRevokeToken, id, who)})
+	return c.run(ctx, who, &revokeToken{onID: c.byID(http.MethodDelete, "/v1/tokens/:id", agentfs.OpRevokeToken, id, who)})
 }
 
 // revokeToken revokes a token's subtree.
 type revokeToken struct {
-	named
-	fixed
-	c      *Core
-	who    agentfs.Caller
-	id     string
+	onID
 	hashes [][]byte
 }
 

@@ -165,17 +165,12 @@ func (e *completeUpload) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outc
 // AbortUpload ends a session and drops its parts (DELETE /v1/uploads/{id});
 // repeating it is safe.
 func (c *Core) AbortUpload(ctx context.Context, who agentfs.Caller, id string) (idempotency.Result, error) {
-	return c.run(ctx, who, &abortUpload{c: c, who: who, id: id,
-		named: onTarget(http.MethodDelete, "/v1/uploads/:id", agentfs.OpAbortUpload, id, who)})
+	return c.run(ctx, who, &abortUpload{onID: c.byID(http.MethodDelete, "/v1/uploads/:id", agentfs.OpAbortUpload, id, who)})
 }
 
 // abortUpload ends a session; its S3 parts are dropped once that commits.
 type abortUpload struct {
-	named
-	fixed
-	c       *Core
-	who     agentfs.Caller
-	id      string
+	onID
 	aborted *agentfs.Upload // the session this abort ended, if it was live
 }
 

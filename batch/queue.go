@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/admission"
+	"github.com/agentfs/agentfs/jobqueue"
 	"github.com/agentfs/agentfs/storage"
 )
 
@@ -117,24 +118,12 @@ func NewRunner(store *storage.Store, core *admission.Core, cfg Config) (*Runner,
 		cfg.ItemConcurrency = 8
 	}
 	r := &Runner{store: store, core: core, cfg: cfg, slots: make(chan struct{}, cfg.ItemConcurrency)}
-	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &worker{r: r}); err != nil {
-		return nil, fmt.Errorf("batch: %w", err)
-	}
-	for _, add := range cfg.OtherKinds {
-		if err := add(workers); err != nil {
-			return nil, fmt.Errorf("batch: %w", err)
-		}
-	}
-	client, err := river.NewClient(riverpgxv5.New(store.QueuePool()), &river.Config{
-		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
-		Workers:              workers,
-		JobTimeout:           cfg.RescueAfter * 2 / 3,
-		RescueStuckJobsAfter: cfg.RescueAfter,
-		Logger:               cfg.Log,
-	})
+	client, err := jobqueue.New(store.QueuePool(), jobqueue.Config{Name: "batch", Queue: river.QueueDefault, Workers: cfg.Workers,
+		Own:        func(w *river.Workers) error { return river.AddWorkerSafely(w, &worker{r: r}) },
+		Others:     cfg.OtherKinds,
+		JobTimeout: cfg.RescueAfter * 2 / 3, RescueAfter: cfg.RescueAfter, Log: cfg.Log})
 	if err != nil {
-		return nil, fmt.Errorf("batch: queue client: %w", err)
+		return nil, err
 	}
 	r.client = client
 	return r, nil

@@ -198,14 +198,7 @@ func (c *Client) ListBatches(ctx context.Context, opts BatchListOptions) (*Batch
 // page after page. It stops at the first error, which it yields with a
 // nil batch.
 func (c *Client) AllBatches(ctx context.Context, opts BatchListOptions) iter.Seq2[*Batch, error] {
-	return allPages(opts.Cursor, func(cursor string) ([]Batch, bool, *string, error) {
-		opts.Cursor = cursor
-		l, err := c.ListBatches(ctx, opts)
-		if err != nil {
-			return nil, false, nil, err
-		}
-		return l.Data, l.HasMore, l.NextCursor, nil
-	})
+	return allPages(ctx, c.ListBatches, &opts, &opts.Cursor)
 }
 
 // CancelBatchOptions adjust CancelBatch.

@@ -46,14 +46,10 @@ func (c *Client) ListVersions(ctx context.Context, fileID string, opts VersionLi
 // after page (opts.Limit is the page size). It stops at the first error,
 // which it yields with a nil version.
 func (c *Client) AllVersions(ctx context.Context, fileID string, opts VersionListOptions) iter.Seq2[*FileVersion, error] {
-	return allPages(opts.Cursor, func(cursor string) ([]FileVersion, bool, *string, error) {
-		opts.Cursor = cursor
-		l, err := c.ListVersions(ctx, fileID, opts)
-		if err != nil {
-			return nil, false, nil, err
-		}
-		return l.Data, l.HasMore, l.NextCursor, nil
-	})
+	versions := func(ctx context.Context, opts VersionListOptions) (*VersionList, error) {
+		return c.ListVersions(ctx, fileID, opts)
+	}
+	return allPages(ctx, versions, &opts, &opts.Cursor)
 }
 
 // Version returns version n of a file (GET /v1/files/{id}/versions/{n});
@@ -171,31 +167,44 @@ func pageQuery(limit int, cursor string) url.Values {
 	return q
 }
 
+// page is what every keyset listing answers (VersionList, UploadList,
+// BatchList, RunList): a page of T, whether more follow, and the cursor
+// of the next one.
+type page[T any] = struct {
+	Data       []T     `json:"data"`
+	HasMore    bool    `json:"has_more"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+// listing is a listing's answer type, which is a page.
+type listing[T any] interface{ ~page[T] }
+
 // allPages iterates over every element of a newest-first keyset listing,
-// from cursor on; fetch returns the page at a cursor, whether more
-// follow, and the cursor of the next one. The first error is yielded
-// with a nil element and ends the iteration.
-func allPages[T any](cursor string, fetch func(cursor string) ([]T, bool, *string, error)) iter.Seq2[*T, error] {
+// from *cursor on: list answers the page of opts, whose cursor field
+// cursor points at. The first error is yielded with a nil element and
+// ends the iteration.
+func allPages[T any, L listing[T], O any](ctx context.Context, list func(context.Context, O) (*L, error), opts *O, cursor *string) iter.Seq2[*T, error] {
 	return func(yield func(*T, error) bool) {
 		for {
-			data, more, next, err := fetch(cursor)
+			l, err := list(ctx, *opts)
 			if err != nil {
 				yield(nil, err)
 				return
 			}
-			for i := range data {
-				if !yield(&data[i], nil) {
+			p := page[T](*l)
+			for i := range p.Data {
+				if !yield(&p.Data[i], nil) {
 					return
 				}
 			}
-			if !more || next == nil {
+			if !p.HasMore || p.NextCursor == nil {
 				return
 			}
-			if *next == cursor {
-				yield(nil, fmt.Errorf("the server answered cursor %q with itself as the next one", cursor))
+			if *p.NextCursor == *cursor {
+				yield(nil, fmt.Errorf("the server answered cursor %q with itself as the next one", *cursor))
 				return
 			}
-			cursor = *next
+			*cursor = *p.NextCursor
 		}
 	}
 }

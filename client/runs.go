@@ -183,14 +183,7 @@ func (c *Client) ListRuns(ctx context.Context, opts RunListOptions) (*RunList, e
 // AllRuns iterates over every run, newest activity first, page after
 // page. It stops at the first error, which it yields with a nil run.
 func (c *Client) AllRuns(ctx context.Context, opts RunListOptions) iter.Seq2[*Run, error] {
-	return allPages(opts.Cursor, func(cursor string) ([]Run, bool, *string, error) {
-		opts.Cursor = cursor
-		l, err := c.ListRuns(ctx, opts)
-		if err != nil {
-			return nil, false, nil, err
-		}
-		return l.Data, l.HasMore, l.NextCursor, nil
-	})
+	return allPages(ctx, c.ListRuns, &opts, &opts.Cursor)
 }
 
 // PlanRevertRun is what RevertRun would do now, changing nothing (POST

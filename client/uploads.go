@@ -247,14 +247,7 @@ func (c *Client) ListUploads(ctx context.Context, opts UploadListOptions) (*Uplo
 // page after page. It stops at the first error, which it yields with a
 // nil session.
 func (c *Client) AllUploads(ctx context.Context, opts UploadListOptions) iter.Seq2[*Upload, error] {
-	return allPages(opts.Cursor, func(cursor string) ([]Upload, bool, *string, error) {
-		opts.Cursor = cursor
-		l, err := c.ListUploads(ctx, opts)
-		if err != nil {
-			return nil, false, nil, err
-		}
-		return l.Data, l.HasMore, l.NextCursor, nil
-	})
+	return allPages(ctx, c.ListUploads, &opts, &opts.Cursor)
 }
 
 func setQuery(q url.Values, name, value string) {

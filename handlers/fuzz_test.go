@@ -175,14 +175,21 @@ func (s *fuzzServer) do(t *testing.T, r *fuzzRequest, token string) *apitest.Res
 		}
 		s.broken(t, r, err)
 	}
+	out := s.read(t, r, res)
+	s.check(t, r, req, out)
+	return out
+}
+
+// read reads the whole answer to r, failing on an exchange that breaks
+// while it does.
+func (s *fuzzServer) read(t *testing.T, r fmt.Stringer, res *http.Response) *apitest.Response {
+	t.Helper()
 	defer res.Body.Close()
 	raw, err := io.ReadAll(res.Body)
 	if err != nil {
 		s.broken(t, r, err)
 	}
-	out := &apitest.Response{Status: res.StatusCode, Header: res.Header, Body: raw}
-	s.check(t, r, req, out)
-	return out
+	return &apitest.Response{Status: res.StatusCode, Header: res.Header, Body: raw}
 }
 
 // clientRefused reports whether Go's client refused to send a request
@@ -197,8 +204,9 @@ func clientRefused(err error) bool {
 	return false
 }
 
-// broken fails on an exchange that ended without a whole response.
-func (s *fuzzServer) broken(t *testing.T, r *fuzzRequest, err error) {
+// broken fails on an exchange that ended without a whole response; r
+// prints the request as sent.
+func (s *fuzzServer) broken(t *testing.T, r fmt.Stringer, err error) {
 	t.Helper()
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
@@ -291,6 +299,30 @@ func (s *fuzzServer) setupID(t testing.TB, method, target string, body []byte, w
 		t.Fatalf("%s %s: no id (%v)", method, target, err)
 	}
 	return v.ID
+}
+
+// nextCursor is the query-escaped member field (a page's next_cursor) of
+// the answer to GET target, which the fuzz target needs to have one.
+func (s *fuzzServer) nextCursor(t testing.TB, target, field string) string {
+	t.Helper()
+	var page map[string]any
+	if err := json.Unmarshal(s.setup(t, "GET", target, nil, http.StatusOK), &page); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := page[field].(string)
+	if c == "" {
+		t.Fatalf("%s: no %s", target, field)
+	}
+	return url.QueryEscape(c)
+}
+
+// get sends GET target with the fuzzed query, if any, under the
+// read-write token.
+func (s *fuzzServer) get(t *testing.T, target, query string) {
+	if query != "" {
+		target += "?" + escapeTarget(query, true)
+	}
+	s.do(t, newFuzzRequest(http.MethodGet, target), bearer(s.readWrite))
 }
 
 // escapeTarget makes s valid in a request target (RFC 9112 §3.2) without
@@ -496,13 +528,7 @@ func FuzzListQuery(f *testing.F) {
 	}
 	gone := s.setupID(f, "POST", "/v1/files?path=list/gone.txt", []byte("gone"), http.StatusCreated)
 	s.setup(f, "DELETE", "/v1/files/"+gone, nil, http.StatusOK)
-	var page struct {
-		NextCursor *string `json:"next_cursor"`
-	}
-	if err := json.Unmarshal(s.setup(f, "GET", "/v1/files?limit=1", nil, http.StatusOK), &page); err != nil || page.NextCursor == nil {
-		f.Fatalf("no next_cursor for limit=1 (%v)", err)
-	}
-	cursor := url.QueryEscape(*page.NextCursor)
+	cursor := s.nextCursor(f, "/v1/files?limit=1", "next_cursor")
 	for _, q := range []string{
 		"", "limit=1", "limit=1000", "limit=0", "limit=-1", "limit=1001",
 		"limit=99999999999999999999999", "limit=1e3", "limit=0x10", "limit=+5", "limit= 5",
@@ -522,11 +548,7 @@ func FuzzListQuery(f *testing.F) {
 		f.Add(q)
 	}
 	f.Fuzz(func(t *testing.T, query string) {
-		target := "/v1/files"
-		if query != "" {
-			target += "?" + escapeTarget(query, true)
-		}
-		s.do(t, newFuzzRequest(http.MethodGet, target), bearer(s.readWrite))
+		s.get(t, "/v1/files", query)
 	})
 }
 
@@ -553,21 +575,10 @@ func FuzzHistoryQuery(f *testing.F) {
 		s.setup(f, "POST", "/v1/batch?wait=10", []byte(`{"operations":[{"op":"put","path":"hq/`+k+`","content":"b"}]}`),
 			http.StatusAccepted, "Content-Type", "application/json", "Idempotency-Key", k)
 	}
-	cursor := func(target, field string) string {
-		var page map[string]any
-		if err := json.Unmarshal(s.setup(f, "GET", target, nil, http.StatusOK), &page); err != nil {
-			f.Fatal(err)
-		}
-		c, _ := page[field].(string)
-		if c == "" {
-			f.Fatalf("%s: no %s", target, field)
-		}
-		return url.QueryEscape(c)
-	}
-	vc := cursor("/v1/files/"+id+"/versions?limit=1", "next_cursor")
-	uc := cursor("/v1/uploads?limit=1", "next_cursor")
-	bc := cursor("/v1/batch?limit=1", "next_cursor")
-	ec := cursor("/v1/events?limit=1", "next_cursor")
+	vc := s.nextCursor(f, "/v1/files/"+id+"/versions?limit=1", "next_cursor")
+	uc := s.nextCursor(f, "/v1/uploads?limit=1", "next_cursor")
+	bc := s.nextCursor(f, "/v1/batch?limit=1", "next_cursor")
+	ec := s.nextCursor(f, "/v1/events?limit=1", "next_cursor")
 	for _, seed := range []struct {
 		route uint8
 		query string
@@ -594,10 +605,7 @@ func FuzzHistoryQuery(f *testing.F) {
 				query = q.Encode()
 			}
 		}
-		if query != "" {
-			target += "?" + escapeTarget(query, true)
-		}
-		s.do(t, newFuzzRequest(http.MethodGet, target), bearer(s.readWrite))
+		s.get(t, target, query)
 	})
 }
 
@@ -1171,21 +1179,16 @@ func (s *fuzzServer) doRaw(t *testing.T, r *rawRequest) *apitest.Response {
 	}
 	head.WriteString("\r\n")
 	if _, err := conn.Write(append(head.Bytes(), r.body...)); err != nil {
-		s.brokenRaw(t, r, err)
+		s.broken(t, r, err)
 	}
 	res, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: oneLine.Replace(r.method)})
 	if err != nil {
-		s.brokenRaw(t, r, err)
+		s.broken(t, r, err)
 	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		s.brokenRaw(t, r, err)
-	}
-	out := &apitest.Response{Status: res.StatusCode, Header: res.Header, Body: raw}
+	out := s.read(t, r, res)
 	if res.Header.Get("X-Request-ID") == "" {
 		if res.StatusCode != http.StatusBadRequest && res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
-			t.Errorf("answered %d without passing through the API: %s\nrequest: %s", res.StatusCode, clip(string(raw)), r)
+			t.Errorf("answered %d without passing through the API: %s\nrequest: %s", res.StatusCode, clip(string(out.Body)), r)
 		}
 		return nil
 	}
@@ -1200,15 +1203,6 @@ func (s *fuzzServer) doRaw(t *testing.T, r *rawRequest) *apitest.Response {
 	return out
 }
 
-func (s *fuzzServer) brokenRaw(t *testing.T, r *rawRequest, err error) {
-	t.Helper()
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		t.Fatalf("no answer within %v (a hang): %v\nrequest: %s", fuzzTimeout, err, r)
-	}
-	t.Fatalf("the exchange broke (a panic or a dropped connection?): %v\nrequest: %s", err, r)
-}
-
 // FuzzSearchQuery fuzzes the raw query string of GET /v1/search over a
 // few text and binary files: patterns, globs, ranges and cursors each
 // answer a page or a clear problem, never a 500.
@@ -1218,13 +1212,7 @@ func FuzzSearchQuery(f *testing.F) {
 		"bin/c.bin": "x\x00y", "u/日本.txt": "日本語 text"} {
 		s.setup(f, "POST", "/v1/files?path="+url.QueryEscape(p), []byte(body), http.StatusCreated)
 	}
-	var page struct {
-		NextCursor *string `json:"next_cursor"`
-	}
-	if err := json.Unmarshal(s.setup(f, "GET", "/v1/search?q=.&limit=1", nil, http.StatusOK), &page); err != nil || page.NextCursor == nil {
-		f.Fatalf("no next_cursor for limit=1 (%v)", err)
-	}
-	cursor := url.QueryEscape(*page.NextCursor)
+	cursor := s.nextCursor(f, "/v1/search?q=.&limit=1", "next_cursor")
 	for _, q := range []string{
 		"q=needle", "q=.&limit=1&cursor=" + cursor, "q=x&cursor=" + cursor, "q=.&limit=1&cursor=" + cursor[:len(cursor)/2],
 		"q=func+%5Cw%2B", "q=(a*)*b", "q=a%7B1000%7D", "q=a%7B1001%7D", "q=((a%7B99%7D)%7B99%7D)%7B99%7D", "q=%ff", "q=%00", "q=",

@@ -195,38 +195,35 @@ start_agentfs() {
 	die "agentfs serve ($name) was not ready on $url within ${SERVER_START_TIMEOUT}s"
 }
 
-for attempt in 1 2 3; do
-	if start_agentfs agentfs; then
-		break
-	fi
-	((attempt < 3)) || die "agentfs serve exited during startup"
-	log "retrying agentfs serve on another port ..."
-done
+# start_retrying NAME WHAT [VAR=VALUE...]: start_agentfs NAME with the
+# variables, on another port up to three times; WHAT names the server in
+# the messages.
+start_retrying() {
+	local name=$1 what=$2 attempt
+	shift 2
+	for attempt in 1 2 3; do
+		if start_agentfs "$name" "$@"; then
+			return 0
+		fi
+		((attempt < 3)) || die "$what exited during startup"
+		log "retrying $what on another port ..."
+	done
+}
+
+start_retrying agentfs "agentfs serve"
 agentfs_pid=$started_pid
 AGENTFS_PUBLIC_URL=$started_url
 
 # A second server on the same Postgres and S3 that indexes nothing for
 # search: the indexcost measurement uploads to both.
-for attempt in 1 2 3; do
-	# (AGENTFS_PPROF_ADDR, if set, is the main server's alone: one address, one process)
-	if start_agentfs agentfs-noindex AGENTFS_SEARCH_MAX_FILE_BYTES=0 AGENTFS_PPROF_ADDR=; then
-		break
-	fi
-	((attempt < 3)) || die "agentfs serve (no search index) exited during startup"
-	log "retrying agentfs serve (no search index) on another port ..."
-done
+# (AGENTFS_PPROF_ADDR, if set, is the main server's alone: one address, one process)
+start_retrying agentfs-noindex "agentfs serve (no search index)" AGENTFS_SEARCH_MAX_FILE_BYTES=0 AGENTFS_PPROF_ADDR=
 noindex_pid=$started_pid
 noindex_url=$started_url
 
 # A third without the blob cache: the turso measurement reads the same
 # files through it, the "before" of the cache in the same run.
-for attempt in 1 2 3; do
-	if start_agentfs agentfs-nocache AGENTFS_BLOB_CACHE_BYTES=0 AGENTFS_PPROF_ADDR=; then
-		break
-	fi
-	((attempt < 3)) || die "agentfs serve (no blob cache) exited during startup"
-	log "retrying agentfs serve (no blob cache) on another port ..."
-done
+start_retrying agentfs-nocache "agentfs serve (no blob cache)" AGENTFS_BLOB_CACHE_BYTES=0 AGENTFS_PPROF_ADDR=
 nocache_pid=$started_pid
 nocache_url=$started_url
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,7 +63,9 @@ func (s *Store) BeginKey(ctx context.Context, subject, key, method, route string
 		return nil, nil, fmt.Errorf("claim idempotency key: %w", err)
 	}
 	if claim != nil {
-		go claim.renew() // only once the claim is committed
+		// Renewed only once the claim is committed, until Close or until
+		// the claim is found taken over.
+		claim.lease = renewEvery(s.cfg.IdempotencyLease, claim.extend)
 	}
 	return claim, rec, nil
 }
@@ -185,37 +186,15 @@ type Claim struct {
 	store        *Store
 	subject, key string
 	fence        int64
-	stop         chan struct{}
-	stopOnce     sync.Once
+	lease        *renewal // extends the lease while the request runs (a long body streaming)
 }
 
 func (s *Store) newClaim(subject, key string, fence int64) *Claim {
-	return &Claim{store: s, subject: subject, key: key, fence: fence, stop: make(chan struct{})}
+	return &Claim{store: s, subject: subject, key: key, fence: fence}
 }
 
 // Key is the Idempotency-Key the claim holds.
 func (c *Claim) Key() string { return c.key }
-
-// renew extends the lease while the request runs (a long body streaming),
-// until Close or until the claim is found taken over.
-func (c *Claim) renew() {
-	lease := c.store.cfg.IdempotencyLease
-	t := time.NewTicker(lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), lease/3)
-		held, err := c.extend(ctx)
-		cancel()
-		if err == nil && !held {
-			return // completed, released or taken over
-		}
-	}
-}
 
 // extend renews the lease once; held is false when the claim is no longer
 // this request's to renew.
@@ -228,7 +207,11 @@ func (c *Claim) extend(ctx context.Context) (held bool, err error) {
 }
 
 // Close stops renewing the lease.
-func (c *Claim) Close() { c.stopOnce.Do(func() { close(c.stop) }) }
+func (c *Claim) Close() {
+	if c.lease != nil {
+		c.lease.end()
+	}
+}
 
 // Complete records the outcome in tx, the transaction that commits the
 // effect, after checking under a row lock that this claim is still the

@@ -49,7 +49,8 @@ func retryAfter(leftSeconds float64, lease time.Duration) time.Duration {
 }
 
 // renewal extends a lease every third of its length until stopped, or
-// until extend finds it no longer held.
+// until extend finds it no longer held: a key's claim, a complete's hold
+// on its session, a part's lease.
 type renewal struct {
 	stop chan struct{}
 	once sync.Once

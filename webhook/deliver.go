@@ -13,11 +13,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/jobqueue"
 	"github.com/agentfs/agentfs/render"
 	"github.com/agentfs/agentfs/storage"
 )
@@ -69,24 +69,12 @@ func New(store *storage.Store, keys *idempotency.RecordKeys, cfg Config) (*Deliv
 	}
 	cfg = cfg.withDefaults()
 	d := &Deliverer{store: store, keys: keys, cfg: cfg, http: NewHTTPClient(cfg.Timeout, cfg.AllowPrivate), now: time.Now}
-	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &worker{d: d}); err != nil {
-		return nil, fmt.Errorf("webhook: %w", err)
-	}
-	for _, add := range cfg.OtherKinds {
-		if err := add(workers); err != nil {
-			return nil, fmt.Errorf("webhook: %w", err)
-		}
-	}
-	client, err := river.NewClient(riverpgxv5.New(store.QueuePool()), &river.Config{
-		Queues:               map[string]river.QueueConfig{queue: {MaxWorkers: cfg.Workers}},
-		Workers:              workers,
-		JobTimeout:           cfg.jobTimeout(),
-		RescueStuckJobsAfter: cfg.RescueAfter,
-		Logger:               cfg.Log,
-	})
+	client, err := jobqueue.New(store.QueuePool(), jobqueue.Config{Name: "webhook", Queue: queue, Workers: cfg.Workers,
+		Own:        func(w *river.Workers) error { return river.AddWorkerSafely(w, &worker{d: d}) },
+		Others:     cfg.OtherKinds,
+		JobTimeout: cfg.jobTimeout(), RescueAfter: cfg.RescueAfter, Log: cfg.Log})
 	if err != nil {
-		return nil, fmt.Errorf("webhook: queue client: %w", err)
+		return nil, err
 	}
 	d.client = client
 	return d, nil

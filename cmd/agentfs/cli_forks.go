@@ -66,11 +66,7 @@ Example:
 				return usagef("fork ls takes no arguments")
 			}
 			forks := func(cursor string) ([]client.Fork, bool, *string, error) {
-				l, err := cli.client.ListForks(ctx, 100, cursor)
-				if err != nil {
-					return nil, false, nil, err
-				}
-				return l.Data, l.HasMore, l.NextCursor, nil
+				return pageOf(cli.client.ListForks(ctx, 100, cursor))
 			}
 			return printAll(cli, forks, "ID\tFROM\tTO\tFILES\tCREATED", func(f client.Fork) string {
 				return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", f.ID, f.From, f.To, f.Files, f.CreatedAt.Local().Format(time.DateTime))
@@ -140,6 +136,23 @@ func everyPage[T any](page func(cursor string) ([]T, bool, *string, error)) ([]T
 		}
 		cursor = *next
 	}
+}
+
+// listPage is what a keyset listing answers (ForkList, WebhookList,
+// CheckpointList).
+type listPage[T any] = struct {
+	Data       []T     `json:"data"`
+	HasMore    bool    `json:"has_more"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+// pageOf splits a listing's answer as everyPage takes it.
+func pageOf[T any, L ~listPage[T]](l *L, err error) ([]T, bool, *string, error) {
+	if err != nil {
+		return nil, false, nil, err
+	}
+	p := listPage[T](*l)
+	return p.Data, p.HasMore, p.NextCursor, nil
 }
 
 // printAll prints every row of a listing read page by page: a JSON array

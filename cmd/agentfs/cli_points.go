@@ -88,26 +88,13 @@ Example:
 			if len(args) != 0 {
 				return usagef("checkpoint ls takes flags only")
 			}
-			var all []client.Checkpoint
-			for {
-				l, err := cli.client.ListCheckpoints(ctx, opts)
-				if err != nil {
-					return err
-				}
-				all = append(all, l.Data...)
-				if !l.HasMore || l.NextCursor == nil {
-					break
-				}
-				opts.Cursor = *l.NextCursor
+			checkpoints := func(cursor string) ([]client.Checkpoint, bool, *string, error) {
+				opts.Cursor = cursor
+				return pageOf(cli.client.ListCheckpoints(ctx, opts))
 			}
-			if !cli.human {
-				return json.NewEncoder(cli.stdout).Encode(all)
-			}
-			fmt.Fprintln(cli.stdout, "ID\tNAME\tPREFIX\tCREATED")
-			for _, cp := range all {
-				fmt.Fprintf(cli.stdout, "%s\t%s\t%s\t%s\n", cp.ID, deref(cp.Name), cp.Prefix, cp.CreatedAt.Local().Format(time.DateTime))
-			}
-			return nil
+			return printAll(cli, checkpoints, "ID\tNAME\tPREFIX\tCREATED", func(cp client.Checkpoint) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%s", cp.ID, deref(cp.Name), cp.Prefix, cp.CreatedAt.Local().Format(time.DateTime))
+			})
 		}
 	})
 }
@@ -165,17 +152,16 @@ Examples:
 			if *patch {
 				return printPatch(ctx, cli, args[0], opts)
 			}
-			var all []client.Change
-			for {
+			all, err := everyPage(func(cursor string) ([]client.Change, bool, *string, error) {
+				opts.Cursor = cursor
 				d, err := cli.client.Diff(ctx, args[0], opts)
 				if err != nil {
-					return err
+					return nil, false, nil, err
 				}
-				all = append(all, d.Data...)
-				if !d.HasMore || d.NextCursor == nil {
-					break
-				}
-				opts.Cursor = *d.NextCursor
+				return d.Data, d.HasMore, d.NextCursor, nil
+			})
+			if err != nil {
+				return err
 			}
 			if !cli.human {
 				return json.NewEncoder(cli.stdout).Encode(all)

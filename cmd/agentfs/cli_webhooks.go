@@ -94,11 +94,7 @@ Example:
 				return usagef("webhook ls takes no arguments")
 			}
 			hooks := func(cursor string) ([]client.Webhook, bool, *string, error) {
-				l, err := cli.client.ListWebhooks(ctx, 0, cursor)
-				if err != nil {
-					return nil, false, nil, err
-				}
-				return l.Data, l.HasMore, l.NextCursor, nil
+				return pageOf(cli.client.ListWebhooks(ctx, 0, cursor))
 			}
 			return printAll(cli, hooks, "ID\tSTATUS\tURL\tTYPES\tPREFIX\tFAILED", func(w client.Webhook) string {
 				types := strings.Join(w.Types, ",")

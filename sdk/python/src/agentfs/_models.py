@@ -126,6 +126,18 @@ def _map(v: Any) -> Mapping[str, Any]:
     return v if isinstance(v, Mapping) else {}
 
 
+def _ints(v: Any) -> list[int]:
+    return [n for n in v or [] if isinstance(n, int) and not isinstance(n, bool)]
+
+
+def _strings(v: Any) -> list[str]:
+    return [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
+
+
+def _problem(v: Any) -> Optional[Problem]:
+    return problem_from_dict(None, v) if isinstance(v, Mapping) else None
+
+
 #: How a field of each declared type is read from the JSON member of its name (given the field's default).
 _READERS: dict[str, Callable[[Mapping[str, Any], str, Any], Any]] = {
     "str": lambda d, k, default: _s(d, k, "" if default is MISSING else default),
@@ -134,29 +146,65 @@ _READERS: dict[str, Callable[[Mapping[str, Any], str, Any], Any]] = {
     "Optional[int]": lambda d, k, default: _opt_i(d, k),
     "bool": lambda d, k, default: bool(d.get(k, False)),
     "Optional[datetime]": lambda d, k, default: parse_time(d.get(k)),
+    "list[str]": lambda d, k, default: _strings(d.get(k)),
+    "list[int]": lambda d, k, default: _ints(d.get(k)),
+    "Optional[Problem]": lambda d, k, default: _problem(d.get(k)),
+    "Any": lambda d, k, default: d.get(k),
 }
 
 M = TypeVar("M")
+
+#: Every _Model by its name, for the fields that hold one or a list of them.
+_MODELS: dict[str, Any] = {}
+
+
+def _nested(kind: str, v: Any) -> Any:
+    """A member holding objects of a model: ``Name`` (an absent one reads as {}), ``Optional[Name]`` or ``list[Name]``."""
+    if kind.startswith("list["):
+        model = _MODELS[kind[5:-1]]
+        return [model.from_dict(x) for x in v if isinstance(x, Mapping)] if isinstance(v, list) else []
+    if kind.startswith("Optional["):
+        return _MODELS[kind[9:-1]].from_dict(v) if isinstance(v, Mapping) else None
+    return _MODELS[kind].from_dict(_map(v))
 
 
 def _read(cls: type[M], d: Mapping[str, Any], **given: Any) -> M:
     """Build the dataclass cls from its JSON object d.
 
-    Each field is read from the member of its name, as its declared type
-    says: a str or int that is missing or of another type gets the field's
-    default (else "" or 0), an Optional one None, a bool False. ``given``
-    supplies the fields that take more (nested objects, lists, another
-    default).
+    Each field is read from the member of its name (``from_`` from
+    ``from``: a trailing underscore only keeps a Python keyword out), as
+    its declared type says: a str or int that is missing or of another
+    type gets the field's default (else "" or 0), an Optional one None, a
+    bool False, a list [] (items of another type left out), a model the
+    model read from the member. ``given`` supplies the fields that take
+    more (another member, another default); a private field keeps its
+    default.
     """
     kw = dict(given)
     for f in fields(cast(Any, cls)):
-        if f.name not in kw:
-            kw[f.name] = _READERS[str(f.type)](d, f.name, f.default)
+        if f.name in kw or f.name.startswith("_"):
+            continue
+        kind, key = str(f.type).replace('"', "").replace("'", ""), f.name.rstrip("_")
+        reader = _READERS.get(kind)
+        kw[f.name] = reader(d, key, f.default) if reader else _nested(kind, d.get(key))
     return cls(**kw)
 
 
+class _Model:
+    """A JSON object of the API (openapi.yaml), read by from_dict as its fields' types say."""
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        _MODELS[cls.__name__] = cls
+
+    @classmethod
+    def from_dict(cls: type[M], d: Mapping[str, Any]) -> M:
+        """Build the object from its JSON object."""
+        return _read(cls, d)
+
+
 @dataclass
-class File:
+class File(_Model):
     """A stored file's metadata. ``url`` and ``id`` survive replaces; ``etag`` names the content."""
 
     id: str
@@ -192,28 +240,17 @@ class File:
     #: "file", "symlink" (the content is the target) or "directory" (a marker keeping an empty folder).
     kind: str = "file"
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "File":
-        """Build a File from its JSON object."""
-        ff = d.get("forked_from")
-        return _read(cls, d, forked_from=FileVersionRef.from_dict(ff) if isinstance(ff, Mapping) else None)
-
 
 @dataclass
-class FileVersionRef:
+class FileVersionRef(_Model):
     """One version of a file."""
 
     file_id: str
     version: int
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "FileVersionRef":
-        """Build a FileVersionRef from its JSON object."""
-        return _read(cls, d)
-
 
 @dataclass
-class Folder:
+class Folder(_Model):
     """One page of a folder (GET /v1/files?delimiter=/): the files directly under the prefix and the folders below it."""
 
     files: list[File]
@@ -232,7 +269,7 @@ class Folder:
 
 
 @dataclass
-class UploadPart:
+class UploadPart(_Model):
     """One stored part of an upload session (``upload_id`` is set on the answer to a part upload)."""
 
     part_number: int
@@ -242,14 +279,9 @@ class UploadPart:
     upload_id: Optional[str] = None
     object: str = "upload_part"
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "UploadPart":
-        """Build an UploadPart from its JSON object."""
-        return _read(cls, d)
-
 
 @dataclass
-class Upload:
+class Upload(_Model):
     """A multipart upload session: ``size_bytes`` sent in ``part_count`` parts of ``part_size``."""
 
     id: str
@@ -281,21 +313,12 @@ class Upload:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Upload":
-        """Build an Upload from its JSON object."""
-        f = d.get("file")
-        e = d.get("error")
-        return _read(
-            cls,
-            d,
-            if_exists=_s(d, "if_exists", "error"),
-            parts=[UploadPart.from_dict(p) for p in d.get("parts") or [] if isinstance(p, Mapping)],
-            file=File.from_dict(f) if isinstance(f, Mapping) else None,
-            error=problem_from_dict(None, e) if isinstance(e, Mapping) else None,
-        )
+        """Build an Upload from its JSON object (``if_exists`` is "error" unless it says otherwise)."""
+        return _read(cls, d, if_exists=_s(d, "if_exists", "error"))
 
 
 @dataclass
-class BatchCounts:
+class BatchCounts(_Model):
     """A batch's items by status."""
 
     total: int = 0
@@ -305,14 +328,9 @@ class BatchCounts:
     #: Items cancel_batch stopped before they ran.
     canceled: int = 0
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "BatchCounts":
-        """Build BatchCounts from its JSON object."""
-        return _read(cls, d)
-
 
 @dataclass
-class BatchItem:
+class BatchItem(_Model):
     """One operation of a batch and its outcome."""
 
     #: The operation's position in the request, from 0.
@@ -329,23 +347,12 @@ class BatchItem:
     #: The problem a standalone request would have returned, when it failed.
     error: Optional[Problem]
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "BatchItem":
-        """Build a BatchItem from its JSON object."""
-        f, e = d.get("file"), d.get("error")
-        return _read(
-            cls,
-            d,
-            file=File.from_dict(f) if isinstance(f, Mapping) else None,
-            error=problem_from_dict(None, e) if isinstance(e, Mapping) else None,
-        )
-
 
 BATCH_TERMINAL = ("succeeded", "partially_succeeded", "failed", "canceled")
 
 
 @dataclass
-class Batch:
+class Batch(_Model):
     """Many operations run in order in the background."""
 
     id: str
@@ -371,16 +378,6 @@ class Batch:
     def succeeded_items(self) -> list[BatchItem]:
         """The items that succeeded, in order."""
         return [it for it in self.items if it.status == "succeeded"]
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Batch":
-        """Build a Batch from its JSON object."""
-        return _read(
-            cls,
-            d,
-            counts=BatchCounts.from_dict(_map(d.get("counts"))),
-            items=[BatchItem.from_dict(it) for it in d.get("items") or [] if isinstance(it, Mapping)],
-        )
 
 
 @dataclass
@@ -456,7 +453,7 @@ class BatchOp:
 
 
 @dataclass
-class OperationResource:
+class OperationResource(_Model):
     """The resource an operation produced or acted on."""
 
     object: str
@@ -464,7 +461,7 @@ class OperationResource:
 
 
 @dataclass
-class Operation:
+class Operation(_Model):
     """What an Idempotency-Key holds for this subject: the request and, once completed, its answer."""
 
     idempotency_key: str
@@ -507,25 +504,13 @@ class Operation:
         parser = _PARSERS.get(_s(body, "object"))
         return parser(body) if parser else self.response
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Operation":
-        """Build an Operation from its JSON object."""
-        r = d.get("resource")
-        return _read(
-            cls,
-            d,
-            response=d.get("response"),
-            resource=OperationResource(_s(r, "object"), _s(r, "id")) if isinstance(r, Mapping) else None,
-            redacted=[m for m in d.get("redacted") or [] if isinstance(m, str)],
-        )
-
     def recorded_body(self) -> bytes:
         """The recorded response body, encoded again as JSON."""
         return json.dumps(self.response).encode("utf-8")
 
 
 @dataclass
-class FileVersion:
+class FileVersion(_Model):
     """One version of a file's content: every write that changed the bytes or the content type made one."""
 
     file_id: str
@@ -546,14 +531,9 @@ class FileVersion:
     current: bool
     object: str = "file_version"
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "FileVersion":
-        """Build a FileVersion from its JSON object."""
-        return _read(cls, d)
-
 
 @dataclass
-class Link:
+class Link(_Model):
     """A share link: a URL that serves one file's content without a token until it expires or is revoked."""
 
     id: str
@@ -567,14 +547,9 @@ class Link:
     created_at: Optional[datetime]
     object: str = "link"
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Link":
-        """Build a Link from its JSON object."""
-        return _read(cls, d)
-
 
 @dataclass
-class Token:
+class Token(_Model):
     """A bearer token and its grant (what it may do, where, until when), as it and its ancestors see it."""
 
     id: str
@@ -597,14 +572,9 @@ class Token:
     revoked_at: Optional[datetime]
     object: str = "token"
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Token":
-        """Build a Token from its JSON object."""
-        return _read(cls, d)
-
 
 @dataclass
-class Webhook:
+class Webhook(_Model):
     """A receiver of the subject's matching events, signed the Standard Webhooks way."""
 
     id: str
@@ -628,14 +598,9 @@ class Webhook:
     updated_at: Optional[datetime]
     object: str = "webhook"
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Webhook":
-        """Build a Webhook from its JSON object."""
-        return _read(cls, d, types=_strings(d.get("types")))
-
 
 @dataclass
-class WebhookDelivery:
+class WebhookDelivery(_Model):
     """One attempt to deliver one event to a webhook."""
 
     id: str
@@ -650,28 +615,18 @@ class WebhookDelivery:
     at: Optional[datetime]
     object: str = "webhook_delivery"
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "WebhookDelivery":
-        """Build a WebhookDelivery from its JSON object."""
-        return _read(cls, d)
-
 
 @dataclass
-class ChangeSide:
+class ChangeSide(_Model):
     """A file's content at one point of a diff."""
 
     version: int
     sha256: str
     size_bytes: int
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "ChangeSide":
-        """Build a ChangeSide from its JSON object."""
-        return _read(cls, d)
-
 
 @dataclass
-class Change:
+class Change(_Model):
     """One file that differs between the two points of a diff."""
 
     #: The path at ``to`` (at ``from`` for a deleted file).
@@ -686,18 +641,9 @@ class Change:
     #: The file at ``to``; None when it was not live then.
     to: Optional[ChangeSide]
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Change":
-        """Build a Change from its JSON object (``from`` is read into ``from_``)."""
-
-        def side(v: Any) -> Optional[ChangeSide]:
-            return ChangeSide.from_dict(v) if isinstance(v, Mapping) else None
-
-        return _read(cls, d, from_=side(d.get("from")), to=side(d.get("to")))
-
 
 @dataclass
-class RunRevertStep:
+class RunRevertStep(_Model):
     """One file of a run revert's plan: what the file becomes."""
 
     file_id: str
@@ -708,14 +654,9 @@ class RunRevertStep:
     #: The version whose content it gets back; None when the run did not change its content.
     version: Optional[int]
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "RunRevertStep":
-        """Build a RunRevertStep from its JSON object."""
-        return _read(cls, d)
-
 
 @dataclass
-class RunRevertPlan:
+class RunRevertPlan(_Model):
     """What reverting a run would do, changing nothing (plan_revert_run)."""
 
     run_id: str
@@ -723,14 +664,9 @@ class RunRevertPlan:
     items: list[RunRevertStep]
     object: str = "run_revert_plan"
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "RunRevertPlan":
-        """Build a RunRevertPlan from its JSON object."""
-        return _read(cls, d, items=[RunRevertStep.from_dict(c) for c in d.get("items") or []])
-
 
 @dataclass
-class RestorePlan:
+class RestorePlan(_Model):
     """What a restore would do, changing nothing (restore with dry_run)."""
 
     prefix: str
@@ -740,14 +676,9 @@ class RestorePlan:
     items: list[Change]
     object: str = "restore_plan"
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "RestorePlan":
-        """Build a RestorePlan from its JSON object."""
-        return _read(cls, d, items=[Change.from_dict(c) for c in d.get("items") or []])
-
 
 @dataclass
-class Checkpoint:
+class Checkpoint(_Model):
     """A named point of the subject's history: a position of the event feed, not a copy."""
 
     id: str
@@ -763,14 +694,9 @@ class Checkpoint:
     created_at: Optional[datetime]
     object: str = "checkpoint"
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Checkpoint":
-        """Build a Checkpoint from its JSON object."""
-        return _read(cls, d)
-
 
 @dataclass
-class Fork:
+class Fork(_Model):
     """A copy-on-write copy of the files under one folder, merged back with merge()."""
 
     id: str
@@ -788,29 +714,18 @@ class Fork:
     merged_at: Optional[datetime]
     object: str = "fork"
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Fork":
-        """Build a Fork from its JSON object (``from`` is read into ``from_``)."""
-        f = d.get("from")
-        return _read(cls, d, from_=f if isinstance(f, str) else "")
-
 
 @dataclass
-class MergeSide:
+class MergeSide(_Model):
     """One side of a merge at a path: a file's version and content."""
 
     file_id: str
     version: int
     sha256: str
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "MergeSide":
-        """Build a MergeSide from its JSON object."""
-        return _read(cls, d)
-
 
 @dataclass
-class MergeConflict:
+class MergeConflict(_Model):
     """A path changed on both sides of a merge to different bytes; a side with no file there is None."""
 
     #: The target's path.
@@ -821,18 +736,9 @@ class MergeConflict:
     #: The side the merge kept ("fork" or "target"); None when nothing was merged.
     resolution: Optional[str]
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "MergeConflict":
-        """Build a MergeConflict from its JSON object."""
-
-        def side(v: Any) -> Optional[MergeSide]:
-            return MergeSide.from_dict(v) if isinstance(v, Mapping) else None
-
-        return _read(cls, d, base=side(d.get("base")), fork=side(d.get("fork")), target=side(d.get("target")))
-
 
 @dataclass
-class Merge:
+class Merge(_Model):
     """A merge of a fork back into its source (with dry_run, what it would do)."""
 
     fork_id: str
@@ -845,15 +751,9 @@ class Merge:
     conflicts: list[MergeConflict]
     object: str = "merge"
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Merge":
-        """Build a Merge from its JSON object."""
-        return _read(cls, d, applied=[Change.from_dict(c) for c in d.get("applied") or []],
-                     conflicts=[MergeConflict.from_dict(c) for c in d.get("conflicts") or []])
-
 
 @dataclass
-class Event:
+class Event(_Model):
     """One effect on a file, committed in the same transaction as the effect: the feed shows what happened, once."""
 
     id: str
@@ -883,14 +783,9 @@ class Event:
     origin: Optional[str] = None
     object: str = "event"
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Event":
-        """Build an Event from its JSON object."""
-        return _read(cls, d)
-
 
 @dataclass
-class EventPage:
+class EventPage(_Model):
     """One page of events, oldest first."""
 
     data: list[Event]
@@ -898,14 +793,9 @@ class EventPage:
     #: Always set: ``after`` for the next page, or for the next poll when data was empty.
     next_cursor: str
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "EventPage":
-        """Build an EventPage from its JSON object."""
-        return _read(cls, d, data=[Event.from_dict(e) for e in d.get("data") or [] if isinstance(e, Mapping)])
-
 
 @dataclass
-class RunCounts:
+class RunCounts(_Model):
     """A run's effects by kind."""
 
     created: int = 0
@@ -915,14 +805,9 @@ class RunCounts:
     moved: int = 0
     reverted: int = 0
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "RunCounts":
-        """Build RunCounts from its JSON object."""
-        return _read(cls, d)
-
 
 @dataclass
-class Run:
+class Run(_Model):
     """What one run (one X-Run-ID) did, from its events."""
 
     run_id: str
@@ -937,19 +822,9 @@ class Run:
     live_files: int
     object: str = "run"
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Run":
-        """Build a Run from its JSON object."""
-        return _read(
-            cls,
-            d,
-            agent_ids=[a for a in d.get("agent_ids") or [] if isinstance(a, str)],
-            counts=RunCounts.from_dict(_map(d.get("counts"))),
-        )
-
 
 @dataclass
-class Next:
+class Next(_Model):
     """The next safe step of a run's recovery: a sentence, and the exact request to send."""
 
     text: str
@@ -961,14 +836,9 @@ class Next:
     #: Wait this long before sending it, if set.
     after_seconds: Optional[int] = None
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Next":
-        """Build a Next from its JSON object."""
-        return _read(cls, d)
-
 
 @dataclass
-class RecoveryConfirmed:
+class RecoveryConfirmed(_Model):
     """What a run's events confirm happened."""
 
     events: int
@@ -977,14 +847,9 @@ class RecoveryConfirmed:
     live_files: int
     counts: RunCounts
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "RecoveryConfirmed":
-        """Build RecoveryConfirmed from its JSON object."""
-        return _read(cls, d, counts=RunCounts.from_dict(_map(d.get("counts"))))
-
 
 @dataclass
-class RecoveryOperation:
+class RecoveryOperation(_Model):
     """One key a request of the run claimed: completed, in_progress or abandoned, and its next step."""
 
     idempotency_key: str
@@ -997,24 +862,9 @@ class RecoveryOperation:
     at: Optional[datetime]
     next: Next
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "RecoveryOperation":
-        """Build a RecoveryOperation from its JSON object."""
-        r = d.get("resource")
-        return _read(
-            cls,
-            d,
-            resource=OperationResource(_s(r, "object"), _s(r, "id")) if isinstance(r, Mapping) else None,
-            next=Next.from_dict(_map(d.get("next"))),
-        )
-
-
-def _ints(v: Any) -> list[int]:
-    return [n for n in v or [] if isinstance(n, int) and not isinstance(n, bool)]
-
 
 @dataclass
-class RecoveryUpload:
+class RecoveryUpload(_Model):
     """An upload session of the run still open, with the parts it still needs."""
 
     id: str
@@ -1027,20 +877,9 @@ class RecoveryUpload:
     missing_parts: list[int]
     next: Next
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "RecoveryUpload":
-        """Build a RecoveryUpload from its JSON object."""
-        return _read(
-            cls,
-            d,
-            parts_received=_ints(d.get("parts_received")),
-            missing_parts=_ints(d.get("missing_parts")),
-            next=Next.from_dict(_map(d.get("next"))),
-        )
-
 
 @dataclass
-class RecoveryBatch:
+class RecoveryBatch(_Model):
     """A batch of the run not yet terminal."""
 
     id: str
@@ -1048,30 +887,17 @@ class RecoveryBatch:
     counts: BatchCounts
     next: Next
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "RecoveryBatch":
-        """Build a RecoveryBatch from its JSON object."""
-        return _read(cls, d, counts=BatchCounts.from_dict(_map(d.get("counts"))), next=Next.from_dict(_map(d.get("next"))))
-
 
 @dataclass
-class RecoveryInFlight:
+class RecoveryInFlight(_Model):
     """A run's upload sessions and batches not yet ended."""
 
     uploads: list[RecoveryUpload]
     batches: list[RecoveryBatch]
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "RecoveryInFlight":
-        """Build RecoveryInFlight from its JSON object."""
-        return cls(
-            uploads=[RecoveryUpload.from_dict(u) for u in d.get("uploads") or [] if isinstance(u, Mapping)],
-            batches=[RecoveryBatch.from_dict(b) for b in d.get("batches") or [] if isinstance(b, Mapping)],
-        )
-
 
 @dataclass
-class RunRecovery:
+class RunRecovery(_Model):
     """What a run left behind, true at ``as_of``, with the next safe request for each thing it left open."""
 
     run_id: str
@@ -1088,21 +914,9 @@ class RunRecovery:
     next_cursor: Optional[str]
     object: str = "run_recovery"
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "RunRecovery":
-        """Build a RunRecovery from its JSON object."""
-        return _read(
-            cls,
-            d,
-            confirmed=RecoveryConfirmed.from_dict(_map(d.get("confirmed"))),
-            operations=[RecoveryOperation.from_dict(o) for o in d.get("operations") or [] if isinstance(o, Mapping)],
-            in_flight=RecoveryInFlight.from_dict(_map(d.get("in_flight"))),
-            next_actions=[Next.from_dict(n) for n in d.get("next_actions") or [] if isinstance(n, Mapping)],
-        )
-
 
 @dataclass
-class SearchMatch:
+class SearchMatch(_Model):
     """One matching line of a file: 1-based line, 1-based byte column of the first match, context around it."""
 
     file_id: str
@@ -1117,18 +931,9 @@ class SearchMatch:
     before: list[str]
     after: list[str]
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "SearchMatch":
-        """Build a SearchMatch from its JSON object."""
-        return _read(cls, d, before=_strings(d.get("before")), after=_strings(d.get("after")))
-
-
-def _strings(v: Any) -> list[str]:
-    return [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
-
 
 @dataclass
-class SearchSkipped:
+class SearchSkipped(_Model):
     """The files in a search's scope that are not searched."""
 
     #: Not valid UTF-8, or holding a NUL.
@@ -1136,22 +941,9 @@ class SearchSkipped:
     #: Larger than the server's AGENTFS_SEARCH_MAX_FILE_BYTES.
     too_large: int = 0
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "SearchSkipped":
-        """Build SearchSkipped from its JSON object."""
-        return _read(cls, d)
-
-
-def _search_fields(d: Mapping[str, Any]) -> dict[str, Any]:
-    return dict(
-        data=[SearchMatch.from_dict(m) for m in d.get("data") or [] if isinstance(m, Mapping)],
-        files_skipped=SearchSkipped.from_dict(_map(d.get("files_skipped"))),
-        _fetch=None,
-    )
-
 
 @dataclass
-class SearchResults:
+class SearchResults(_Model):
     """One page of a content search, by path then line. Iterating it follows ``next_cursor`` through every page's matches."""
 
     data: list[SearchMatch]
@@ -1165,11 +957,6 @@ class SearchResults:
     index_complete: bool
     object: str = "search_results"
     _fetch: Optional[Callable[[str], "SearchResults"]] = field(default=None, repr=False, compare=False)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "SearchResults":
-        """Build SearchResults from its JSON object."""
-        return _read(cls, d, **_search_fields(d))
 
     def next_page(self) -> Optional["SearchResults"]:
         """The next page, or None after the last."""
@@ -1190,7 +977,7 @@ class SearchResults:
 
 
 @dataclass
-class AsyncSearchResults:
+class AsyncSearchResults(_Model):
     """One page of a content search for AsyncClient; ``async for`` follows ``next_cursor`` through every match."""
 
     data: list[SearchMatch]
@@ -1202,11 +989,6 @@ class AsyncSearchResults:
     index_complete: bool
     object: str = "search_results"
     _fetch: Optional[Callable[[str], Any]] = field(default=None, repr=False, compare=False)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "AsyncSearchResults":
-        """Build AsyncSearchResults from its JSON object."""
-        return _read(cls, d, **_search_fields(d))
 
     async def next_page(self) -> Optional["AsyncSearchResults"]:
         """The next page, or None after the last."""
@@ -1295,7 +1077,7 @@ class AsyncPage(Generic[T]):
 
 
 @dataclass
-class Protocol:
+class Protocol(_Model):
     """What the server guarantees: its idempotency rules, retry policy and limits."""
 
     api_version: str
