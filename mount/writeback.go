@@ -277,18 +277,20 @@ func (e localError) Error() string { return "cache dir: " + e.err.Error() }
 func (e localError) Unwrap() error { return e.err }
 
 // permanent reports whether err is a refusal a retry cannot change: a 4xx
-// other than 408, 409, 412, 425 and 429, or the cache directory's failure.
+// other than 408, 412, 425 and 429 that the problem does not call
+// retryable (a 409 OPERATION_IN_PROGRESS is; IDEMPOTENCY_CONFLICT, the key
+// used by another request, is not), or the cache directory's failure.
 func permanent(err error) bool {
 	var le localError
 	if errors.As(err, &le) {
 		return true
 	}
 	var p *client.Problem
-	if !errors.As(err, &p) {
+	if !errors.As(err, &p) || p.Retryable {
 		return false
 	}
 	switch p.Status {
-	case 408, 409, 412, 425, 429:
+	case 408, 412, 425, 429:
 		return false
 	}
 	return p.Status >= 400 && p.Status < 500

@@ -1,12 +1,23 @@
 package mount_test
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"fmt"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,5 +117,173 @@ func TestWriteBackUntar(t *testing.T) {
 	}
 	if len(storedFiles) != 0 {
 		t.Fatalf("stored files that are not in the tree: %d", len(storedFiles))
+	}
+}
+
+// holdingProxy forwards every request to the real server at target, but
+// holds the stores (POST /v1/files): the first is forwarded and its answer
+// held (it commits, the mount does not hear it), the others wait before
+// they are forwarded, until release is closed; a held store whose caller
+// went away is never forwarded.
+type holdingProxy struct {
+	*httptest.Server
+	release   chan struct{}
+	committed chan struct{} // closed once the first store's answer came back
+	held      atomic.Int64
+}
+
+func newHoldingProxy(t *testing.T, target string) *holdingProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &holdingProxy{release: make(chan struct{}), committed: make(chan struct{})}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	var first sync.Once
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/files" {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		isFirst := false
+		first.Do(func() { isFirst = true })
+		if isFirst {
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r.WithContext(context.WithoutCancel(r.Context())))
+			close(p.committed)
+			<-p.release
+			http.Error(w, "held", http.StatusBadGateway)
+			return
+		}
+		// The body read whole, so the server notices the caller's
+		// connection closing (and cancels the request's context).
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		p.held.Add(1)
+		defer p.held.Add(-1)
+		select {
+		case <-p.release:
+		case <-r.Context().Done():
+		}
+		if r.Context().Err() != nil {
+			return // the mount is gone: never forwarded
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		select {
+		case <-p.release:
+		default:
+			close(p.release)
+		}
+		p.Close()
+	})
+	return p
+}
+
+// TestWriteBackSIGKILLSendsPendingOnRemount: a write-back mount killed
+// while its stores are held in front of the server (one of them already
+// committed, its answer not heard) leaves them in its cache dir; a new
+// write-back mount on it sends them: every file stored, each in exactly
+// one version, with its content.
+func TestWriteBackSIGKILLSendsPendingOnRemount(t *testing.T) {
+	w := newWorld(t)
+	proxy := newHoldingProxy(t, w.srv.URL)
+	dir, cache := t.TempDir(), t.TempDir()
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), "AGENTFS_MOUNT_CHILD="+dir, "AGENTFS_MOUNT_CHILD_CACHE="+cache,
+		"AGENTFS_URL="+proxy.URL, "AGENTFS_TOKEN="+w.tok)
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	t.Cleanup(func() {
+		if !killed {
+			_ = child.Process.Kill()
+		}
+		_ = exec.Command("fusermount3", "-uz", dir).Run()
+		_ = child.Wait()
+	})
+	eventually(t, "the child mounts", func() bool {
+		b, _ := os.ReadFile("/proc/self/mounts")
+		return strings.Contains(string(b), dir+" fuse.agentfs")
+	})
+	const files = 20
+	for i := 1; i <= files; i++ {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.txt", i)), []byte(fmt.Sprintf("closed %d\n", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-proxy.committed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no store reached the server")
+	}
+	eventually(t, "the other workers' stores are held", func() bool { return proxy.held.Load() >= 3 })
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed = true
+	_ = child.Wait()
+	if out, err := exec.Command("fusermount3", "-uz", dir).CombinedOutput(); err != nil {
+		t.Fatalf("unmount after the kill: %v %s", err, out)
+	}
+	eventually(t, "the held stores see their caller gone", func() bool { return proxy.held.Load() == 0 })
+	close(proxy.release)
+
+	// The remount carries the killed mount's attribution (its --run), as
+	// the same command run again does: a replayed key's request is the
+	// same request.
+	c := w.client(t, client.WithRunID("killed"))
+	ctx := context.Background()
+	before, err := c.ListFiles(ctx, client.ListOptions{Prefix: "k/", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before.Data) != 1 {
+		t.Fatalf("before the remount the server holds %d files, want the one store that committed", len(before.Data))
+	}
+	if n := mount.CountPending(cache); n != files {
+		t.Fatalf("the cache dir holds %d pending stores, want %d (the committed one's answer was never heard)", n, files)
+	}
+
+	again, m := mounted(t, c, mount.Options{Prefix: "k", WriteBack: true, CacheDir: cache})
+	if n := m.Pending(); n != 0 {
+		t.Fatalf("%d stores pending after the remount's start", n)
+	}
+	if n := mount.CountPending(cache); n != 0 {
+		t.Fatalf("the cache dir still holds %d pending stores", n)
+	}
+	page, err := c.ListFiles(ctx, client.ListOptions{Prefix: "k/", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range page.Data {
+		if seen[f.Path] {
+			t.Fatalf("%s is two live files", f.Path)
+		}
+		seen[f.Path] = true
+		if f.Version != 1 {
+			t.Errorf("%s has %d versions, want one", f.Path, f.Version)
+		}
+		var i int
+		if _, err := fmt.Sscanf(f.Path, "k/f%d.txt", &i); err != nil {
+			t.Fatalf("unexpected file %s", f.Path)
+		}
+		if body, _ := stored(t, c, f.Path); body != fmt.Sprintf("closed %d\n", i) {
+			t.Errorf("%s holds %q", f.Path, body)
+		}
+	}
+	if len(seen) != files {
+		t.Fatalf("%d files stored, want %d: %v", len(seen), files, seen)
+	}
+	if got := sh(t, again, "cat f7.txt && ls | grep -c '^f'"); got != "closed 7\n20" {
+		t.Fatalf("the remount shows %q", got)
 	}
 }
