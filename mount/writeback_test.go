@@ -3,8 +3,8 @@ package mount_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
