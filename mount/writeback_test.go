@@ -3,6 +3,8 @@ package mount_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -285,5 +287,166 @@ func TestWriteBackSIGKILLSendsPendingOnRemount(t *testing.T) {
 	}
 	if got := sh(t, again, "cat f7.txt && ls | grep -c '^f'"); got != "closed 7\n20" {
 		t.Fatalf("the remount shows %q", got)
+	}
+}
+
+// slowStores is a reverse proxy to the real server at target that delays
+// every store (POST /v1/files) by delay, so a write-back mount's closes
+// stay pending a while.
+func slowStores(t *testing.T, target string, delay time.Duration) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/files" {
+			time.Sleep(delay)
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestWriteBackPendingFile: while a closed file's store is pending, stat
+// and readdir show its content's size and mode, a read in the same mount
+// returns the new bytes, and a rename, an unlink, a reopen-and-append and
+// a chmod of it right after its close end in the right state on the
+// server, in order.
+func TestWriteBackPendingFile(t *testing.T) {
+	w := newWorld(t)
+	c := w.client(t)
+	slow, err := client.New(slowStores(t, w.srv.URL, 300*time.Millisecond), w.tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, m := mounted(t, slow, mount.Options{Prefix: "p", WriteBack: true, CacheDir: t.TempDir()})
+	at := func(p string) string { return filepath.Join(dir, p) }
+	for _, name := range []string{"read.txt", "moved.txt", "gone.txt", "append.txt", "chmod.txt"} {
+		if err := os.WriteFile(at(name), []byte("first "+name), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m.Pending() == 0 {
+		t.Fatal("nothing pending right after the closes: the stores are not written back")
+	}
+	st, err := os.Stat(at("chmod.txt"))
+	if err != nil || st.Size() != int64(len("first chmod.txt")) || st.Mode().Perm() != 0o640 {
+		t.Fatalf("stat of a pending file: %v %v", st, err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) != 5 {
+		t.Fatalf("readdir with stores pending: %v %v", ents, err)
+	}
+	if got, err := os.ReadFile(at("read.txt")); err != nil || string(got) != "first read.txt" {
+		t.Fatalf("read after close: %q %v", got, err)
+	}
+	if err := os.Rename(at("moved.txt"), at("renamed.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(at("gone.txt")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(at("append.txt"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(" then more"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(at("chmod.txt"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, m)
+
+	ctx := context.Background()
+	versions := func(f *client.File) int {
+		l, err := c.ListVersions(ctx, f.ID, client.VersionListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(l.Data)
+	}
+	if body, f := stored(t, c, "p/read.txt"); body != "first read.txt" || versions(f) != 1 {
+		t.Fatalf("read.txt: %q", body)
+	}
+	if _, f := stored(t, c, "p/moved.txt"); f != nil {
+		t.Fatalf("moved.txt is still there: %+v", f)
+	}
+	if body, f := stored(t, c, "p/renamed.txt"); body != "first moved.txt" || versions(f) != 1 {
+		t.Fatalf("renamed.txt: %q", body)
+	}
+	if _, f := stored(t, c, "p/gone.txt"); f != nil {
+		t.Fatalf("gone.txt is still live: %+v", f)
+	}
+	if body, f := stored(t, c, "p/append.txt"); body != "first append.txt then more" || versions(f) != 2 {
+		t.Fatalf("append.txt: %q in %d versions", body, versions(f))
+	}
+	if body, f := stored(t, c, "p/chmod.txt"); body != "first chmod.txt" || f.Mode != 0o600 {
+		t.Fatalf("chmod.txt: %q mode %o", body, f.Mode)
+	}
+}
+
+// TestWriteBackRefusedStore: a write-back mount with a token scoped to P/
+// stores nothing outside it: the close returns, the store is refused, its
+// record and content land in failed/ with the problem, the file answers
+// EIO, and what lies inside the grant is stored.
+func TestWriteBackRefusedStore(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	c := w.client(t)
+	if _, err := c.PutFile(ctx, "P/in.txt", bytesReader("in"), client.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := c.CreateToken(ctx, client.TokenOptions{Scopes: []string{"read", "write"}, Prefixes: []string{"P/"}, ExpiresIn: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	dir, m := mounted(t, w.clientWith(t, *tok.Token), mount.Options{WriteBack: true, CacheDir: cache})
+	if err := os.WriteFile(filepath.Join(dir, "outside.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatalf("the close of a file outside the grant: %v (write-back reports the refusal after it)", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "P", "inside.txt"), []byte("inside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, m)
+	if n := m.Refused(); n != 1 {
+		t.Fatalf("%d stores refused, want 1", n)
+	}
+	if _, f := stored(t, c, "outside.txt"); f != nil {
+		t.Fatalf("a write outside the grant was stored: %+v", f)
+	}
+	if got, _ := stored(t, c, "P/inside.txt"); got != "inside" {
+		t.Fatalf("inside the grant: %q", got)
+	}
+	records, _ := filepath.Glob(filepath.Join(cache, "failed", "*.json"))
+	if len(records) != 1 {
+		t.Fatalf("failed/ holds %v", records)
+	}
+	b, err := os.ReadFile(records[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct{ Path, Problem string }
+	if err := json.Unmarshal(b, &rec); err != nil || rec.Path != "outside.txt" || !strings.Contains(rec.Problem, "403") {
+		t.Fatalf("the failed record: %s (%v)", b, err)
+	}
+	if data, err := os.ReadFile(strings.TrimSuffix(records[0], ".json") + ".data"); err != nil || string(data) != "x" {
+		t.Fatalf("the refused content in failed/: %q %v", data, err)
+	}
+	if mount.CountPending(cache) != 0 {
+		t.Fatal("the refused store is still pending")
+	}
+	if _, err := os.ReadFile(filepath.Join(dir, "outside.txt")); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("open of the refused file: %v, want EIO", err)
+	}
+	if err := os.Remove(filepath.Join(dir, "outside.txt")); err != nil {
+		t.Fatalf("rm of the refused file: %v", err)
 	}
 }
