@@ -450,3 +450,18 @@ func TestWriteBackRefusedStore(t *testing.T) {
 		t.Fatalf("rm of the refused file: %v", err)
 	}
 }
+
+// TestWriteBackCacheDir: write-back needs a cache dir, and one write-back
+// mount holds it at a time.
+func TestWriteBackCacheDir(t *testing.T) {
+	w := newWorld(t)
+	c := w.client(t)
+	if _, err := mount.New(c, t.TempDir(), mount.Options{WriteBack: true}); err == nil || !strings.Contains(err.Error(), "cache dir") {
+		t.Fatalf("write-back without a cache dir: %v", err)
+	}
+	cache := t.TempDir()
+	mounted(t, c, mount.Options{WriteBack: true, CacheDir: cache})
+	if _, err := mount.New(c, t.TempDir(), mount.Options{WriteBack: true, CacheDir: cache}); err == nil || !strings.Contains(err.Error(), "in use by another write-back mount") {
+		t.Fatalf("a second write-back mount on the cache dir: %v", err)
+	}
+}
