@@ -193,9 +193,17 @@ func (wb *writeBack) replay() error {
 		if err == nil {
 			err = json.Unmarshal(b, &p.rec)
 		}
+		if err == nil && p.rec.Path == "" {
+			err = errors.New("no path")
+		}
 		if err != nil {
-			wb.mu.Unlock()
-			return fmt.Errorf("mount: pending store %s: %w", filepath.Join(wb.dir, name+".json"), err)
+			// Not a record this mount wrote whole (a record is renamed
+			// into place once fsynced): set it aside, keep the rest.
+			for _, ext := range []string{".json", ".data"} {
+				_ = os.Rename(filepath.Join(wb.dir, name+ext), filepath.Join(wb.failedDir, name+ext))
+			}
+			fmt.Fprintf(os.Stderr, "agentfs mount: pending store %s is unreadable (%v): moved to %s\n", name, err, wb.failedDir)
+			continue
 		}
 		l := lanes[p.rec.Path]
 		if l == nil {
