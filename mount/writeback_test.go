@@ -332,12 +332,16 @@ func TestWriteBackPendingFile(t *testing.T) {
 	if m.Pending() == 0 {
 		t.Fatal("nothing pending right after the closes: the stores are not written back")
 	}
+	// A shell redirect closes the new file (empty) before it writes, then
+	// closes it again: the second store queues behind the first and is
+	// conditional on the version the first makes.
+	sh(t, dir, "echo redirected > redirect.txt")
 	st, err := os.Stat(at("chmod.txt"))
 	if err != nil || st.Size() != int64(len("first chmod.txt")) || st.Mode().Perm() != 0o640 {
 		t.Fatalf("stat of a pending file: %v %v", st, err)
 	}
 	ents, err := os.ReadDir(dir)
-	if err != nil || len(ents) != 5 {
+	if err != nil || len(ents) != 6 {
 		t.Fatalf("readdir with stores pending: %v %v", ents, err)
 	}
 	if got, err := os.ReadFile(at("read.txt")); err != nil || string(got) != "first read.txt" {
@@ -389,6 +393,9 @@ func TestWriteBackPendingFile(t *testing.T) {
 	}
 	if body, f := stored(t, c, "p/chmod.txt"); body != "first chmod.txt" || f.Mode != 0o600 {
 		t.Fatalf("chmod.txt: %q mode %o", body, f.Mode)
+	}
+	if body, f := stored(t, c, "p/redirect.txt"); body != "redirected\n" || versions(f) != 2 {
+		t.Fatalf("redirect.txt: %q in %d versions", body, versions(f))
 	}
 }
 
