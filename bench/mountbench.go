@@ -96,8 +96,12 @@ func (b *bench) mountRows(ctx context.Context) ([]row, error) {
 	}
 	sides = append(sides, &mountSide{name: "disk", dir: local, stop: func() {},
 		settled: func(ctx context.Context) error { return run(ctx, local, "sync") }})
-	s, err := agentfsSide(cl, prefix, filepath.Join(work, "agentfs"), filepath.Join(work, "agentfs-cache"))
+	s, err := agentfsSide(cl, prefix, filepath.Join(work, "agentfs"), filepath.Join(work, "agentfs-cache"), false)
 	if err != nil {
+		return nil, err
+	}
+	sides = append(sides, s)
+	if s, err = agentfsSide(cl, prefix+"-wb", filepath.Join(work, "agentfs-wb"), filepath.Join(work, "agentfs-wb-cache"), true); err != nil {
 		return nil, err
 	}
 	sides = append(sides, s)
@@ -137,28 +141,32 @@ func (b *bench) mountRows(ctx context.Context) ([]row, error) {
 			if err := run(ctx, s.dir, o.script); err != nil {
 				return nil, fmt.Errorf("%s: %w", s.name, err)
 			}
+			ran := time.Since(t0)
 			if err := s.settled(ctx); err != nil {
 				return nil, fmt.Errorf("%s: %w", s.name, err)
 			}
 			took[s.name] = time.Since(t0)
-			logf("  %s on %s: %s", o.name, s.name, took[s.name].Round(time.Millisecond))
+			logf("  %s on %s: %s (the program %s, then settled)", o.name, s.name, took[s.name].Round(time.Millisecond), ran.Round(time.Millisecond))
 		}
-		r := took["rclone"].Seconds() / took["agentfs"].Seconds()
-		verdict := "meets"
-		if r < mountBudget {
-			verdict = "misses"
+		for _, side := range []struct{ key, label string }{{"agentfs", "mount"}, {"agentfs-wb", "mount --write-back"}} {
+			r := took["rclone"].Seconds() / took[side.key].Seconds()
+			verdict := "meets"
+			if r < mountBudget {
+				verdict = "misses"
+			}
+			rows = append(rows, row{
+				name:    fmt.Sprintf("%s: %s of %s, until stored", side.label, o.name, what),
+				agentfs: fmtSec(took[side.key]),
+				direct:  fmt.Sprintf("%s (rclone mount); disk %s", fmtSec(took["rclone"]), fmtSec(took["disk"])),
+				ratio:   fmt.Sprintf("%.2f× rclone, %.2f× disk", r, took["disk"].Seconds()/took[side.key].Seconds()),
+				budget:  fmt.Sprintf("≥ %g× rclone (rclone's time ÷ the mount's)", mountBudget),
+				verdict: verdict,
+			})
 		}
-		rows = append(rows, row{
-			name:    fmt.Sprintf("mount: %s of %s, until stored", o.name, what),
-			agentfs: fmtSec(took["agentfs"]),
-			direct:  fmt.Sprintf("%s (rclone mount); disk %s", fmtSec(took["rclone"]), fmtSec(took["disk"])),
-			ratio:   fmt.Sprintf("%.2f× rclone, %.2f× disk", r, took["disk"].Seconds()/took["agentfs"].Seconds()),
-			budget:  fmt.Sprintf("≥ %g× rclone (rclone's time ÷ the mount's)", mountBudget),
-			verdict: verdict,
-		})
 	}
 	b.notes = append(b.notes, "mount: rclone mount "+rcloneArgsNote+"; each line's time runs until every file is stored: "+
-		"the AgentFS mount's close stores the file, rclone's upload queue (rc vfs/stats) is empty, local disk after sync.")
+		"the AgentFS mount's close stores the file; with --write-back (its own cache dir, 4 workers) until Settle (no store pending); "+
+		"rclone's upload queue (rc vfs/stats) is empty; local disk after sync.")
 
 	feed, err := b.feedLatency(ctx, cl, prefix, sides[1].dir)
 	if err != nil {
@@ -182,19 +190,32 @@ func run(ctx context.Context, dir, script string) error {
 	return nil
 }
 
-// agentfsSide mounts prefix of the bench subject at dir.
-func agentfsSide(cl *client.Client, prefix, dir, cache string) (*mountSide, error) {
+// agentfsSide mounts prefix of the bench subject at dir, in write-back
+// when writeBack (settled: no store pending).
+func agentfsSide(cl *client.Client, prefix, dir, cache string, writeBack bool) (*mountSide, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
 	}
-	m, err := mount.New(cl, dir, mount.Options{Prefix: prefix, CacheDir: cache})
+	m, err := mount.New(cl, dir, mount.Options{Prefix: prefix, CacheDir: cache, WriteBack: writeBack})
 	if err != nil {
 		return nil, err
 	}
 	done := make(chan struct{})
 	go func() { m.Wait(); close(done) }()
-	return &mountSide{name: "agentfs", dir: dir,
-		settled: func(context.Context) error { return nil }, // a closed file is stored
+	name := "agentfs"
+	if writeBack {
+		name = "agentfs-wb"
+	}
+	return &mountSide{name: name, dir: dir,
+		settled: func(ctx context.Context) error {
+			if err := m.Settle(ctx); err != nil { // at once without write-back: a closed file is stored
+				return err
+			}
+			if n := m.Refused(); n > 0 {
+				return fmt.Errorf("%d stores refused (in %s/failed)", n, cache)
+			}
+			return nil
+		},
 		stop: func() {
 			for range 50 {
 				if m.Unmount() == nil {

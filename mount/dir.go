@@ -92,6 +92,9 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	if e != 0 {
 		return nil, e
 	}
+	if d.fs.wb != nil {
+		list = d.withLocal(list)
+	}
 	return fs.NewListDirStream(list), 0
 }
 
@@ -266,6 +269,7 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if d.fs.readOnly {
 		return syscall.EROFS
 	}
+	d.fs.wb.waitAll()
 	p := d.child(name)
 	page, err := d.fs.c.ListFolder(ctx, d.fs.remote(p)+"/", client.FolderOptions{Limit: 1})
 	if err != nil {
@@ -297,6 +301,10 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx = uninterrupted(ctx)
 	if d.fs.readOnly {
 		return syscall.EROFS
+	}
+	if n := d.childFile(name); n != nil && d.fs.wb.wait(n) != 0 {
+		d.drop(name) // its store was refused: the name goes, its content stays in failed/
+		return 0
 	}
 	f, e := d.storedFile(ctx, name)
 	switch {
@@ -374,6 +382,11 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent fs.InodeEmb
 	dest := newParent.EmbeddedInode().Operations().(*dirNode)
 	to := dest.child(newName)
 	from := d.child(name)
+	if d.fs.wb != nil {
+		if e := d.settleBoth(ctx, name, dest, newName); e != 0 {
+			return e
+		}
+	}
 	f, e := d.storedFile(ctx, name)
 	if e != 0 {
 		return e
@@ -400,6 +413,33 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent fs.InodeEmb
 	}
 	d.drop(name)
 	dest.put(newName, typeBits(moved.Kind), moved)
+	return 0
+}
+
+// settleBoth waits, in write-back, for the pending stores of a rename's
+// source (its open changes recorded first) and destination; a folder
+// waits for every pending store.
+func (d *dirNode) settleBoth(ctx context.Context, name string, dest *dirNode, newName string) syscall.Errno {
+	src := d.GetChild(name)
+	if src == nil {
+		return 0
+	}
+	n, ok := src.Operations().(*fileNode)
+	if !ok {
+		d.fs.wb.waitAll()
+		return 0
+	}
+	if e := n.flushOpen(ctx); e != 0 {
+		return e
+	}
+	if e := d.fs.wb.wait(n); e != 0 {
+		return e
+	}
+	if to := dest.childFile(newName); to != nil {
+		if e := d.fs.wb.wait(to); e != 0 {
+			return e
+		}
+	}
 	return 0
 }
 
@@ -453,6 +493,21 @@ func (d *dirNode) Getxattr(context.Context, string, []byte) (uint32, syscall.Err
 // Setxattr: extended attributes are not supported.
 func (d *dirNode) Setxattr(context.Context, string, []byte, uint32) syscall.Errno {
 	return syscall.ENOTSUP
+}
+
+// withLocal adds to a listing the folder's files the store does not have
+// yet (a store pending in write-back).
+func (d *dirNode) withLocal(list []fuse.DirEntry) []fuse.DirEntry {
+	listed := make(map[string]bool, len(list))
+	for _, e := range list {
+		listed[e.Name] = true
+	}
+	for name, child := range d.Children() {
+		if n, ok := child.Operations().(*fileNode); ok && !listed[name] && n.local() {
+			list = append(list, fuse.DirEntry{Name: name, Mode: typeBits(n.kindOf())})
+		}
+	}
+	return list
 }
 
 // childFile is the known file node of name in the folder, nil if none.

@@ -32,6 +32,13 @@ type fileNode struct {
 	// of the file, as of its last open for reading ("" none or unknown):
 	// an open of the same etag keeps the kernel's cache (FOPEN_KEEP_CACHE).
 	pageETag string
+	// In write-back (writeback.go): pendingN stores of the file are
+	// pending, shown is the last one's size and mtime; lane is its queue
+	// (under the writeBack's mutex); wbMu orders its closes.
+	pendingN int
+	shown    *shownContent
+	lane     *lane
+	wbMu     sync.Mutex
 }
 
 // The calls a file answers.
@@ -67,6 +74,10 @@ func (n *fileNode) fill(a *fuse.Attr) {
 	if m := n.meta; m != nil {
 		a.Size = uint64(m.SizeBytes)
 		a.SetTimes(&m.MTime, &m.MTime, &m.UpdatedAt)
+	}
+	if s := n.shown; s != nil {
+		a.Size = uint64(s.size)
+		a.SetTimes(&s.mtime, &s.mtime, &s.mtime)
 	}
 	if n.mtime != nil {
 		a.SetTimes(n.mtime, n.mtime, nil)
@@ -108,6 +119,9 @@ func (n *fileNode) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAt
 	ctx = uninterrupted(ctx)
 	if n.fs.readOnly {
 		return syscall.EROFS
+	}
+	if e := n.fs.wb.wait(n); e != 0 {
+		return e
 	}
 	if size, ok := in.GetSize(); ok {
 		if e := n.truncate(ctx, fh, int64(size)); e != 0 {
@@ -174,6 +188,9 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	writing := flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
 	if writing && n.fs.readOnly {
 		return nil, 0, syscall.EROFS
+	}
+	if e := n.fs.wb.wait(n); e != 0 {
+		return nil, 0, e
 	}
 	if cur := n.current(); cur != nil && !n.hasDirty() && !n.fresh() {
 		f, err := n.fs.c.File(ctx, cur.ID)
@@ -261,6 +278,9 @@ func (n *fileNode) flushOpen(ctx context.Context) syscall.Errno {
 // Readlink answers a symlink's target, its content.
 func (n *fileNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	ctx = uninterrupted(ctx)
+	if e := n.fs.wb.wait(n); e != 0 {
+		return nil, e
+	}
 	f := n.current()
 	if f == nil || f.Kind != "symlink" {
 		return nil, syscall.EINVAL
@@ -277,13 +297,18 @@ func (n *fileNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	return b, 0
 }
 
-// Fsync stores what the open handle staged, as close does.
+// Fsync stores what the open handle staged, as close does; in
+// write-back it also waits for the file's pending stores: fsync means
+// stored.
 func (n *fileNode) Fsync(ctx context.Context, fh fs.FileHandle, _ uint32) syscall.Errno {
 	ctx = uninterrupted(ctx)
 	if h, ok := fh.(*handle); ok {
-		return h.Flush(ctx)
+		return h.Fsync(ctx, 0)
 	}
-	return n.flushOpen(ctx)
+	if e := n.flushOpen(ctx); e != 0 {
+		return e
+	}
+	return n.fs.wb.wait(n)
 }
 
 // Getxattr: extended attributes are not supported.
@@ -306,11 +331,12 @@ func (f *filesystem) key() string {
 }
 
 // local reports whether the kernel's inode holds what the store does not
-// have yet: a file created here and not stored, or one open.
+// have yet: a file created here and not stored, one open, or one with a
+// store pending (write-back).
 func (n *fileNode) local() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.meta == nil || len(n.open) > 0
+	return n.meta == nil || len(n.open) > 0 || n.pendingN > 0
 }
 
 // stagePath is a new file in the cache directory's stage.

@@ -32,6 +32,9 @@ type handle struct {
 	writable bool
 	stage    *os.File
 	dirty    bool
+	// chained: in write-back, the handle's content was recorded as a
+	// pending store; its next one extends the file's latest version.
+	chained bool
 }
 
 // The calls an open file answers.
@@ -149,8 +152,11 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	ctx = uninterrupted(ctx)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.dirty && (h.base != nil || h.n.current() != nil) {
+	if !h.dirty && (h.base != nil || h.chained || h.n.current() != nil) {
 		return 0 // nothing new; a file created here is stored at its first close, empty or not
+	}
+	if h.n.fs.wb != nil {
+		return h.flushBack()
 	}
 	f, err := h.n.store(ctx, h.stage, h.base)
 	if err != nil {
@@ -165,8 +171,14 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	return 0
 }
 
-// Fsync stores the staged content, as Flush.
-func (h *handle) Fsync(ctx context.Context, _ uint32) syscall.Errno { return h.Flush(ctx) }
+// Fsync stores the staged content, as Flush; in write-back it also waits
+// for the file's pending stores: fsync means stored.
+func (h *handle) Fsync(ctx context.Context, _ uint32) syscall.Errno {
+	if e := h.Flush(ctx); e != 0 {
+		return e
+	}
+	return h.n.fs.wb.wait(h.n)
+}
 
 // Release forgets the handle and its stage.
 func (h *handle) Release(ctx context.Context) syscall.Errno {
@@ -202,11 +214,10 @@ func (n *fileNode) store(ctx context.Context, content *os.File, base *client.Fil
 	} else {
 		opts.Replace, opts.IfMatch = true, base.ETag
 	}
-	f, err := n.putFrom(ctx, remote, content, opts)
-	if client.ErrorCode(err) == "PRECONDITION_FAILED" {
-		opts.Replace, opts.IfMatch, opts.IfNoneMatchAny, opts.IdempotencyKey = true, "", false, n.fs.key()
-		f, err = n.putFrom(ctx, remote, content, opts)
-	}
+	f, err := n.fs.put(ctx, remote, content, opts, func(o *client.PutOptions) error {
+		o.IdempotencyKey = n.fs.key()
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", remote, err)
 	}
@@ -217,14 +228,29 @@ func (n *fileNode) store(ctx context.Context, content *os.File, base *client.Fil
 	return f, nil
 }
 
-func (n *fileNode) putFrom(ctx context.Context, remote string, content *os.File, opts client.PutOptions) (*client.File, error) {
+// put sends content as one version with opts (conditional on a version,
+// or a create); when the condition fails, the unconditional replace,
+// under the new key rekey sets (before it is sent).
+func (fsys *filesystem) put(ctx context.Context, remote string, content *os.File, opts client.PutOptions, rekey func(*client.PutOptions) error) (*client.File, error) {
+	f, err := fsys.putFrom(ctx, remote, content, opts)
+	if client.ErrorCode(err) == "PRECONDITION_FAILED" && (opts.IfMatch != "" || opts.IfNoneMatchAny) {
+		opts.Replace, opts.IfMatch, opts.IfNoneMatchAny = true, "", false
+		if err := rekey(&opts); err != nil {
+			return nil, err
+		}
+		f, err = fsys.putFrom(ctx, remote, content, opts)
+	}
+	return f, err
+}
+
+func (fsys *filesystem) putFrom(ctx context.Context, remote string, content *os.File, opts client.PutOptions) (*client.File, error) {
 	if content == nil {
-		return n.fs.c.PutFile(ctx, remote, strings.NewReader(""), opts)
+		return fsys.c.PutFile(ctx, remote, strings.NewReader(""), opts)
 	}
 	if _, err := content.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
-	return n.fs.c.PutFile(ctx, remote, content, opts)
+	return fsys.c.PutFile(ctx, remote, content, opts)
 }
 
 // chunkSize is the unit of ranged reads and of the read cache.

@@ -15,13 +15,18 @@ import (
 )
 
 // TestMain serves a mount in a child process of the test binary when
-// AGENTFS_MOUNT_CHILD names its directory, so a test can SIGKILL it.
+// AGENTFS_MOUNT_CHILD names its directory, so a test can SIGKILL it; in
+// write-back when AGENTFS_MOUNT_CHILD_CACHE names its cache dir.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv("AGENTFS_MOUNT_CHILD"); dir != "" {
 		c, err := client.New(os.Getenv("AGENTFS_URL"), os.Getenv("AGENTFS_TOKEN"), client.WithRunID("killed"))
 		if err == nil {
 			var mnt *mount.Mount
-			if mnt, err = mount.New(c, dir, mount.Options{Prefix: "k"}); err == nil {
+			opts := mount.Options{Prefix: "k"}
+			if cache := os.Getenv("AGENTFS_MOUNT_CHILD_CACHE"); cache != "" {
+				opts.WriteBack, opts.CacheDir = true, cache
+			}
+			if mnt, err = mount.New(c, dir, opts); err == nil {
 				mnt.Wait()
 				os.Exit(0)
 			}

@@ -46,6 +46,13 @@ type Options struct {
 	// attributes before it asks the mount again; zero means
 	// DefaultKernelCacheTimeout.
 	KernelCacheTimeout time.Duration
+	// WriteBack makes a close return once the file's content and its
+	// store's record are on local disk in CacheDir (which it requires),
+	// and sends the stores in the background (writeback.go).
+	WriteBack bool
+	// WriteBackWorkers is how many stores write-back sends at once; zero
+	// means DefaultWriteBackWorkers.
+	WriteBackWorkers int
 }
 
 // Mount is a mounted filesystem: Wait for it to be unmounted, or Unmount
@@ -74,6 +81,12 @@ func New(c *client.Client, dir string, opts Options) (*Mount, error) {
 	}
 	m := &Mount{}
 	cache := opts.CacheDir
+	if opts.WriteBack && cache == "" {
+		return nil, errors.New("mount: write-back needs a cache dir (--cache-dir D) that outlives the mount: it holds the closed files not stored yet")
+	}
+	if opts.WriteBack && opts.ReadOnly {
+		return nil, errors.New("mount: write-back and read-only exclude each other")
+	}
 	if cache == "" {
 		d, err := os.MkdirTemp("", "agentfs-mount-")
 		if err != nil {
@@ -92,6 +105,21 @@ func New(c *client.Client, dir string, opts Options) (*Mount, error) {
 	m.fs.live.Store(-1)
 	if m.fs.metaTTL = opts.MetadataTTL; m.fs.metaTTL <= 0 {
 		m.fs.metaTTL = DefaultMetadataTTL
+	}
+	if opts.WriteBack {
+		wb, err := openWriteBack(m.fs, cache, opts.WriteBackWorkers)
+		if err != nil {
+			return nil, err
+		}
+		// What an earlier mount of the cache dir closed and did not store
+		// goes first, before the feed's cursor: its events are not news.
+		if err := wb.replay(); err != nil {
+			wb.drain()
+			return nil, err
+		}
+		m.fs.wb = wb
+	} else if n := CountPending(cache); n > 0 {
+		fmt.Fprintf(os.Stderr, "agentfs mount: %s holds %d stores an earlier write-back mount did not send; mount with --write-back on it to send them\n", filepath.Join(cache, "pending"), n)
 	}
 	// The feed's end before the first call: from here on the feed reports
 	// every change made elsewhere, so what the mount learns is kept. A
@@ -116,6 +144,9 @@ func New(c *client.Client, dir string, opts Options) (*Mount, error) {
 	})
 	if err != nil {
 		stop()
+		if m.fs.wb != nil {
+			m.fs.wb.drain()
+		}
 		m.cleanup()
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
@@ -124,16 +155,49 @@ func New(c *client.Client, dir string, opts Options) (*Mount, error) {
 	return m, nil
 }
 
-// Wait blocks until the filesystem is unmounted.
+// Wait blocks until the filesystem is unmounted and, in write-back, its
+// pending stores are stored.
 func (m *Mount) Wait() {
 	m.server.Wait()
+	if m.fs.wb != nil {
+		m.fs.wb.drain()
+	}
 	m.stop()
 	m.cleanup()
 }
 
+// Settle waits until no store is pending (write-back; at once otherwise),
+// or ctx ends.
+func (m *Mount) Settle(ctx context.Context) error {
+	if m.fs.wb == nil {
+		return nil
+	}
+	return m.fs.wb.settle(ctx)
+}
+
+// Pending is how many stores are pending (write-back; 0 otherwise).
+func (m *Mount) Pending() int {
+	if m.fs.wb == nil {
+		return 0
+	}
+	return m.fs.wb.count()
+}
+
+// Refused is how many stores were refused for good since the mount
+// started (write-back; they are in the cache dir's failed/).
+func (m *Mount) Refused() int {
+	if m.fs.wb == nil {
+		return 0
+	}
+	m.fs.wb.mu.Lock()
+	defer m.fs.wb.mu.Unlock()
+	return m.fs.wb.refused
+}
+
 // Unmount unmounts; it flushes nothing itself, since every close already
-// stored its file. Files still open keep the mount busy (an error): try
-// again once they are closed.
+// stored its file (in write-back, Wait stores what is pending before it
+// returns). Files still open keep the mount busy (an error): try again
+// once they are closed.
 func (m *Mount) Unmount() error {
 	if err := m.server.Unmount(); err != nil {
 		return fmt.Errorf("unmount: %w", err)
@@ -165,6 +229,8 @@ type filesystem struct {
 	gen  int64
 	// metaTTL: Options.MetadataTTL.
 	metaTTL time.Duration
+	// wb is the write-back queue, nil in the default mode.
+	wb *writeBack
 }
 
 // remote is the subject's path of the node at local path p ("" the root).

@@ -14,7 +14,7 @@ func mountCommand() *command {
 	return clientCommand(command{
 		name:    "mount",
 		summary: "mount your files (or one prefix) as a directory with FUSE",
-		usage:   "agentfs mount DIR [--prefix P] [--run R] [--agent A] [--read-only] [--cache-dir D]",
+		usage:   "agentfs mount DIR [--prefix P] [--run R] [--agent A] [--read-only] [--cache-dir D] [--write-back [--write-back-workers N]]",
 		help: `Serves your files under PREFIX (all of them without it) at DIR with FUSE,
 in the foreground until fusermount3 -u DIR, umount, Ctrl-C (SIGINT) or
 SIGTERM, each of which unmounts cleanly (every closed file is already
@@ -25,6 +25,17 @@ the version it opened), a rename over a file makes a new version of it,
 rm is a restorable delete, chmod and touch are kept, symlinks work.
 Changes made elsewhere appear through the event feed. Hard links and
 extended attributes answer ENOTSUP.
+
+--write-back (with --cache-dir D, a directory that outlives the mount)
+makes a close return once the file and its store's record are on local
+disk in D/pending/, and sends the stores in the background, N at a time
+(--write-back-workers, default 4), each with the same key and condition
+a close would send: tar -x no longer waits for one store at a time. A
+SIGKILLed mount loses nothing closed: the next --write-back mount on D
+sends what is pending first. Open, fsync, chmod, rename and rm of a file
+wait for its pending stores; an unmount stores them all first. A store
+refused for good is reported on stderr and kept in D/failed/; another
+mount sees a file only once it is stored.
 
 Every write carries --run (and --agent), so 'agentfs run show R' lists the
 session and 'agentfs run revert R' undoes it. Needs /dev/fuse and
@@ -44,10 +55,18 @@ func mountFlags(fs *flag.FlagSet) verbFunc {
 	fs.StringVar(&agent, "agent", "", "attribute every write to the agent `A` (X-Agent-ID)")
 	fs.BoolVar(&opts.ReadOnly, "read-only", false, "refuse every write (EROFS)")
 	fs.StringVar(&opts.CacheDir, "cache-dir", "", "stage writes and cache reads in `D` (default: a temporary directory)")
+	fs.BoolVar(&opts.WriteBack, "write-back", false, "return from close once the file is recorded in --cache-dir, and store it in the background")
+	fs.IntVar(&opts.WriteBackWorkers, "write-back-workers", mount.DefaultWriteBackWorkers, "with --write-back, send `N` stores at once")
 	fs.BoolVar(&opts.Debug, "debug", false, "log every FUSE call to stderr")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 1 {
 			return usagef("mount needs exactly one DIR")
+		}
+		if opts.WriteBack && opts.CacheDir == "" {
+			return usagef("--write-back needs --cache-dir D, a directory that outlives the mount: it holds the closed files not stored yet")
+		}
+		if opts.WriteBackWorkers < 1 {
+			return usagef("--write-back-workers must be at least 1")
 		}
 		getenv := func(k string) string {
 			switch {

@@ -25,9 +25,17 @@ func TestMountVerbUnmountsOnSignals(t *testing.T) {
 	srv := apitest.NewServer(t, apitest.Options{})
 	tok := srv.Token(t, "alice", "read", "write")
 	bin := buildBinary(t)
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+	for i, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGTERM} {
 		dir := t.TempDir()
-		cmd := exec.Command(bin, "mount", dir, "--prefix", "cli/", "--run", "cli-run")
+		args := []string{"mount", dir, "--prefix", "cli/", "--run", "cli-run"}
+		name := sig.String() + ".txt"
+		if i == 2 {
+			// Write-back: the signal comes right after the close, and the
+			// unmount stores what is pending first.
+			args = append(args, "--write-back", "--cache-dir", t.TempDir())
+			name = "write-back.txt"
+		}
+		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), "AGENTFS_URL="+srv.URL, "AGENTFS_TOKEN="+tok)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
@@ -40,7 +48,7 @@ func TestMountVerbUnmountsOnSignals(t *testing.T) {
 				t.Fatalf("never mounted: %s", stderr.String())
 			}
 		}
-		if err := os.WriteFile(filepath.Join(dir, sig.String()+".txt"), []byte("x"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if err := cmd.Process.Signal(sig); err != nil {
@@ -56,7 +64,7 @@ func TestMountVerbUnmountsOnSignals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		page, err := c.ListFiles(context.Background(), client.ListOptions{Path: "cli/" + sig.String() + ".txt"})
+		page, err := c.ListFiles(context.Background(), client.ListOptions{Path: "cli/" + name})
 		if err != nil || len(page.Data) != 1 || *page.Data[0].RunID != "cli-run" {
 			t.Fatalf("the file written before %v: %+v %v", sig, page, err)
 		}

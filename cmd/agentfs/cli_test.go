@@ -335,6 +335,8 @@ func TestCLIUsage(t *testing.T) {
 		{"BadMaxAttempts", env.with("AGENTFS_MAX_ATTEMPTS", "0"), []string{"ls"}, "AGENTFS_MAX_ATTEMPTS"},
 		{"BadURL", env.with("AGENTFS_URL", "ftp://example.com"), []string{"ls"}, "base URL"},
 		{"MissingLocal", env, []string{"put", "/does/not/exist", "p"}, "no such file"},
+		{"MountWriteBackNoCacheDir", env, []string{"mount", "/mnt/x", "--write-back"}, "--write-back needs --cache-dir"},
+		{"MountNoWorkers", env, []string{"mount", "/mnt/x", "--write-back", "--cache-dir", "/tmp/x", "--write-back-workers", "0"}, "--write-back-workers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stdout, _, err := tc.env.run(tc.args...)

@@ -1,0 +1,613 @@
+package mount
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentfs/agentfs/client"
+)
+
+// Write-back (Options.WriteBack): a close records the file's new content
+// as a pending store in the cache directory, durably, and returns; a few
+// workers send the pending stores, each with the same keyed, conditional
+// replace a synchronous close sends. A program that closes one file after
+// another (tar -x) then waits for the local disk, not for one store at a
+// time.
+//
+// A pending store is two files in D/pending/: NAME.data, the content
+// (copied out of the handle's stage, so a later write on the same handle
+// cannot change it), and NAME.json, its record (pendingRecord): the
+// idempotency key, chosen at the close and kept, the path, the base it is
+// conditional on, mode, mtime, kind and size. The record is written under
+// a temporary name, fsynced and renamed, and the folder fsynced, before
+// the close returns. NAMEs sort in the order the closes recorded them, so
+// a mount that starts on a cache directory holding records (an earlier
+// mount was killed) sends them in order, under the same keys: a store that
+// had committed replays its answer, never a second version.
+//
+// One file's stores go in order (a lane per file); anything that needs the
+// file's stored state (open, fsync, setattr, rename, unlink, readlink)
+// waits for its lane first. A store refused for good (a 4xx that a retry
+// cannot change) moves its record to D/failed/ with the problem, is
+// reported on stderr, and the file answers EIO from then on.
+
+// pendingRecord is a pending store's record, NAME.json.
+type pendingRecord struct {
+	// Key is the store's idempotency key; the unconditional replace
+	// after a refused condition has its own, recorded before it is sent.
+	Key  string `json:"key"`
+	Path string `json:"path"`
+	// The condition: Create (If-None-Match: *), or If-Match BaseETag of
+	// the version BaseID; AfterPrevious: the version the file's previous
+	// pending store makes, filled in (and recorded) before it is sent;
+	// Replace: unconditional.
+	Create        bool   `json:"create,omitempty"`
+	BaseID        string `json:"base_id,omitempty"`
+	BaseETag      string `json:"base_etag,omitempty"`
+	AfterPrevious bool   `json:"after_previous,omitempty"`
+	Replace       bool   `json:"replace,omitempty"`
+
+	Mode  int       `json:"mode"`
+	MTime time.Time `json:"mtime"`
+	Kind  string    `json:"kind"`
+	Size  int64     `json:"size"`
+	// Problem is why the store was refused (in D/failed/ only).
+	Problem string `json:"problem,omitempty"`
+}
+
+// pendingStore is one recorded store not sent yet.
+type pendingStore struct {
+	name string // NAME of NAME.json and NAME.data
+	rec  pendingRecord
+}
+
+// lane is one file's pending stores, sent in order.
+type lane struct {
+	n    *fileNode // nil for a lane replayed at start
+	q    []*pendingStore
+	busy bool // queued for a worker, or being sent
+	// last is a replayed lane's last stored version (a node's is its
+	// metadata).
+	last *client.File
+	// failed is the refusal of one of the file's stores.
+	failed error
+}
+
+// writeBack is the queue of pending stores and its workers.
+type writeBack struct {
+	fs        *filesystem
+	dir       string // D/pending
+	failedDir string // D/failed
+	lock      *os.File
+
+	mu      sync.Mutex
+	changed *sync.Cond // on every change below
+	ready   []*lane    // lanes with a store to send and no worker on them
+	pending int        // stores recorded and neither stored nor refused
+	refused int        // stores refused since the mount started
+	closed  bool
+	seq     int64 // the last NAME's number
+}
+
+// DefaultWriteBackWorkers is how many pending stores are sent at once.
+const DefaultWriteBackWorkers = 4
+
+// openWriteBack takes the cache directory's lock (one write-back mount a
+// cache directory) and starts the workers.
+func openWriteBack(fsys *filesystem, cache string, workers int) (*writeBack, error) {
+	wb := &writeBack{fs: fsys, dir: filepath.Join(cache, "pending"), failedDir: filepath.Join(cache, "failed"), seq: time.Now().UnixNano()}
+	wb.changed = sync.NewCond(&wb.mu)
+	for _, d := range []string{wb.dir, wb.failedDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("mount: cache dir: %w", err)
+		}
+	}
+	lockPath := filepath.Join(cache, "lock")
+	l, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("mount: cache dir: %w", err)
+	}
+	if err := syscall.Flock(int(l.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		l.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("mount: the cache dir %s is in use by another write-back mount (%s is locked); give each mount its own --cache-dir", cache, lockPath)
+		}
+		return nil, fmt.Errorf("mount: lock %s: %w", lockPath, err)
+	}
+	wb.lock = l
+	if workers <= 0 {
+		workers = DefaultWriteBackWorkers
+	}
+	for range workers {
+		go wb.work()
+	}
+	return wb, nil
+}
+
+// pendingNames are the records in dir, in the order they were made;
+// content files without a record (a close that did not return) and
+// temporary records are removed.
+func pendingNames(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	records := map[string]bool{}
+	var names []string
+	for _, e := range ents {
+		if name, ok := strings.CutSuffix(e.Name(), ".json"); ok {
+			records[name] = true
+			names = append(names, name)
+		}
+	}
+	for _, e := range ents {
+		name, isData := strings.CutSuffix(e.Name(), ".data")
+		if isData && records[name] || strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		os.Remove(filepath.Join(dir, e.Name()))
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// CountPending is how many pending stores the cache directory holds.
+func CountPending(cache string) int {
+	ents, _ := os.ReadDir(filepath.Join(cache, "pending"))
+	n := 0
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".json") {
+			n++
+		}
+	}
+	return n
+}
+
+// replay sends the stores an earlier mount of the cache directory left
+// pending, each file's in order, and waits for them.
+func (wb *writeBack) replay() error {
+	names, err := pendingNames(wb.dir)
+	if err != nil {
+		return fmt.Errorf("mount: cache dir: %w", err)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "agentfs mount: storing %d files an earlier mount of this cache dir closed and did not store\n", len(names))
+	lanes := map[string]*lane{}
+	wb.mu.Lock()
+	for _, name := range names {
+		p := &pendingStore{name: name}
+		b, err := os.ReadFile(filepath.Join(wb.dir, name+".json"))
+		if err == nil {
+			err = json.Unmarshal(b, &p.rec)
+		}
+		if err == nil && p.rec.Path == "" {
+			err = errors.New("no path")
+		}
+		if err != nil {
+			// Not a record this mount wrote whole (a record is renamed
+			// into place once fsynced): set it aside, keep the rest.
+			for _, ext := range []string{".json", ".data"} {
+				_ = os.Rename(filepath.Join(wb.dir, name+ext), filepath.Join(wb.failedDir, name+ext))
+			}
+			fmt.Fprintf(os.Stderr, "agentfs mount: pending store %s is unreadable (%v): moved to %s\n", name, err, wb.failedDir)
+			continue
+		}
+		l := lanes[p.rec.Path]
+		if l == nil {
+			l = &lane{}
+			lanes[p.rec.Path] = l
+		}
+		wb.add(l, p)
+	}
+	wb.mu.Unlock()
+	return wb.settle(context.Background())
+}
+
+// add queues p on its lane; wb.mu is held.
+func (wb *writeBack) add(l *lane, p *pendingStore) {
+	l.q = append(l.q, p)
+	wb.pending++
+	if !l.busy {
+		l.busy = true
+		wb.ready = append(wb.ready, l)
+	}
+	wb.changed.Broadcast()
+}
+
+// work sends the pending stores of the lanes ready, one at a time.
+func (wb *writeBack) work() {
+	for {
+		wb.mu.Lock()
+		for len(wb.ready) == 0 && !wb.closed {
+			wb.changed.Wait()
+		}
+		if len(wb.ready) == 0 {
+			wb.mu.Unlock()
+			return
+		}
+		l := wb.ready[0]
+		wb.ready = wb.ready[1:]
+		p := l.q[0]
+		wb.mu.Unlock()
+
+		wb.send(l, p)
+
+		wb.mu.Lock()
+		l.q = l.q[1:]
+		wb.pending--
+		if len(l.q) > 0 {
+			wb.ready = append(wb.ready, l)
+		} else {
+			l.busy = false
+		}
+		wb.changed.Broadcast()
+		wb.mu.Unlock()
+	}
+}
+
+// send stores p, retrying what may succeed later (the client's retry
+// policy first, then with a growing pause), until it is stored or
+// refused.
+func (wb *writeBack) send(l *lane, p *pendingStore) {
+	for attempt := 0; ; attempt++ {
+		f, err := wb.storeOnce(l, p)
+		if err == nil {
+			wb.stored(l, p, f)
+			return
+		}
+		if permanent(err) {
+			wb.refuse(l, p, err)
+			return
+		}
+		pause := min(time.Second<<min(attempt, 5), 30*time.Second)
+		fmt.Fprintf(os.Stderr, "agentfs mount: store %s: %v (trying again in %s)\n", p.rec.Path, err, pause)
+		time.Sleep(pause)
+	}
+}
+
+// localError is a failure of the cache directory itself: no retry mends it.
+type localError struct{ err error }
+
+func (e localError) Error() string { return "cache dir: " + e.err.Error() }
+func (e localError) Unwrap() error { return e.err }
+
+// permanent reports whether err is a refusal a retry cannot change: a 4xx
+// other than 408, 412, 425 and 429 that the problem does not call
+// retryable (a 409 OPERATION_IN_PROGRESS is; IDEMPOTENCY_CONFLICT, the key
+// used by another request, is not), or the cache directory's failure.
+func permanent(err error) bool {
+	var le localError
+	if errors.As(err, &le) {
+		return true
+	}
+	var p *client.Problem
+	if !errors.As(err, &p) || p.Retryable {
+		return false
+	}
+	switch p.Status {
+	case 408, 412, 425, 429:
+		return false
+	}
+	return p.Status >= 400 && p.Status < 500
+}
+
+// storeOnce sends p once (the client retries within).
+func (wb *writeBack) storeOnce(l *lane, p *pendingStore) (*client.File, error) {
+	rec := &p.rec
+	if rec.AfterPrevious {
+		cur := l.last
+		if l.n != nil {
+			cur = l.n.current()
+		}
+		rec.AfterPrevious = false
+		if cur != nil {
+			rec.BaseID, rec.BaseETag = cur.ID, cur.ETag
+		} else {
+			rec.Create = true
+		}
+		if err := writeRecord(wb.dir, p.name, rec); err != nil {
+			return nil, localError{err}
+		}
+	}
+	content, err := os.Open(filepath.Join(wb.dir, p.name+".data"))
+	if err != nil {
+		return nil, localError{err}
+	}
+	defer content.Close()
+	opts := client.PutOptions{Mode: &rec.Mode, MTime: &rec.MTime, Kind: rec.Kind, IdempotencyKey: rec.Key}
+	switch {
+	case rec.Replace:
+		opts.Replace = true
+	case rec.Create:
+		opts.IfNoneMatchAny = true
+	default:
+		opts.Replace, opts.IfMatch = true, rec.BaseETag
+	}
+	f, err := wb.fs.put(context.Background(), rec.Path, content, opts, func(o *client.PutOptions) error {
+		rec.Replace, rec.Key = true, wb.fs.key()
+		o.IdempotencyKey = rec.Key
+		if err := writeRecord(wb.dir, p.name, rec); err != nil {
+			return localError{err}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// stored ends p, stored as f: its record goes, its content becomes the
+// read cache's (as a synchronous close's stage does), and the file's
+// metadata is f.
+func (wb *writeBack) stored(l *lane, p *pendingStore, f *client.File) {
+	os.Remove(filepath.Join(wb.dir, p.name+".json"))
+	data := filepath.Join(wb.dir, p.name+".data")
+	if f.SizeBytes > chunkSize {
+		if c, err := os.Open(data); err == nil {
+			wb.fs.keepContent(c, f)
+			c.Close()
+		}
+	}
+	wb.fs.keepStage(data, f, false)
+	if l.n == nil {
+		l.last = f
+		return
+	}
+	l.n.setMeta(f)
+	l.n.mu.Lock()
+	if l.n.pendingN--; l.n.pendingN == 0 {
+		l.n.shown = nil
+	}
+	l.n.mu.Unlock()
+}
+
+// refuse ends p, refused for good: its record, with the problem, and its
+// content move to D/failed/, stderr says so, and the file answers EIO.
+func (wb *writeBack) refuse(l *lane, p *pendingStore, err error) {
+	p.rec.Problem = err.Error()
+	where := filepath.Join(wb.failedDir, p.name+".data")
+	if werr := writeRecord(wb.failedDir, p.name, &p.rec); werr == nil {
+		_ = os.Rename(filepath.Join(wb.dir, p.name+".data"), where)
+		os.Remove(filepath.Join(wb.dir, p.name+".json"))
+	} else {
+		where = filepath.Join(wb.dir, p.name+".data")
+	}
+	fmt.Fprintf(os.Stderr, "agentfs mount: %s was closed but not stored: %v; its content is kept in %s\n", p.rec.Path, err, where)
+	wb.mu.Lock()
+	wb.refused++
+	l.failed = err
+	wb.mu.Unlock()
+	if l.n != nil {
+		l.n.mu.Lock()
+		if l.n.pendingN--; l.n.pendingN == 0 {
+			l.n.shown = nil
+		}
+		l.n.mu.Unlock()
+	}
+}
+
+// writeRecord writes rec as dir/name.json: a temporary file, fsynced,
+// renamed, and the folder fsynced.
+func writeRecord(dir, name string, rec *pendingRecord) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, name+".json.tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err = f.Write(b); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name+".json"))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// laneOf is n's lane; wb.mu is held.
+func (wb *writeBack) laneOf(n *fileNode) *lane {
+	if n.lane == nil {
+		n.lane = &lane{n: n}
+	}
+	return n.lane
+}
+
+// wait waits until n has no pending store; EIO when one was refused.
+func (wb *writeBack) wait(n *fileNode) syscall.Errno {
+	if wb == nil || n == nil {
+		return 0
+	}
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	for n.lane != nil && len(n.lane.q) > 0 {
+		wb.changed.Wait()
+	}
+	if n.lane != nil && n.lane.failed != nil {
+		return syscall.EIO
+	}
+	return 0
+}
+
+// waitAll waits until nothing is pending (a folder's rename or rmdir).
+func (wb *writeBack) waitAll() {
+	if wb == nil {
+		return
+	}
+	_ = wb.settle(context.Background())
+}
+
+// settle waits until nothing is pending, or ctx ends.
+func (wb *writeBack) settle(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		wb.mu.Lock()
+		wb.changed.Broadcast()
+		wb.mu.Unlock()
+	})
+	defer stop()
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	for wb.pending > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		wb.changed.Wait()
+	}
+	return nil
+}
+
+// count is how many stores are pending.
+func (wb *writeBack) count() int {
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	return wb.pending
+}
+
+// drain stores what is pending before the mount ends, saying so, then
+// stops the workers and lets the cache directory go.
+func (wb *writeBack) drain() {
+	if n := wb.count(); n > 0 {
+		fmt.Fprintf(os.Stderr, "agentfs mount: storing %d files before unmounting\n", n)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := wb.settle(ctx)
+			cancel()
+			if err == nil {
+				break
+			}
+			fmt.Fprintf(os.Stderr, "agentfs mount: %d files still to store\n", wb.count())
+		}
+	}
+	wb.mu.Lock()
+	wb.closed = true
+	wb.changed.Broadcast()
+	wb.mu.Unlock()
+	wb.lock.Close()
+}
+
+// nextName is a new pending store's NAME: after every earlier one.
+func (wb *writeBack) nextName() string {
+	wb.mu.Lock()
+	wb.seq = max(wb.seq+1, time.Now().UnixNano())
+	s := wb.seq
+	wb.mu.Unlock()
+	return fmt.Sprintf("%020s-%s", strconv.FormatInt(s, 10), randomHex(4))
+}
+
+// flushBack is a close in write-back: the staged content and its record
+// are made durable in D/pending/, queued, and the close returns.
+func (h *handle) flushBack() syscall.Errno {
+	n, wb := h.n, h.n.fs.wb
+	n.wbMu.Lock()
+	defer n.wbMu.Unlock()
+	wb.mu.Lock()
+	l := wb.laneOf(n)
+	after, failed := len(l.q) > 0, l.failed
+	wb.mu.Unlock()
+	if failed != nil {
+		return syscall.EIO
+	}
+	remote := n.fs.remote(n.Path(n.fs.root))
+	name := wb.nextName()
+	dataPath := filepath.Join(wb.dir, name+".data")
+	size, err := h.copyStage(dataPath)
+	if err != nil {
+		os.Remove(dataPath)
+		fmt.Fprintf(os.Stderr, "agentfs mount: record %s in the cache dir: %v\n", remote, err)
+		return syscall.EIO
+	}
+	n.mu.Lock()
+	rec := pendingRecord{Key: n.fs.key(), Path: remote, Mode: n.mode, Kind: n.kind, MTime: time.Now(), Size: size}
+	if n.mtime != nil {
+		rec.MTime = *n.mtime
+	}
+	n.mu.Unlock()
+	base := h.base
+	if h.chained {
+		base = n.current()
+	}
+	switch {
+	case after:
+		rec.AfterPrevious = true
+	case base == nil:
+		rec.Create = true
+	default:
+		rec.BaseID, rec.BaseETag = base.ID, base.ETag
+	}
+	if err := writeRecord(wb.dir, name, &rec); err != nil {
+		os.Remove(dataPath)
+		fmt.Fprintf(os.Stderr, "agentfs mount: record %s in the cache dir: %v\n", remote, err)
+		return syscall.EIO
+	}
+	n.mu.Lock()
+	n.mtime = nil
+	n.pendingN++
+	n.shown = &shownContent{size: size, mtime: rec.MTime}
+	n.mu.Unlock()
+	wb.mu.Lock()
+	wb.add(l, &pendingStore{name: name, rec: rec})
+	wb.mu.Unlock()
+	h.dirty, h.base, h.chained = false, nil, true
+	return 0
+}
+
+// copyStage copies the staged content (none: empty) to a new file at
+// path, fsynced, and answers its size; h.mu is held.
+func (h *handle) copyStage(path string) (int64, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	var size int64
+	if h.stage != nil {
+		if _, err = h.stage.Seek(0, io.SeekStart); err == nil {
+			size, err = io.Copy(f, h.stage)
+		}
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return size, err
+}
+
+// shownContent is what a file's attributes show while a store of it is
+// pending: the size and mtime of its pending content.
+type shownContent struct {
+	size  int64
+	mtime time.Time
+}
