@@ -2,6 +2,8 @@ package mount
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,7 +21,7 @@ import (
 )
 
 // Write-back (Options.WriteBack): a close records the file's new content
-// as a pending store in the cache directory, durably, and returns; a few
+// as a pending store in the cache directory and returns; a few
 // workers send the pending stores, each with the same keyed, conditional
 // replace a synchronous close sends. A program that closes one file after
 // another (tar -x) then waits for the local disk, not for one store at a
@@ -29,9 +31,14 @@ import (
 // (copied out of the handle's stage, so a later write on the same handle
 // cannot change it), and NAME.json, its record (pendingRecord): the
 // idempotency key, chosen at the close and kept, the path, the base it is
-// conditional on, mode, mtime, kind and size. The record is written under
-// a temporary name, fsynced and renamed, and the folder fsynced, before
-// the close returns. NAMEs sort in the order the closes recorded them, so
+// conditional on, mode, mtime, kind, size and SHA-256. The record is
+// written under a temporary name and renamed before the close returns.
+// Neither is fsynced: what a close wrote is in the kernel's page cache,
+// which outlives the mount process (a SIGKILL loses nothing closed), as a
+// local filesystem's close does; an fsync waits for the store itself.
+// After a crash of the machine a record may outlive its content: a
+// replayed record whose content's size or SHA-256 differs is set aside in
+// D/failed/, never sent. NAMEs sort in the order the closes recorded them, so
 // a mount that starts on a cache directory holding records (an earlier
 // mount was killed) sends them in order, under the same keys: a store that
 // had committed replays its answer, never a second version.
@@ -62,6 +69,8 @@ type pendingRecord struct {
 	MTime time.Time `json:"mtime"`
 	Kind  string    `json:"kind"`
 	Size  int64     `json:"size"`
+	// SHA256 is the content's, checked before a replayed record is sent.
+	SHA256 string `json:"sha256,omitempty"`
 	// Problem is why the store was refused (in D/failed/ only).
 	Problem string `json:"problem,omitempty"`
 }
@@ -196,9 +205,13 @@ func (wb *writeBack) replay() error {
 		if err == nil && p.rec.Path == "" {
 			err = errors.New("no path")
 		}
+		if err == nil {
+			err = checkContent(filepath.Join(wb.dir, name+".data"), p.rec)
+		}
 		if err != nil {
-			// Not a record this mount wrote whole (a record is renamed
-			// into place once fsynced): set it aside, keep the rest.
+			// Not a record this mount wrote whole, or content that did
+			// not reach the disk with it (the machine crashed): set it
+			// aside, keep the rest.
 			for _, ext := range []string{".json", ".data"} {
 				_ = os.Rename(filepath.Join(wb.dir, name+ext), filepath.Join(wb.failedDir, name+ext))
 			}
@@ -400,8 +413,29 @@ func (wb *writeBack) refuse(l *lane, p *pendingStore, err error) {
 	}
 }
 
-// writeRecord writes rec as dir/name.json: a temporary file, fsynced,
-// renamed, and the folder fsynced.
+// checkContent says whether the pending content at path is the one rec
+// records (its size, and its SHA-256 when recorded).
+func checkContent(path string, rec pendingRecord) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	switch {
+	case err != nil:
+		return err
+	case n != rec.Size:
+		return fmt.Errorf("its content has %d bytes, its record says %d", n, rec.Size)
+	case rec.SHA256 != "" && hex.EncodeToString(h.Sum(nil)) != rec.SHA256:
+		return errors.New("its content's SHA-256 is not the one its record says")
+	}
+	return nil
+}
+
+// writeRecord writes rec as dir/name.json: a temporary file renamed, so a
+// reader finds the record whole or not at all.
 func writeRecord(dir, name string, rec *pendingRecord) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -412,9 +446,7 @@ func writeRecord(dir, name string, rec *pendingRecord) error {
 	if err != nil {
 		return err
 	}
-	if _, err = f.Write(b); err == nil {
-		err = f.Sync()
-	}
+	_, err = f.Write(b)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -423,18 +455,8 @@ func writeRecord(dir, name string, rec *pendingRecord) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return err
 	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return err
 }
 
 // laneOf is n's lane; wb.mu is held.
@@ -527,7 +549,7 @@ func (wb *writeBack) nextName() string {
 }
 
 // flushBack is a close in write-back: the staged content and its record
-// are made durable in D/pending/, queued, and the close returns.
+// are recorded in D/pending/, queued, and the close returns.
 func (h *handle) flushBack() syscall.Errno {
 	n, wb := h.n, h.n.fs.wb
 	n.wbMu.Lock()
@@ -542,14 +564,14 @@ func (h *handle) flushBack() syscall.Errno {
 	remote := n.fs.remote(n.Path(n.fs.root))
 	name := wb.nextName()
 	dataPath := filepath.Join(wb.dir, name+".data")
-	size, err := h.copyStage(dataPath)
+	size, sum, err := h.copyStage(dataPath)
 	if err != nil {
 		os.Remove(dataPath)
 		fmt.Fprintf(os.Stderr, "agentfs mount: record %s in the cache dir: %v\n", remote, err)
 		return syscall.EIO
 	}
 	n.mu.Lock()
-	rec := pendingRecord{Key: n.fs.key(), Path: remote, Mode: n.mode, Kind: n.kind, MTime: time.Now(), Size: size}
+	rec := pendingRecord{Key: n.fs.key(), Path: remote, Mode: n.mode, Kind: n.kind, MTime: time.Now(), Size: size, SHA256: sum}
 	if n.mtime != nil {
 		rec.MTime = *n.mtime
 	}
@@ -584,25 +606,23 @@ func (h *handle) flushBack() syscall.Errno {
 }
 
 // copyStage copies the staged content (none: empty) to a new file at
-// path, fsynced, and answers its size; h.mu is held.
-func (h *handle) copyStage(path string) (int64, error) {
+// path, and answers its size and SHA-256; h.mu is held.
+func (h *handle) copyStage(path string) (int64, string, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
+	sum := sha256.New()
 	var size int64
 	if h.stage != nil {
 		if _, err = h.stage.Seek(0, io.SeekStart); err == nil {
-			size, err = io.Copy(f, h.stage)
+			size, err = io.Copy(io.MultiWriter(f, sum), h.stage)
 		}
-	}
-	if err == nil {
-		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	return size, err
+	return size, hex.EncodeToString(sum.Sum(nil)), err
 }
 
 // shownContent is what a file's attributes show while a store of it is

@@ -3,6 +3,8 @@ package mount_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -470,5 +472,46 @@ func TestWriteBackCacheDir(t *testing.T) {
 	mounted(t, c, mount.Options{WriteBack: true, CacheDir: cache})
 	if _, err := mount.New(c, t.TempDir(), mount.Options{WriteBack: true, CacheDir: cache}); err == nil || !strings.Contains(err.Error(), "in use by another write-back mount") {
 		t.Fatalf("a second write-back mount on the cache dir: %v", err)
+	}
+}
+
+// TestWriteBackReplaySetsAsideLostContent: a record left pending whose
+// content is not the one it records (the machine crashed before the
+// content reached the disk, the record after it) is moved to failed/ and
+// never sent; a whole one beside it is stored.
+func TestWriteBackReplaySetsAsideLostContent(t *testing.T) {
+	w := newWorld(t)
+	c := w.client(t)
+	cache := t.TempDir()
+	pending := filepath.Join(cache, "pending")
+	if err := os.MkdirAll(pending, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	leave := func(name, path, content, recorded string) {
+		sum := sha256.Sum256([]byte(recorded))
+		rec := fmt.Sprintf(`{"key":"replay-%s","path":%q,"create":true,"mode":420,"mtime":"2026-12-01T10:00:00Z","kind":"file","size":%d,"sha256":%q}`,
+			name, path, len(recorded), hex.EncodeToString(sum[:]))
+		if err := os.WriteFile(filepath.Join(pending, name+".data"), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(pending, name+".json"), []byte(rec), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leave("00000000000000000001-aaaa", "whole.txt", "hello", "hello")
+	leave("00000000000000000002-bbbb", "empty.txt", "", "world")                      // the content never reached the disk
+	leave("00000000000000000003-cccc", "zeroed.txt", "\x00\x00\x00\x00\x00", "words") // its blocks did not
+	mounted(t, c, mount.Options{WriteBack: true, CacheDir: cache})
+	if got, f := stored(t, c, "whole.txt"); f == nil || got != "hello" || f.Version != 1 {
+		t.Fatalf("the whole record: %q %v", got, f)
+	}
+	for _, p := range []string{"empty.txt", "zeroed.txt"} {
+		if _, f := stored(t, c, p); f != nil {
+			t.Fatalf("%s was sent from content its record does not describe", p)
+		}
+	}
+	failed, _ := filepath.Glob(filepath.Join(cache, "failed", "*.json"))
+	if left, _ := filepath.Glob(filepath.Join(pending, "*")); len(failed) != 2 || len(left) != 0 {
+		t.Fatalf("failed/ holds %v and pending/ %v; want the two records set aside, nothing pending", failed, left)
 	}
 }
