@@ -62,7 +62,30 @@ func (s *Store) ListChildren(ctx context.Context, subject string, filter agentfs
 	if err != nil {
 		return nil, Translate(fmt.Errorf("list children: %w", err))
 	}
+	if filter.PathsOnly {
+		return pathsOnly(filter.Prefix, entries), nil
+	}
 	return s.fillChildren(ctx, subject, filter.Prefix, entries)
+}
+
+// pathsOnly makes the listing's entries from the walk alone: a folder's
+// prefix, or a file holding only its path (the walk found it live).
+func pathsOnly(prefix string, entries []entry) []agentfs.Child {
+	out := make([]agentfs.Child, 0, len(entries))
+	for _, e := range entries {
+		if e.folder {
+			out = append(out, agentfs.Child{Prefix: folderOf(prefix, e.path)})
+		} else {
+			out = append(out, agentfs.Child{File: &agentfs.File{Path: e.path}})
+		}
+	}
+	return out
+}
+
+// folderOf is the folder directly under prefix that holds path.
+func folderOf(prefix, path string) string {
+	rest := path[len(prefix):]
+	return prefix + rest[:strings.IndexByte(rest, '/')+1]
 }
 
 // childBound is where a page after the entry named after starts: past the
@@ -100,8 +123,7 @@ func (s *Store) fillChildren(ctx context.Context, subject, prefix string, entrie
 	out := make([]agentfs.Child, 0, len(entries))
 	for _, e := range entries {
 		if e.folder {
-			rest := e.path[len(prefix):]
-			out = append(out, agentfs.Child{Prefix: prefix + rest[:strings.IndexByte(rest, '/')+1]})
+			out = append(out, agentfs.Child{Prefix: folderOf(prefix, e.path)})
 		} else if f := byPath[e.path]; f != nil && f.Live() {
 			out = append(out, agentfs.Child{File: f})
 		}

@@ -37,6 +37,25 @@ func TestListChildrenSeeksPastSubtrees(t *testing.T) {
 	if strings.Join(names, " ") != "src/a.go src/big.go src/big/ src/z/ src/zz.go" {
 		t.Fatalf("src/ lists %q", names)
 	}
+	// Paths only: the same entries from the walk alone, each file holding
+	// only its path.
+	only, err := store.ListChildren(ctx, "s", agentfs.ChildFilter{Prefix: "src/", Limit: 100, PathsOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onlyNames []string
+	for i, c := range only {
+		onlyNames = append(onlyNames, c.Name())
+		if c.File != nil && (c.File.ID != "" || c.File.Path != got[i].File.Path) {
+			t.Fatalf("paths only: entry %d is %+v, want only the path %s", i, c.File, got[i].File.Path)
+		}
+		if (c.File == nil) != (got[i].File == nil) {
+			t.Fatalf("paths only: entry %d is %+v, the full listing's %+v", i, c, got[i])
+		}
+	}
+	if strings.Join(onlyNames, " ") != strings.Join(names, " ") {
+		t.Fatalf("paths only lists %q, the full listing %q", onlyNames, names)
+	}
 	plan, err := store.ExplainChildren(ctx, "s", agentfs.ChildFilter{Prefix: "src/", Limit: 100})
 	if err != nil {
 		t.Fatal(err)
