@@ -82,6 +82,10 @@ type ChildFilter struct {
 	Prefix string
 	After  string
 	Limit  int
+	// PathsOnly answers each file with its Path alone (a name listing, such
+	// as MCP's list_directory): the store then reads no file rows, one
+	// statement instead of two.
+	PathsOnly bool
 }
 
 // Child is one entry of a listing by delimiter: a file, or, with File nil,

@@ -970,3 +970,81 @@ func keyedItemFails(t *testing.T, known bool) {
 		t.Fatalf("the same key with no bytes (known %v): %v, want IDEMPOTENCY_CONFLICT", known, err)
 	}
 }
+
+// TestPutAgainst: a put decided against the live file its caller already
+// knows (MCP edit_file's read; nil for write_file's create) skips the
+// lookup, and its commit decides again: a stale file or a wrong "none"
+// ends as Put would have ended, leaving no blob behind.
+func TestPutAgainst(t *testing.T) {
+	ctx := context.Background()
+	core, b := setup(t)
+	putAgainst := func(path, content string, replace bool, ifMatch string, live *agentfs.File) (idempotency.Result, error) {
+		put := newPut(path, content, replace)
+		put.IfMatch = ifMatch
+		return core.PutAgainst(ctx, unkeyed, put, strings.NewReader(content), live)
+	}
+
+	t.Run("CreateAgainstNone", func(t *testing.T) {
+		res, err := putAgainst("new.txt", "fresh", false, "", nil)
+		if err != nil || res.Status != http.StatusCreated {
+			t.Fatalf("create: %v %d %s", err, res.Status, res.Body)
+		}
+		if got := b.content(t, fileOf(t, res).ID); got != "fresh" {
+			t.Fatalf("content %q", got)
+		}
+	})
+
+	t.Run("NoneButAFileIsThere", func(t *testing.T) {
+		id := seedFile(t, core, "taken.txt", "first")
+		before := b.objects(t)
+		res, err := putAgainst("taken.txt", "second", false, "", nil)
+		var exists *agentfs.PathExistsError
+		if !errors.As(err, &exists) || exists.ExistingFileID != id {
+			t.Fatalf("a create against none where a file is: %v (%d %s), want PathExistsError naming %s", err, res.Status, res.Body, id)
+		}
+		b.wantObjects(t, before, " after a refused create: its blob stays behind")
+		b.wantOneVersion(t, "taken.txt")
+		if got := b.content(t, id); got != "first" {
+			t.Fatalf("content %q", got)
+		}
+		// Replacing against none finds the file at commit and replaces it.
+		res, err = putAgainst("taken.txt", "third", true, "", nil)
+		if err != nil || res.Status != http.StatusOK || fileOf(t, res).ID != id {
+			t.Fatalf("replace against none: %v %d %s", err, res.Status, res.Body)
+		}
+		if got := b.content(t, id); got != "third" {
+			t.Fatalf("content %q", got)
+		}
+	})
+
+	t.Run("AgainstTheFileRead", func(t *testing.T) {
+		id := seedFile(t, core, "edit.txt", "v1")
+		read, err := b.store.File(ctx, "s", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := putAgainst("edit.txt", "v2", true, read.ETag(), read)
+		if err != nil || res.Status != http.StatusOK || fileOf(t, res).ID != id || fileOf(t, res).Version != 2 {
+			t.Fatalf("replace against the read: %v %d %s", err, res.Status, res.Body)
+		}
+		// The file read is stale now: a conditional replace against it is
+		// refused, whatever the caller believed, and leaves no blob.
+		before := b.objects(t)
+		res, err = putAgainst("edit.txt", "v3", true, read.ETag(), read)
+		if err == nil {
+			t.Fatalf("a replace against a stale read was answered %d %s", res.Status, res.Body)
+		}
+		if !errors.Is(err, agentfs.ErrPreconditionFailed) {
+			t.Fatalf("want a failed precondition, got %v", err)
+		}
+		b.wantObjects(t, before, " after a refused replace: its blob stays behind")
+		if got := b.content(t, id); got != "v2" {
+			t.Fatalf("content %q, want v2", got)
+		}
+		// Unconditional, it replaces what is there now.
+		res, err = putAgainst("edit.txt", "v4", true, "", read)
+		if err != nil || res.Status != http.StatusOK || fileOf(t, res).Version != 3 {
+			t.Fatalf("unconditional replace against a stale read: %v %d %s", err, res.Status, res.Body)
+		}
+	})
+}

@@ -21,6 +21,18 @@ func (c *Core) Put(ctx context.Context, who agentfs.Caller, put agentfs.Put, bod
 	return c.run(ctx, who, &putFile{c: c, put: put, body: body, origin: agentfs.OriginOf(who)})
 }
 
+// PutAgainst is Put decided, before its bytes go to S3, against live: the
+// live file at put.Path as the caller already knows it (nil: none), so
+// that the put does not look the path up again. Its commit decides again
+// as every put's does (the file's version under a lock, or the path's
+// uniqueness), so a live that is out of date costs a retry of the commit
+// in a transaction, never a wrong effect: a put that takes live to be nil
+// and meets a file at the path commits as Put would have (PATH_EXISTS
+// unless put.Replace), after its blob was written and is then removed.
+func (c *Core) PutAgainst(ctx context.Context, who agentfs.Caller, put agentfs.Put, body io.Reader, live *agentfs.File) (idempotency.Result, error) {
+	return c.run(ctx, who, &putFile{c: c, put: put, body: body, origin: agentfs.OriginOf(who), known: true, live: live})
+}
+
 // putFile is a put. Its bytes go into a new blob before the transaction,
 // decided against the live file at its path (looked up, or known to a
 // batch runner that found many at once), and decided again under a lock

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/client"
 )
 
@@ -101,6 +102,25 @@ type ListFilter struct {
 	AsOf string
 }
 
+// Folder is one page of a folder's entries, in byte order of their names:
+// the paths of the live files directly in it and the folders below it.
+type Folder struct {
+	// Files are whole paths; Folders are prefixes (the folder's prefix, a
+	// segment and "/").
+	Files, Folders []string
+	HasMore        bool
+	// NextCursor continues the listing; "" on the last page.
+	NextCursor string
+}
+
+// folderLister lists one level of a folder by delimiter, names only, one
+// index seek per entry however much lies deeper (GET
+// /v1/files?delimiter=/): what list_directory shows. A backend without it
+// is listed by scanning every file under the folder.
+type folderLister interface {
+	Folder(ctx context.Context, prefix, cursor string, limit int) (*Folder, error)
+}
+
 // ReadRequest names the bytes Read returns.
 type ReadRequest struct {
 	FileID string
@@ -125,6 +145,10 @@ type Content struct {
 	// replace with it fails if anyone wrote the file since.
 	ETag        string
 	ContentType string
+	// live is the file the bytes were read of, as the store answered it
+	// (CoreBackend.ReadAt): a write that replaces it is decided against it
+	// (PutArgs.seen) instead of looking its path up again.
+	live *agentfs.File
 }
 
 // If-exists policies of a put.
@@ -149,6 +173,10 @@ type PutArgs struct {
 	// IdempotencyKey names the write; a backend that retries generates one
 	// when it is empty.
 	IdempotencyKey string
+	// seen is what a read of this call found at Path, when the write
+	// replaces that file (edit_file): a backend that knows the file from
+	// it need not look the path up again. Its IfMatch still decides.
+	seen *Content
 }
 
 // WriteOptions adjust a write that acts on a file by id.

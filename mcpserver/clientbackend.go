@@ -118,6 +118,23 @@ func (cb *ClientBackend) List(ctx context.Context, f ListFilter) (*FileList, err
 	return out, nil
 }
 
+// Folder lists one level of a folder (GET /v1/files?delimiter=/), asking
+// for the files' paths only.
+func (cb *ClientBackend) Folder(ctx context.Context, prefix, cursor string, limit int) (*Folder, error) {
+	page, err := cb.c.ListFolder(ctx, prefix, client.FolderOptions{Limit: limit, Cursor: cursor, Fields: []string{"path"}})
+	if err != nil {
+		return nil, problemOf(err, "")
+	}
+	out := &Folder{Folders: page.Prefixes, HasMore: page.HasMore}
+	for _, f := range page.Data {
+		out.Files = append(out.Files, f.Path)
+	}
+	if page.NextCursor != nil {
+		out.NextCursor = *page.NextCursor
+	}
+	return out, nil
+}
+
 // Put uploads the content (POST /v1/files). Without a key it generates
 // one, the same for every retry of this call, so the client's retries can
 // never write twice; a call whose outcome stays unknown reports that key.

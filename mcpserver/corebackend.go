@@ -186,6 +186,7 @@ func (b *CoreBackend) ReadAt(ctx context.Context, path string, r ReadRequest) (*
 	if err != nil {
 		return nil, nil, err
 	}
+	c.live = f
 	return fileOfDomain(b.Core, f), c, nil
 }
 
@@ -248,6 +249,38 @@ func (b *CoreBackend) List(ctx context.Context, f ListFilter) (*FileList, error)
 	return out, nil
 }
 
+// Folder lists one level of a folder through the read gate's listing by
+// delimiter, paths only: one Postgres statement, no file rows read.
+func (b *CoreBackend) Folder(ctx context.Context, prefix, cursor string, limit int) (*Folder, error) {
+	who, err := b.who(ctx)
+	if err != nil {
+		return nil, err
+	}
+	filter := agentfs.ChildFilter{Prefix: prefix, Limit: limit + 1, PathsOnly: true}
+	if cursor != "" {
+		if filter.After, err = agentfs.ParseChildCursor(cursor); err != nil {
+			return nil, problemFromAPI(problem.Invalid("cursor", "is not a cursor this server issued"))
+		}
+	}
+	entries, err := b.Reads.ListChildren(ctx, who, filter)
+	if err != nil {
+		return nil, problemOfCore(err)
+	}
+	out := &Folder{}
+	if len(entries) > limit {
+		entries, out.HasMore = entries[:limit], true
+		out.NextCursor = agentfs.ChildCursor(entries[limit-1].Name())
+	}
+	for _, e := range entries {
+		if e.File != nil {
+			out.Files = append(out.Files, e.File.Path)
+		} else {
+			out.Folders = append(out.Folders, e.Prefix)
+		}
+	}
+	return out, nil
+}
+
 // Put stores content at a path through the admission core, under the
 // tool's idempotency key when it has one.
 func (b *CoreBackend) Put(ctx context.Context, p PutArgs) (*File, error) {
@@ -261,15 +294,31 @@ func (b *CoreBackend) Put(ctx context.Context, p PutArgs) (*File, error) {
 	if p.ExpiresIn > 0 {
 		put.ExpiresIn = secondsOf(p.ExpiresIn)
 	}
+	// The core decides a put against the live file at its path before
+	// the bytes go to S3. A replace that a read of this call found its file
+	// for (edit_file) is decided against that file, and a put that may only
+	// create is decided against none: the commit's own check (the file's
+	// version, the path's uniqueness) stands for the lookup, one Postgres
+	// statement fewer. Only a put that replaces a file it has not read looks
+	// its path up first.
+	commit := func(body io.Reader) (idempotency.Result, error) {
+		switch {
+		case p.seen != nil && p.seen.live != nil && p.seen.live.Path == put.Path:
+			return b.Core.PutAgainst(ctx, who, put, body, p.seen.live)
+		case !put.Replace:
+			return b.Core.PutAgainst(ctx, who, put, body, nil)
+		}
+		return b.Core.Put(ctx, who, put, body)
+	}
 	if b.Limit.Bytes <= 0 || len(p.Content) == 0 {
-		return fileResult(b.Core.Put(ctx, who, put, bytes.NewReader(p.Content)))
+		return fileResult(commit(bytes.NewReader(p.Content)))
 	}
 	body := quota.NewBody(ctx, io.NopCloser(bytes.NewReader(p.Content)), b.Quota, who.Subject, b.Limit,
 		func() bool { return b.replays(ctx, who) })
 	if err := body.ReserveDeclared(put.Size); err != nil {
 		return nil, problemOfCore(err)
 	}
-	res, err := b.Core.Put(ctx, who, put, body)
+	res, err := commit(body)
 	if serr := body.Settle(err == nil && res.Status < 300 && !res.Replayed); serr != nil && b.Log != nil {
 		b.Log.WarnContext(ctx, "release quota", "err", serr)
 	}

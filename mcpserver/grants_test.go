@@ -52,6 +52,18 @@ func TestScopedTokenThroughTheTools(t *testing.T) {
 	if strings.Contains(listing, "secret") || strings.Contains(listing, "P-old") || !strings.Contains(listing, "notes.md") {
 		t.Fatalf("the scoped token's tree: %s", listing)
 	}
+	// list_directory walks one level by delimiter: only P shows at the
+	// root, and a folder outside is no folder at all.
+	if got := text(p.ok(t, "list_directory", map[string]any{"path": ""}, nil)); got != "[DIR] P" {
+		t.Fatalf("the scoped token's root: %q", got)
+	}
+	p.fail(t, "list_directory", map[string]any{"path": "Q"}, "NOT_FOUND")
+	p.fail(t, "list_directory", map[string]any{"path": "P-old"}, "NOT_FOUND")
+	// edit_file writes against the file it read, inside the grant.
+	p.ok(t, "edit_file", map[string]any{"path": "P/notes.md", "edits": []map[string]any{{"oldText": "hello", "newText": "hello again"}}}, nil)
+	if got := root.content(t, "P/notes.md"); got != "hello again" {
+		t.Fatalf("edited %q", got)
+	}
 	if root.content(t, "Q/secret.txt") != "outside" {
 		t.Fatal("a scoped token changed a file outside its folder")
 	}

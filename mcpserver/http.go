@@ -137,7 +137,13 @@ func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-	ctx := withAnswers(r.Context(), d.maxAnswer)
+	ctx := r.Context()
+	if err != nil || env.batch {
+		// Only a batch holds more than one call whose answers add up; a
+		// single call's answer is not counted (that took an extra JSON
+		// encoding of every answer).
+		ctx = withAnswers(ctx, d.maxAnswer)
+	}
 	if id := r.Header.Get(SessionHeader); ValidSessionID(id) {
 		ctx = withSession(ctx, id)
 	}

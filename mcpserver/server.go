@@ -52,9 +52,10 @@ type Options struct {
 	// together: once their answers hold this much, its further calls
 	// answer PAYLOAD_TOO_LARGE without running. Default 16 MiB.
 	MaxAnswerBytes int64 `env:"AGENTFS_MCP_MAX_ANSWER_BYTES"`
-	// ScanFiles is how many files one call of list_directory or
-	// directory_tree reads before it answers with a cursor to continue
-	// (search_files reads ten times as many). Default 1000.
+	// ScanFiles is how many files one call of directory_tree reads before
+	// it answers with a cursor to continue (search_files reads ten times as
+	// many), and how many entries (up to 1000) one call of list_directory
+	// answers. Default 1000.
 	ScanFiles int
 	// AgentID and RunID attribute the backend's writes; list_run_files
 	// called without run_id or agent_id lists RunID's files (else

@@ -93,12 +93,35 @@ func listDirectoryTool() *toolSpec {
 		ctx = withAsOf(ctx, in.AsOf)
 		prefix := dirPrefix(dir)
 		seen := map[DirEntry]bool{}
-		next, read, err := tb.scan(ctx, prefix, in.Cursor, tb.opts.ScanFiles, func(f *File) {
-			name, _, isDir := strings.Cut(relative(prefix, f.Path), "/")
-			seen[DirEntry{Name: name, Type: map[bool]string{true: "directory", false: "file"}[isDir]}] = true
-		}, nil)
-		if err != nil {
-			return nil, err
+		var next, more string
+		if fl, ok := tb.b.(folderLister); ok && asOfIn(ctx) == "" {
+			// One level by delimiter: one index seek per entry, names only.
+			page, err := fl.Folder(ctx, prefix, in.Cursor, min(tb.opts.ScanFiles, pageFiles))
+			if err != nil {
+				return nil, err
+			}
+			for _, p := range page.Files {
+				seen[DirEntry{Name: relative(prefix, p), Type: "file"}] = true
+			}
+			for _, p := range page.Folders {
+				seen[DirEntry{Name: strings.TrimSuffix(relative(prefix, p), "/"), Type: "directory"}] = true
+			}
+			if next = page.NextCursor; page.HasMore && next != "" {
+				more = fmt.Sprintf("[More entries follow. Call list_directory with the same path and cursor=%q to continue.]", next)
+			}
+		} else {
+			var read int
+			var err error
+			next, read, err = tb.scan(ctx, prefix, in.Cursor, tb.opts.ScanFiles, func(f *File) {
+				name, _, isDir := strings.Cut(relative(prefix, f.Path), "/")
+				seen[DirEntry{Name: name, Type: map[bool]string{true: "directory", false: "file"}[isDir]}] = true
+			}, nil)
+			if err != nil {
+				return nil, err
+			}
+			if next != "" {
+				more = fmt.Sprintf("[More entries may follow: this call read %d files. Call list_directory with the same path and cursor=%q to continue (a directory may show again).]", read, next)
+			}
 		}
 		if len(seen) == 0 && in.Cursor == "" && dir != "" {
 			return nil, tb.missingDir(ctx, dir)
@@ -111,8 +134,8 @@ func listDirectoryTool() *toolSpec {
 		if len(out.Entries) == 0 {
 			b.WriteString("(empty: there are no files)\n")
 		}
-		if next != "" {
-			fmt.Fprintf(&b, "[More entries may follow: this call read %d files. Call list_directory with the same path and cursor=%q to continue (a directory may show again).]\n", read, next)
+		if more != "" {
+			b.WriteString(more + "\n")
 		}
 		return &reply[DirectoryListing]{Text: strings.TrimSuffix(b.String(), "\n"), Out: out}, nil
 	})

@@ -179,7 +179,7 @@ func runEdit(ctx context.Context, tb *toolbox, in *editFileIn, cc *callContext) 
 		return nil, tooLarge(fmt.Sprintf("the edited %s would be %d bytes, above the limit of %d", p, len(after), tb.opts.MaxWriteBytes))
 	}
 	nf, err := tb.b.Put(ctx, PutArgs{Path: p, Content: []byte(after), ContentType: cmpOr(c.ContentType, f.ContentType),
-		IfExists: IfExistsReplace, IfMatch: c.ETag, IdempotencyKey: in.IdempotencyKey})
+		IfExists: IfExistsReplace, IfMatch: c.ETag, IdempotencyKey: in.IdempotencyKey, seen: c})
 	if err != nil {
 		return nil, err
 	}

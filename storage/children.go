@@ -49,8 +49,21 @@ type entry struct {
 // files there and the folders holding deeper ones, within the caller's
 // reach (a folder shows when a file in it does).
 func (s *Store) ListChildren(ctx context.Context, subject string, filter agentfs.ChildFilter) ([]agentfs.Child, error) {
-	args := pgx.NamedArgs{"subject": subject, "prefix": filter.Prefix, "limit": filter.Limit,
-		"upper": filter.Prefix + "\U0010FFFF", "from": childBound(filter.After)}
+	if filter.PathsOnly {
+		return s.childPaths(ctx, subject, filter)
+	}
+	entries, err := s.walkChildren(ctx, subject, filter.Prefix, childBound(filter.After), filter.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return s.fillChildren(ctx, subject, filter.Prefix, entries)
+}
+
+// walkChildren runs childrenSQL: up to limit entries under prefix from
+// the bound from.
+func (s *Store) walkChildren(ctx context.Context, subject, prefix, from string, limit int) ([]entry, error) {
+	args := pgx.NamedArgs{"subject": subject, "prefix": prefix, "limit": limit,
+		"upper": prefix + "\U0010FFFF", "from": from}
 	rows, err := s.pool.Query(ctx, childrenSQL(ctx, args), args)
 	if err != nil {
 		return nil, Translate(fmt.Errorf("list children: %w", err))
@@ -62,7 +75,74 @@ func (s *Store) ListChildren(ctx context.Context, subject string, filter agentfs
 	if err != nil {
 		return nil, Translate(fmt.Errorf("list children: %w", err))
 	}
-	return s.fillChildren(ctx, subject, filter.Prefix, entries)
+	return entries, nil
+}
+
+// childPaths is a listing of paths only. A folder of files reads fastest
+// as one range of the index in path order (one row per file, where the
+// walk pays a step of its recursion per entry), so it reads up to
+// filter.Limit paths that way and folds those in deeper folders into
+// their folder; only when the range ran out inside folders before it made
+// filter.Limit entries does the walk go on from there, seeking past each
+// folder.
+func (s *Store) childPaths(ctx context.Context, subject string, filter agentfs.ChildFilter) ([]agentfs.Child, error) {
+	args := pgx.NamedArgs{"subject": subject, "prefix": filter.Prefix, "scan": filter.Limit,
+		"upper": filter.Prefix + "\U0010FFFF", "from": childBound(filter.After)}
+	seek := childSeek("", "@from::text", visiblePath(ctx, "path", args))
+	rows, err := s.pool.Query(ctx, `SELECT path FROM files WHERE `+strings.TrimSuffix(seek, "LIMIT 1")+`LIMIT @scan::int`, args)
+	if err != nil {
+		return nil, Translate(fmt.Errorf("list children: %w", err))
+	}
+	paths, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, Translate(fmt.Errorf("list children: %w", err))
+	}
+	var entries []entry
+	last := ""
+	for _, p := range paths {
+		folder := strings.IndexByte(p[len(filter.Prefix):], '/') >= 0
+		if folder && last != "" && strings.HasPrefix(p, last) {
+			continue // in the folder just found
+		}
+		entries = append(entries, entry{path: p, folder: folder})
+		last = ""
+		if folder {
+			last = folderOf(filter.Prefix, p)
+		}
+	}
+	if len(paths) == filter.Limit && len(entries) < filter.Limit {
+		// The range ended inside folders: walk on past the last entry.
+		after := entries[len(entries)-1].path
+		if entries[len(entries)-1].folder {
+			after = folderOf(filter.Prefix, after)
+		}
+		more, err := s.walkChildren(ctx, subject, filter.Prefix, childBound(after), filter.Limit-len(entries))
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, more...)
+	}
+	return pathsOnly(filter.Prefix, entries), nil
+}
+
+// pathsOnly makes the listing's entries from the walk alone: a folder's
+// prefix, or a file holding only its path (the walk found it live).
+func pathsOnly(prefix string, entries []entry) []agentfs.Child {
+	out := make([]agentfs.Child, 0, len(entries))
+	for _, e := range entries {
+		if e.folder {
+			out = append(out, agentfs.Child{Prefix: folderOf(prefix, e.path)})
+		} else {
+			out = append(out, agentfs.Child{File: &agentfs.File{Path: e.path}})
+		}
+	}
+	return out
+}
+
+// folderOf is the folder directly under prefix that holds path.
+func folderOf(prefix, path string) string {
+	rest := path[len(prefix):]
+	return prefix + rest[:strings.IndexByte(rest, '/')+1]
 }
 
 // childBound is where a page after the entry named after starts: past the
@@ -100,8 +180,7 @@ func (s *Store) fillChildren(ctx context.Context, subject, prefix string, entrie
 	out := make([]agentfs.Child, 0, len(entries))
 	for _, e := range entries {
 		if e.folder {
-			rest := e.path[len(prefix):]
-			out = append(out, agentfs.Child{Prefix: prefix + rest[:strings.IndexByte(rest, '/')+1]})
+			out = append(out, agentfs.Child{Prefix: folderOf(prefix, e.path)})
 		} else if f := byPath[e.path]; f != nil && f.Live() {
 			out = append(out, agentfs.Child{File: f})
 		}

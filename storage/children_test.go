@@ -37,6 +37,49 @@ func TestListChildrenSeeksPastSubtrees(t *testing.T) {
 	if strings.Join(names, " ") != "src/a.go src/big.go src/big/ src/z/ src/zz.go" {
 		t.Fatalf("src/ lists %q", names)
 	}
+	// Paths only: the same entries from the walk alone, each file holding
+	// only its path.
+	only, err := store.ListChildren(ctx, "s", agentfs.ChildFilter{Prefix: "src/", Limit: 100, PathsOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onlyNames []string
+	for i, c := range only {
+		onlyNames = append(onlyNames, c.Name())
+		if c.File != nil && (c.File.ID != "" || c.File.Path != got[i].File.Path) {
+			t.Fatalf("paths only: entry %d is %+v, want only the path %s", i, c.File, got[i].File.Path)
+		}
+		if (c.File == nil) != (got[i].File == nil) {
+			t.Fatalf("paths only: entry %d is %+v, the full listing's %+v", i, c, got[i])
+		}
+	}
+	if strings.Join(onlyNames, " ") != strings.Join(names, " ") {
+		t.Fatalf("paths only lists %q, the full listing %q", onlyNames, names)
+	}
+	// Paged, from each kind of entry: the same pages as the full listing's
+	// (the range read alone ends some, the walk others).
+	for _, f := range []agentfs.ChildFilter{{Prefix: "src/", Limit: 2}, {Prefix: "src/", After: "src/big.go", Limit: 2},
+		{Prefix: "src/", After: "src/big/", Limit: 100}, {Prefix: "", Limit: 3}, {Prefix: "other/", After: "other/2990", Limit: 5}} {
+		full, err := store.ListChildren(ctx, "s", f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.PathsOnly = true
+		only, err := store.ListChildren(ctx, "s", f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b []string
+		for _, c := range full {
+			a = append(a, c.Name())
+		}
+		for _, c := range only {
+			b = append(b, c.Name())
+		}
+		if strings.Join(a, " ") != strings.Join(b, " ") || len(a) == 0 {
+			t.Fatalf("%+v: paths only %q, full %q", f, b, a)
+		}
+	}
 	plan, err := store.ExplainChildren(ctx, "s", agentfs.ChildFilter{Prefix: "src/", Limit: 100})
 	if err != nil {
 		t.Fatal(err)
