@@ -254,7 +254,13 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	if d.GetChild(name) != nil {
 		return nil, syscall.EEXIST
 	}
-	if _, e := d.putNew(ctx, name, "", "directory", int(mode&0o7777)); e != 0 {
+	if d.fs.wb != nil {
+		// Write-back: the marker is sent as a closed file is.
+		if e := d.fs.wb.recordFolder(d.fs.remote(d.child(name)), int(mode&0o7777)); e != 0 {
+			return nil, e
+		}
+		d.put(name, fuse.S_IFDIR, nil)
+	} else if _, e := d.putNew(ctx, name, "", "directory", int(mode&0o7777)); e != 0 {
 		return nil, e
 	}
 	n := &dirNode{fs: d.fs}

@@ -350,6 +350,9 @@ func (wb *writeBack) storeOnce(l *lane, p *pendingStore) (*client.File, error) {
 		opts.Replace, opts.IfMatch = true, rec.BaseETag
 	}
 	f, err := wb.fs.put(context.Background(), rec.Path, content, opts, func(o *client.PutOptions) error {
+		if rec.Kind == "directory" {
+			return errMarkerExists // another door made the folder: it is there, as mkdir wanted
+		}
 		rec.Replace, rec.Key = true, wb.fs.key()
 		o.IdempotencyKey = rec.Key
 		if err := writeRecord(wb.dir, p.name, rec); err != nil {
@@ -357,18 +360,54 @@ func (wb *writeBack) storeOnce(l *lane, p *pendingStore) (*client.File, error) {
 		}
 		return nil
 	})
+	if errors.Is(err, errMarkerExists) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	return f, nil
 }
 
-// stored ends p, stored as f: its record goes, its content becomes the
+// errMarkerExists says a folder's marker was there already when a pending
+// mkdir was sent.
+var errMarkerExists = errors.New("the folder's marker exists")
+
+// recordFolder is a mkdir in write-back: the folder's marker (DESIGN §21:
+// it keeps an empty folder) is recorded as a pending store of its own and
+// sent by a worker, as a closed file is; the folder is there in the mount
+// at once.
+func (wb *writeBack) recordFolder(remote string, mode int) syscall.Errno {
+	name := wb.nextName()
+	data := filepath.Join(wb.dir, name+".data")
+	empty := sha256.Sum256(nil)
+	rec := pendingRecord{Key: wb.fs.key(), Path: remote, Create: true, Mode: mode, Kind: "directory", MTime: time.Now(),
+		SHA256: hex.EncodeToString(empty[:])}
+	err := os.WriteFile(data, nil, 0o600)
+	if err == nil {
+		err = writeRecord(wb.dir, name, &rec)
+	}
+	if err != nil {
+		os.Remove(data)
+		fmt.Fprintf(os.Stderr, "agentfs mount: record the folder %s in the cache dir: %v\n", remote, err)
+		return syscall.EIO
+	}
+	wb.mu.Lock()
+	wb.add(&lane{}, &pendingStore{name: name, rec: rec})
+	wb.mu.Unlock()
+	return 0
+}
+
+// stored ends p, stored as f (nil: a folder's marker that was there): its record goes, its content becomes the
 // read cache's (as a synchronous close's stage does), and the file's
 // metadata is f.
 func (wb *writeBack) stored(l *lane, p *pendingStore, f *client.File) {
 	os.Remove(filepath.Join(wb.dir, p.name+".json"))
 	data := filepath.Join(wb.dir, p.name+".data")
+	if f == nil {
+		os.Remove(data)
+		return
+	}
 	if f.SizeBytes > chunkSize {
 		if c, err := os.Open(data); err == nil {
 			wb.fs.keepContent(c, f)

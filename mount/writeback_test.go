@@ -515,3 +515,41 @@ func TestWriteBackReplaySetsAsideLostContent(t *testing.T) {
 		t.Fatalf("failed/ holds %v and pending/ %v; want the two records set aside, nothing pending", failed, left)
 	}
 }
+
+// TestWriteBackFolders: in write-back a mkdir returns before its folder's
+// marker is stored, as a close does; the folder is there in the mount at
+// once, and once settled an empty one is kept on the server (its marker)
+// and seen by a new mount; rmdir of a pending folder waits and removes it.
+func TestWriteBackFolders(t *testing.T) {
+	w := newWorld(t)
+	c := w.client(t)
+	slow, err := client.New(slowStores(t, w.srv.URL, 300*time.Millisecond), w.tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, m := mounted(t, slow, mount.Options{Prefix: "p", WriteBack: true, CacheDir: t.TempDir()})
+	start := time.Now()
+	sh(t, dir, "mkdir -p a/b/empty a/gone")
+	if m.Pending() == 0 {
+		t.Fatalf("nothing pending after mkdir -p (%s): the markers were stored before mkdir returned", time.Since(start))
+	}
+	sh(t, dir, "echo x > a/b/f.txt")
+	if got := sh(t, dir, "ls a/b; ls a"); got != "empty\nf.txt\nb\ngone" {
+		t.Fatalf("the new folders in the mount: %q", got)
+	}
+	sh(t, dir, "rmdir a/gone")
+	settle(t, m)
+	for p, want := range map[string]bool{"p/a/b/empty": true, "p/a/gone": false} {
+		page, err := c.ListFiles(context.Background(), client.ListOptions{Path: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if has := len(page.Data) == 1 && page.Data[0].Kind == "directory"; has != want {
+			t.Fatalf("%s's marker on the server: %v, want %v", p, page.Data, want)
+		}
+	}
+	again, _ := mounted(t, c, mount.Options{Prefix: "p"})
+	if got := sh(t, again, "ls a/b"); got != "empty\nf.txt" {
+		t.Fatalf("a new mount's a/b: %q", got)
+	}
+}
