@@ -34,7 +34,8 @@ type Client struct {
 // Option configures a Client.
 type Option func(*Client) error
 
-// WithHTTPClient sends requests with hc instead of http.DefaultClient.
+// WithHTTPClient sends requests with hc instead of the package's shared
+// client (sharedHTTP).
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) error {
 		if hc == nil {
@@ -120,6 +121,20 @@ func WithoutIdempotencyKeys() Option {
 	}
 }
 
+// sharedHTTP is the HTTP client of every Client made without
+// WithHTTPClient: net/http's default transport, but keeping up to
+// idlePerHost idle connections to a server instead of 2, so that many
+// requests at once (a mount's write-back workers, an agent's parallel
+// uploads) reuse their connections instead of opening one each time.
+var sharedHTTP = func() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = idlePerHost
+	return &http.Client{Transport: t}
+}()
+
+// idlePerHost is how many idle connections to one server sharedHTTP keeps.
+const idlePerHost = 64
+
 // New returns a client of the server at baseURL (for example
 // "http://127.0.0.1:8080") that authenticates with token.
 func New(baseURL, token string, opts ...Option) (*Client, error) {
@@ -134,7 +149,7 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 	c := &Client{
 		base:     strings.TrimRight(u.String(), "/"),
 		token:    token,
-		http:     http.DefaultClient,
+		http:     sharedHTTP,
 		policy:   policy,
 		rand:     &lockedRand{},
 		autoKeys: true,
