@@ -109,8 +109,11 @@ type writeBack struct {
 	seq     int64 // the last NAME's number
 }
 
-// DefaultWriteBackWorkers is how many pending stores are sent at once.
-const DefaultWriteBackWorkers = 4
+// DefaultWriteBackWorkers is how many pending stores are sent at once:
+// the server commits a token's puts that arrive together in one
+// transaction, so more at once cost it less each (untar of src/net into
+// the mount, until stored: 2.2–2.7 s with 16, 3.0–3.3 s with 4).
+const DefaultWriteBackWorkers = 16
 
 // openWriteBack takes the cache directory's lock (one write-back mount a
 // cache directory) and starts the workers.

@@ -27,9 +27,11 @@ Changes made elsewhere appear through the event feed. Hard links and
 extended attributes answer ENOTSUP.
 
 --write-back (with --cache-dir D, a directory that outlives the mount)
-makes a close return once the file and its store's record are on local
-disk in D/pending/, and sends the stores in the background, N at a time
-(--write-back-workers, default 4), each with the same key and condition
+makes a close (and a mkdir) return once the file and its store's record
+are written to D/pending/ (not fsynced: a crash of the mount process loses
+nothing closed; fsync waits for the store), and sends the stores in the
+background, N at a time
+(--write-back-workers, default 16), each with the same key and condition
 a close would send: tar -x no longer waits for one store at a time. A
 SIGKILLed mount loses nothing closed: the next --write-back mount on D
 sends what is pending first. Open, fsync, chmod, rename and rm of a file
