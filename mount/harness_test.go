@@ -127,4 +127,22 @@ func stored(t *testing.T, c *client.Client, path string) (string, *client.File) 
 	return string(testkit.ReadAll(t, body, err)), &f
 }
 
+// livePaths are the live files under prefix (100 at most), by path; it
+// fails the test when two hold one path.
+func livePaths(t *testing.T, c *client.Client, prefix string) map[string]client.File {
+	t.Helper()
+	page, err := c.ListFiles(context.Background(), client.ListOptions{Prefix: prefix, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]client.File{}
+	for _, f := range page.Data {
+		if _, ok := seen[f.Path]; ok {
+			t.Fatalf("%s is two live files", f.Path)
+		}
+		seen[f.Path] = f
+	}
+	return seen
+}
+
 func bytesReader(s string) *strings.Reader { return strings.NewReader(s) }

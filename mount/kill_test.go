@@ -1,7 +1,6 @@
 package mount_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -37,14 +36,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestSIGKILLLosesNothingClosed: the mount process killed while a file is
-// being written leaves every file it closed stored exactly once, and a
-// new mount shows them.
-func TestSIGKILLLosesNothingClosed(t *testing.T) {
-	w := newWorld(t)
-	dir := t.TempDir()
+// mountChild starts this test binary as a mount process of dir (env is
+// what it is told besides) and waits until it has mounted; kill SIGKILLs
+// it. When the test ends the child is gone and dir unmounted, whatever
+// happened.
+func mountChild(t *testing.T, dir string, env ...string) (kill func()) {
+	t.Helper()
 	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), "AGENTFS_MOUNT_CHILD="+dir, "AGENTFS_URL="+w.srv.URL, "AGENTFS_TOKEN="+w.tok)
+	child.Env = append(append(os.Environ(), "AGENTFS_MOUNT_CHILD="+dir), env...)
 	child.Stderr = os.Stderr
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
@@ -53,14 +52,31 @@ func TestSIGKILLLosesNothingClosed(t *testing.T) {
 	t.Cleanup(func() {
 		if !killed {
 			_ = child.Process.Kill()
+			_ = child.Wait()
 		}
 		_ = exec.Command("fusermount3", "-uz", dir).Run()
-		_ = child.Wait()
 	})
 	eventually(t, "the child mounts", func() bool {
 		b, _ := os.ReadFile("/proc/self/mounts")
 		return strings.Contains(string(b), dir+" fuse.agentfs")
 	})
+	return func() {
+		t.Helper()
+		if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		killed = true
+		_ = child.Wait()
+	}
+}
+
+// TestSIGKILLLosesNothingClosed: the mount process killed while a file is
+// being written leaves every file it closed stored exactly once, and a
+// new mount shows them.
+func TestSIGKILLLosesNothingClosed(t *testing.T) {
+	w := newWorld(t)
+	dir := t.TempDir()
+	kill := mountChild(t, dir, "AGENTFS_URL="+w.srv.URL, "AGENTFS_TOKEN="+w.tok)
 	sh(t, dir, "for i in $(seq 1 20); do echo closed $i > f$i.txt; done")
 	// A writer that has written but not closed when the mount dies.
 	writer := exec.Command("sh", "-c", `cd "$1" && exec 3>open.txt && echo partial >&3 && sleep 30`, "sh", dir)
@@ -69,11 +85,7 @@ func TestSIGKILLLosesNothingClosed(t *testing.T) {
 	}
 	defer func() { _ = writer.Process.Kill(); _ = writer.Wait() }()
 	time.Sleep(300 * time.Millisecond)
-	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	killed = true
-	_ = child.Wait()
+	kill()
 	_ = writer.Process.Kill()
 	_ = writer.Wait()
 	if out, err := exec.Command("fusermount3", "-uz", dir).CombinedOutput(); err != nil {
@@ -81,19 +93,9 @@ func TestSIGKILLLosesNothingClosed(t *testing.T) {
 	}
 
 	c := w.client(t)
-	page, err := c.ListFiles(context.Background(), client.ListOptions{Prefix: "k/", Limit: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]bool{}
-	for _, f := range page.Data {
-		if seen[f.Path] {
-			t.Fatalf("%s is two live files", f.Path)
-		}
-		seen[f.Path] = true
-	}
+	seen := livePaths(t, c, "k/")
 	for i := 1; i <= 20; i++ {
-		if !seen[fmt.Sprintf("k/f%d.txt", i)] {
+		if _, ok := seen[fmt.Sprintf("k/f%d.txt", i)]; !ok {
 			t.Fatalf("closed file f%d.txt lost: %v", i, seen)
 		}
 	}

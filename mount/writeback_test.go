@@ -198,25 +198,7 @@ func TestWriteBackSIGKILLSendsPendingOnRemount(t *testing.T) {
 	w := newWorld(t)
 	proxy := newHoldingProxy(t, w.srv.URL)
 	dir, cache := t.TempDir(), t.TempDir()
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), "AGENTFS_MOUNT_CHILD="+dir, "AGENTFS_MOUNT_CHILD_CACHE="+cache,
-		"AGENTFS_URL="+proxy.URL, "AGENTFS_TOKEN="+w.tok)
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	t.Cleanup(func() {
-		if !killed {
-			_ = child.Process.Kill()
-		}
-		_ = exec.Command("fusermount3", "-uz", dir).Run()
-		_ = child.Wait()
-	})
-	eventually(t, "the child mounts", func() bool {
-		b, _ := os.ReadFile("/proc/self/mounts")
-		return strings.Contains(string(b), dir+" fuse.agentfs")
-	})
+	kill := mountChild(t, dir, "AGENTFS_MOUNT_CHILD_CACHE="+cache, "AGENTFS_URL="+proxy.URL, "AGENTFS_TOKEN="+w.tok)
 	const files = 20
 	for i := 1; i <= files; i++ {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.txt", i)), []byte(fmt.Sprintf("closed %d\n", i)), 0o644); err != nil {
@@ -229,11 +211,7 @@ func TestWriteBackSIGKILLSendsPendingOnRemount(t *testing.T) {
 		t.Fatal("no store reached the server")
 	}
 	eventually(t, "the other workers' stores are held", func() bool { return proxy.held.Load() >= 3 })
-	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	killed = true
-	_ = child.Wait()
+	kill()
 	if out, err := exec.Command("fusermount3", "-uz", dir).CombinedOutput(); err != nil {
 		t.Fatalf("unmount after the kill: %v %s", err, out)
 	}
@@ -263,16 +241,8 @@ func TestWriteBackSIGKILLSendsPendingOnRemount(t *testing.T) {
 	if n := mount.CountPending(cache); n != 0 {
 		t.Fatalf("the cache dir still holds %d pending stores", n)
 	}
-	page, err := c.ListFiles(ctx, client.ListOptions{Prefix: "k/", Limit: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]bool{}
-	for _, f := range page.Data {
-		if seen[f.Path] {
-			t.Fatalf("%s is two live files", f.Path)
-		}
-		seen[f.Path] = true
+	seen := livePaths(t, c, "k/")
+	for _, f := range seen {
 		if f.Version != 1 {
 			t.Errorf("%s has %d versions, want one", f.Path, f.Version)
 		}
@@ -312,19 +282,26 @@ func slowStores(t *testing.T, target string, delay time.Duration) string {
 	return srv.URL
 }
 
+// slowWriteBack is a write-back mount of p/ whose stores each take 300 ms
+// longer (slowStores), and a client of the same world without the delay.
+func slowWriteBack(t *testing.T) (*client.Client, string, *mount.Mount) {
+	t.Helper()
+	w := newWorld(t)
+	slow, err := client.New(slowStores(t, w.srv.URL, 300*time.Millisecond), w.tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, m := mounted(t, slow, mount.Options{Prefix: "p", WriteBack: true, CacheDir: t.TempDir()})
+	return w.client(t), dir, m
+}
+
 // TestWriteBackPendingFile: while a closed file's store is pending, stat
 // and readdir show its content's size and mode, a read in the same mount
 // returns the new bytes, and a rename, an unlink, a reopen-and-append and
 // a chmod of it right after its close end in the right state on the
 // server, in order.
 func TestWriteBackPendingFile(t *testing.T) {
-	w := newWorld(t)
-	c := w.client(t)
-	slow, err := client.New(slowStores(t, w.srv.URL, 300*time.Millisecond), w.tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, m := mounted(t, slow, mount.Options{Prefix: "p", WriteBack: true, CacheDir: t.TempDir()})
+	c, dir, m := slowWriteBack(t)
 	at := func(p string) string { return filepath.Join(dir, p) }
 	for _, name := range []string{"read.txt", "moved.txt", "gone.txt", "append.txt", "chmod.txt"} {
 		if err := os.WriteFile(at(name), []byte("first "+name), 0o640); err != nil {
@@ -521,13 +498,7 @@ func TestWriteBackReplaySetsAsideLostContent(t *testing.T) {
 // once, and once settled an empty one is kept on the server (its marker)
 // and seen by a new mount; rmdir of a pending folder waits and removes it.
 func TestWriteBackFolders(t *testing.T) {
-	w := newWorld(t)
-	c := w.client(t)
-	slow, err := client.New(slowStores(t, w.srv.URL, 300*time.Millisecond), w.tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, m := mounted(t, slow, mount.Options{Prefix: "p", WriteBack: true, CacheDir: t.TempDir()})
+	c, dir, m := slowWriteBack(t)
 	start := time.Now()
 	sh(t, dir, "mkdir -p a/b/empty a/gone")
 	if m.Pending() == 0 {
