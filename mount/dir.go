@@ -145,6 +145,12 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		dn.fill(&out.Attr) // nothing in it changed elsewhere since it was known
 		return known, 0
 	}
+	return d.lookupStored(ctx, name, known, out)
+}
+
+// lookupStored answers name from the store: a file, or a folder (one
+// that holds anything; known is the kernel's inode of it, if any).
+func (d *dirNode) lookupStored(ctx context.Context, name string, known *fs.Inode, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	p := d.child(name)
 	f, e := d.fs.fileAt(ctx, p)
 	switch {

@@ -79,26 +79,11 @@ func New(c *client.Client, dir string, opts Options) (*Mount, error) {
 	if prefix != "" {
 		prefix += "/"
 	}
-	m := &Mount{}
-	cache := opts.CacheDir
-	if opts.WriteBack && cache == "" {
-		return nil, errors.New("mount: write-back needs a cache dir (--cache-dir D) that outlives the mount: it holds the closed files not stored yet")
+	cache, tmp, err := cacheDir(opts)
+	if err != nil {
+		return nil, err
 	}
-	if opts.WriteBack && opts.ReadOnly {
-		return nil, errors.New("mount: write-back and read-only exclude each other")
-	}
-	if cache == "" {
-		d, err := os.MkdirTemp("", "agentfs-mount-")
-		if err != nil {
-			return nil, fmt.Errorf("mount: cache dir: %w", err)
-		}
-		cache, m.tmpDir = d, d
-	}
-	for _, sub := range []string{"stage", "chunks"} {
-		if err := os.MkdirAll(filepath.Join(cache, sub), 0o700); err != nil {
-			return nil, fmt.Errorf("mount: cache dir: %w", err)
-		}
-	}
+	m := &Mount{tmpDir: tmp}
 	ctx, stop := context.WithCancel(context.Background())
 	m.stop = stop
 	m.fs = &filesystem{c: c, prefix: prefix, keyPrefix: "mount-" + randomHex(6) + "-", readOnly: opts.ReadOnly, cache: cache, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
@@ -106,28 +91,17 @@ func New(c *client.Client, dir string, opts Options) (*Mount, error) {
 	if m.fs.metaTTL = opts.MetadataTTL; m.fs.metaTTL <= 0 {
 		m.fs.metaTTL = DefaultMetadataTTL
 	}
-	if opts.WriteBack {
-		wb, err := openWriteBack(m.fs, cache, opts.WriteBackWorkers)
-		if err != nil {
-			return nil, err
-		}
-		// What an earlier mount of the cache dir closed and did not store
-		// goes first, before the feed's cursor: its events are not news.
-		if err := wb.replay(); err != nil {
-			wb.drain()
-			return nil, err
-		}
-		m.fs.wb = wb
-	} else if n := CountPending(cache); n > 0 {
-		fmt.Fprintf(os.Stderr, "agentfs mount: %s holds %d stores an earlier write-back mount did not send; mount with --write-back on it to send them\n", filepath.Join(cache, "pending"), n)
+	if err := m.fs.startWriteBack(opts, cache); err != nil {
+		stop()
+		return nil, err
 	}
 	// The feed's end before the first call: from here on the feed reports
 	// every change made elsewhere, so what the mount learns is kept. A
 	// store that cannot answer now leaves the feed to start later.
 	probe, cancel := context.WithTimeout(ctx, 10*time.Second)
-	cursor, err := m.fs.feedNow(probe)
+	cursor, ferr := m.fs.feedNow(probe)
 	cancel()
-	if err == nil {
+	if ferr == nil {
 		m.fs.goLive()
 	}
 	root := &dirNode{fs: m.fs}
@@ -153,6 +127,56 @@ func New(c *client.Client, dir string, opts Options) (*Mount, error) {
 	m.server = server
 	go m.fs.follow(ctx, cursor)
 	return m, nil
+}
+
+// cacheDir is the mount's cache directory, with its stage and chunks
+// folders: opts.CacheDir, or a new temporary one (tmp, removed at
+// unmount).
+func cacheDir(opts Options) (cache, tmp string, err error) {
+	cache = opts.CacheDir
+	if opts.WriteBack && cache == "" {
+		return "", "", errors.New("mount: write-back needs a cache dir (--cache-dir D) that outlives the mount: it holds the closed files not stored yet")
+	}
+	if opts.WriteBack && opts.ReadOnly {
+		return "", "", errors.New("mount: write-back and read-only exclude each other")
+	}
+	if cache == "" {
+		d, err := os.MkdirTemp("", "agentfs-mount-")
+		if err != nil {
+			return "", "", fmt.Errorf("mount: cache dir: %w", err)
+		}
+		cache, tmp = d, d
+	}
+	for _, sub := range []string{"stage", "chunks"} {
+		if err := os.MkdirAll(filepath.Join(cache, sub), 0o700); err != nil {
+			return "", "", fmt.Errorf("mount: cache dir: %w", err)
+		}
+	}
+	return cache, tmp, nil
+}
+
+// startWriteBack starts write-back on cache when opts ask for it, after
+// sending what an earlier mount of it closed and did not store; without
+// it, it only says when such stores wait there.
+func (f *filesystem) startWriteBack(opts Options, cache string) error {
+	if !opts.WriteBack {
+		if n := CountPending(cache); n > 0 {
+			fmt.Fprintf(os.Stderr, "agentfs mount: %s holds %d stores an earlier write-back mount did not send; mount with --write-back on it to send them\n", filepath.Join(cache, "pending"), n)
+		}
+		return nil
+	}
+	wb, err := openWriteBack(f, cache, opts.WriteBackWorkers)
+	if err != nil {
+		return err
+	}
+	// What an earlier mount of the cache dir closed and did not store goes
+	// first, before the feed's cursor: its events are not news.
+	if err := wb.replay(); err != nil {
+		wb.drain()
+		return err
+	}
+	f.wb = wb
+	return nil
 }
 
 // Wait blocks until the filesystem is unmounted and, in write-back, its
