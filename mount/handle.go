@@ -35,6 +35,10 @@ type handle struct {
 	// chained: in write-back, the handle's content was recorded as a
 	// pending store; its next one extends the file's latest version.
 	chained bool
+	// shared: in write-back, the stage is also a pending store's content
+	// (linked into D/pending at the close): the next write copies it
+	// first, so the recorded content never changes.
+	shared bool
 }
 
 // The calls an open file answers.
@@ -120,6 +124,9 @@ func (h *handle) truncate(size int64) syscall.Errno {
 // staged makes the stage file, with the opened version's bytes when keep.
 func (h *handle) staged(ctx context.Context, keep bool) syscall.Errno {
 	if h.stage != nil {
+		if h.shared {
+			return h.unshare()
+		}
 		return 0
 	}
 	f, err := os.OpenFile(h.n.fs.stagePath(), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)

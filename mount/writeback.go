@@ -28,11 +28,13 @@ import (
 // time.
 //
 // A pending store is two files in D/pending/: NAME.data, the content
-// (copied out of the handle's stage, so a later write on the same handle
-// cannot change it), and NAME.json, its record (pendingRecord): the
+// (the handle's stage, linked there; a later write on the same handle
+// copies the stage first, so it cannot change the recorded content; no
+// file for empty content), and NAME.json, its record (pendingRecord): the
 // idempotency key, chosen at the close and kept, the path, the base it is
 // conditional on, mode, mtime, kind, size and SHA-256. The record is
-// written under a temporary name and renamed before the close returns.
+// written, in one write, before the close returns; a later change to it
+// is a temporary file renamed over it.
 // Neither is fsynced: what a close wrote is in the kernel's page cache,
 // which outlives the mount process (a SIGKILL loses nothing closed), as a
 // local filesystem's close does; an fsync waits for the store itself.
@@ -338,11 +340,13 @@ func (wb *writeBack) storeOnce(l *lane, p *pendingStore) (*client.File, error) {
 			return nil, localError{err}
 		}
 	}
-	content, err := os.Open(filepath.Join(wb.dir, p.name+".data"))
+	content, err := openContent(filepath.Join(wb.dir, p.name+".data"), rec.Size)
 	if err != nil {
 		return nil, localError{err}
 	}
-	defer content.Close()
+	if content != nil {
+		defer content.Close()
+	}
 	opts := client.PutOptions{Mode: &rec.Mode, MTime: &rec.MTime, Kind: rec.Kind, IdempotencyKey: rec.Key}
 	switch {
 	case rec.Replace:
@@ -382,16 +386,10 @@ var errMarkerExists = errors.New("the folder's marker exists")
 // at once.
 func (wb *writeBack) recordFolder(remote string, mode int) syscall.Errno {
 	name := wb.nextName()
-	data := filepath.Join(wb.dir, name+".data")
 	empty := sha256.Sum256(nil)
 	rec := pendingRecord{Key: wb.fs.key(), Path: remote, Create: true, Mode: mode, Kind: "directory", MTime: time.Now(),
 		SHA256: hex.EncodeToString(empty[:])}
-	err := os.WriteFile(data, nil, 0o600)
-	if err == nil {
-		err = writeRecord(wb.dir, name, &rec)
-	}
-	if err != nil {
-		os.Remove(data)
+	if err := createRecord(wb.dir, name, &rec); err != nil {
 		fmt.Fprintf(os.Stderr, "agentfs mount: record the folder %s in the cache dir: %v\n", remote, err)
 		return syscall.EIO
 	}
@@ -435,7 +433,7 @@ func (wb *writeBack) stored(l *lane, p *pendingStore, f *client.File) {
 func (wb *writeBack) refuse(l *lane, p *pendingStore, err error) {
 	p.rec.Problem = err.Error()
 	where := filepath.Join(wb.failedDir, p.name+".data")
-	if werr := writeRecord(wb.failedDir, p.name, &p.rec); werr == nil {
+	if werr := createRecord(wb.failedDir, p.name, &p.rec); werr == nil {
 		_ = os.Rename(filepath.Join(wb.dir, p.name+".data"), where)
 		os.Remove(filepath.Join(wb.dir, p.name+".json"))
 	} else {
@@ -455,11 +453,21 @@ func (wb *writeBack) refuse(l *lane, p *pendingStore, err error) {
 	}
 }
 
+// openContent opens the pending content at path; nil when it is empty
+// (no file is made for a folder's marker or an empty file).
+func openContent(path string, size int64) (*os.File, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) && size == 0 {
+		return nil, nil
+	}
+	return f, err
+}
+
 // checkContent says whether the pending content at path is the one rec
 // records (its size, and its SHA-256 when recorded).
 func checkContent(path string, rec pendingRecord) error {
-	f, err := os.Open(path)
-	if err != nil {
+	f, err := openContent(path, rec.Size)
+	if f == nil {
 		return err
 	}
 	defer f.Close()
@@ -476,8 +484,32 @@ func checkContent(path string, rec pendingRecord) error {
 	return nil
 }
 
-// writeRecord writes rec as dir/name.json: a temporary file renamed, so a
-// reader finds the record whole or not at all.
+// createRecord writes the new record rec as dir/name.json, with one
+// write to a file made for it (a record is a few hundred bytes, within
+// one page): a process killed meanwhile leaves no record or an empty one,
+// for a close that had not returned (replay sets an empty one aside).
+func createRecord(dir, name string, rec *pendingRecord) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, name+".json")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
+}
+
+// writeRecord writes rec over dir/name.json: a temporary file renamed, so
+// a reader finds the record whole, old or new.
 func writeRecord(dir, name string, rec *pendingRecord) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -606,7 +638,7 @@ func (h *handle) flushBack() syscall.Errno {
 	remote := n.fs.remote(n.Path(n.fs.root))
 	name := wb.nextName()
 	dataPath := filepath.Join(wb.dir, name+".data")
-	size, sum, err := h.copyStage(dataPath)
+	size, sum, err := h.recordContent(dataPath)
 	if err != nil {
 		os.Remove(dataPath)
 		fmt.Fprintf(os.Stderr, "agentfs mount: record %s in the cache dir: %v\n", remote, err)
@@ -630,7 +662,7 @@ func (h *handle) flushBack() syscall.Errno {
 	default:
 		rec.BaseID, rec.BaseETag = base.ID, base.ETag
 	}
-	if err := writeRecord(wb.dir, name, &rec); err != nil {
+	if err := createRecord(wb.dir, name, &rec); err != nil {
 		os.Remove(dataPath)
 		fmt.Fprintf(os.Stderr, "agentfs mount: record %s in the cache dir: %v\n", remote, err)
 		return syscall.EIO
@@ -647,24 +679,45 @@ func (h *handle) flushBack() syscall.Errno {
 	return 0
 }
 
-// copyStage copies the staged content (none: empty) to a new file at
-// path, and answers its size and SHA-256; h.mu is held.
-func (h *handle) copyStage(path string) (int64, string, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// recordContent makes the staged content (none: empty) the pending
+// store's content at path, and answers its size and SHA-256; h.mu is
+// held. The stage is linked there, not copied (a close in tar -x makes
+// no second file), and is shared from then on: the handle's next write
+// copies it first. Empty content has no file.
+func (h *handle) recordContent(path string) (int64, string, error) {
+	sum := sha256.New()
+	if h.stage == nil {
+		return 0, hex.EncodeToString(sum.Sum(nil)), nil
+	}
+	size, err := io.Copy(sum, io.NewSectionReader(h.stage, 0, 1<<62))
 	if err != nil {
 		return 0, "", err
 	}
-	sum := sha256.New()
-	var size int64
-	if h.stage != nil {
-		if _, err = h.stage.Seek(0, io.SeekStart); err == nil {
-			size, err = io.Copy(io.MultiWriter(f, sum), h.stage)
+	if size > 0 {
+		if err := os.Link(h.stage.Name(), path); err != nil {
+			return 0, "", err
 		}
+		h.shared = true
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	return size, hex.EncodeToString(sum.Sum(nil)), nil
+}
+
+// unshare gives the handle a stage of its own, a copy of the shared one
+// (recordContent); h.mu is held.
+func (h *handle) unshare() syscall.Errno {
+	f, err := os.OpenFile(h.n.fs.stagePath(), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return syscall.EIO
 	}
-	return size, hex.EncodeToString(sum.Sum(nil)), err
+	if _, err := io.Copy(f, io.NewSectionReader(h.stage, 0, 1<<62)); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return syscall.EIO
+	}
+	h.stage.Close()
+	os.Remove(h.stage.Name()) // the pending store keeps its own name for it
+	h.stage, h.shared = f, false
+	return 0
 }
 
 // shownContent is what a file's attributes show while a store of it is

@@ -345,6 +345,32 @@ func TestWriteBackPendingFile(t *testing.T) {
 	if err := os.Chmod(at("chmod.txt"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A close of one descriptor of an open file records what it holds;
+	// a write through the other one after it must not change that record
+	// (the second store waits behind the first, still being sent).
+	twice, err := os.Create(at("twice.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeDup := func() {
+		dup, err := syscall.Dup(int(twice.Fd()))
+		if err == nil {
+			err = syscall.Close(dup)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeDup()
+	for _, s := range []string{"one", " two"} {
+		if _, err := twice.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+		closeDup()
+	}
+	if err := twice.Close(); err != nil {
+		t.Fatal(err)
+	}
 	settle(t, m)
 
 	ctx := context.Background()
@@ -375,6 +401,19 @@ func TestWriteBackPendingFile(t *testing.T) {
 	}
 	if body, f := stored(t, c, "p/redirect.txt"); body != "redirected\n" || versions(f) != 2 {
 		t.Fatalf("redirect.txt: %q in %d versions", body, versions(f))
+	}
+	body, tf := stored(t, c, "p/twice.txt")
+	if body != "one two" || versions(tf) != 3 {
+		t.Fatalf("twice.txt: %q in %d versions", body, versions(tf))
+	}
+	r, err := c.VersionContent(ctx, tf.ID, 2, client.ContentOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || string(first) != "one" {
+		t.Fatalf("twice.txt's first version: %q %v", first, err)
 	}
 }
 
