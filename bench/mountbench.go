@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/agentfs/agentfs/client"
 	"github.com/agentfs/agentfs/mount"
 )
@@ -147,6 +149,9 @@ func (b *bench) mountRows(ctx context.Context) ([]row, error) {
 			}
 			took[s.name] = time.Since(t0)
 			logf("  %s on %s: %s (the program %s, then settled)", o.name, s.name, took[s.name].Round(time.Millisecond), ran.Round(time.Millisecond))
+			if err := b.searchIndexed(ctx, s.name); err != nil {
+				return nil, err
+			}
 		}
 		for _, side := range []struct{ key, label string }{{"agentfs", "mount"}, {"agentfs-wb", "mount --write-back"}} {
 			r := took["rclone"].Seconds() / took[side.key].Seconds()
@@ -165,8 +170,9 @@ func (b *bench) mountRows(ctx context.Context) ([]row, error) {
 		}
 	}
 	b.notes = append(b.notes, "mount: rclone mount "+rcloneArgsNote+"; each line's time runs until every file is stored: "+
-		"the AgentFS mount's close stores the file; with --write-back (its own cache dir, 4 workers) until Settle (no store pending); "+
-		"rclone's upload queue (rc vfs/stats) is empty; local disk after sync.")
+		"the AgentFS mount's close stores the file; with --write-back (its own cache dir, its default workers) until Settle (no store pending); "+
+		"rclone's upload queue (rc vfs/stats) is empty; local disk after sync. After each side (untimed) the bench waits until the server's "+
+		"search index holds every text written (its mover runs once writes pause), so that work does not run into the next side's time.")
 
 	feed, err := b.feedLatency(ctx, cl, prefix, sides[1].dir)
 	if err != nil {
@@ -397,4 +403,37 @@ func (b *bench) feedLatency(ctx context.Context, cl *client.Client, prefix, dir 
 		budget:  fmt.Sprintf("p50 ≤ %s", fmtMS(feedBudget)),
 		verdict: verdict,
 	}, nil
+}
+
+// searchIndexed waits, untimed, until the server's mover has put every
+// pending text into the search index (it waits for writes to pause), so
+// that its work does not run into the next side's measurement; it logs
+// how long that took. Without -database-url it waits for nothing.
+func (b *bench) searchIndexed(ctx context.Context, side string) error {
+	if b.cfg.databaseURL == "" {
+		return nil
+	}
+	conn, err := pgx.Connect(ctx, b.cfg.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	t0 := time.Now()
+	for {
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM search_texts WHERE kind = 3").Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+		if time.Since(t0) > 2*time.Minute {
+			return fmt.Errorf("%s: %d texts still pending in the search index after 2 minutes", side, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if d := time.Since(t0); d > 100*time.Millisecond {
+		logf("  (the search index took the texts written on %s %s later)", side, d.Round(time.Millisecond))
+	}
+	return nil
 }
