@@ -40,25 +40,28 @@ func (s *Store) BeginKey(ctx context.Context, subject, key, method, route string
 	var (
 		claim *Claim
 		rec   *idempotency.Record
+		fence int64
 	)
-	err := s.WithTx(ctx, func(tx pgx.Tx) error {
-		var fence int64
-		err := tx.QueryRow(ctx, `INSERT INTO idempotency_keys
+	// A new key is one statement of its own (no transaction around it); a
+	// key that is there already is decided against its row, locked.
+	err := s.pool.QueryRow(ctx, `INSERT INTO idempotency_keys
 			(subject, key, request_hash, method, route, status, fence, lease_expires_at, token_id, run_id, paths, request_uri)
 			VALUES ($1, $2, $3, $4, $5, 'in_progress', 1, now() + make_interval(secs => $6), nullif($7, ''), nullif($8, ''), $9, nullif($10, ''))
 			ON CONFLICT (subject, key) DO NOTHING RETURNING fence`,
-			subject, key, request, method, route, s.cfg.IdempotencyLease.Seconds(), reachToken(ctx),
-			origin.RunID, origin.paths(), origin.RequestURI).Scan(&fence)
-		if err == nil {
-			claim = s.newClaim(subject, key, fence)
-			return nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return Translate(err)
-		}
-		claim, rec, err = s.resolveKey(ctx, tx, subject, key, request)
-		return err
-	})
+		subject, key, request, method, route, s.cfg.IdempotencyLease.Seconds(), reachToken(ctx),
+		origin.RunID, origin.paths(), origin.RequestURI).Scan(&fence)
+	switch {
+	case err == nil:
+		claim = s.newClaim(subject, key, fence)
+	case errors.Is(err, pgx.ErrNoRows):
+		err = s.WithTx(ctx, func(tx pgx.Tx) error {
+			var err error
+			claim, rec, err = s.resolveKey(ctx, tx, subject, key, request)
+			return err
+		})
+	default:
+		err = Translate(err)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim idempotency key: %w", err)
 	}
@@ -219,31 +222,26 @@ func (c *Claim) Close() {
 // An outcome with Secrets is recorded as given (its body already shows
 // them null), with their sealed values.
 func (c *Claim) Complete(ctx context.Context, tx pgx.Tx, contentHash []byte, out idempotency.Outcome, sealed idempotency.Sealed) error {
-	var fence int64
-	var status string
-	err := tx.QueryRow(ctx, `SELECT fence, status FROM idempotency_keys
-		WHERE subject = $1 AND key = $2 FOR UPDATE`, c.subject, c.key).Scan(&fence, &status)
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && (fence != c.fence || status != "in_progress") {
-		return ErrClaimLost
-	}
-	if err != nil {
-		return Translate(fmt.Errorf("lock idempotency key: %w", err))
-	}
 	headers, err := json.Marshal(out.Header)
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `UPDATE idempotency_keys SET status = 'completed', content_hash = $3,
+	// The row's lock, taken by the update, decides against a takeover
+	// that committed first: the condition is checked again on its row.
+	tag, err := tx.Exec(ctx, `UPDATE idempotency_keys SET status = 'completed', content_hash = $3,
 			response_status = $4, response_headers = $5, response_body = $6,
 			resource_object = nullif($7, ''), resource_id = nullif($8, ''),
 			completed_at = now(), expires_at = now() + make_interval(secs => $9), lease_expires_at = NULL,
 			response_secrets = $10, sealed_secrets = $11, sealed_for = nullif($12, '')
-		WHERE subject = $1 AND key = $2`,
+		WHERE subject = $1 AND key = $2 AND fence = $13 AND status = 'in_progress'`,
 		c.subject, c.key, contentHash, out.Status, headers, out.Body,
 		out.Resource.Object, out.Resource.ID, c.store.cfg.IdempotencyRetention.Seconds(),
-		out.Secrets, sealed.Data, sealed.For)
-	if err != nil {
+		out.Secrets, sealed.Data, sealed.For, c.fence)
+	switch {
+	case err != nil:
 		return Translate(fmt.Errorf("record idempotency outcome: %w", err))
+	case tag.RowsAffected() == 0:
+		return ErrClaimLost
 	}
 	return nil
 }
