@@ -64,7 +64,7 @@ func (a *API) listChildren(c echo.Context) error {
 			out.Prefixes = append(out.Prefixes, e.Prefix)
 		}
 	}
-	return c.JSON(http.StatusOK, fileListBody(out, fields))
+	return c.JSONBlob(http.StatusOK, fileListJSON(out, fields))
 }
 
 // bindMeta reads an upload's mode (octal), mtime (RFC 3339) and kind

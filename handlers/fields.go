@@ -4,46 +4,50 @@ import (
 	"encoding/json"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/problem"
 )
 
 // fileField is one member of the File object that a listing's fields=
-// may name: its JSON name and its value in a rendered file.
+// may name: its JSON name and how its value in a rendered file is written
+// (as encoding/json writes it: a listing page is written without
+// reflection, fileListJSON).
 type fileField struct {
 	name string
-	get  func(f *api.File) any
+	add  func(b []byte, f *api.File) []byte
 }
 
 // fileFields are the File object's members in the order the object
 // lists them. id is always answered: it is what every other route takes.
 var fileFields = []fileField{
-	{"id", func(f *api.File) any { return f.ID }},
-	{"object", func(f *api.File) any { return f.Object }},
-	{"path", func(f *api.File) any { return f.Path }},
-	{"size_bytes", func(f *api.File) any { return f.SizeBytes }},
-	{"content_type", func(f *api.File) any { return f.ContentType }},
-	{"sha256", func(f *api.File) any { return f.SHA256 }},
-	{"etag", func(f *api.File) any { return f.ETag }},
-	{"version", func(f *api.File) any { return f.Version }},
-	{"url", func(f *api.File) any { return f.URL }},
-	{"agent_id", func(f *api.File) any { return f.AgentID }},
-	{"run_id", func(f *api.File) any { return f.RunID }},
-	{"last_agent_id", func(f *api.File) any { return f.LastAgentID }},
-	{"last_run_id", func(f *api.File) any { return f.LastRunID }},
-	{"created_at", func(f *api.File) any { return f.CreatedAt }},
-	{"updated_at", func(f *api.File) any { return f.UpdatedAt }},
-	{"deleted_at", func(f *api.File) any { return f.DeletedAt }},
-	{"purge_after", func(f *api.File) any { return f.PurgeAfter }},
-	{"expires_at", func(f *api.File) any { return f.ExpiresAt }},
-	{"blocked", func(f *api.File) any { return f.Blocked }},
-	{"mode", func(f *api.File) any { return f.Mode }},
-	{"mtime", func(f *api.File) any { return f.MTime }},
-	{"kind", func(f *api.File) any { return f.Kind }},
+	{"id", func(b []byte, f *api.File) []byte { return appendString(b, f.ID) }},
+	{"object", func(b []byte, f *api.File) []byte { return appendString(b, f.Object) }},
+	{"path", func(b []byte, f *api.File) []byte { return appendString(b, f.Path) }},
+	{"size_bytes", func(b []byte, f *api.File) []byte { return strconv.AppendInt(b, f.SizeBytes, 10) }},
+	{"content_type", func(b []byte, f *api.File) []byte { return appendString(b, f.ContentType) }},
+	{"sha256", func(b []byte, f *api.File) []byte { return appendString(b, f.SHA256) }},
+	{"etag", func(b []byte, f *api.File) []byte { return appendString(b, f.ETag) }},
+	{"version", func(b []byte, f *api.File) []byte { return strconv.AppendInt(b, f.Version, 10) }},
+	{"url", func(b []byte, f *api.File) []byte { return appendString(b, f.URL) }},
+	{"agent_id", func(b []byte, f *api.File) []byte { return appendStringPtr(b, f.AgentID) }},
+	{"run_id", func(b []byte, f *api.File) []byte { return appendStringPtr(b, f.RunID) }},
+	{"last_agent_id", func(b []byte, f *api.File) []byte { return appendStringPtr(b, f.LastAgentID) }},
+	{"last_run_id", func(b []byte, f *api.File) []byte { return appendStringPtr(b, f.LastRunID) }},
+	{"created_at", func(b []byte, f *api.File) []byte { return appendTime(b, f.CreatedAt) }},
+	{"updated_at", func(b []byte, f *api.File) []byte { return appendTime(b, f.UpdatedAt) }},
+	{"deleted_at", func(b []byte, f *api.File) []byte { return appendTimePtr(b, f.DeletedAt) }},
+	{"purge_after", func(b []byte, f *api.File) []byte { return appendTimePtr(b, f.PurgeAfter) }},
+	{"expires_at", func(b []byte, f *api.File) []byte { return appendTimePtr(b, f.ExpiresAt) }},
+	{"blocked", func(b []byte, f *api.File) []byte { return strconv.AppendBool(b, f.Blocked) }},
+	{"mode", func(b []byte, f *api.File) []byte { return strconv.AppendInt(b, int64(f.Mode), 10) }},
+	{"mtime", func(b []byte, f *api.File) []byte { return appendTime(b, f.MTime) }},
+	{"kind", func(b []byte, f *api.File) []byte { return appendString(b, f.Kind) }},
 	// Absent when the file is no fork's copy, as in the whole object.
-	{"forked_from", func(f *api.File) any { return f.ForkedFrom }},
+	{"forked_from", func(b []byte, f *api.File) []byte { return appendJSON(b, f.ForkedFrom) }},
 }
 
 // maxFieldsParam bounds the fields= value read: every name once, and room
@@ -120,56 +124,105 @@ func fieldNames(fields []fileField) []string {
 	return out
 }
 
-// projectedFile is a File object with only some of its members.
-type projectedFile struct {
-	f      *api.File
-	fields []fileField
+// fileListJSON is the body of a file listing: list as encoding/json
+// writes it (with the newline its encoder ends with), each file with only
+// fields (nil: every one), written without reflection: a page of 1,000
+// files is the listing's largest cost to the server otherwise.
+func fileListJSON(list api.FileList, fields []fileField) []byte {
+	if fields == nil {
+		fields = fileFields
+	}
+	b := make([]byte, 0, 64+len(list.Data)*(16+40*len(fields)))
+	b = append(b, `{"data":[`...)
+	for i := range list.Data {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendFile(b, &list.Data[i], fields)
+	}
+	b = append(b, `],"has_more":`...)
+	b = strconv.AppendBool(b, list.HasMore)
+	b = append(b, `,"next_cursor":`...)
+	b = appendStringPtr(b, list.NextCursor)
+	if len(list.Prefixes) > 0 {
+		b = append(b, `,"prefixes":[`...)
+		for i, p := range list.Prefixes {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, p)
+		}
+		b = append(b, ']')
+	}
+	return append(b, "}\n"...)
 }
 
-// MarshalJSON writes the chosen members in the object's order; a nil
-// forked_from is left out, as the whole object leaves it out.
-func (p projectedFile) MarshalJSON() ([]byte, error) {
-	buf := make([]byte, 0, 32*len(p.fields))
-	buf = append(buf, '{')
+// appendFile writes f with the members fields names, in the object's
+// order; a nil forked_from is left out, as the whole object leaves it out.
+func appendFile(b []byte, f *api.File, fields []fileField) []byte {
+	b = append(b, '{')
 	first := true
-	for _, fl := range p.fields {
-		v := fl.get(p.f)
-		if fl.name == "forked_from" && p.f.ForkedFrom == nil {
+	for _, fl := range fields {
+		if fl.name == "forked_from" && f.ForkedFrom == nil {
 			continue
 		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, err
-		}
 		if !first {
-			buf = append(buf, ',')
+			b = append(b, ',')
 		}
 		first = false
-		buf = append(buf, '"')
-		buf = append(buf, fl.name...)
-		buf = append(buf, '"', ':')
-		buf = append(buf, b...)
+		b = append(b, '"')
+		b = append(b, fl.name...)
+		b = append(b, '"', ':')
+		b = fl.add(b, f)
 	}
-	return append(buf, '}'), nil
+	return append(b, '}')
 }
 
-// projectedList is a FileList whose files carry only the chosen members.
-type projectedList struct {
-	Data       []projectedFile `json:"data"`
-	HasMore    bool            `json:"has_more"`
-	NextCursor *string         `json:"next_cursor"`
-	Prefixes   []string        `json:"prefixes,omitempty"`
+// appendString writes s as encoding/json does: a string of printable
+// ASCII that needs no escape (its HTML escapes included) as it is, any
+// other through encoding/json.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return appendJSON(b, s)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
-// fileListBody is what a file listing answers: list itself, or with
-// fields=, each file with only those members.
-func fileListBody(list api.FileList, fields []fileField) any {
-	if fields == nil {
-		return list
+func appendStringPtr(b []byte, s *string) []byte {
+	if s == nil {
+		return append(b, "null"...)
 	}
-	out := projectedList{Data: make([]projectedFile, len(list.Data)), HasMore: list.HasMore, NextCursor: list.NextCursor, Prefixes: list.Prefixes}
-	for i := range list.Data {
-		out.Data[i] = projectedFile{f: &list.Data[i], fields: fields}
+	return appendString(b, *s)
+}
+
+// appendTime writes t as time.Time's MarshalJSON does (RFC 3339 with
+// nanoseconds as needed); a year it cannot write goes through it.
+func appendTime(b []byte, t time.Time) []byte {
+	if y := t.Year(); y < 0 || y > 9999 {
+		return appendJSON(b, t)
 	}
-	return out
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"')
+}
+
+func appendTimePtr(b []byte, t *time.Time) []byte {
+	if t == nil {
+		return append(b, "null"...)
+	}
+	return appendTime(b, *t)
+}
+
+// appendJSON writes v through encoding/json (null when it cannot: no
+// member of a File fails to encode).
+func appendJSON(b []byte, v any) []byte {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return append(b, "null"...)
+	}
+	return append(b, j...)
 }

@@ -94,19 +94,87 @@ func TestFileFieldsCoverTheFileObject(t *testing.T) {
 	if got := names(fileFields); !slices.Equal(got, keys) {
 		t.Fatalf("fileFields %v, File object %v", got, keys)
 	}
-	proj, err := json.Marshal(projectedFile{f: &f, fields: fileFields})
-	if err != nil || string(proj) != string(whole) {
-		t.Fatalf("every field projected:\n%s\nthe whole object:\n%s (%v)", proj, whole, err)
+	proj := appendFile(nil, &f, fileFields)
+	if string(proj) != string(whole) {
+		t.Fatalf("every field projected:\n%s\nthe whole object:\n%s", proj, whole)
 	}
 	f.ForkedFrom = nil
-	proj, _ = json.Marshal(projectedFile{f: &f, fields: fileFields[:1:1]})
+	proj = appendFile(nil, &f, fileFields[:1:1])
 	if string(proj) != `{"id":"file_1"}` {
 		t.Fatalf("id alone: %s", proj)
 	}
 	all, _ := parseFields(url.Values{"fields": {"forked_from,path"}})
-	if proj, _ = json.Marshal(projectedFile{f: &f, fields: all}); string(proj) != `{"id":"file_1","path":"a/b.txt"}` {
+	if proj = appendFile(nil, &f, all); string(proj) != `{"id":"file_1","path":"a/b.txt"}` {
 		t.Fatalf("no fork: %s", proj)
 	}
+}
+
+// TestFileListJSONIsEncodingJSON: a listing page written without
+// reflection is, byte for byte, what encoding/json's encoder (echo's
+// c.JSON) writes for it: strings that need escapes (quotes, controls,
+// HTML, U+2028, invalid UTF-8), null and set pointers, times with and
+// without nanoseconds and in other zones, a fork's copy, prefixes.
+func TestFileListJSONIsEncodingJSON(t *testing.T) {
+	for _, f := range listJSONCases() {
+		for _, list := range []api.FileList{
+			{Data: []api.File{f}},
+			{Data: []api.File{f, f}, HasMore: true, NextCursor: &f.Path, Prefixes: []string{f.Path, "a/"}},
+			{Data: []api.File{}},
+		} {
+			if got, want := string(fileListJSON(list, nil)), encodingJSON(t, list); got != want {
+				t.Fatalf("whole files:\n got %s\nwant %s", got, want)
+			}
+		}
+	}
+}
+
+// listJSONCases are files whose every member takes an unusual value.
+func listJSONCases() []api.File {
+	plain := time.Date(2026, 12, 7, 1, 2, 3, 0, time.UTC)
+	nanos := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.FixedZone("x", -7*3600-30*60))
+	odd := "a\"b\\c\n\x01<>&\u2028\xff\u00e9"
+	var out []api.File
+	for _, s := range []string{"", "plain/path.txt", odd, "ü/é.txt"} {
+		s := s
+		for _, at := range []time.Time{plain, nanos, {}} {
+			at := at
+			out = append(out, api.File{ID: s, Object: "file", Path: s, SizeBytes: -1 << 62, ContentType: s, SHA256: s,
+				ETag: s, Version: 1 << 40, URL: s, AgentID: &s, RunID: nil, LastAgentID: &s, LastRunID: &s,
+				CreatedAt: at, UpdatedAt: at, DeletedAt: &at, PurgeAfter: nil, ExpiresAt: &at, Blocked: true,
+				Mode: -1, MTime: at, Kind: s, ForkedFrom: &api.FileVersionRef{FileID: s, Version: 3}})
+		}
+	}
+	return out
+}
+
+// encodingJSON is what echo's c.JSON writes for v.
+func encodingJSON(t testing.TB, v any) string {
+	var buf strings.Builder
+	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+// FuzzFileListJSON: whatever strings and times a file holds, its page
+// written without reflection is encoding/json's.
+func FuzzFileListJSON(f *testing.F) {
+	f.Add("a/b.txt", "text/plain", int64(0), int64(0))
+	f.Add("a\"<\u2028\xff", "", int64(-1), int64(999999999))
+	f.Fuzz(func(t *testing.T, path, ctype string, sec, nsec int64) {
+		at := time.Unix(sec, nsec).UTC()
+		file := api.File{ID: path, Path: path, ContentType: ctype, AgentID: &ctype, CreatedAt: at, MTime: at, ExpiresAt: &at}
+		list := api.FileList{Data: []api.File{file}, NextCursor: &path, Prefixes: []string{ctype}}
+		want := ""
+		var buf strings.Builder
+		if err := json.NewEncoder(&buf).Encode(list); err != nil {
+			return // a time encoding/json refuses: nothing to compare
+		}
+		want = buf.String()
+		if got := string(fileListJSON(list, nil)); got != want {
+			t.Fatalf("got %s\nwant %s", got, want)
+		}
+	})
 }
 
 // FuzzParseFields: whatever fields= holds, the parser answers the names

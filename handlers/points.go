@@ -102,7 +102,7 @@ func (a *API) listFilesAsOf(c echo.Context, spec agentfs.PointSpec) error {
 	for _, f := range files {
 		out.Data = append(out.Data, render.File(a.deps.PublicURL, f))
 	}
-	return c.JSON(http.StatusOK, fileListBody(out, fields))
+	return c.JSONBlob(http.StatusOK, fileListJSON(out, fields))
 }
 
 // getFileAsOf is GET /v1/files/{id}?as_of=: the file as it was at the
