@@ -132,7 +132,7 @@ func fileListJSON(list api.FileList, fields []fileField) []byte {
 	if fields == nil {
 		fields = fileFields
 	}
-	b := make([]byte, 0, 64+len(list.Data)*(16+40*len(fields)))
+	b := make([]byte, 0, 64+len(list.Data)*(16+30*len(fields)))
 	b = append(b, `{"data":[`...)
 	for i := range list.Data {
 		if i > 0 {
@@ -178,17 +178,23 @@ func appendFile(b []byte, f *api.File, fields []fileField) []byte {
 	return append(b, '}')
 }
 
-// appendString writes s as encoding/json does: a string of printable
-// ASCII that needs no escape (its HTML escapes included) as it is, any
-// other through encoding/json.
+// appendString writes s as encoding/json does: printable ASCII as it is,
+// with a backslash before a quote or a backslash (an etag holds quotes);
+// a string with any other byte that needs an escape (controls, HTML's
+// <, > and &, anything not ASCII) goes through encoding/json.
 func appendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '<' || c == '>' || c == '&' {
 			return appendJSON(b, s)
 		}
 	}
 	b = append(b, '"')
-	b = append(b, s...)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, s[i])
+	}
 	return append(b, '"')
 }
 
