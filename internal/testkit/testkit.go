@@ -73,6 +73,15 @@ func RawAnswer(t testing.TB, conn net.Conn) (int, string) {
 	return res.StatusCode, string(body)
 }
 
+// FuzzSeeds is the fuzz target of a table test whose cases are strings:
+// it seeds f with each case and fuzzes check over any bytes.
+func FuzzSeeds(f *testing.F, cases []string, check func(t *testing.T, data []byte)) {
+	for _, tc := range cases {
+		f.Add([]byte(tc))
+	}
+	f.Fuzz(check)
+}
+
 // Unzip reads a zip archive into its files, name to content.
 func Unzip(t testing.TB, data []byte) map[string]string {
 	t.Helper()
