@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -263,7 +264,7 @@ func (cli *cliRun) cpDown(ctx context.Context, src, dst location, o treeOptions)
 		}
 	}
 	if !o.recursive {
-		return usagef("cp: %s is a folder: cp -r copies the files under it", cmpOr(src.path, "agentfs: (the top)"))
+		return usagef("cp: %s is a folder: cp -r copies the files under it", cmp.Or(src.path, "agentfs: (the top)"))
 	}
 	prefix, err := remoteFolder(src.path)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -210,7 +211,7 @@ func mvFlags(fs *flag.FlagSet) verbFunc {
 		var p *client.Problem
 		if errors.As(err, &p) && p.Code == "PATH_EXISTS" {
 			return withNext(err, fmt.Sprintf("%s holds %s: run the same command with --replace to delete it (restorable) and move there",
-				cmpOr(p.ExistingFileID, "a live file"), dest))
+				cmp.Or(p.ExistingFileID, "a live file"), dest))
 		}
 		if err != nil {
 			return err
