@@ -70,7 +70,9 @@ func clientCommand(c command, anonymous bool, setup func(fs *flag.FlagSet) verbF
 // clientCommands are the verbs that talk to a running server through
 // package client, so they retry exactly as the SDK does.
 func clientCommands() []*command {
-	verbs := []*command{
+	fork := forkCommand()
+	fork.subs = []*command{forkLsCommand()}
+	return []*command{
 		putCommand(),
 		uploadCommand(),
 		batchCommand(),
@@ -84,11 +86,27 @@ func clientCommands() []*command {
 		rmCommand(),
 		restoreCommand(),
 		protocolCommand(),
+		// Points in time: checkpoints and diffs (restore to a point is
+		// agentfs restore PREFIX --to POINT).
+		checkpointCommand(),
+		diffCommand(),
+		webhookCommand(),
+		// Forks and merges (DESIGN §19).
+		fork,
+		mergeCommand(),
+		// File history, sharing and expiry (file history and lifecycle).
+		versionsCommand(),
+		revertCommand(),
+		mvCommand(),
+		shareCommand(),
+		expireCommand(),
+		// What happened: upload sessions, batches, the event feed and runs
+		// (lifecycle and the run ledger).
+		uploadsCommand(),
+		batchesCommand(),
+		eventsCommand(),
+		runCommand(),
 	}
-	verbs = append(verbs, pointCommands()...)
-	verbs = append(verbs, webhookCommand())
-	verbs = append(verbs, forkCommands()...)
-	return append(verbs, append(historyCommands(), ledgerCommands()...)...)
 }
 
 // cliRun is what a running client verb works with.
@@ -388,8 +406,7 @@ Example:
 func putFlags(fs *flag.FlagSet) verbFunc {
 	replace := fs.Bool("replace", false, "replace the live file at REMOTE_PATH (keeps its id and url)")
 	contentType := fs.String("content-type", "", "the file's media `TYPE` (default: from LOCAL's extension)")
-	ifMatch := fs.String("if-match", "", "replace only while the file has this `ETAG` (needs --replace)")
-	key := keyFlag(fs, "upload")
+	ifMatch, key := guardFlags(fs, "replace only while the file has this `ETAG` (needs --replace)", "upload")
 	threshold := sizeFlag(fs, "threshold", client.DefaultSessionThreshold, "send a file of this `SIZE` or more (bytes, or with KiB, MiB, GiB) through an upload session")
 	var expiresIn durationValue
 	fs.Var(&expiresIn, "expires-in", "make the file expire this `DURATION` after the upload (60s to 365d: 90m, 24h, 7d)")
@@ -684,8 +701,7 @@ Examples:
 }
 
 func rmFlags(fs *flag.FlagSet) verbFunc {
-	ifMatch := fs.String("if-match", "", "delete only while the file has this `ETAG`")
-	key := keyFlag(fs, "delete")
+	ifMatch, key := guardFlags(fs, "delete only while the file has this `ETAG`", "delete")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		id, err := cli.oneFile(ctx, "rm", args, true, cli.fileID)
 		if err != nil {
