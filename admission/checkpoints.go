@@ -17,7 +17,7 @@ import (
 // CHECKPOINT_EXISTS, recorded under the key.
 func (c *Core) CreateCheckpoint(ctx context.Context, who agentfs.Caller, req agentfs.NewCheckpoint) (idempotency.Result, error) {
 	req.Subject, req.By = who.Subject, who.By
-	e := &createCheckpoint{c: c, req: req, origin: agentfs.OriginOf(who)}
+	e := &createCheckpoint{withRequest(c, req, who)}
 	e.named, e.fixed = withJSON(http.MethodPost, "/v1/checkpoints", agentfs.OpCreateCheckpoint, req.Name, who,
 		map[string]any{"name": req.Name, "prefix": req.Prefix, "note": req.Note})
 	// A checkpoint keeps the versions under its prefix: a grant must cover
@@ -28,11 +28,7 @@ func (c *Core) CreateCheckpoint(ctx context.Context, who agentfs.Caller, req age
 
 // createCheckpoint makes a checkpoint.
 type createCheckpoint struct {
-	named
-	fixed
-	c      *Core
-	req    agentfs.NewCheckpoint
-	origin agentfs.Origin
+	onRequest[agentfs.NewCheckpoint]
 }
 
 func (e *createCheckpoint) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {

@@ -17,7 +17,7 @@ import (
 // are paths the write touches, so a grant must cover both.
 func (c *Core) CreateFork(ctx context.Context, who agentfs.Caller, req agentfs.NewFork) (idempotency.Result, error) {
 	req.Subject, req.By = who.Subject, who.By
-	e := &createFork{c: c, req: req, origin: agentfs.OriginOf(who)}
+	e := &createFork{withRequest(c, req, who)}
 	e.named, e.fixed = withJSON(http.MethodPost, "/v1/forks", agentfs.OpCreateFork, req.To, who,
 		map[string]any{"from": req.From, "to": req.To, "as_of": req.AsOf.Raw})
 	e.adm.paths = []string{req.From, req.To}
@@ -25,13 +25,7 @@ func (c *Core) CreateFork(ctx context.Context, who agentfs.Caller, req agentfs.N
 }
 
 // createFork makes a fork.
-type createFork struct {
-	named
-	fixed
-	c      *Core
-	req    agentfs.NewFork
-	origin agentfs.Origin
-}
+type createFork struct{ onRequest[agentfs.NewFork] }
 
 func (e *createFork) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
 	p, err := e.c.store.ResolvePoint(ctx, e.req.Subject, e.req.AsOf)
@@ -67,12 +61,13 @@ func (c *Core) Merge(ctx context.Context, who agentfs.Caller, req agentfs.MergeR
 	if err != nil {
 		return idempotency.Result{}, err
 	}
-	return c.run(ctx, who, &mergeFork{c: c, req: req, origin: agentfs.OriginOf(who),
-		named: named{admission{method: http.MethodPost, route: "/v1/forks/:id/merge",
-			request: idempotency.Request{Operation: agentfs.OpMerge, Target: req.ForkID, MediaType: "application/json",
-				Params: map[string]string{"on_conflict": req.OnConflict}, By: who.By},
-			paths: []string{fork.From, fork.To}}},
-		fixed: jsonContent(map[string]any{"on_conflict": req.OnConflict, "dry_run": false})})
+	e := &mergeFork{withRequest(c, req, who)}
+	e.named = named{admission{method: http.MethodPost, route: "/v1/forks/:id/merge",
+		request: idempotency.Request{Operation: agentfs.OpMerge, Target: req.ForkID, MediaType: "application/json",
+			Params: map[string]string{"on_conflict": req.OnConflict}, By: who.By},
+		paths: []string{fork.From, fork.To}}}
+	e.fixed = jsonContent(map[string]any{"on_conflict": req.OnConflict, "dry_run": false})
+	return c.run(ctx, who, e)
 }
 
 // PlanMerge is what Merge would do now, changing nothing (dry_run).
@@ -86,11 +81,7 @@ func (c *Core) PlanMerge(ctx context.Context, who agentfs.Caller, req agentfs.Me
 
 // mergeFork merges a fork.
 type mergeFork struct {
-	named
-	fixed
-	c      *Core
-	req    agentfs.MergeRequest
-	origin agentfs.Origin
+	onRequest[agentfs.MergeRequest]
 }
 
 func (e *mergeFork) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {

@@ -29,6 +29,23 @@ type onID struct {
 	id  string
 }
 
+// onRequest is what an effect of one request body R holds: the request
+// (its method, route and content), the body, and where the write comes
+// from.
+type onRequest[R any] struct {
+	named
+	fixed
+	c      *Core
+	req    R
+	origin agentfs.Origin
+}
+
+// withRequest is the effect of who's request req, named and fixed by the
+// caller.
+func withRequest[R any](c *Core, req R, who agentfs.Caller) onRequest[R] {
+	return onRequest[R]{c: c, req: req, origin: agentfs.OriginOf(who)}
+}
+
 // byID names who's request to route for the resource id.
 func (c *Core) byID(method, route, op, id string, who agentfs.Caller) onID {
 	return onID{named: onTarget(method, route, op, id, who), c: c, who: who, id: id}
@@ -54,23 +71,17 @@ func fileChange(method, route, op, target, ifMatch string, who agentfs.Caller, b
 // identical to the current one changes nothing (200, same version).
 func (c *Core) Revert(ctx context.Context, who agentfs.Caller, r agentfs.Revert) (idempotency.Result, error) {
 	r.Subject, r.By = who.Subject, who.By
-	e := &revertFile{c: c, r: r, origin: agentfs.OriginOf(who)}
+	e := &revertFile{withRequest(c, r, who)}
 	e.named, e.fixed = fileChange(http.MethodPost, "/v1/files/:id/revert", agentfs.OpRevert, r.FileID, r.IfMatch, who,
 		map[string]any{"version": r.Version})
 	return c.run(ctx, who, e)
 }
 
 // revertFile makes an earlier version current.
-type revertFile struct {
-	named
-	fixed
-	c      *Core
-	r      agentfs.Revert
-	origin agentfs.Origin
-}
+type revertFile struct{ onRequest[agentfs.Revert] }
 
 func (e *revertFile) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
-	return e.c.changedFile(e.c.store.RevertFileTx(ctx, tx, e.r, e.origin))
+	return e.c.changedFile(e.c.store.RevertFileTx(ctx, tx, e.req, e.origin))
 }
 
 // Move gives a file another path (POST /v1/files/{id}/move), keeping its
@@ -78,7 +89,7 @@ func (e *revertFile) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome,
 // version of the file at the destination.
 func (c *Core) Move(ctx context.Context, who agentfs.Caller, m agentfs.Move) (idempotency.Result, error) {
 	m.Subject = who.Subject
-	e := &moveFile{c: c, m: m, origin: agentfs.OriginOf(who)}
+	e := &moveFile{withRequest(c, m, who)}
 	body := map[string]any{"path": m.Path, "replace": m.Replace}
 	if m.Overwrite { // absent before overwrite existed: keys recorded then still replay
 		body["overwrite"] = true
@@ -89,16 +100,10 @@ func (c *Core) Move(ctx context.Context, who agentfs.Caller, m agentfs.Move) (id
 }
 
 // moveFile gives a file another path.
-type moveFile struct {
-	named
-	fixed
-	c      *Core
-	m      agentfs.Move
-	origin agentfs.Origin
-}
+type moveFile struct{ onRequest[agentfs.Move] }
 
 func (e *moveFile) apply(ctx context.Context, tx pgx.Tx) (idempotency.Outcome, error) {
-	return e.c.changedFile(e.c.store.MoveFileTx(ctx, tx, e.m, e.origin))
+	return e.c.changedFile(e.c.store.MoveFileTx(ctx, tx, e.req, e.origin))
 }
 
 // SetExpiry sets or clears when a file expires, and sets its mode and mtime

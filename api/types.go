@@ -101,8 +101,9 @@ type Upload struct {
 	// exactly this many bytes.
 	PartSize  int64 `json:"part_size"`
 	PartCount int   `json:"part_count"`
-	// Status is one of UploadPending, UploadCompleting, UploadCompleted,
-	// UploadAborted, UploadExpired and UploadFailed.
+	// Status is one of the upload session states of the domain
+	// (agentfs.UploadPending, ...): pending, completing, completed,
+	// aborted, expired or failed.
 	Status string `json:"status"`
 	// Parts are the parts received so far, by part number: what a resume
 	// need not send again. Their Object and UploadID are empty.
@@ -120,16 +121,6 @@ type Upload struct {
 	RunID     *string   `json:"run_id"`
 	CreatedAt time.Time `json:"created_at"`
 }
-
-// Upload session states (Upload.Status).
-const (
-	UploadPending    = "pending"
-	UploadCompleting = "completing"
-	UploadCompleted  = "completed"
-	UploadAborted    = "aborted"
-	UploadExpired    = "expired"
-	UploadFailed     = "failed"
-)
 
 // UploadPart is the UploadPart object, one stored part of an upload
 // session: the response of PUT /v1/uploads/{id}/parts/{n}, and (without

@@ -266,29 +266,19 @@ func (b *bench) feed(ctx context.Context) ([]row, error) {
 	}
 	seeded := 0
 	seed := func(upto int) error {
-		err := inSteps(&seeded, upto, func(from, to int) error {
+		return seedTable(ctx, conn, "events", &seeded, upto, func(from, to int) error {
 			_, err := conn.Exec(ctx, `
 INSERT INTO events (id, subject, pos, type, file_id, path, version, size_bytes, sha256, agent_id, run_id, request_id)
 SELECT 'evt_seed' || $1 || '_' || g, $2, CASE WHEN $6 THEN $5::bigint + g END, 'file.created', 'file_feed' || $1 || '_' || g,
        'bench-feed/' || $1 || '/' || g, 1, 0, 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
        'seed-agent', 'feed-' || $1 || '-' || (g % 10), 'req_seed' || g
 FROM generate_series($3::bigint, $4::bigint) AS g`, b.tag, subject, from, to, base, replica)
-			if err != nil {
-				return fmt.Errorf("seed events: %w", err)
-			}
-			if replica {
+			if err == nil && replica {
 				_, err = conn.Exec(ctx, `INSERT INTO event_counters (subject, n) VALUES ($1, $2)
 					ON CONFLICT (subject) DO UPDATE SET n = excluded.n`, subject, base+int64(to))
-				if err != nil {
-					return fmt.Errorf("seed events: %w", err)
-				}
 			}
-			return nil
-		})
-		if err != nil {
 			return err
-		}
-		return settleTable(ctx, conn, "events")
+		})
 	}
 	// cursorAt is the cursor this server hands out after the seeded event
 	// number g (the feed's cursors are positions in the subject's feed).

@@ -29,7 +29,7 @@ func (b *bench) list(ctx context.Context) ([]row, error) {
 	base := time.Now().Add(-24 * time.Hour)
 	seeded := 0
 	seed := func(upto int) error {
-		err := inSteps(&seeded, upto, func(from, to int) error {
+		return seedTable(ctx, conn, "files", &seeded, upto, func(from, to int) error {
 			_, err := conn.Exec(ctx, `
 INSERT INTO files (id, subject, path, size_bytes, content_type, sha256, blob_key,
                    agent_id, run_id, last_agent_id, last_run_id, created_at, updated_at)
@@ -39,15 +39,8 @@ SELECT 'file_seed' || $1 || '_' || g, $2, 'bench-seed/' || $1 || '/' || g, 0, 'a
        'seed-agent', 'seed-' || $1 || '-' || lpad((g % 100)::text, 2, '0'),
        $3::timestamptz + g * interval '1 millisecond', $3::timestamptz + g * interval '1 millisecond'
 FROM generate_series($4::bigint, $5::bigint) AS g`, b.tag, subject, base, from, to)
-			if err != nil {
-				return fmt.Errorf("seed files: %w", err)
-			}
-			return nil
-		})
-		if err != nil {
 			return err
-		}
-		return settleTable(ctx, conn, "files")
+		})
 	}
 	run := "seed-" + b.tag + "-07"
 	query := "run_id=" + url.QueryEscape(run) + "&limit=100"
@@ -99,6 +92,15 @@ func settleTable(ctx context.Context, conn *pgx.Conn, table string) error {
 		logf("  CHECKPOINT skipped: %v", err)
 	}
 	return nil
+}
+
+// seedTable inserts table's rows up to upto in steps (inSteps), then
+// settles the table for the measurements; an insert's error names it.
+func seedTable(ctx context.Context, conn *pgx.Conn, table string, seeded *int, upto int, insert func(from, to int) error) error {
+	if err := inSteps(seeded, upto, insert); err != nil {
+		return fmt.Errorf("seed %s: %w", table, err)
+	}
+	return settleTable(ctx, conn, table)
 }
 
 // flatRow is a row whose budget is the budget's "flat": the p50 at the large
@@ -362,24 +364,14 @@ WHERE v.file_id = $1 AND v.version = 1`, f.ID, seeded+1, upto)
 			return p, err
 		}
 		halfWork = append(halfWork, w)
+		logf("  %d versions: first page p50 %s (p90 %s), halfway p50 %s (p90 %s)", seeded, fmtMS(p.first50), fmtMS(p.first90), fmtMS(p.half50), fmtMS(p.half90))
 		return p, nil
 	}
-	if err := seed(small); err != nil {
-		return nil, err
-	}
-	a, err := measure()
+	points, err := atPoints([]int{small, large}, "versions", &seeded, seed, measure)
 	if err != nil {
 		return nil, err
 	}
-	logf("  %d versions: first page p50 %s (p90 %s), halfway p50 %s (p90 %s)", seeded, fmtMS(a.first50), fmtMS(a.first90), fmtMS(a.half50), fmtMS(a.half90))
-	if err := seed(large); err != nil {
-		return nil, err
-	}
-	z, err := measure()
-	if err != nil {
-		return nil, err
-	}
-	logf("  %d versions: first page p50 %s (p90 %s), halfway p50 %s (p90 %s)", seeded, fmtMS(z.first50), fmtMS(z.first90), fmtMS(z.half50), fmtMS(z.half90))
+	a, z := points[0], points[1]
 	b.notes = append(b.notes, fmt.Sprintf("versions: one file, %d then %d versions; first page p90 %s → %s, from halfway %s → %s; Postgres work per call on file_versions: %s, then %s; from halfway %s, then %s.",
 		small, large, fmtMS(a.first90), fmtMS(z.first90), fmtMS(a.half90), fmtMS(z.half90), work[0], work[1], halfWork[0], halfWork[1]))
 	if err := b.api.deleteFile(ctx, f.ID); err != nil {

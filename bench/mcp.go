@@ -64,13 +64,7 @@ func (b *bench) mcp(ctx context.Context) ([]row, error) {
 			return 0, fmt.Errorf("write_file %s: %w", p, err)
 		}
 		if res.IsError {
-			var text strings.Builder
-			for _, c := range res.Content {
-				if tc, ok := c.(*mcp.TextContent); ok {
-					text.WriteString(tc.Text)
-				}
-			}
-			return 0, fmt.Errorf("write_file %s: tool error: %s", p, oneLine(text.String(), 200))
+			return 0, fmt.Errorf("write_file %s: tool error: %s", p, oneLine(toolText(res), 200))
 		}
 		return d, nil
 	}

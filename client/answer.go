@@ -18,7 +18,12 @@ import (
 // for a call that sends several (an upload session's parts, then its
 // complete), the last one. It is safe for concurrent use.
 type Answer struct {
-	mu        sync.Mutex
+	mu   sync.Mutex
+	last answered
+}
+
+// answered is what an Answer holds of the last answer.
+type answered struct {
 	replayed  bool
 	key       string
 	requestID string
@@ -32,34 +37,25 @@ func WithAnswer(ctx context.Context, a *Answer) context.Context {
 
 type answerKey struct{}
 
+// get is the last answer, read under the lock.
+func (a *Answer) get() answered {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.last
+}
+
 // Replayed reports whether the last answer was a replay: the server found
 // the request's Idempotency-Key holding this outcome and did nothing again.
-func (a *Answer) Replayed() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.replayed
-}
+func (a *Answer) Replayed() bool { return a.get().replayed }
 
 // IdempotencyKey is the key the last request was sent with, "" for none.
-func (a *Answer) IdempotencyKey() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.key
-}
+func (a *Answer) IdempotencyKey() string { return a.get().key }
 
 // RequestID is the X-Request-ID of the last answer.
-func (a *Answer) RequestID() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.requestID
-}
+func (a *Answer) RequestID() string { return a.get().requestID }
 
 // Status is the HTTP status of the last answer, 0 before any.
-func (a *Answer) Status() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.status
-}
+func (a *Answer) Status() int { return a.get().status }
 
 // recordAnswer notes a successful response in the context's Answer, if
 // it has one.
@@ -68,10 +64,9 @@ func recordAnswer(ctx context.Context, r *request, res *http.Response) {
 	if a == nil || res == nil {
 		return
 	}
+	last := answered{replayed: strings.EqualFold(res.Header.Get("Idempotent-Replayed"), "true"), key: r.key,
+		requestID: res.Header.Get("X-Request-ID"), status: res.StatusCode}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.replayed = strings.EqualFold(res.Header.Get("Idempotent-Replayed"), "true")
-	a.key = r.key
-	a.requestID = res.Header.Get("X-Request-ID")
-	a.status = res.StatusCode
+	a.last = last
 }

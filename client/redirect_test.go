@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentfs/agentfs/client"
 	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/internal/testkit"
 	"github.com/agentfs/agentfs/storage/storagetest"
 )
 
@@ -68,14 +69,7 @@ func TestContentRedirect(t *testing.T) {
 		t.Helper()
 		before, _ := rec.counts(cfg.S3Endpoint)
 		ct, err := get()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ct.Close()
-		b, err := io.ReadAll(ct)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := testkit.ReadAll(t, ct, err)
 		after, auth := rec.counts(cfg.S3Endpoint)
 		if after != before+1 || auth != 0 {
 			t.Fatalf("requests to S3 %d → %d, %d with Authorization; want one more and none", before, after, auth)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentfs/agentfs"
 	"github.com/agentfs/agentfs/api"
 )
 
@@ -24,12 +25,12 @@ type UploadPart = api.UploadPart
 
 // Upload session states (Upload.Status).
 const (
-	UploadPending    = api.UploadPending
-	UploadCompleting = api.UploadCompleting
-	UploadCompleted  = api.UploadCompleted
-	UploadAborted    = api.UploadAborted
-	UploadExpired    = api.UploadExpired
-	UploadFailed     = api.UploadFailed
+	UploadPending    = agentfs.UploadPending
+	UploadCompleting = agentfs.UploadCompleting
+	UploadCompleted  = agentfs.UploadCompleted
+	UploadAborted    = agentfs.UploadAborted
+	UploadExpired    = agentfs.UploadExpired
+	UploadFailed     = agentfs.UploadFailed
 )
 
 // CreateUploadOptions adjust CreateUpload.

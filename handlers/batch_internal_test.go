@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"testing"
+
+	"github.com/agentfs/agentfs/internal/testkit"
 )
 
 // base64Cases are JSON strings holding base64 (or not) in every way
@@ -24,10 +26,7 @@ func TestBase64SizeMatchesDecodeString(t *testing.T) {
 }
 
 func FuzzBase64Size(f *testing.F) {
-	for _, tc := range base64Cases {
-		f.Add([]byte(tc))
-	}
-	f.Fuzz(func(t *testing.T, s []byte) { checkBase64Size(t, s) })
+	testkit.FuzzSeeds(f, base64Cases, checkBase64Size)
 }
 
 // checkBase64Size compares base64Size of a JSON string with what

@@ -47,17 +47,9 @@ func versionContent(f *agentfs.File, v *agentfs.FileVersion) content {
 // getContent is GET and HEAD /v1/files/{id}/content: the bytes of a live
 // file, whole or one range, with conditional GET.
 func (a *API) getContent(c echo.Context) error {
-	if spec, ok, err := asOfParam(c); ok || err != nil {
-		if err != nil {
-			return err
-		}
-		return a.getContentAsOf(c, spec)
-	}
-	f, err := a.deps.Files.Content(c.Request().Context(), caller(c), c.Param("id"))
-	if err != nil {
-		return err
-	}
-	return a.serveFileContent(c, contentOf(f))
+	return readFile(c, a.getContentAsOf, a.deps.Files.Content, func(c echo.Context, f *agentfs.File) error {
+		return a.serveFileContent(c, contentOf(f))
+	})
 }
 
 // serveFileContent answers a content request of a file (current, a

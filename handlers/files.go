@@ -163,11 +163,8 @@ func (a *API) listFiles(c echo.Context) error {
 	if c.QueryParams().Has("delimiter") {
 		return a.listChildren(c)
 	}
-	if spec, ok, err := asOfParam(c); ok || err != nil {
-		if err != nil {
-			return err
-		}
-		return a.listFilesAsOf(c, spec)
+	if past, err := servedAsOf(c, a.listFilesAsOf); past {
+		return err
 	}
 	filter, err := bindFilter(c)
 	if err != nil {
@@ -248,17 +245,7 @@ func normalizePrefix(prefix string) (string, error) {
 
 // getFile is GET and HEAD /v1/files/{id}: metadata, also of a deleted file.
 func (a *API) getFile(c echo.Context) error {
-	if spec, ok, err := asOfParam(c); ok || err != nil {
-		if err != nil {
-			return err
-		}
-		return a.getFileAsOf(c, spec)
-	}
-	f, err := a.deps.Files.File(c.Request().Context(), caller(c), c.Param("id"))
-	if err != nil {
-		return err
-	}
-	return a.answerFile(c, f)
+	return readFile(c, a.getFileAsOf, a.deps.Files.File, a.answerFile)
 }
 
 // answerFile answers a file's metadata with its ETag, or 304 when

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentfs/agentfs/handlers/apitest"
 	"github.com/agentfs/agentfs/internal/testkit"
+	"github.com/agentfs/agentfs/mcpserver/mcptest"
 	"github.com/agentfs/agentfs/oauth"
 	"github.com/agentfs/agentfs/oauth/oauthtest"
 )
@@ -72,7 +73,7 @@ func TestHydraClientCredentials(t *testing.T) {
 
 	cs := apitest.MCPSession(t, srv.URL, full)
 	apitest.CallTool(t, cs, "write_file", map[string]any{"path": "hydra/mcp.txt", "content": "by a tool"})
-	if out := apitest.CallTool(t, cs, "read_text_file", map[string]any{"path": "hydra/a.txt"}); !strings.Contains(toolText(out), "by client credentials") {
+	if out := apitest.CallTool(t, cs, "read_text_file", map[string]any{"path": "hydra/a.txt"}); !strings.Contains(mcptest.Text(out), "by client credentials") {
 		t.Fatalf("read_text_file: %+v", out)
 	}
 

@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/mcpserver/mcptest"
 	"github.com/agentfs/agentfs/oauth"
 	"github.com/agentfs/agentfs/oauth/oauthtest"
 )
@@ -38,16 +37,6 @@ type oauthClock struct {
 func (c *oauthClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 
 func (c *oauthClock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
-func toolText(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
 
 // challenge parses a WWW-Authenticate: Bearer header's parameters.
 func challenge(t *testing.T, res *apitest.Response) map[string]string {
@@ -216,7 +205,7 @@ func TestOAuthAccessTokens(t *testing.T) {
 		for _, aud := range []string{srv.URL, srv.URL + "/mcp"} {
 			tok := iss.Sign(t, iss.Standard(aud, "agent-7", "read write", now))
 			cs := apitest.MCPSession(t, srv.URL, tok)
-			if res := apitest.CallTool(t, cs, "read_text_file", map[string]any{"path": "oauth/a.txt"}); !strings.Contains(toolText(res), "from a JWT") {
+			if res := apitest.CallTool(t, cs, "read_text_file", map[string]any{"path": "oauth/a.txt"}); !strings.Contains(mcptest.Text(res), "from a JWT") {
 				t.Fatalf("aud %s: read_text_file: %+v", aud, res)
 			}
 		}

@@ -42,8 +42,30 @@ func pointParam(c echo.Context, name, def string) (agentfs.PointSpec, bool, erro
 	return spec, true, err
 }
 
-// asOfParam is the as_of point of a read, if any.
-func asOfParam(c echo.Context) (agentfs.PointSpec, bool, error) { return pointParam(c, "as_of", "") }
+// readFile answers a read of the file named by the route's id: as it was
+// at the as_of point with past, else as it is now, read and answered.
+func readFile(c echo.Context, past func(echo.Context, agentfs.PointSpec) error,
+	read func(context.Context, agentfs.Caller, string) (*agentfs.File, error), answer func(echo.Context, *agentfs.File) error) error {
+	if done, err := servedAsOf(c, past); done {
+		return err
+	}
+	f, err := read(c.Request().Context(), caller(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return answer(c, f)
+}
+
+// servedAsOf serves a read of the past: when the request names a point
+// (as_of), past answers it and servedAsOf reports true with past's error;
+// a malformed point is true with its problem.
+func servedAsOf(c echo.Context, past func(echo.Context, agentfs.PointSpec) error) (bool, error) {
+	spec, ok, err := pointParam(c, "as_of", "")
+	if err != nil || !ok {
+		return err != nil, err
+	}
+	return true, past(c, spec)
+}
 
 // pathCursor is the opaque cursor of a listing in path order.
 func pathCursor(path, id string) string {

@@ -1,13 +1,13 @@
 package handlers_test
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/agentfs/agentfs/internal/testkit"
 )
 
 // missingFileID is a well-formed id no file has.
@@ -34,13 +34,9 @@ func TestBadInputIsNeverA500(t *testing.T) {
 	defer conn.Close()
 	fmt.Fprintf(conn, "POST /v1/files?path=chunked.bin HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
 		"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nZZ\r\n", b.srv.Token(t, "alice"))
-	r, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(r.Body)
-	if r.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "INVALID_REQUEST") {
-		t.Fatalf("malformed chunked body: %d %s", r.StatusCode, body)
+	status, body := testkit.RawAnswer(t, conn)
+	if status != http.StatusBadRequest || !strings.Contains(body, "INVALID_REQUEST") {
+		t.Fatalf("malformed chunked body: %d %s", status, body)
 	}
 	if n := len(list(t, c, "include_deleted=true").Data); n != 0 {
 		t.Fatalf("%d files after a malformed body", n)

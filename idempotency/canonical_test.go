@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentfs/agentfs/idempotency"
+	"github.com/agentfs/agentfs/internal/testkit"
 )
 
 // referenceCanonical is the canonical form as it was first defined: the
@@ -77,8 +78,5 @@ func checkCanonical(t *testing.T, data []byte) {
 }
 
 func FuzzCanonicalJSONMatchesTheReference(f *testing.F) {
-	for _, tc := range canonicalCases {
-		f.Add([]byte(tc))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) { checkCanonical(t, data) })
+	testkit.FuzzSeeds(f, canonicalCases, checkCanonical)
 }

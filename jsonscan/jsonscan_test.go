@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentfs/agentfs/internal/testkit"
 	"github.com/agentfs/agentfs/jsonscan"
 )
 
@@ -57,10 +58,7 @@ func TestStringReadsInAnyPieces(t *testing.T) {
 }
 
 func FuzzJSONScan(f *testing.F) {
-	for _, tc := range cases {
-		f.Add([]byte(tc))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) { check(t, data) })
+	testkit.FuzzSeeds(f, cases, check)
 }
 
 // check runs every function of the package on data (none may panic) and,

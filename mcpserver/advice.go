@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 )
@@ -77,7 +78,7 @@ func retrySentence(c callContext, p *Problem) string {
 	if p.RetryAfterSeconds > 0 {
 		s += fmt.Sprintf(" after %d seconds", p.RetryAfterSeconds)
 	}
-	key := cmpOr(c.key, p.IdempotencyKey)
+	key := cmp.Or(c.key, p.IdempotencyKey)
 	if key != "" {
 		s += fmt.Sprintf(`; repeat it with idempotency_key=%q, which can never write twice`, key)
 	}
@@ -174,11 +175,4 @@ func sentence(s string) string {
 		return s
 	}
 	return s + "."
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -102,7 +103,7 @@ func parseContentRange(v string) (start, size int64) {
 func (cb *ClientBackend) List(ctx context.Context, f ListFilter) (*FileList, error) {
 	opts := client.ListOptions{Prefix: f.Prefix, Path: f.Path, RunID: f.RunID, AgentID: f.AgentID, Limit: f.Limit, Cursor: f.Cursor}
 	if f.AsOf != "" { // an as-of listing takes a prefix only
-		opts = client.ListOptions{Prefix: cmpOr(f.Path, f.Prefix), Limit: f.Limit, Cursor: f.Cursor, AsOf: f.AsOf}
+		opts = client.ListOptions{Prefix: cmp.Or(f.Path, f.Prefix), Limit: f.Limit, Cursor: f.Cursor, AsOf: f.AsOf}
 	}
 	page, err := cb.c.ListFiles(ctx, opts)
 	if err != nil {
@@ -139,7 +140,7 @@ func (cb *ClientBackend) Folder(ctx context.Context, prefix, cursor string, limi
 // one, the same for every retry of this call, so the client's retries can
 // never write twice; a call whose outcome stays unknown reports that key.
 func (cb *ClientBackend) Put(ctx context.Context, p PutArgs) (*File, error) {
-	key := cmpOr(p.IdempotencyKey, client.NewIdempotencyKey())
+	key := cmp.Or(p.IdempotencyKey, client.NewIdempotencyKey())
 	f, err := cb.c.PutFile(ctx, p.Path, bytes.NewReader(p.Content), client.PutOptions{
 		Replace: p.IfExists == IfExistsReplace, IfMatch: p.IfMatch, ContentType: p.ContentType, IdempotencyKey: key,
 		ExpiresIn: time.Duration(p.ExpiresIn) * time.Second})
@@ -153,7 +154,7 @@ func (cb *ClientBackend) Put(ctx context.Context, p PutArgs) (*File, error) {
 // client's retries of this one call are one write), and words its
 // failure for that key (problemOf).
 func keyed[T any](w WriteOptions, call func(key string) (*T, error)) (*T, error) {
-	key := cmpOr(w.IdempotencyKey, client.NewIdempotencyKey())
+	key := cmp.Or(w.IdempotencyKey, client.NewIdempotencyKey())
 	v, err := call(key)
 	if err != nil {
 		return nil, problemOf(err, key)
@@ -236,7 +237,7 @@ func (cb *ClientBackend) Share(ctx context.Context, fileID string, s ShareArgs) 
 	if s.ExpiresIn < 0 || s.Version < 0 {
 		return nil, errors.New("mcpserver: Share with a negative expiry or version")
 	}
-	key := cmpOr(s.IdempotencyKey, client.NewIdempotencyKey())
+	key := cmp.Or(s.IdempotencyKey, client.NewIdempotencyKey())
 	l, err := cb.c.CreateLink(ctx, fileID, client.LinkOptions{ExpiresIn: time.Duration(s.ExpiresIn) * time.Second,
 		Version: s.Version, IdempotencyKey: key})
 	if err != nil {

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -31,7 +32,7 @@ func (b *CoreBackend) Fork(ctx context.Context, from, to, asOf string) (*Fork, e
 	if err != nil {
 		return nil, err
 	}
-	spec, err := agentfs.ParsePoint("as_of", cmpOr(asOf, "now"), who.Subject)
+	spec, err := agentfs.ParsePoint("as_of", cmp.Or(asOf, "now"), who.Subject)
 	if err != nil {
 		return nil, problemOfCore(err)
 	}
@@ -49,7 +50,7 @@ func (b *CoreBackend) Merge(ctx context.Context, forkID, onConflict string, dryR
 	if err != nil {
 		return nil, err
 	}
-	req := agentfs.MergeRequest{ForkID: forkID, OnConflict: cmpOr(onConflict, agentfs.OnConflictFail), DryRun: dryRun}
+	req := agentfs.MergeRequest{ForkID: forkID, OnConflict: cmp.Or(onConflict, agentfs.OnConflictFail), DryRun: dryRun}
 	if dryRun {
 		m, err := b.Core.PlanMerge(ctx, who, req)
 		if err != nil {

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -114,7 +115,7 @@ func (b *CoreBackend) Diff(ctx context.Context, from, to, prefix string) (*DiffR
 	if err != nil {
 		return nil, problemOfCore(err)
 	}
-	toSpec, err := agentfs.ParsePoint("to", cmpOr(to, "now"), who.Subject)
+	toSpec, err := agentfs.ParsePoint("to", cmp.Or(to, "now"), who.Subject)
 	if err != nil {
 		return nil, problemOfCore(err)
 	}
@@ -261,7 +262,7 @@ func (b *CoreBackend) listAsOf(ctx context.Context, who agentfs.Caller, f ListFi
 	if err != nil {
 		return nil, problemOfCore(err)
 	}
-	prefix := cmpOr(f.Path, f.Prefix)
+	prefix := cmp.Or(f.Path, f.Prefix)
 	files, _, err := b.Reads.FilesAsOf(ctx, who, spec, agentfs.AsOfFilter{Prefix: prefix, After: f.Cursor, Limit: f.Limit + 1})
 	if err != nil {
 		return nil, problemOfCore(err)

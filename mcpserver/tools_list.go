@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -460,7 +461,7 @@ func runSummaryTool() *toolSpec {
 // one; the call is counted for it.
 func (tb *toolbox) runArg(ctx context.Context, runID string, cc *callContext) (string, error) {
 	_, myRun := tb.attribution(ctx)
-	run := cmpOr(runID, myRun)
+	run := cmp.Or(runID, myRun)
 	if run == "" {
 		return "", validation("run_id", "give run_id: this session has no run id of its own")
 	}

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -85,7 +86,7 @@ func diffTool() *toolSpec {
 		}
 		var b strings.Builder
 		if len(d.Changes) == 0 {
-			fmt.Fprintf(&b, "No changes between %s and %s.", in.From, cmpOr(in.To, "now"))
+			fmt.Fprintf(&b, "No changes between %s and %s.", in.From, cmp.Or(in.To, "now"))
 		}
 		for _, ch := range d.Changes {
 			fmt.Fprintf(&b, "%s %s\n", ch.Change, ch.Path)

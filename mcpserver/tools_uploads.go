@@ -39,30 +39,34 @@ func uploadIDSchema(s *jsonschema.Schema) {
 	s.Properties["upload_id"].MaxLength = ptr(64)
 }
 
-func completeUploadTool() *toolSpec {
-	return define(tool("complete_upload"), uploadIDSchema, func(ctx context.Context, tb *toolbox, in *uploadIDIn, cc *callContext) (*reply[File], error) {
-		f, err := tb.b.CompleteUpload(ctx, in.UploadID, WriteOptions{})
+// endUploadTool is a tool that ends the upload session in.UploadID with
+// end (complete_upload, abort_upload): the call counts for the path the
+// session wrote or would have, and text says what came of it.
+func endUploadTool[T any](name string, end func(UploadsBackend, context.Context, string, WriteOptions) (*T, error),
+	path func(*T) string, text func(in *uploadIDIn, v *T) string) *toolSpec {
+	return define(tool(name), uploadIDSchema, func(ctx context.Context, tb *toolbox, in *uploadIDIn, cc *callContext) (*reply[T], error) {
+		v, err := end(tb.b, ctx, in.UploadID, WriteOptions{})
 		if err != nil {
 			return nil, err
 		}
-		cc.path = f.Path
-		return &reply[File]{Text: "Completed " + in.UploadID + ": " + summarize(f), Out: *f}, nil
+		cc.path = path(v)
+		return &reply[T]{Text: text(in, v), Out: *v}, nil
 	})
 }
 
+func completeUploadTool() *toolSpec {
+	return endUploadTool("complete_upload", UploadsBackend.CompleteUpload, func(f *File) string { return f.Path },
+		func(in *uploadIDIn, f *File) string { return "Completed " + in.UploadID + ": " + summarize(f) })
+}
+
 func abortUploadTool() *toolSpec {
-	return define(tool("abort_upload"), uploadIDSchema, func(ctx context.Context, tb *toolbox, in *uploadIDIn, cc *callContext) (*reply[Upload], error) {
-		u, err := tb.b.AbortUpload(ctx, in.UploadID, WriteOptions{})
-		if err != nil {
-			return nil, err
-		}
-		cc.path = u.Path
-		text := fmt.Sprintf("Upload %s (%s) is %s; it writes no file.", u.ID, u.Path, u.Status)
-		if u.Status == agentfs.UploadCompleted {
-			text = fmt.Sprintf("Upload %s (%s) had completed already: its file stays; nothing was aborted.", u.ID, u.Path)
-		}
-		return &reply[Upload]{Text: text, Out: *u}, nil
-	})
+	return endUploadTool("abort_upload", UploadsBackend.AbortUpload, func(u *Upload) string { return u.Path },
+		func(_ *uploadIDIn, u *Upload) string {
+			if u.Status == agentfs.UploadCompleted {
+				return fmt.Sprintf("Upload %s (%s) had completed already: its file stays; nothing was aborted.", u.ID, u.Path)
+			}
+			return fmt.Sprintf("Upload %s (%s) is %s; it writes no file.", u.ID, u.Path, u.Status)
+		})
 }
 
 // completeWait bounds how long CoreBackend.CompleteUpload waits for a

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path"
@@ -46,7 +47,7 @@ func writeFileTool() *toolSpec {
 			return nil, tooLarge(fmt.Sprintf("content is %d bytes, above the limit of %d", len(in.Content), tb.opts.MaxWriteBytes))
 		}
 		f, err := tb.b.Put(ctx, PutArgs{Path: p, Content: []byte(in.Content), ContentType: textContentType(p),
-			IfExists: cmpOr(ifExists, IfExistsError), IfMatch: quoteETag(in.ExpectedETag), ExpiresIn: in.ExpiresIn,
+			IfExists: cmp.Or(ifExists, IfExistsError), IfMatch: quoteETag(in.ExpectedETag), ExpiresIn: in.ExpiresIn,
 			IdempotencyKey: in.IdempotencyKey})
 		if err != nil {
 			return nil, err
@@ -178,7 +179,7 @@ func runEdit(ctx context.Context, tb *toolbox, in *editFileIn, cc *callContext) 
 	case int64(len(after)) > tb.opts.MaxWriteBytes:
 		return nil, tooLarge(fmt.Sprintf("the edited %s would be %d bytes, above the limit of %d", p, len(after), tb.opts.MaxWriteBytes))
 	}
-	nf, err := tb.b.Put(ctx, PutArgs{Path: p, Content: []byte(after), ContentType: cmpOr(c.ContentType, f.ContentType),
+	nf, err := tb.b.Put(ctx, PutArgs{Path: p, Content: []byte(after), ContentType: cmp.Or(c.ContentType, f.ContentType),
 		IfExists: IfExistsReplace, IfMatch: c.ETag, IdempotencyKey: in.IdempotencyKey, seen: c})
 	if err != nil {
 		return nil, err

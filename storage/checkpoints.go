@@ -76,12 +76,8 @@ func (s *Store) DeleteCheckpointTx(ctx context.Context, tx pgx.Tx, subject, idOr
 // is read at it is held to the reach.)
 func (s *Store) Checkpoint(ctx context.Context, subject, idOrName string) (*agentfs.Checkpoint, error) {
 	args := pgx.NamedArgs{"subject": subject, "ref": idOrName}
-	c, err := scanCheckpoint(s.pool.QueryRow(ctx, `SELECT `+checkpointColumns+` FROM checkpoints
+	return scanOne("checkpoint", scanCheckpoint, s.pool.QueryRow(ctx, `SELECT `+checkpointColumns+` FROM checkpoints
 		WHERE subject = @subject AND (id = @ref OR name = @ref) AND `+visiblePath(ctx, "prefix", args), args))
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	return c, nil
 }
 
 // ListCheckpoints lists the subject's checkpoints newest first, those of

@@ -250,6 +250,16 @@ func collect[T any](rows pgx.Rows, err error, what string, scan func(pgx.Collect
 	return out, nil
 }
 
+// scanOne reads the one row a query or a RETURNING answered with scan;
+// what names the statement in its error.
+func scanOne[T any](what string, scan func(pgx.Row) (T, error), row pgx.Row) (T, error) {
+	v, err := scan(row)
+	if err != nil {
+		return v, fmt.Errorf("%s: %w", what, err)
+	}
+	return v, nil
+}
+
 // rowOf adapts a scan of one row (pgx.Row) to collect.
 func rowOf[T any](scan func(pgx.Row) (T, error)) func(pgx.CollectableRow) (T, error) {
 	return func(r pgx.CollectableRow) (T, error) { return scan(r) }

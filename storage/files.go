@@ -601,12 +601,8 @@ func (s *Store) File(ctx context.Context, subject, id string) (*agentfs.File, er
 		return nil, err
 	}
 	args := pgx.NamedArgs{"id": id, "subject": subject}
-	f, err := s.scanFile(s.pool.QueryRow(ctx, `SELECT `+fileColumns+` FROM files WHERE id = @id AND subject = @subject
+	return scanOne("get file", s.scanFile, s.pool.QueryRow(ctx, `SELECT `+fileColumns+` FROM files WHERE id = @id AND subject = @subject
 		AND `+visiblePath(ctx, "path", args), args))
-	if err != nil {
-		return nil, fmt.Errorf("get file: %w", err)
-	}
-	return f, nil
 }
 
 // ListFiles returns up to filter.Limit files, newest first, after the

@@ -151,12 +151,8 @@ func (s *Store) fork(ctx context.Context, q querier, subject, id, lock string) (
 		return nil, err
 	}
 	args := pgx.NamedArgs{"subject": subject, "id": id}
-	f, err := scanFork(q.QueryRow(ctx, `SELECT `+forkColumns+` FROM forks WHERE subject = @subject AND id = @id AND `+
+	return scanOne("fork", scanFork, q.QueryRow(ctx, `SELECT `+forkColumns+` FROM forks WHERE subject = @subject AND id = @id AND `+
 		visibleFork(ctx, args)+` `+lock, args))
-	if err != nil {
-		return nil, fmt.Errorf("fork: %w", err)
-	}
-	return f, nil
 }
 
 // ListForks lists the subject's forks within the reach of ctx, newest
@@ -169,14 +165,7 @@ func (s *Store) ListForks(ctx context.Context, subject string, filter agentfs.Fo
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+forkColumns+` FROM forks WHERE `+w.where()+
 		` ORDER BY created_at DESC, id DESC LIMIT @limit`, w.args)
-	if err != nil {
-		return nil, Translate(fmt.Errorf("list forks: %w", err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*agentfs.Fork, error) { return scanFork(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list forks: %w", err)
-	}
-	return out, nil
+	return collect(rows, err, "list forks", rowOf(scanFork))
 }
 
 // DeleteForkTx forgets the subject's fork in tx (its files stay); an
@@ -186,10 +175,6 @@ func (s *Store) DeleteForkTx(ctx context.Context, tx pgx.Tx, subject, id string)
 		return nil, err
 	}
 	args := pgx.NamedArgs{"subject": subject, "id": id}
-	f, err := scanFork(tx.QueryRow(ctx, `DELETE FROM forks WHERE subject = @subject AND id = @id AND `+
+	return scanOne("delete fork", scanFork, tx.QueryRow(ctx, `DELETE FROM forks WHERE subject = @subject AND id = @id AND `+
 		visibleFork(ctx, args)+` RETURNING `+forkColumns, args))
-	if err != nil {
-		return nil, fmt.Errorf("delete fork: %w", err)
-	}
-	return f, nil
 }

@@ -30,6 +30,9 @@ func scanWebhook(row pgx.Row, more ...any) (*agentfs.Webhook, error) {
 	return &w, nil
 }
 
+// scanWebhookRow is scanWebhook of exactly a webhook row.
+func scanWebhookRow(row pgx.Row) (*agentfs.Webhook, error) { return scanWebhook(row) }
+
 // CreateWebhookTx stores w in tx with its sealed secret: active, its
 // cursor at the current end of the subject's feed, so its receiver hears
 // of what commits from then on.
@@ -44,15 +47,11 @@ func (s *Store) CreateWebhookTx(ctx context.Context, tx pgx.Tx, w *agentfs.Webho
 	}
 	args := pgx.NamedArgs{"id": w.ID, "subject": w.Subject, "url": w.URL, "types": types, "prefix": w.Prefix,
 		"run_id": w.RunID, "description": w.Description, "sealed": sealed, "reach": reach, "token_id": w.TokenID}
-	out, err := scanWebhook(tx.QueryRow(ctx, `INSERT INTO webhooks (id, subject, url, types, prefix, run_id, description,
+	return scanOne("create webhook", scanWebhookRow, tx.QueryRow(ctx, `INSERT INTO webhooks (id, subject, url, types, prefix, run_id, description,
 			secret_sealed, reach, token_id, cursor_pos, cursor_at)
 		VALUES (@id, @subject, @url, @types, @prefix, @run_id, @description, @sealed, @reach, @token_id,
 			coalesce((SELECT n FROM event_counters WHERE subject = @subject), 0), now())
 		RETURNING `+webhookColumns, args))
-	if err != nil {
-		return nil, fmt.Errorf("create webhook: %w", err)
-	}
-	return out, nil
 }
 
 // ListWebhooks returns a page of the subject's webhooks that ctx's reach
@@ -65,7 +64,7 @@ func (s *Store) ListWebhooks(ctx context.Context, subject string, filter agentfs
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE `+w.where()+
 		` ORDER BY created_at, id LIMIT @limit`, w.args)
-	return collect(rows, err, "list webhooks", func(r pgx.CollectableRow) (*agentfs.Webhook, error) { return scanWebhook(r) })
+	return collect(rows, err, "list webhooks", rowOf(scanWebhookRow))
 }
 
 // Webhook returns the subject's webhook id, if ctx's reach made it.
@@ -74,12 +73,8 @@ func (s *Store) Webhook(ctx context.Context, subject, id string) (*agentfs.Webho
 		return nil, err
 	}
 	args := pgx.NamedArgs{"id": id, "subject": subject}
-	w, err := scanWebhook(s.pool.QueryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks
+	return scanOne("get webhook", scanWebhookRow, s.pool.QueryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks
 		WHERE id = @id AND subject = @subject AND `+visibleMade(ctx, "token_id", args), args))
-	if err != nil {
-		return nil, fmt.Errorf("get webhook: %w", err)
-	}
-	return w, nil
 }
 
 // webhookChange is what an update sets: SQL assignments and their
@@ -165,12 +160,8 @@ func (s *Store) DeleteWebhookTx(ctx context.Context, tx pgx.Tx, subject, id stri
 		return nil, err
 	}
 	args := pgx.NamedArgs{"id": id, "subject": subject}
-	w, err := scanWebhook(tx.QueryRow(ctx, `DELETE FROM webhooks WHERE id = @id AND subject = @subject AND `+
+	return scanOne("delete webhook", scanWebhookRow, tx.QueryRow(ctx, `DELETE FROM webhooks WHERE id = @id AND subject = @subject AND `+
 		visibleMade(ctx, "token_id", args)+` RETURNING `+webhookColumns, args))
-	if err != nil {
-		return nil, fmt.Errorf("delete webhook: %w", err)
-	}
-	return w, nil
 }
 
 // WebhookDeliveries returns up to limit attempts of the subject's webhook

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -69,7 +70,9 @@ func clientCommand(c command, anonymous bool, setup func(fs *flag.FlagSet) verbF
 // clientCommands are the verbs that talk to a running server through
 // package client, so they retry exactly as the SDK does.
 func clientCommands() []*command {
-	verbs := []*command{
+	fork := forkCommand()
+	fork.subs = []*command{forkLsCommand()}
+	return []*command{
 		putCommand(),
 		uploadCommand(),
 		batchCommand(),
@@ -83,11 +86,27 @@ func clientCommands() []*command {
 		rmCommand(),
 		restoreCommand(),
 		protocolCommand(),
+		// Points in time: checkpoints and diffs (restore to a point is
+		// agentfs restore PREFIX --to POINT).
+		checkpointCommand(),
+		diffCommand(),
+		webhookCommand(),
+		// Forks and merges (DESIGN §19).
+		fork,
+		mergeCommand(),
+		// File history, sharing and expiry (file history and lifecycle).
+		versionsCommand(),
+		revertCommand(),
+		mvCommand(),
+		shareCommand(),
+		expireCommand(),
+		// What happened: upload sessions, batches, the event feed and runs
+		// (lifecycle and the run ledger).
+		uploadsCommand(),
+		batchesCommand(),
+		eventsCommand(),
+		runCommand(),
 	}
-	verbs = append(verbs, pointCommands()...)
-	verbs = append(verbs, webhookCommand())
-	verbs = append(verbs, forkCommands()...)
-	return append(verbs, append(historyCommands(), ledgerCommands()...)...)
 }
 
 // cliRun is what a running client verb works with.
@@ -121,7 +140,7 @@ type cliRun struct {
 // retries are announced on stderr.
 func newCLIRun(name string, p *proc, anonymous bool) (*cliRun, error) {
 	cli := &cliRun{name: name, stdout: p.stdout, stderr: p.stderr, human: p.humanOutput(), forcedJSON: p.format == formatJSON,
-		stderrTTY: isTerminal(p.stderr), base: cmpOr(p.getenv("AGENTFS_URL"), defaultURL), getenv: p.getenv}
+		stderrTTY: isTerminal(p.stderr), base: cmp.Or(p.getenv("AGENTFS_URL"), defaultURL), getenv: p.getenv}
 	var err error
 	if cli.maxAttempts, err = maxAttempts(p.getenv); err != nil {
 		return nil, err
@@ -134,7 +153,7 @@ func newCLIRun(name string, p *proc, anonymous bool) (*cliRun, error) {
 
 // newCLIClient configures the client from AGENTFS_* variables.
 func newCLIClient(getenv func(string) string, anonymous bool, extra ...client.Option) (*client.Client, error) {
-	base := cmpOr(getenv("AGENTFS_URL"), defaultURL)
+	base := cmp.Or(getenv("AGENTFS_URL"), defaultURL)
 	token := getenv("AGENTFS_TOKEN")
 	if token == "" && !anonymous {
 		return nil, errors.New("AGENTFS_TOKEN is not set: create one with `agentfs token create --subject NAME` " +
@@ -318,7 +337,7 @@ func (cli *cliRun) report(err error) error {
 		return &verbError{msg: cli.describe(err, next), err: err}
 	}
 	if cli.stderrTTY && !cli.forcedJSON {
-		fmt.Fprintf(cli.stderr, "agentfs %s: %d %s: %s\n", cli.name, p.Status, p.Code, cmpOr(p.Detail, p.Title))
+		fmt.Fprintf(cli.stderr, "agentfs %s: %d %s: %s\n", cli.name, p.Status, p.Code, cmp.Or(p.Detail, p.Title))
 		for _, fe := range p.Errors {
 			fmt.Fprintf(cli.stderr, "  %s: %s\n", fe.Field, fe.Message)
 		}
@@ -360,13 +379,6 @@ func (cli *cliRun) describe(err error, next string) string {
 	return msg
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 // putCommand is agentfs put: one file up, through an upload session when it
 // is large, retried under one Idempotency-Key.
 func putCommand() *command {
@@ -394,8 +406,7 @@ Example:
 func putFlags(fs *flag.FlagSet) verbFunc {
 	replace := fs.Bool("replace", false, "replace the live file at REMOTE_PATH (keeps its id and url)")
 	contentType := fs.String("content-type", "", "the file's media `TYPE` (default: from LOCAL's extension)")
-	ifMatch := fs.String("if-match", "", "replace only while the file has this `ETAG` (needs --replace)")
-	key := keyFlag(fs, "upload")
+	ifMatch, key := guardFlags(fs, "replace only while the file has this `ETAG` (needs --replace)", "upload")
 	threshold := sizeFlag(fs, "threshold", client.DefaultSessionThreshold, "send a file of this `SIZE` or more (bytes, or with KiB, MiB, GiB) through an upload session")
 	var expiresIn durationValue
 	fs.Var(&expiresIn, "expires-in", "make the file expire this `DURATION` after the upload (60s to 365d: 90m, 24h, 7d)")
@@ -411,7 +422,7 @@ func putFlags(fs *flag.FlagSet) verbFunc {
 		if err := notADirectory("put", local); err != nil {
 			return err
 		}
-		t := &transfer{verb: "put", remote: remote, key: cmpOr(*key, client.NewIdempotencyKey())}
+		t := &transfer{verb: "put", remote: remote, key: cmp.Or(*key, client.NewIdempotencyKey())}
 		var f *client.File
 		if local == "-" {
 			in := &stdinBody{r: os.Stdin}
@@ -428,7 +439,7 @@ func putFlags(fs *flag.FlagSet) verbFunc {
 			t.viaSession = fi.Size() >= *threshold
 			t.whole = fi.Size() == 0 // an empty body is whole once the request is sent
 			opts := client.PutPathOptions{Threshold: *threshold, IdempotencyKey: t.key, UploadOptions: client.UploadOptions{
-				Replace: *replace, ContentType: cmpOr(*contentType, mime.TypeByExtension(filepath.Ext(local))), IfMatch: *ifMatch,
+				Replace: *replace, ContentType: cmp.Or(*contentType, mime.TypeByExtension(filepath.Ext(local))), IfMatch: *ifMatch,
 				ExpiresIn: time.Duration(expiresIn),
 			}}
 			bar := cli.watch(&opts.UploadOptions, fi.Size(), t)
@@ -505,7 +516,7 @@ func (t *transfer) failed(err error) error {
 	if errors.As(err, &p) && !p.Retryable {
 		if p.Code == "PATH_EXISTS" {
 			return withNext(err, fmt.Sprintf("%s already holds %s: run the same command with --replace to replace it "+
-				"(it keeps its id and url and gets a new version)", cmpOr(p.ExistingFileID, "a live file"), t.remote))
+				"(it keeps its id and url and gets a new version)", cmp.Or(p.ExistingFileID, "a live file"), t.remote))
 		}
 		return err
 	}
@@ -690,8 +701,7 @@ Examples:
 }
 
 func rmFlags(fs *flag.FlagSet) verbFunc {
-	ifMatch := fs.String("if-match", "", "delete only while the file has this `ETAG`")
-	key := keyFlag(fs, "delete")
+	ifMatch, key := guardFlags(fs, "delete only while the file has this `ETAG`", "delete")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		id, err := cli.oneFile(ctx, "rm", args, true, cli.fileID)
 		if err != nil {

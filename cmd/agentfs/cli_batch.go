@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -148,7 +149,7 @@ func (cli *cliRun) batchOutcome(b *client.Batch) error {
 		}
 		line := fmt.Sprintf("item %d (%s%s) failed", it.Index, it.Op, target)
 		if p := it.Error; p != nil {
-			line += fmt.Sprintf(": %d %s: %s", p.Status, p.Code, cmpOr(p.Detail, p.Title))
+			line += fmt.Sprintf(": %d %s: %s", p.Status, p.Code, cmp.Or(p.Detail, p.Title))
 			if p.ExistingFileID != "" {
 				line += " (existing_file_id " + p.ExistingFileID + ")"
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -108,13 +109,19 @@ type treeOptions struct {
 // defaultTreeParallel is how many files cp -r and sync move at once.
 const defaultTreeParallel = 8
 
+// treeFlags are the flags cp and sync share: --dry-run and --parallel,
+// with usages in the verb's words.
+func (o *treeOptions) treeFlags(fs *flag.FlagSet, dryRunUsage, parallelUsage string) {
+	fs.BoolVar(&o.dryRun, "dry-run", false, dryRunUsage)
+	fs.IntVar(&o.parallel, "parallel", defaultTreeParallel, parallelUsage)
+}
+
 func cpFlags(fs *flag.FlagSet) verbFunc {
 	var o treeOptions
 	fs.BoolVar(&o.recursive, "r", false, "copy a folder: everything under SRC to under DST")
 	fs.BoolVar(&o.recursive, "recursive", false, "the same as -r")
 	fs.BoolVar(&o.noClobber, "no-clobber", false, "leave what DST holds alone, whatever it holds")
-	fs.BoolVar(&o.dryRun, "dry-run", false, "print what would be copied, and copy nothing")
-	fs.IntVar(&o.parallel, "parallel", defaultTreeParallel, "copy `N` files at once (with -r)")
+	o.treeFlags(fs, "print what would be copied, and copy nothing", "copy `N` files at once (with -r)")
 	fs.BoolVar(&o.redirect, "redirect", false, "downloads: read the bytes from S3 through presigned URLs when the server offers them")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		src, dst, err := transferSides("cp", args, o, cli.getenv)
@@ -263,7 +270,7 @@ func (cli *cliRun) cpDown(ctx context.Context, src, dst location, o treeOptions)
 		}
 	}
 	if !o.recursive {
-		return usagef("cp: %s is a folder: cp -r copies the files under it", cmpOr(src.path, "agentfs: (the top)"))
+		return usagef("cp: %s is a folder: cp -r copies the files under it", cmp.Or(src.path, "agentfs: (the top)"))
 	}
 	prefix, err := remoteFolder(src.path)
 	if err != nil {
@@ -365,8 +372,7 @@ Examples:
 func syncFlags(fs *flag.FlagSet) verbFunc {
 	o := treeOptions{recursive: true}
 	fs.BoolVar(&o.delete, "delete", false, "delete what DST holds that SRC lacks (remote files are restorable)")
-	fs.BoolVar(&o.dryRun, "dry-run", false, "print what would change, and change nothing")
-	fs.IntVar(&o.parallel, "parallel", defaultTreeParallel, "move `N` files at once")
+	o.treeFlags(fs, "print what would change, and change nothing", "move `N` files at once")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		src, dst, err := transferSides("sync", args, o, cli.getenv)
 		if err != nil {

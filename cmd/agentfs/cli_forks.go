@@ -2,20 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"time"
 
 	"github.com/agentfs/agentfs/client"
 )
-
-// forkCommands are the verbs of forks and merges (DESIGN §19).
-func forkCommands() []*command {
-	fork := forkCommand()
-	fork.subs = []*command{forkLsCommand()}
-	return []*command{fork, mergeCommand()}
-}
 
 // forkCommand is agentfs fork SRC DST: a copy-on-write copy of a folder.
 func forkCommand() *command {
@@ -60,19 +52,11 @@ table on one.
 
 Example:
   agentfs fork ls
-`}, false, func(*flag.FlagSet) verbFunc {
-		return func(ctx context.Context, cli *cliRun, args []string) error {
-			if len(args) != 0 {
-				return usagef("fork ls takes no arguments")
-			}
-			forks := func(cursor string) ([]client.Fork, bool, *string, error) {
-				return pageOf(cli.client.ListForks(ctx, 100, cursor))
-			}
-			return printAll(cli, forks, "ID\tFROM\tTO\tFILES\tCREATED", func(f client.Fork) string {
-				return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", f.ID, f.From, f.To, f.Files, f.CreatedAt.Local().Format(time.DateTime))
-			})
-		}
-	})
+`}, false, lsVerb("fork ls", func(ctx context.Context, c *client.Client, cursor string) ([]client.Fork, bool, *string, error) {
+		return pageOf(c.ListForks(ctx, 100, cursor))
+	}, "ID\tFROM\tTO\tFILES\tCREATED", func(f client.Fork) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", f.ID, f.From, f.To, f.Files, f.CreatedAt.Local().Format(time.DateTime))
+	}))
 }
 
 // mergeCommand is agentfs merge FORK_ID: a fork's changes brought back.
@@ -102,21 +86,20 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if !cli.human {
-				return json.NewEncoder(cli.stdout).Encode(m)
-			}
-			for _, ch := range m.Applied {
-				fmt.Fprintf(cli.stdout, "%s\t%s\n", ch.Change, ch.Path)
-			}
-			for _, c := range m.Conflicts {
-				fmt.Fprintf(cli.stdout, "conflict\t%s\t(kept %s)\n", c.Path, deref(c.Resolution))
-			}
-			verb := "merged"
-			if m.DryRun {
-				verb = "would merge"
-			}
-			_, err = fmt.Fprintf(cli.stdout, "%s %d %s of %s\n", verb, len(m.Applied), plural(len(m.Applied), "change"), m.ForkID)
-			return err
+			return cli.printOr(m, func() error {
+				for _, ch := range m.Applied {
+					fmt.Fprintf(cli.stdout, "%s\t%s\n", ch.Change, ch.Path)
+				}
+				for _, c := range m.Conflicts {
+					fmt.Fprintf(cli.stdout, "conflict\t%s\t(kept %s)\n", c.Path, deref(c.Resolution))
+				}
+				verb := "merged"
+				if m.DryRun {
+					verb = "would merge"
+				}
+				_, err := fmt.Fprintf(cli.stdout, "%s %d %s of %s\n", verb, len(m.Applied), plural(len(m.Applied), "change"), m.ForkID)
+				return err
+			})
 		}
 	})
 }
@@ -155,6 +138,20 @@ func pageOf[T any, L ~listPage[T]](l *L, err error) ([]T, bool, *string, error) 
 	return p.Data, p.HasMore, p.NextCursor, nil
 }
 
+// lsVerb is the verb of a listing that takes no arguments (fork ls,
+// webhook ls): every page of list, printed by printAll.
+func lsVerb[T any](verb string, list func(ctx context.Context, c *client.Client, cursor string) ([]T, bool, *string, error),
+	header string, row func(T) string) func(*flag.FlagSet) verbFunc {
+	return func(*flag.FlagSet) verbFunc {
+		return func(ctx context.Context, cli *cliRun, args []string) error {
+			if len(args) != 0 {
+				return usagef("%s takes no arguments", verb)
+			}
+			return printAll(cli, func(cursor string) ([]T, bool, *string, error) { return list(ctx, cli.client, cursor) }, header, row)
+		}
+	}
+}
+
 // printAll prints every row of a listing read page by page: a JSON array
 // when stdout is not a terminal, else a table of header and one line of
 // row's a row.
@@ -163,12 +160,11 @@ func printAll[T any](cli *cliRun, page func(cursor string) ([]T, bool, *string, 
 	if err != nil {
 		return err
 	}
-	if !cli.human {
-		return json.NewEncoder(cli.stdout).Encode(all)
-	}
-	fmt.Fprintln(cli.stdout, header)
-	for _, v := range all {
-		fmt.Fprintln(cli.stdout, row(v))
-	}
-	return nil
+	return cli.printOr(all, func() error {
+		fmt.Fprintln(cli.stdout, header)
+		for _, v := range all {
+			fmt.Fprintln(cli.stdout, row(v))
+		}
+		return nil
+	})
 }

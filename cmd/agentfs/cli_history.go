@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,18 +15,6 @@ import (
 
 	"github.com/agentfs/agentfs/client"
 )
-
-// historyCommands are the verbs of file history, sharing and expiry
-// (file history and lifecycle).
-func historyCommands() []*command {
-	return []*command{
-		versionsCommand(),
-		revertCommand(),
-		mvCommand(),
-		shareCommand(),
-		expireCommand(),
-	}
-}
 
 // versionsCommand is agentfs versions: a file's versions, newest first.
 func versionsCommand() *command {
@@ -148,8 +137,7 @@ Examples:
 }
 
 func revertFlags(fs *flag.FlagSet) verbFunc {
-	ifMatch := fs.String("if-match", "", "revert only while the current content has this `ETAG`")
-	key := keyFlag(fs, "revert")
+	ifMatch, key := guardFlags(fs, "revert only while the current content has this `ETAG`", "revert")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 2 {
 			return usagef("revert needs FILE (a file id or a path) and a version number N")
@@ -196,8 +184,7 @@ Examples:
 
 func mvFlags(fs *flag.FlagSet) verbFunc {
 	replace := fs.Bool("replace", false, "delete a live file at NEWPATH (restorable) instead of failing")
-	ifMatch := fs.String("if-match", "", "move only while the file has this `ETAG`")
-	key := keyFlag(fs, "move")
+	ifMatch, key := guardFlags(fs, "move only while the file has this `ETAG`", "move")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 2 {
 			return usagef("mv needs FILE (a file id or a path) and NEWPATH")
@@ -210,7 +197,7 @@ func mvFlags(fs *flag.FlagSet) verbFunc {
 		var p *client.Problem
 		if errors.As(err, &p) && p.Code == "PATH_EXISTS" {
 			return withNext(err, fmt.Sprintf("%s holds %s: run the same command with --replace to delete it (restorable) and move there",
-				cmpOr(p.ExistingFileID, "a live file"), dest))
+				cmp.Or(p.ExistingFileID, "a live file"), dest))
 		}
 		if err != nil {
 			return err
@@ -306,8 +293,7 @@ Examples:
 
 func expireFlags(fs *flag.FlagSet) verbFunc {
 	never := fs.Bool("never", false, "remove the file's expiry")
-	ifMatch := fs.String("if-match", "", "change it only while the file has this `ETAG`")
-	key := keyFlag(fs, "change")
+	ifMatch, key := guardFlags(fs, "change it only while the file has this `ETAG`", "change")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		var at *time.Time
 		switch {

@@ -12,17 +12,6 @@ import (
 	"github.com/agentfs/agentfs/client"
 )
 
-// ledgerCommands are the verbs that show what happened: upload sessions,
-// batches, the event feed and runs (lifecycle and the run ledger).
-func ledgerCommands() []*command {
-	return []*command{
-		uploadsCommand(),
-		batchesCommand(),
-		eventsCommand(),
-		runCommand(),
-	}
-}
-
 // batchCancelCommand is agentfs batch cancel, beside agentfs batch FILE.json.
 func batchCancelCommand() *command {
 	return clientCommand(command{
@@ -58,9 +47,8 @@ Example:
 
 func uploadsFlags(fs *flag.FlagSet) verbFunc {
 	var opts client.UploadListOptions
-	fs.StringVar(&opts.Status, "status", "", "only sessions in this `STATUS`")
 	fs.StringVar(&opts.Path, "path", "", "only sessions for this exact `PATH`")
-	return listVerb(fs, "uploads", "sessions", "ID\tSTATUS\tSIZE\tPARTS\tEXPIRES\tPATH", func(u *client.Upload) string {
+	return statusListVerb(fs, "uploads", "sessions", &opts.Status, "ID\tSTATUS\tSIZE\tPARTS\tEXPIRES\tPATH", func(u *client.Upload) string {
 		return fmt.Sprintf("%s\t%s\t%d\t%d/%d\t%s\t%s", u.ID, u.Status, u.SizeBytes, len(u.Parts), u.PartCount,
 			u.ExpiresAt.Local().Format(time.DateTime), u.Path)
 	}, &opts, &opts.Limit, (*client.Client).AllUploads)
@@ -83,8 +71,7 @@ Example:
 
 func batchesFlags(fs *flag.FlagSet) verbFunc {
 	var opts client.BatchListOptions
-	fs.StringVar(&opts.Status, "status", "", "only batches in this `STATUS`")
-	return listVerb(fs, "batches", "batches", "ID\tSTATUS\tTOTAL\tSUCCEEDED\tFAILED\tPENDING\tCANCELED\tCREATED", func(b *client.Batch) string {
+	return statusListVerb(fs, "batches", "batches", &opts.Status, "ID\tSTATUS\tTOTAL\tSUCCEEDED\tFAILED\tPENDING\tCANCELED\tCREATED", func(b *client.Batch) string {
 		n := b.Counts
 		return fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s", b.ID, b.Status, n.Total, n.Succeeded, n.Failed, n.Pending, n.Canceled,
 			b.CreatedAt.Local().Format(time.DateTime))
@@ -107,6 +94,14 @@ func listVerb[T, O any](fs *flag.FlagSet, verb, what, header string, row func(*T
 		*size = pageSize(*limit)
 		return listAll(all(cli.client, ctx, *opts), *limit, out)
 	}
+}
+
+// statusListVerb is listVerb of a listing that --status filters: only
+// the what in one state.
+func statusListVerb[T, O any](fs *flag.FlagSet, verb, what string, status *string, header string, row func(*T) string,
+	opts *O, size *int, all func(*client.Client, context.Context, O) iter.Seq2[*T, error]) verbFunc {
+	fs.StringVar(status, "status", "", "only "+what+" in this `STATUS`")
+	return listVerb(fs, verb, what, header, row, opts, size, all)
 }
 
 // pageSize is the page size that serves a --limit (0: all).

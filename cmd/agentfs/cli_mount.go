@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -88,7 +89,7 @@ func mountFlags(fs *flag.FlagSet) verbFunc {
 			return err
 		}
 		fmt.Fprintf(cli.stderr, "agentfs mount: serving %s at %s; fusermount3 -u %s (or Ctrl-C) unmounts\n",
-			cmpOr(opts.Prefix, "all files"), args[0], args[0])
+			cmp.Or(opts.Prefix, "all files"), args[0], args[0])
 		done := make(chan struct{})
 		go func() { m.Wait(); close(done) }()
 		select {

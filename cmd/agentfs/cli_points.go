@@ -14,12 +14,6 @@ import (
 	"github.com/agentfs/agentfs/client"
 )
 
-// pointCommands are the verbs of points in time: checkpoints and diffs
-// (restore to a point is agentfs restore PREFIX --to POINT).
-func pointCommands() []*command {
-	return []*command{checkpointCommand(), diffCommand()}
-}
-
 // checkpointCommand is agentfs checkpoint: create, list and forget
 // checkpoints.
 func checkpointCommand() *command {
@@ -163,17 +157,16 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if !cli.human {
-				return json.NewEncoder(cli.stdout).Encode(all)
-			}
-			for _, ch := range all {
-				line := ch.Change + "\t" + ch.Path
-				if ch.PreviousPath != nil {
-					line += "\t(from " + *ch.PreviousPath + ")"
+			return cli.printOr(all, func() error {
+				for _, ch := range all {
+					line := ch.Change + "\t" + ch.Path
+					if ch.PreviousPath != nil {
+						line += "\t(from " + *ch.PreviousPath + ")"
+					}
+					fmt.Fprintln(cli.stdout, line)
 				}
-				fmt.Fprintln(cli.stdout, line)
-			}
-			return nil
+				return nil
+			})
 		}
 	})
 }
@@ -201,11 +194,19 @@ func printPatch(ctx context.Context, cli *cliRun, from string, opts client.DiffO
 
 // printValue prints v as JSON, or line on a terminal.
 func (cli *cliRun) printValue(v any, line string) error {
-	if cli.human {
+	return cli.printOr(v, func() error {
 		_, err := fmt.Fprintln(cli.stdout, line)
 		return err
+	})
+}
+
+// printOr prints v as JSON when stdout is not a terminal, and on one what
+// human prints.
+func (cli *cliRun) printOr(v any, human func() error) error {
+	if !cli.human {
+		return json.NewEncoder(cli.stdout).Encode(v)
 	}
-	return json.NewEncoder(cli.stdout).Encode(v)
+	return human()
 }
 
 // restoreToPoint is agentfs restore PREFIX --to POINT: a folder put back.
@@ -215,13 +216,12 @@ func restoreToPoint(ctx context.Context, cli *cliRun, prefix, to string, dryRun,
 		if err != nil {
 			return err
 		}
-		if !cli.human {
-			return json.NewEncoder(cli.stdout).Encode(plan)
-		}
-		for _, ch := range plan.Items {
-			fmt.Fprintf(cli.stdout, "undo %s\t%s\n", ch.Change, ch.Path)
-		}
-		return nil
+		return cli.printOr(plan, func() error {
+			for _, ch := range plan.Items {
+				fmt.Fprintf(cli.stdout, "undo %s\t%s\n", ch.Change, ch.Path)
+			}
+			return nil
+		})
 	}
 	b, err := cli.client.Restore(ctx, prefix, to, client.RestorePointOptions{IdempotencyKey: key, Wait: wait})
 	if err != nil {

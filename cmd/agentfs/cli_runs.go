@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -307,7 +308,7 @@ func runRevertFlags(fs *flag.FlagSet) verbFunc {
 		if len(args) != 1 {
 			return usagef("run revert needs one RUN_ID")
 		}
-		rv := runRevert{run: args[0], key: cmpOr(*key, client.NewIdempotencyKey()), force: *force}
+		rv := runRevert{run: args[0], key: cmp.Or(*key, client.NewIdempotencyKey()), force: *force}
 		b, err := cli.client.RevertRun(ctx, rv.run, client.RevertRunOptions{Force: rv.force, IdempotencyKey: rv.key})
 		var p *client.Problem
 		switch {
@@ -371,7 +372,7 @@ func (cli *cliRun) revertOutcome(b *client.Batch, rv runRevert) error {
 		case it.Status == client.BatchItemSucceeded && it.File != nil:
 			line = fmt.Sprintf("item %d %s: undone (version %d, %s)", it.Index, it.File.Path, it.File.Version, it.File.ID)
 		case it.Error != nil:
-			line += fmt.Sprintf(": %d %s: %s", it.Error.Status, it.Error.Code, cmpOr(it.Error.Detail, it.Error.Title))
+			line += fmt.Sprintf(": %d %s: %s", it.Error.Status, it.Error.Code, cmp.Or(it.Error.Detail, it.Error.Title))
 			if it.Error.Code == "CHANGED_SINCE_RUN" {
 				changed++
 			}

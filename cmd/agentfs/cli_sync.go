@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -362,7 +363,7 @@ func failureText(err error) string {
 	if !errors.As(err, &p) {
 		return err.Error()
 	}
-	text := fmt.Sprintf("%d %s: %s", p.Status, p.Code, cmpOr(p.Detail, p.Title))
+	text := fmt.Sprintf("%d %s: %s", p.Status, p.Code, cmp.Or(p.Detail, p.Title))
 	switch p.Code {
 	case "PRECONDITION_FAILED", "PATH_EXISTS":
 		text += " (another writer changed it meanwhile; run the same command again to see the change)"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -253,7 +254,7 @@ func tokenTable(w io.Writer, list []storage.TokenInfo) error {
 		if prefixes == "" {
 			prefixes = "*"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, cmpOr(t.Subject, "-"), strings.Join(t.Scopes, ","), prefixes,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, cmp.Or(t.Subject, "-"), strings.Join(t.Scopes, ","), prefixes,
 			at(t.ExpiresAt), t.CreatedAt.Local().Format(time.DateTime), at(t.RevokedAt))
 	}
 	return tw.Flush()

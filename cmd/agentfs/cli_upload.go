@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -68,7 +69,7 @@ func uploadFlags(fs *flag.FlagSet) verbFunc {
 		}
 		opts := client.UploadOptions{
 			Replace: *replace, Parallel: *parallel, IfMatch: *ifMatch, SHA256: *sum, ExpiresIn: time.Duration(expiresIn),
-			ContentType: cmpOr(*contentType, mime.TypeByExtension(filepath.Ext(local))),
+			ContentType: cmp.Or(*contentType, mime.TypeByExtension(filepath.Ext(local))),
 		}
 		// An empty file, which a session cannot hold, goes in one POST.
 		t := &transfer{verb: "upload", remote: remote, viaSession: fi.Size() > 0, whole: fi.Size() == 0}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"slices"
@@ -88,23 +87,15 @@ not a terminal, a table on one.
 
 Example:
   agentfs webhook ls
-`}, false, func(*flag.FlagSet) verbFunc {
-		return func(ctx context.Context, cli *cliRun, args []string) error {
-			if len(args) != 0 {
-				return usagef("webhook ls takes no arguments")
-			}
-			hooks := func(cursor string) ([]client.Webhook, bool, *string, error) {
-				return pageOf(cli.client.ListWebhooks(ctx, 0, cursor))
-			}
-			return printAll(cli, hooks, "ID\tSTATUS\tURL\tTYPES\tPREFIX\tFAILED", func(w client.Webhook) string {
-				types := strings.Join(w.Types, ",")
-				if types == "" {
-					types = "*"
-				}
-				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d", w.ID, w.Status, w.URL, types, w.Prefix, w.FailedAttempts)
-			})
+`}, false, lsVerb("webhook ls", func(ctx context.Context, c *client.Client, cursor string) ([]client.Webhook, bool, *string, error) {
+		return pageOf(c.ListWebhooks(ctx, 0, cursor))
+	}, "ID\tSTATUS\tURL\tTYPES\tPREFIX\tFAILED", func(w client.Webhook) string {
+		types := strings.Join(w.Types, ",")
+		if types == "" {
+			types = "*"
 		}
-	})
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d", w.ID, w.Status, w.URL, types, w.Prefix, w.FailedAttempts)
+	}))
 }
 
 // webhookByID is a webhook verb that takes one ID and prints the webhook
@@ -192,11 +183,10 @@ Example:
 			if err != nil {
 				return err
 			}
-			if !cli.human {
-				return json.NewEncoder(cli.stdout).Encode(l.Data)
-			}
-			printDeliveries(cli, l.Data)
-			return nil
+			return cli.printOr(l.Data, func() error {
+				printDeliveries(cli, l.Data)
+				return nil
+			})
 		}
 	})
 }

@@ -266,6 +266,13 @@ func keyFlag(fs *flag.FlagSet, what string) *string {
 	return fs.String("key", "", "the Idempotency-Key of this "+what+", a `KEY` (default: a new random one)")
 }
 
+// guardFlags are the flags of a keyed write to one file that may be made
+// conditional: --if-match, whose usage says what the verb does only while
+// the file has the ETag, and --key (keyFlag).
+func guardFlags(fs *flag.FlagSet, ifMatchUsage, what string) (ifMatch, key *string) {
+	return fs.String("if-match", "", ifMatchUsage), keyFlag(fs, what)
+}
+
 func flagHelp(fs *flag.FlagSet) string {
 	var b strings.Builder
 	fs.VisitAll(func(f *flag.Flag) {

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentfs/agentfs/handlers/apitest"
+	"github.com/agentfs/agentfs/internal/testkit"
 	"github.com/agentfs/agentfs/storage"
 	"github.com/agentfs/agentfs/storage/storagetest"
 )
@@ -176,13 +175,9 @@ func TestPausedOwnerCannotCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	late, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusConflict || !strings.Contains(string(late), "OPERATION_IN_PROGRESS") {
-		t.Fatalf("the late owner answered %d %s", res.StatusCode, late)
+	status, late := testkit.RawAnswer(t, conn)
+	if status != http.StatusConflict || !strings.Contains(late, "OPERATION_IN_PROGRESS") {
+		t.Fatalf("the late owner answered %d %s", status, late)
 	}
 	files := cb.files(t)
 	if len(files) != 1 || files[0].ID != taken.ID {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentfs/agentfs/mcpserver/mcptest"
 	"github.com/agentfs/agentfs/storage/storagetest"
 )
 
@@ -60,13 +61,7 @@ func callTool(t *testing.T, s *mcp.ClientSession, name string, args map[string]a
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	var text strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			text.WriteString(tc.Text)
-		}
-	}
-	return res, text.String()
+	return res, mcptest.Text(res)
 }
 
 // TestMCPOverHTTP drives the /mcp door of two `agentfs serve` processes on

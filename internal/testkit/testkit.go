@@ -1,14 +1,18 @@
 // Package testkit holds the few helpers the tests of several packages
-// share: reading a body to its end, reading a run's archive (zip or tar)
-// into its files, and finding the Node tools scripts/test.sh installs.
+// share: reading a body to its end, reading the answer on a raw
+// connection, reading a run's archive (zip or tar) into its files, and
+// finding the Node tools scripts/test.sh installs.
 // It is imported by tests only.
 package testkit
 
 import (
 	"archive/tar"
 	"archive/zip"
+	"bufio"
 	"bytes"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -53,6 +57,29 @@ func ReadAll(t testing.TB, r io.ReadCloser, err error) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// RawAnswer reads the HTTP answer to a request written by hand on conn
+// (a test that needs what no client sends: a body cut short, a malformed
+// chunk), and returns its status and body; it fails when none comes.
+func RawAnswer(t testing.TB, conn net.Conn) (int, string) {
+	t.Helper()
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(body)
+}
+
+// FuzzSeeds is the fuzz target of a table test whose cases are strings:
+// it seeds f with each case and fuzzes check over any bytes.
+func FuzzSeeds(f *testing.F, cases []string, check func(t *testing.T, data []byte)) {
+	for _, tc := range cases {
+		f.Add([]byte(tc))
+	}
+	f.Fuzz(check)
 }
 
 // Unzip reads a zip archive into its files, name to content.
