@@ -489,11 +489,30 @@ func checkContent(path string, rec pendingRecord) error {
 // one page): a process killed meanwhile leaves no record or an empty one,
 // for a close that had not returned (replay sets an empty one aside).
 func createRecord(dir, name string, rec *pendingRecord) error {
+	return newRecordFile(filepath.Join(dir, name+".json"), rec)
+}
+
+// writeRecord writes rec over dir/name.json: a temporary file renamed, so
+// a reader finds the record whole, old or new.
+func writeRecord(dir, name string, rec *pendingRecord) error {
+	tmp := filepath.Join(dir, name+".json.tmp")
+	os.Remove(tmp) // one a killed mount left
+	err := newRecordFile(tmp, rec)
+	if err == nil {
+		if err = os.Rename(tmp, filepath.Join(dir, name+".json")); err != nil {
+			os.Remove(tmp)
+		}
+	}
+	return err
+}
+
+// newRecordFile writes rec, in one write, to a new file at path; the file
+// goes again when that fails.
+func newRecordFile(path string, rec *pendingRecord) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dir, name+".json")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
@@ -504,31 +523,6 @@ func createRecord(dir, name string, rec *pendingRecord) error {
 	}
 	if err != nil {
 		os.Remove(path)
-	}
-	return err
-}
-
-// writeRecord writes rec over dir/name.json: a temporary file renamed, so
-// a reader finds the record whole, old or new.
-func writeRecord(dir, name string, rec *pendingRecord) error {
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, name+".json.tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name+".json"))
-	}
-	if err != nil {
-		os.Remove(tmp)
 	}
 	return err
 }
