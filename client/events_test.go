@@ -221,7 +221,13 @@ func TestFollowEvents(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	fl := follow(ctx, c, client.EventOptions{After: client.EventsNow, RunID: "run-f"})
+	// From the feed's end before the first write (After: now could miss a
+	// write that commits before the server reads "now").
+	head, err := b.direct.Events(ctx, client.EventOptions{After: client.EventsNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := follow(ctx, c, client.EventOptions{After: head.NextCursor, RunID: "run-f"})
 	b.proxy.waitFor(t, "the first poll", func([]seenRequest) bool { return len(b.polls()) == 1 })
 	// The next poll, the one after the first event, will be answered by
 	// the server and then cut.
@@ -326,11 +332,22 @@ func TestFollowEventsRidesOutOutages(t *testing.T) {
 	followCtx, stopFollowing := context.WithCancel(ctx)
 	defer stopFollowing()
 	w := b.direct
-	fl := follow(followCtx, c, client.EventOptions{After: client.EventsNow})
+	// The feed's end before the first write: the first poll then answers
+	// notes/a.txt whenever it commits. (With After: now, a write that
+	// committed before the server read "now" would be skipped, and the
+	// poll after it is the one held below.)
+	head, err := w.Events(ctx, client.EventOptions{After: client.EventsNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := follow(followCtx, c, client.EventOptions{After: head.NextCursor})
 	b.proxy.waitFor(t, "the first poll", func([]seenRequest) bool { return len(b.polls()) == 1 })
 	// The polls after the first event: one cut while it waits, two 503,
 	// two cut before the server sees them.
 	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	var released sync.Once
+	let := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(let) // a failure before the release must not hold the proxy's Close
 	b.proxy.inject("GET", "/v1/events", 1, hangUpWhenTold(arrived, release))
 	b.proxy.inject("GET", "/v1/events", 2, answerProblem(503, "STORAGE_UNAVAILABLE", ""))
 	b.proxy.inject("GET", "/v1/events", 2, dropBeforeForward)
@@ -345,7 +362,7 @@ func TestFollowEventsRidesOutOutages(t *testing.T) {
 	if _, err := w.PutFile(ctx, "notes/b.txt", strings.NewReader("b"), client.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	close(release)
+	let()
 	if e := fl.next(t); e.Path != "notes/b.txt" {
 		t.Fatalf("after the outage %+v", e)
 	}
