@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"net/http"
 	"net/url"
 	"time"
 
@@ -64,7 +63,7 @@ func (a *API) listChildren(c echo.Context) error {
 			out.Prefixes = append(out.Prefixes, e.Prefix)
 		}
 	}
-	return c.JSONBlob(http.StatusOK, fileListJSON(out, fields))
+	return writeFileList(c, out, fields)
 }
 
 // bindMeta reads an upload's mode (octal), mtime (RFC 3339) and kind

@@ -2,11 +2,15 @@ package handlers
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/labstack/echo/v4"
 
 	"github.com/agentfs/agentfs/api"
 	"github.com/agentfs/agentfs/problem"
@@ -15,7 +19,7 @@ import (
 // fileField is one member of the File object that a listing's fields=
 // may name: its JSON name and how its value in a rendered file is written
 // (as encoding/json writes it: a listing page is written without
-// reflection, fileListJSON).
+// reflection, writeFileList).
 type fileField struct {
 	name string
 	add  func(b []byte, f *api.File) []byte
@@ -124,15 +128,37 @@ func fieldNames(fields []fileField) []string {
 	return out
 }
 
-// fileListJSON is the body of a file listing: list as encoding/json
-// writes it (with the newline its encoder ends with), each file with only
-// fields (nil: every one), written without reflection: a page of 1,000
-// files is the listing's largest cost to the server otherwise.
-func fileListJSON(list api.FileList, fields []fileField) []byte {
+// writeFileList answers a file listing: list as encoding/json writes it
+// (with the newline its encoder ends with), each file with only fields
+// (nil: every one), written without reflection (a page of 1,000 files was
+// the listing's largest cost to the server) into a buffer kept for the
+// next listing.
+func writeFileList(c echo.Context, list api.FileList, fields []fileField) error {
+	bp, _ := listBuffers.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	b := appendFileList((*bp)[:0], list, fields)
+	err := c.JSONBlob(http.StatusOK, b)
+	if cap(b) <= maxKeptListBuffer {
+		*bp = b
+		listBuffers.Put(bp)
+	}
+	return err
+}
+
+// listBuffers keeps the buffers listings are written into (*[]byte): a
+// page of 1,000 whole files is about 700 KB.
+var listBuffers sync.Pool
+
+// maxKeptListBuffer is the largest buffer a listing gives back.
+const maxKeptListBuffer = 4 << 20
+
+// appendFileList appends list's JSON to b (writeFileList).
+func appendFileList(b []byte, list api.FileList, fields []fileField) []byte {
 	if fields == nil {
 		fields = fileFields
 	}
-	b := make([]byte, 0, 64+len(list.Data)*(16+30*len(fields)))
 	b = append(b, `{"data":[`...)
 	for i := range list.Data {
 		if i > 0 {

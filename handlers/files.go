@@ -184,7 +184,7 @@ func (a *API) listFiles(c echo.Context) error {
 	out := api.FileList{}
 	out.Data, out.HasMore, out.NextCursor = cursorPage(files, limit, func(f *agentfs.File) api.File { return render.File(a.deps.PublicURL, f) },
 		func(f *agentfs.File) (time.Time, string) { return f.CreatedAt, f.ID })
-	return c.JSONBlob(http.StatusOK, fileListJSON(out, fields))
+	return writeFileList(c, out, fields)
 }
 
 // Listing page sizes.

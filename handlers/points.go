@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"encoding/base64"
-	"net/http"
 	"strconv"
 	"strings"
 
@@ -124,7 +123,7 @@ func (a *API) listFilesAsOf(c echo.Context, spec agentfs.PointSpec) error {
 	for _, f := range files {
 		out.Data = append(out.Data, render.File(a.deps.PublicURL, f))
 	}
-	return c.JSONBlob(http.StatusOK, fileListJSON(out, fields))
+	return writeFileList(c, out, fields)
 }
 
 // getFileAsOf is GET /v1/files/{id}?as_of=: the file as it was at the
