@@ -45,7 +45,7 @@ const DefaultMetadataTTL = time.Minute
 
 // stale reports whether the entry's mode and mtime are too old to answer.
 func (d *dirNode) stale(e dirEnt) bool {
-	return e.mode != fuse.S_IFDIR && time.Since(e.at) > d.fs.metaTTL
+	return e.mode != fuse.S_IFDIR && d.fs.now().Sub(e.at) > d.fs.metaTTL
 }
 
 // knowsLocked reports whether the folder's entries are known; d.mu is
@@ -81,7 +81,7 @@ func (d *dirNode) put(name string, mode uint32, f *client.File) {
 	defer d.mu.Unlock()
 	d.changes++
 	if d.knowsLocked() {
-		d.ents[name] = dirEnt{mode: mode, file: f, at: time.Now()}
+		d.ents[name] = dirEnt{mode: mode, file: f, at: d.fs.now()}
 	}
 }
 
@@ -118,7 +118,7 @@ func (d *dirNode) update(name string, f *client.File) {
 	defer d.mu.Unlock()
 	d.changes++
 	if e, ok := d.ents[name]; ok && d.knowsLocked() {
-		d.ents[name] = dirEnt{mode: e.mode, file: f, at: time.Now()}
+		d.ents[name] = dirEnt{mode: e.mode, file: f, at: d.fs.now()}
 	}
 }
 
@@ -137,7 +137,7 @@ func (d *dirNode) list(ctx context.Context, all bool) ([]fuse.DirEntry, syscall.
 	d.mu.Lock()
 	epoch, changes := d.fs.live.Load(), d.changes
 	d.mu.Unlock()
-	at := time.Now()
+	at := d.fs.now()
 	prefix := d.folderPrefix()
 	ents := map[string]dirEnt{}
 	var out []fuse.DirEntry
@@ -201,7 +201,7 @@ func (d *dirNode) learn(ents map[string]dirEnt, epoch, changes int64) {
 		switch {
 		case !ok:
 		case n.local():
-			ents[name] = dirEnt{mode: typeBits(n.kindOf()), at: time.Now()}
+			ents[name] = dirEnt{mode: typeBits(n.kindOf()), at: d.fs.now()}
 		case ents[name].file != nil:
 			nodes = append(nodes, listed{n, ents[name].file})
 		}

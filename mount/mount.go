@@ -42,6 +42,10 @@ type Options struct {
 	// a chmod or touch made elsewhere (which makes no event) is seen;
 	// zero means DefaultMetadataTTL.
 	MetadataTTL time.Duration
+	// Now is the clock that ages what a folder knows of its files'
+	// metadata (MetadataTTL); nil means time.Now. Tests set it to age
+	// the metadata without waiting.
+	Now func() time.Time
 	// KernelCacheTimeout is how long the kernel keeps entries and
 	// attributes before it asks the mount again; zero means
 	// DefaultKernelCacheTimeout.
@@ -90,6 +94,9 @@ func New(c *client.Client, dir string, opts Options) (*Mount, error) {
 	m.fs.live.Store(-1)
 	if m.fs.metaTTL = opts.MetadataTTL; m.fs.metaTTL <= 0 {
 		m.fs.metaTTL = DefaultMetadataTTL
+	}
+	if m.fs.now = opts.Now; m.fs.now == nil {
+		m.fs.now = time.Now
 	}
 	if err := m.fs.startWriteBack(opts, cache); err != nil {
 		stop()
@@ -251,8 +258,9 @@ type filesystem struct {
 	// the feed's goroutine.
 	live atomic.Int64
 	gen  int64
-	// metaTTL: Options.MetadataTTL.
+	// metaTTL: Options.MetadataTTL, aged by now (Options.Now).
 	metaTTL time.Duration
+	now     func() time.Time
 	// wb is the write-back queue, nil in the default mode.
 	wb *writeBack
 }
