@@ -38,10 +38,11 @@ type dirEnt struct {
 // DefaultMetadataTTL bounds the age of a file's mode and mtime that a
 // folder answers without asking (Options.MetadataTTL): a chmod or touch
 // made elsewhere changes no version and makes no event, so only asking
-// again shows it. A minute, as NFS's attribute cache keeps them at most
-// by default. A file's existence, content and size are the feed's to
-// change, however old.
-const DefaultMetadataTTL = time.Minute
+// again shows it. Five minutes, as rclone mount's --dir-cache-time: a
+// minute (NFS's attribute cache) made a git status in a clone that took
+// longer than that to write list every folder again. A file's existence,
+// content and size are the feed's to change, however old.
+const DefaultMetadataTTL = 5 * time.Minute
 
 // stale reports whether the entry's mode and mtime are too old to answer.
 func (d *dirNode) stale(e dirEnt) bool {

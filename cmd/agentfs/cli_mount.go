@@ -15,7 +15,7 @@ func mountCommand() *command {
 	return clientCommand(command{
 		name:    "mount",
 		summary: "mount your files (or one prefix) as a directory with FUSE",
-		usage:   "agentfs mount DIR [--prefix P] [--run R] [--agent A] [--read-only] [--cache-dir D] [--write-back [--write-back-workers N]]",
+		usage:   "agentfs mount DIR [--prefix P] [--run R] [--agent A] [--read-only] [--cache-dir D] [--write-back [--write-back-workers N]] [--metadata-ttl T]",
 		help: `Serves your files under PREFIX (all of them without it) at DIR with FUSE,
 in the foreground until fusermount3 -u DIR, umount, Ctrl-C (SIGINT) or
 SIGTERM, each of which unmounts cleanly (every closed file is already
@@ -40,6 +40,9 @@ wait for its pending stores; an unmount stores them all first. A store
 refused for good is reported on stderr and kept in D/failed/; another
 mount sees a file only once it is stored.
 
+A chmod or touch made elsewhere makes no event: the mount shows it once
+the mode and mtime it holds are older than --metadata-ttl (default 5m).
+
 Every write carries --run (and --agent), so 'agentfs run show R' lists the
 session and 'agentfs run revert R' undoes it. Needs /dev/fuse and
 fusermount3 (Debian: apt-get install fuse3). See docs/mount.md.
@@ -60,6 +63,7 @@ func mountFlags(fs *flag.FlagSet) verbFunc {
 	fs.StringVar(&opts.CacheDir, "cache-dir", "", "stage writes and cache reads in `D` (default: a temporary directory)")
 	fs.BoolVar(&opts.WriteBack, "write-back", false, "return from close once the file is recorded in --cache-dir, and store it in the background")
 	fs.IntVar(&opts.WriteBackWorkers, "write-back-workers", mount.DefaultWriteBackWorkers, "with --write-back, send `N` stores at once")
+	fs.DurationVar(&opts.MetadataTTL, "metadata-ttl", mount.DefaultMetadataTTL, "answer a file's mode and mtime from what the mount holds for `T` at most (a chmod or touch made elsewhere shows after that)")
 	fs.BoolVar(&opts.Debug, "debug", false, "log every FUSE call to stderr")
 	return func(ctx context.Context, cli *cliRun, args []string) error {
 		if len(args) != 1 {
@@ -70,6 +74,9 @@ func mountFlags(fs *flag.FlagSet) verbFunc {
 		}
 		if opts.WriteBackWorkers < 1 {
 			return usagef("--write-back-workers must be at least 1")
+		}
+		if opts.MetadataTTL <= 0 {
+			return usagef("--metadata-ttl must be a positive duration, such as 30s or 5m")
 		}
 		getenv := func(k string) string {
 			switch {

@@ -337,6 +337,8 @@ func TestCLIUsage(t *testing.T) {
 		{"MissingLocal", env, []string{"put", "/does/not/exist", "p"}, "no such file"},
 		{"MountWriteBackNoCacheDir", env, []string{"mount", "/mnt/x", "--write-back"}, "--write-back needs --cache-dir"},
 		{"MountNoWorkers", env, []string{"mount", "/mnt/x", "--write-back", "--cache-dir", "/tmp/x", "--write-back-workers", "0"}, "--write-back-workers"},
+		{"MountNoMetadataTTL", env, []string{"mount", "/mnt/x", "--metadata-ttl", "0s"}, "--metadata-ttl must be a positive duration"},
+		{"MountBadMetadataTTL", env, []string{"mount", "/mnt/x", "--metadata-ttl", "soon"}, "invalid value \"soon\" for flag -metadata-ttl"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stdout, _, err := tc.env.run(tc.args...)
