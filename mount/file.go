@@ -37,8 +37,13 @@ type fileNode struct {
 	// (under the writeBack's mutex); wbMu orders its closes.
 	pendingN int
 	shown    *shownContent
-	lane     *lane
-	wbMu     sync.Mutex
+	// wrote is the version the last pending store made and the ctime the
+	// file showed while it was pending: a stat of that version keeps
+	// showing it (git compares a file's times with its index, and would
+	// read every file again if they moved when the store arrived).
+	wrote *wroteVersion
+	lane  *lane
+	wbMu  sync.Mutex
 }
 
 // The calls a file answers.
@@ -73,7 +78,11 @@ func (n *fileNode) fill(a *fuse.Attr) {
 	a.Blksize = 4096
 	if m := n.meta; m != nil {
 		a.Size = uint64(m.SizeBytes)
-		a.SetTimes(&m.MTime, &m.MTime, &m.UpdatedAt)
+		ctime := m.UpdatedAt
+		if w := n.wrote; w != nil && w.version == m.Version {
+			ctime = w.ctime
+		}
+		a.SetTimes(&m.MTime, &m.MTime, &ctime)
 	}
 	if s := n.shown; s != nil {
 		a.Size = uint64(s.size)
@@ -151,6 +160,9 @@ func (n *fileNode) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAt
 			return errno(err)
 		}
 		n.setMeta(f)
+		n.mu.Lock()
+		n.wrote = nil // a chmod or touch changes the ctime
+		n.mu.Unlock()
 	}
 	n.fill(&out.Attr)
 	return 0

@@ -423,6 +423,9 @@ func (wb *writeBack) stored(l *lane, p *pendingStore, f *client.File) {
 	l.n.setMeta(f)
 	l.n.mu.Lock()
 	if l.n.pendingN--; l.n.pendingN == 0 {
+		if s := l.n.shown; s != nil {
+			l.n.wrote = &wroteVersion{version: f.Version, ctime: s.mtime}
+		}
 		l.n.shown = nil
 	}
 	l.n.mu.Unlock()
@@ -643,6 +646,9 @@ func (h *handle) flushBack() syscall.Errno {
 	if n.mtime != nil {
 		rec.MTime = *n.mtime
 	}
+	// The store keeps microseconds: the mtime shown while pending is the
+	// one stored, so a stat's times do not move when the store arrives.
+	rec.MTime = rec.MTime.Truncate(time.Microsecond)
 	n.mu.Unlock()
 	base := h.base
 	if h.chained {
@@ -712,6 +718,13 @@ func (h *handle) unshare() syscall.Errno {
 	os.Remove(h.stage.Name()) // the pending store keeps its own name for it
 	h.stage, h.shared = f, false
 	return 0
+}
+
+// wroteVersion is a version a pending store made, and the ctime the file
+// showed while the store was pending (fileNode.wrote).
+type wroteVersion struct {
+	version int64
+	ctime   time.Time
 }
 
 // shownContent is what a file's attributes show while a store of it is

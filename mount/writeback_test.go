@@ -563,3 +563,30 @@ func TestWriteBackFolders(t *testing.T) {
 		t.Fatalf("a new mount's a/b: %q", got)
 	}
 }
+
+// TestWriteBackTimesHold: a file written in write-back shows the same
+// size, mtime and ctime while its store is pending and after it arrived,
+// so git, which compares them with what its index recorded at checkout,
+// finds a clone clean without reading any file again (git diff-files,
+// which does not refresh the index, names none).
+func TestWriteBackTimesHold(t *testing.T) {
+	w := newWorld(t)
+	const kernel = time.Millisecond // the kernel asks the mount again at each stat
+	dir, m := mounted(t, w.client(t), mount.Options{Prefix: "times", WriteBack: true, CacheDir: t.TempDir(), KernelCacheTimeout: kernel})
+	src := t.TempDir()
+	sh(t, src, "git init -q && mkdir -p a/b && for i in 1 2 3 4 5; do echo \"line $i\" > a/f$i.txt; echo $i > a/b/g$i.go; done && git add -A && git commit -qm one")
+	const stats = "find . -path ./.git -prune -o -type f -exec stat -c '%n %s %.9Y %.9Z' {} + | sort"
+	sh(t, dir, "git clone -q "+src+" clone")
+	before := sh(t, filepath.Join(dir, "clone"), stats)
+	settle(t, m)
+	time.Sleep(50 * kernel) // past the kernel's attribute cache
+	if after := sh(t, filepath.Join(dir, "clone"), stats); after != before {
+		t.Fatalf("a file's times moved when its store arrived:\nwhile pending:\n%s\nstored:\n%s", before, after)
+	}
+	if dirty := sh(t, filepath.Join(dir, "clone"), "git diff-files --name-only"); dirty != "" {
+		t.Fatalf("git finds the stat data of files it checked out changed: %s", dirty)
+	}
+	if st := sh(t, filepath.Join(dir, "clone"), "git status --porcelain"); st != "" {
+		t.Fatalf("git status: %q", st)
+	}
+}
