@@ -87,10 +87,11 @@ type PendingPut struct {
 // new immutable blob while hashing it. A refusal before the body leaves the
 // body unread.
 func (s *Store) PreparePut(ctx context.Context, put agentfs.Put, body io.Reader) (*PendingPut, error) {
-	if put.IfNoneMatchAny && put.Size >= 0 && put.Size <= createUnseenMax {
-		// A small create-only write (a mount's new file) skips the lookup:
-		// its transaction decides against the path's file under a lock
-		// anyway, so a file there is refused (412) after the body, not before.
+	if createsOnly(put) && put.Size >= 0 && put.Size <= createUnseenMax {
+		// A small write that only creates (a mount's new file, a plain
+		// POST) skips the lookup: its transaction decides against the
+		// path's file under a lock anyway, so a file there is refused
+		// (412, 409) after the body, not before.
 		return s.PreparePutAgainst(ctx, put, body, nil)
 	}
 	live, _, err := s.fileAtPath(ctx, s.pool, put.Subject, put.Path)
@@ -100,11 +101,19 @@ func (s *Store) PreparePut(ctx context.Context, put agentfs.Put, body io.Reader)
 	return s.PreparePutAgainst(ctx, put, body, live)
 }
 
-// createUnseenMax is the largest declared size of a create-only put
-// (If-None-Match: *) that PreparePut writes without looking up the path
+// createUnseenMax is the largest declared size of a put that only
+// creates (createsOnly) that PreparePut writes without looking up the path
 // first: a refusal costs the blob written and removed, a lookup a round
 // trip to Postgres for every create.
 const createUnseenMax = 1 << 20
+
+// createsOnly reports whether put succeeds only where no live file holds
+// its path (If-None-Match: *, or neither a replace nor If-Match): decided
+// against no file, it ends as decided against the one it meets under the
+// commit's lock (PreparePutAgainst).
+func createsOnly(put agentfs.Put) bool {
+	return put.IfNoneMatchAny || !put.Replace && put.IfMatch == ""
+}
 
 // PreparePutAgainst is PreparePut decided against live, the live file at
 // put.Path as the caller found it (nil: none; LivePaths finds many at
