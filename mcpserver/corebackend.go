@@ -296,17 +296,13 @@ func (b *CoreBackend) Put(ctx context.Context, p PutArgs) (*File, error) {
 	}
 	// The core decides a put against the live file at its path before
 	// the bytes go to S3. A replace that a read of this call found its file
-	// for (edit_file) is decided against that file, and a put that may only
-	// create is decided against none: the commit's own check (the file's
-	// version, the path's uniqueness) stands for the lookup, one Postgres
-	// statement fewer. Only a put that replaces a file it has not read looks
-	// its path up first.
+	// for (edit_file) is decided against that file: the commit's own check
+	// (the file's version) stands for the lookup, one Postgres statement
+	// fewer. Any other put is the core's Put, which skips the lookup for a
+	// small put that only creates (storage.PreparePut), as every door's.
 	commit := func(body io.Reader) (idempotency.Result, error) {
-		switch {
-		case p.seen != nil && p.seen.live != nil && p.seen.live.Path == put.Path:
+		if p.seen != nil && p.seen.live != nil && p.seen.live.Path == put.Path {
 			return b.Core.PutAgainst(ctx, who, put, body, p.seen.live)
-		case !put.Replace:
-			return b.Core.PutAgainst(ctx, who, put, body, nil)
 		}
 		return b.Core.Put(ctx, who, put, body)
 	}

@@ -85,7 +85,9 @@ type PendingPut struct {
 // PreparePut decides put against the live file at its path before the body
 // is read (preconditions, if_exists, a block), then streams the body into a
 // new immutable blob while hashing it. A refusal before the body leaves the
-// body unread.
+// body unread. A small put that only creates is not looked up first
+// (createsOnly, createUnseenMax): a path already taken refuses it after its
+// body, when it commits.
 func (s *Store) PreparePut(ctx context.Context, put agentfs.Put, body io.Reader) (*PendingPut, error) {
 	if createsOnly(put) && put.Size >= 0 && put.Size <= createUnseenMax {
 		// A small write that only creates (a mount's new file, a plain
