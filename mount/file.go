@@ -37,10 +37,11 @@ type fileNode struct {
 	// (under the writeBack's mutex); wbMu orders its closes.
 	pendingN int
 	shown    *shownContent
-	// wrote is the version the last pending store made and the ctime the
-	// file showed while it was pending: a stat of that version keeps
-	// showing it (git compares a file's times with its index, and would
-	// read every file again if they moved when the store arrived).
+	// wrote is the version this mount's last store made and the ctime the
+	// file showed while it was written (stageTime): a stat of that version
+	// keeps showing it (git compares a file's times with what its index
+	// recorded, and would read every file again if they moved when the
+	// store arrived).
 	wrote *wroteVersion
 	lane  *lane
 	wbMu  sync.Mutex
@@ -86,7 +87,7 @@ func (n *fileNode) fill(a *fuse.Attr) {
 	}
 	if s := n.shown; s != nil {
 		a.Size = uint64(s.size)
-		a.SetTimes(&s.mtime, &s.mtime, &s.mtime)
+		a.SetTimes(&s.mtime, &s.mtime, &s.ctime)
 	}
 	if n.mtime != nil {
 		a.SetTimes(n.mtime, n.mtime, nil)
@@ -97,7 +98,7 @@ func (n *fileNode) fill(a *fuse.Attr) {
 		if st, ok := h.staging(); ok {
 			a.Size = uint64(st.Size())
 			if mt == nil {
-				t := st.ModTime()
+				t := st.ModTime().Truncate(time.Microsecond) // as stageTime
 				a.SetTimes(&t, &t, &t)
 			}
 		}

@@ -61,6 +61,19 @@ func (n *fileNode) newHandle(base *client.File, writable bool) (*handle, syscall
 	return h, 0
 }
 
+// stageTime is when a stage's content last changed (now for none), to
+// the microsecond the store keeps: the mtime and ctime a file shows while
+// it is written, while its store is pending and once it is stored, so
+// that they never move under a program (git records them at checkout).
+func stageTime(stage *os.File) time.Time {
+	if stage != nil {
+		if st, err := stage.Stat(); err == nil {
+			return st.ModTime().Truncate(time.Microsecond)
+		}
+	}
+	return time.Now().Truncate(time.Microsecond)
+}
+
 // staging answers the staged content's stat while it holds changes not
 // stored yet.
 func (h *handle) staging() (os.FileInfo, bool) {
@@ -208,8 +221,9 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 // it was opened, the other version is kept in history and this one is
 // stored after it, unconditionally: both stay, and each is an event.
 func (n *fileNode) store(ctx context.Context, content *os.File, base *client.File) (*client.File, error) {
+	changed := stageTime(content)
 	n.mu.Lock()
-	mode, kind, mtime := n.mode, n.kind, time.Now()
+	mode, kind, mtime := n.mode, n.kind, changed
 	if n.mtime != nil {
 		mtime = *n.mtime
 	}
@@ -231,6 +245,7 @@ func (n *fileNode) store(ctx context.Context, content *os.File, base *client.Fil
 	n.setMeta(f)
 	n.mu.Lock()
 	n.mtime = nil
+	n.wrote = &wroteVersion{version: f.Version, ctime: changed}
 	n.mu.Unlock()
 	return f, nil
 }

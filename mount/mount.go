@@ -48,7 +48,8 @@ type Options struct {
 	Now func() time.Time
 	// KernelCacheTimeout is how long the kernel keeps entries and
 	// attributes before it asks the mount again; zero means
-	// DefaultKernelCacheTimeout.
+	// DefaultKernelCacheTimeout, a negative one that the kernel keeps
+	// nothing and asks the mount at every call (tests).
 	KernelCacheTimeout time.Duration
 	// WriteBack makes a close return once the file's content and its
 	// store's record are on local disk in CacheDir (which it requires),
@@ -114,8 +115,11 @@ func New(c *client.Client, dir string, opts Options) (*Mount, error) {
 	root := &dirNode{fs: m.fs}
 	m.fs.root = root.EmbeddedInode() // before the first call can come
 	timeout := opts.KernelCacheTimeout
-	if timeout <= 0 {
+	switch {
+	case timeout == 0:
 		timeout = DefaultKernelCacheTimeout
+	case timeout < 0:
+		timeout = 0
 	}
 	server, err := fs.Mount(dir, root, &fs.Options{
 		MountOptions: fuse.MountOptions{FsName: "agentfs", Name: "agentfs", Debug: opts.Debug,

@@ -26,10 +26,15 @@ func repoRoot(t *testing.T) string {
 // clean, and an edit, a commit and the log work as on a disk.
 func TestGitInTheMount(t *testing.T) {
 	w := newWorld(t)
-	dir, _ := mounted(t, w.client(t), mount.Options{Prefix: "git"})
+	dir, _ := mounted(t, w.client(t), mount.Options{Prefix: "git", KernelCacheTimeout: -1})
 	src := t.TempDir()
 	sh(t, src, "git init -q -b main . && printf 'one\\n' > a.txt && mkdir -p d && printf 'two\\n' > d/b.txt && git add . && git commit -qm first")
 	sh(t, dir, "git clone -q "+src+" repo")
+	// What git recorded at checkout (it fstats a file before closing it)
+	// is what the stored file shows: git reads none of them again.
+	if d := indexStatDiffs(t, filepath.Join(dir, "repo")); len(d) > 0 {
+		t.Fatalf("stored files show other times than git recorded at checkout:\n%s", strings.Join(d, "\n"))
+	}
 	if out := sh(t, filepath.Join(dir, "repo"), "git status --porcelain"); out != "" {
 		t.Fatalf("a fresh clone is not clean:\n%s", out)
 	}

@@ -424,7 +424,7 @@ func (wb *writeBack) stored(l *lane, p *pendingStore, f *client.File) {
 	l.n.mu.Lock()
 	if l.n.pendingN--; l.n.pendingN == 0 {
 		if s := l.n.shown; s != nil {
-			l.n.wrote = &wroteVersion{version: f.Version, ctime: s.mtime}
+			l.n.wrote = &wroteVersion{version: f.Version, ctime: s.ctime}
 		}
 		l.n.shown = nil
 	}
@@ -641,14 +641,14 @@ func (h *handle) flushBack() syscall.Errno {
 		fmt.Fprintf(os.Stderr, "agentfs mount: record %s in the cache dir: %v\n", remote, err)
 		return syscall.EIO
 	}
+	changed := stageTime(h.stage)
 	n.mu.Lock()
-	rec := pendingRecord{Key: n.fs.key(), Path: remote, Mode: n.mode, Kind: n.kind, MTime: time.Now(), Size: size, SHA256: sum}
+	rec := pendingRecord{Key: n.fs.key(), Path: remote, Mode: n.mode, Kind: n.kind, MTime: changed, Size: size, SHA256: sum}
 	if n.mtime != nil {
-		rec.MTime = *n.mtime
+		// The store keeps microseconds: the mtime shown while pending is
+		// the one stored, so a stat's times do not move when it arrives.
+		rec.MTime = n.mtime.Truncate(time.Microsecond)
 	}
-	// The store keeps microseconds: the mtime shown while pending is the
-	// one stored, so a stat's times do not move when the store arrives.
-	rec.MTime = rec.MTime.Truncate(time.Microsecond)
 	n.mu.Unlock()
 	base := h.base
 	if h.chained {
@@ -670,7 +670,7 @@ func (h *handle) flushBack() syscall.Errno {
 	n.mu.Lock()
 	n.mtime = nil
 	n.pendingN++
-	n.shown = &shownContent{size: size, mtime: rec.MTime}
+	n.shown = &shownContent{size: size, mtime: rec.MTime, ctime: changed}
 	n.mu.Unlock()
 	wb.mu.Lock()
 	wb.add(l, &pendingStore{name: name, rec: rec})
@@ -720,16 +720,16 @@ func (h *handle) unshare() syscall.Errno {
 	return 0
 }
 
-// wroteVersion is a version a pending store made, and the ctime the file
-// showed while the store was pending (fileNode.wrote).
+// wroteVersion is a version this mount's store made, and the ctime the
+// file showed while it was written (fileNode.wrote).
 type wroteVersion struct {
 	version int64
 	ctime   time.Time
 }
 
 // shownContent is what a file's attributes show while a store of it is
-// pending: the size and mtime of its pending content.
+// pending: the size, mtime and ctime of its pending content.
 type shownContent struct {
-	size  int64
-	mtime time.Time
+	size         int64
+	mtime, ctime time.Time
 }

@@ -266,6 +266,13 @@ func TestWriteBackSIGKILLSendsPendingOnRemount(t *testing.T) {
 // every store (POST /v1/files) by delay, so a write-back mount's closes
 // stay pending a while.
 func slowStores(t *testing.T, target string, delay time.Duration) string {
+	return storeProxy(t, target, func(*http.Request) bool { time.Sleep(delay); return true })
+}
+
+// storeProxy is a reverse proxy to the real server at target that calls
+// wait before it forwards a store (POST /v1/files); a store wait answers
+// false for is dropped (its caller went away).
+func storeProxy(t *testing.T, target string, wait func(*http.Request) bool) string {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
@@ -273,8 +280,8 @@ func slowStores(t *testing.T, target string, delay time.Duration) string {
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.URL.Path == "/v1/files" {
-			time.Sleep(delay)
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/files" && !wait(r) {
+			return
 		}
 		rp.ServeHTTP(w, r)
 	}))
@@ -565,28 +572,89 @@ func TestWriteBackFolders(t *testing.T) {
 }
 
 // TestWriteBackTimesHold: a file written in write-back shows the same
-// size, mtime and ctime while its store is pending and after it arrived,
-// so git, which compares them with what its index recorded at checkout,
-// finds a clone clean without reading any file again (git diff-files,
-// which does not refresh the index, names none).
+// size, mtime and ctime while it is written, while its store is pending
+// and after it arrived, to the nanosecond, so git, which compares them
+// with what its index recorded at checkout, finds a clone clean without
+// reading any file again (git diff-files, which does not refresh the
+// index, names none). The stores of the clone's working files are held
+// until git has checked them out (git's own files pass: its renames wait
+// for their stores).
 func TestWriteBackTimesHold(t *testing.T) {
 	w := newWorld(t)
-	const kernel = time.Millisecond // the kernel asks the mount again at each stat
-	dir, m := mounted(t, w.client(t), mount.Options{Prefix: "times", WriteBack: true, CacheDir: t.TempDir(), KernelCacheTimeout: kernel})
+	gate := make(chan struct{})
+	open := sync.OnceFunc(func() { close(gate) })
+	held := storeProxy(t, w.srv.URL, func(r *http.Request) bool {
+		if strings.Contains(r.URL.Query().Get("path"), "/.git") {
+			return true
+		}
+		select {
+		case <-gate:
+			return true
+		case <-r.Context().Done():
+			return false
+		}
+	})
+	c, err := client.New(held, w.tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kernel keeps nothing: each stat asks the mount.
+	dir, m := mounted(t, c, mount.Options{Prefix: "times", WriteBack: true, CacheDir: t.TempDir(), KernelCacheTimeout: -1})
+	t.Cleanup(open) // before the unmount, which stores what is pending
 	src := t.TempDir()
 	sh(t, src, "git init -q && mkdir -p a/b && for i in 1 2 3 4 5; do echo \"line $i\" > a/f$i.txt; echo $i > a/b/g$i.go; done && git add -A && git commit -qm one")
-	const stats = "find . -path ./.git -prune -o -type f -exec stat -c '%n %s %.9Y %.9Z' {} + | sort"
 	sh(t, dir, "git clone -q "+src+" clone")
-	before := sh(t, filepath.Join(dir, "clone"), stats)
-	settle(t, m)
-	time.Sleep(50 * kernel) // past the kernel's attribute cache
-	if after := sh(t, filepath.Join(dir, "clone"), stats); after != before {
-		t.Fatalf("a file's times moved when its store arrived:\nwhile pending:\n%s\nstored:\n%s", before, after)
+	clone := filepath.Join(dir, "clone")
+	if m.Pending() < 10 {
+		t.Fatalf("%d stores pending after the clone, want the 10 working files' (and their folders')", m.Pending())
 	}
-	if dirty := sh(t, filepath.Join(dir, "clone"), "git diff-files --name-only"); dirty != "" {
+	if d := indexStatDiffs(t, clone); len(d) > 0 {
+		t.Fatalf("while their stores are pending, files show other times than git recorded at checkout:\n%s", strings.Join(d, "\n"))
+	}
+	open()
+	settle(t, m)
+	if d := indexStatDiffs(t, clone); len(d) > 0 {
+		t.Fatalf("once stored, files show other times than git recorded at checkout:\n%s", strings.Join(d, "\n"))
+	}
+	if dirty := sh(t, clone, "git diff-files --name-only"); dirty != "" {
 		t.Fatalf("git finds the stat data of files it checked out changed: %s", dirty)
 	}
-	if st := sh(t, filepath.Join(dir, "clone"), "git status --porcelain"); st != "" {
+	if st := sh(t, clone, "git status --porcelain"); st != "" {
 		t.Fatalf("git status: %q", st)
 	}
+}
+
+// indexStatDiffs compares, for each file in the git index of the work
+// tree at dir, the ctime, mtime (to the nanosecond) and size git recorded
+// (git ls-files --debug) with what lstat shows now, and says where they
+// differ.
+func indexStatDiffs(t *testing.T, dir string) []string {
+	t.Helper()
+	recorded := map[string]string{}
+	var path string
+	for _, line := range strings.Split(sh(t, dir, "git ls-files --debug"), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case !strings.HasPrefix(line, " ") && line != "":
+			path = line
+		case len(f) >= 2 && (f[0] == "ctime:" || f[0] == "mtime:" || f[0] == "size:"):
+			recorded[path] += f[0] + f[1] + " "
+		}
+	}
+	if len(recorded) == 0 {
+		t.Fatal("git ls-files --debug listed no file")
+	}
+	var diffs []string
+	for p, want := range recorded {
+		st, err := os.Lstat(filepath.Join(dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sys := st.Sys().(*syscall.Stat_t)
+		got := fmt.Sprintf("ctime:%d:%d mtime:%d:%d size:%d ", sys.Ctim.Sec, sys.Ctim.Nsec, sys.Mtim.Sec, sys.Mtim.Nsec, st.Size())
+		if got != want {
+			diffs = append(diffs, fmt.Sprintf("%s: git recorded %s; lstat %s", p, want, got))
+		}
+	}
+	return diffs
 }
