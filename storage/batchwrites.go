@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -95,71 +96,95 @@ func (s *Store) LivePaths(ctx context.Context, subject string, paths []string) (
 	return out, nil
 }
 
+// lockPathsSQL locks the live file at each path, in the order of the
+// paths, a lookup by (subject, path) each. It asks no order of the index:
+// "path = ANY(@paths) ORDER BY path" let the planner read the subject's
+// live files in path order and filter them by the array (Postgres 15 keeps
+// an index's order only without an array in its condition), a plan that
+// reads every live file of the subject (auto_explain in `make bench`:
+// 3.2 ms and "Rows Removed by Filter: 864" for a commit of 5 new files).
+// A subquery with FOR UPDATE is not merged into the query, so the paths
+// are locked in the array's order.
+const lockPathsSQL = `SELECT f.* FROM unnest(@paths::text[]) AS p(path),
+	LATERAL (SELECT ` + fileColumns + ` FROM files
+		WHERE subject = @subject AND path = p.path AND deleted_at IS NULL FOR UPDATE) f`
+
+// lockPaths locks the subject's live files at paths (FOR UPDATE), in byte
+// order of their paths, the order every transaction locks many paths in
+// (forks lock theirs by path COLLATE "C"), and returns them.
+func (s *Store) lockPaths(ctx context.Context, tx pgx.Tx, subject string, paths []string) ([]*agentfs.File, error) {
+	sorted := slices.Clone(paths)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	return s.scanFiles(tx.Query(ctx, lockPathsSQL, pgx.NamedArgs{"subject": subject, "paths": sorted}))
+}
+
 // ApplyPutsTx applies prepared puts of one subject, on distinct paths, in
 // tx, as Apply would one by one (file, version and event; origins[i] is
 // puts[i]'s), and returns each one's file and whether it was created. The
-// puts whose path holds no file and that were decided against none (the
-// common case of a batch of new files) are inserted in one statement, their
-// events in their order; the others go one by one. It locks every path's
-// file first, in path order. A put that fails fails them all: the caller
-// rolls tx back.
+// puts decided against no file (the common case: new files) are inserted
+// in one statement, their events in their order, where their path is
+// free: the unique live path decides, with no lookup first. The others,
+// and those whose path turned out to be held (a refusal, or a file past
+// its expiry to record), go one by one after them, as Apply decides each
+// against the file it locks. Two or more of those are locked first, in
+// path order. A put that fails fails them all: the caller rolls tx back.
 func (s *Store) ApplyPutsTx(ctx context.Context, tx pgx.Tx, puts []*PendingPut, origins []agentfs.Origin) ([]*agentfs.File, []bool, error) {
 	files, created := make([]*agentfs.File, len(puts)), make([]bool, len(puts))
 	if len(puts) == 0 {
 		return files, created, nil
 	}
 	subject := puts[0].put.Subject
-	paths := make([]string, len(puts))
+	var fresh, others []int
 	for i, p := range puts {
 		if p.put.Subject != subject {
 			return nil, nil, fmt.Errorf("apply puts: more than one subject")
 		}
-		paths[i] = p.put.Path
-	}
-	held, err := s.scanFiles(tx.Query(ctx, `SELECT `+fileColumns+` FROM files
-		WHERE subject = @subject AND path = ANY(@paths) AND deleted_at IS NULL ORDER BY path FOR UPDATE`,
-		pgx.NamedArgs{"subject": subject, "paths": paths}))
-	if err != nil {
-		return nil, nil, fmt.Errorf("apply puts: lock paths: %w", err)
-	}
-	taken := make(map[string]bool, len(held))
-	for _, f := range held {
-		taken[f.Path] = true
-	}
-	var fresh []int
-	for i, p := range puts {
-		if p.seen == nil && !taken[p.put.Path] && p.blob.from == nil && p.blob.tags["file-id"] == p.fileID {
+		if p.seen == nil && p.blob.from == nil && p.blob.tags["file-id"] == p.fileID {
 			if err := p.put.CheckAgainst(nil); err != nil {
 				return nil, nil, err
 			}
 			fresh = append(fresh, i)
 			continue
 		}
-		if files[i], created[i], err = p.Apply(ctx, tx, origins[i]); err != nil {
+		others = append(others, i)
+	}
+	if len(fresh) > 0 {
+		var n newFiles
+		for _, i := range fresh {
+			n.add(puts[i].fileID, puts[i].put, puts[i].blob, origins[i])
+		}
+		inserted, err := s.insertFreeFiles(ctx, tx, subject, &n)
+		if err != nil {
+			return nil, nil, fmt.Errorf("apply puts: insert files: %w", err)
+		}
+		byID := make(map[string]*agentfs.File, len(inserted))
+		for _, f := range inserted {
+			byID[f.ID] = f
+		}
+		for _, i := range fresh {
+			if f := byID[puts[i].fileID]; f != nil {
+				files[i], created[i], puts[i].used = f, true, true
+			} else {
+				others = append(others, i) // its path is held
+			}
+		}
+		slices.Sort(others)
+	}
+	if len(others) > 1 {
+		paths := make([]string, len(others))
+		for k, i := range others {
+			paths[k] = puts[i].put.Path
+		}
+		if _, err := s.lockPaths(ctx, tx, subject, paths); err != nil {
+			return nil, nil, fmt.Errorf("apply puts: lock paths: %w", err)
+		}
+	}
+	for _, i := range others {
+		var err error
+		if files[i], created[i], err = puts[i].Apply(ctx, tx, origins[i]); err != nil {
 			return nil, nil, err
 		}
-	}
-	if len(fresh) == 0 {
-		return files, created, nil
-	}
-	var n newFiles
-	for _, i := range fresh {
-		n.add(puts[i].fileID, puts[i].put, puts[i].blob, origins[i])
-	}
-	inserted, err := s.insertFiles(ctx, tx, subject, &n)
-	if err != nil {
-		return nil, nil, fmt.Errorf("apply puts: insert files: %w", err)
-	}
-	byID := make(map[string]*agentfs.File, len(inserted))
-	for _, f := range inserted {
-		byID[f.ID] = f
-	}
-	for _, i := range fresh {
-		f := byID[puts[i].fileID]
-		if f == nil {
-			return nil, nil, fmt.Errorf("apply puts: file %s was not inserted", puts[i].fileID)
-		}
-		files[i], created[i], puts[i].used = f, true, true
 	}
 	return files, created, nil
 }

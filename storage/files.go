@@ -415,8 +415,17 @@ func writeFiles(i, f, typ string, supersede bool) string {
 }
 
 // insertFilesSQL makes new files at version 1, a row per element of the
-// arrays, in their order.
-var insertFilesSQL = writeFiles(`SELECT * FROM unnest(@ids::text[], @paths::text[], @sizes::bigint[],
+// arrays, in their order; a path a live file holds fails it (the unique
+// files_live_path, RaceLost). insertFreeFilesSQL makes only those whose
+// path no live file holds and skips the others: no version, event or
+// search row for them, and no row in its answer.
+var (
+	insertFilesSQL     = insertFilesInto("")
+	insertFreeFilesSQL = insertFilesInto("ON CONFLICT (subject, path) WHERE deleted_at IS NULL DO NOTHING")
+)
+
+func insertFilesInto(onConflict string) string {
+	return writeFiles(`SELECT * FROM unnest(@ids::text[], @paths::text[], @sizes::bigint[],
 		@content_types::text[], @sha256s::text[], @blob_keys::text[], @agent_ids::text[], @run_ids::text[],
 		@expires_in::float8[], @idempotency_keys::text[], @request_ids::text[], @batch_ids::text[],
 		@search_kinds::smallint[], @search_bodies::text[], @modes::int[], @mtimes::timestamptz[], @kinds::text[],
@@ -424,7 +433,7 @@ var insertFilesSQL = writeFiles(`SELECT * FROM unnest(@ids::text[], @paths::text
 		WITH ORDINALITY AS i(id, path, size, content_type, sha256, blob_key, agent_id, run_id, expires_in,
 			idempotency_key, request_id, batch_id, search_kind, search_body, mode, mtime, kind,
 			forked_from_id, forked_from_version, n)`,
-	`INSERT INTO files (id, subject, path, size_bytes, content_type, sha256, blob_key,
+		`INSERT INTO files (id, subject, path, size_bytes, content_type, sha256, blob_key,
 			agent_id, run_id, last_agent_id, last_run_id, expires_at, mode, mtime, kind,
 			forked_from_id, forked_from_version)
 		SELECT id, @subject, path, size, content_type, sha256, blob_key, nullif(agent_id, ''), nullif(run_id, ''),
@@ -432,8 +441,10 @@ var insertFilesSQL = writeFiles(`SELECT * FROM unnest(@ids::text[], @paths::text
 			CASE WHEN expires_in > 0 THEN now() + make_interval(secs => expires_in) END, mode, mtime, kind,
 			forked_from_id, forked_from_version
 		FROM i ORDER BY n
+		`+onConflict+`
 		RETURNING *`,
-	`'`+agentfs.EventCreated+`'`, false)
+		`'`+agentfs.EventCreated+`'`, false)
+}
 
 // newFiles are the files a statement creates, a column each.
 type newFiles struct {
@@ -474,10 +485,20 @@ func (n *newFiles) add(id string, put agentfs.Put, b *writtenBlob, o agentfs.Ori
 // insertFiles makes the subject's new files in one statement: their rows,
 // versions and file.created events.
 func (s *Store) insertFiles(ctx context.Context, q querier, subject string, n *newFiles) ([]*agentfs.File, error) {
+	return s.insertFilesWith(ctx, q, insertFilesSQL, subject, n)
+}
+
+// insertFreeFiles is insertFiles of the files whose path is free
+// (insertFreeFilesSQL): it answers only the files it made.
+func (s *Store) insertFreeFiles(ctx context.Context, q querier, subject string, n *newFiles) ([]*agentfs.File, error) {
+	return s.insertFilesWith(ctx, q, insertFreeFilesSQL, subject, n)
+}
+
+func (s *Store) insertFilesWith(ctx context.Context, q querier, sql, subject string, n *newFiles) ([]*agentfs.File, error) {
 	if slices.Contains(n.searchKinds, searchPending) {
 		s.wakeMover()
 	}
-	return s.scanFiles(q.Query(ctx, insertFilesSQL, pgx.NamedArgs{"subject": subject,
+	return s.scanFiles(q.Query(ctx, sql, pgx.NamedArgs{"subject": subject,
 		"ids": n.ids, "paths": n.paths, "sizes": n.sizes, "content_types": n.contentTypes, "sha256s": n.sha256s,
 		"blob_keys": n.blobKeys, "agent_ids": n.agentIDs, "run_ids": n.runIDs, "expires_in": n.expiresIn,
 		"idempotency_keys": n.keys, "request_ids": n.requestIDs, "batch_ids": n.batchIDs,
