@@ -73,7 +73,8 @@ FROM generate_series(@from::bigint, @to::bigint) AS g`}
 				steps = append(steps, `INSERT INTO event_counters (subject, n) VALUES (@subject, @pos0::bigint + @to::bigint - @from::bigint + 1)
 					ON CONFLICT (subject) DO UPDATE SET n = excluded.n`)
 				if totals {
-					steps = append(steps, `SELECT agentfs_run_totals(@subject, @pos0::bigint, @pos0::bigint + @to::bigint - @from::bigint + 1)`)
+					steps = append(steps, `SELECT agentfs_run_totals(@subject, ARRAY(SELECT e FROM events e WHERE e.subject = @subject
+						AND e.pos > @pos0::bigint AND e.pos <= @pos0::bigint + @to::bigint - @from::bigint + 1 ORDER BY e.pos))`)
 				}
 			}
 			args := pgx.NamedArgs{"tag": b.tag, "subject": subject, "folder": folder, "run": run, "base": base,
