@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -119,9 +120,44 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// startServe starts `agentfs serve` on a free port and returns once it
+// listens there (or exited, or a minute passed: waitReady says more). A
+// port found free can be taken by another program before the server binds
+// it, and then waitReady would hear that program: a server that lost its
+// port that way starts again on another one.
 func startServe(t *testing.T, bin string, cfg storage.Config, env ...string) *process {
 	t.Helper()
-	addr := freeAddr(t)
+	for attempt := 1; ; attempt++ {
+		p := launchServe(t, bin, cfg, env...)
+		if !p.lostItsPort() || attempt == 5 {
+			return p
+		}
+		t.Logf("%s was taken before the server bound it; starting it on another port", p.url)
+	}
+}
+
+// lostItsPort waits until the server logs that it listens (false) or that
+// its address was in use (true, and the process is reaped).
+func (p *process) lostItsPort() bool {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		logs := p.logs.String()
+		switch {
+		case strings.Contains(logs, "agentfs listening"):
+			return false
+		case strings.Contains(logs, "address already in use"):
+			_ = p.cmd.Wait()
+			return true
+		}
+	}
+	return false
+}
+
+// serveAddr picks the address a server the tests start listens on.
+var serveAddr = freeAddr
+
+func launchServe(t *testing.T, bin string, cfg storage.Config, env ...string) *process {
+	t.Helper()
+	addr := serveAddr(t)
 	p := &process{cmd: exec.Command(bin, "serve"), url: "http://" + addr, logs: &syncBuffer{}}
 	p.cmd.Env = environ(cfg, append([]string{"AGENTFS_LISTEN_ADDR=" + addr}, env...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
@@ -433,5 +469,37 @@ func TestShutdownAnswersLongPolls(t *testing.T) {
 	}
 	if a.took >= 30*time.Second {
 		t.Fatalf("the poll was held its whole wait (%v): the shutdown did not answer it", a.took)
+	}
+}
+
+// A port found free and taken by another program before the server binds
+// it: the server starts again on another port, and the test talks to the
+// server, not to the program that took the port (which answers /readyz
+// too).
+func TestStartServeLeavesATakenPort(t *testing.T) {
+	bin := buildBinary(t)
+	cfg := storagetest.Config(t)
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer other.Close()
+	picks := 0
+	serveAddr = func(t *testing.T) string {
+		if picks++; picks == 1 {
+			return strings.TrimPrefix(other.URL, "http://")
+		}
+		return freeAddr(t)
+	}
+	defer func() { serveAddr = freeAddr }()
+	p := startServe(t, bin, cfg)
+	if picks != 2 || p.url == other.URL {
+		t.Fatalf("server at %s after %d picks, want it on a second address, not the taken %s", p.url, picks, other.URL)
+	}
+	p.waitReady(t)
+	res, err := http.Get(p.url + "/v1/files")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized || res.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("GET /v1/files without a token: %d %s, want agentfs's 401 problem", res.StatusCode, res.Header.Get("Content-Type"))
 	}
 }
