@@ -44,6 +44,20 @@ func applyPuts(ctx context.Context, store *storage.Store, puts []*storage.Pendin
 	return files, created, err
 }
 
+// eventsOf lists the subject's events, "type path" each, in feed order.
+func eventsOf(t *testing.T, store *storage.Store) string {
+	t.Helper()
+	evs, _, err := store.ListEvents(context.Background(), "s", agentfs.EventFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		got = append(got, e.Type+" "+e.Path)
+	}
+	return strings.Join(got, ",")
+}
+
 // A group of new files is inserted where their paths are free, without a
 // lookup first; a path that a file past its expiry still holds is decided
 // under its lock (the expiry recorded, then a new file), and a path a live
@@ -68,17 +82,30 @@ func TestApplyPutsInsertsWhereThePathIsFree(t *testing.T) {
 				t.Fatalf("put %d (%s): %+v created=%v, want a new file at version 1", i, path, f, created[i])
 			}
 		}
-		evs, _, err := store.ListEvents(ctx, "s", agentfs.EventFilter{Limit: 100})
+		want := "file.created old.txt,file.created a.txt,file.created b.txt,file.expired old.txt,file.created old.txt"
+		if got := eventsOf(t, store); got != want {
+			t.Fatalf("events %q, want %q", got, want)
+		}
+	})
+
+	t.Run("NewFilesAroundAReplaceKeepTheirOrder", func(t *testing.T) {
+		store, _ := setup(t)
+		r := mustCreate(t, store, "r.txt", "r1", inTx).File
+		replace, err := store.PreparePutAgainst(ctx, put("r.txt", true), strings.NewReader("r2"), r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got []string
-		for _, e := range evs {
-			got = append(got, e.Type+" "+e.Path)
+		puts := preparePuts(t, store, "x.txt", "y.txt", "z.txt")
+		files, created, err := applyPuts(ctx, store, []*storage.PendingPut{puts[0], replace, puts[1], puts[2]})
+		if err != nil {
+			t.Fatal(err)
 		}
-		want := "file.created old.txt,file.created a.txt,file.created b.txt,file.expired old.txt,file.created old.txt"
-		if strings.Join(got, ",") != want {
-			t.Fatalf("events %q, want %q", strings.Join(got, ","), want)
+		if !created[0] || created[1] || files[1].ID != r.ID || files[1].Version != 2 || !created[2] || !created[3] {
+			t.Fatalf("files %+v created %v, want x, y, z new and r.txt at version 2", files, created)
+		}
+		want := "file.created r.txt,file.created x.txt,file.replaced r.txt,file.created y.txt,file.created z.txt"
+		if got := eventsOf(t, store); got != want {
+			t.Fatalf("events %q, want the puts' order %q", got, want)
 		}
 	})
 
@@ -94,9 +121,8 @@ func TestApplyPutsInsertsWhereThePathIsFree(t *testing.T) {
 		if live, err := store.LivePaths(ctx, "s", []string{"c.txt"}); err != nil || len(live) != 0 {
 			t.Fatalf("c.txt after the refused group: %v %v, want no file", live, err)
 		}
-		evs, _, err := store.ListEvents(ctx, "s", agentfs.EventFilter{Limit: 100})
-		if err != nil || len(evs) != 1 || evs[0].Path != "taken.txt" {
-			t.Fatalf("events %v %v, want only the other put's", evs, err)
+		if got := eventsOf(t, store); got != "file.created taken.txt" {
+			t.Fatalf("events %q, want only the other put's", got)
 		}
 	})
 }

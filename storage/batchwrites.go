@@ -120,73 +120,97 @@ func (s *Store) lockPaths(ctx context.Context, tx pgx.Tx, subject string, paths 
 }
 
 // ApplyPutsTx applies prepared puts of one subject, on distinct paths, in
-// tx, as Apply would one by one (file, version and event; origins[i] is
-// puts[i]'s), and returns each one's file and whether it was created. The
-// puts decided against no file (the common case: new files) are inserted
-// in one statement, their events in their order, where their path is
-// free: the unique live path decides, with no lookup first. The others,
-// and those whose path turned out to be held (a refusal, or a file past
-// its expiry to record), go one by one after them, as Apply decides each
-// against the file it locks. Two or more of those are locked first, in
-// path order. A put that fails fails them all: the caller rolls tx back.
+// tx, as Apply would one by one, in their order (file, version and event;
+// origins[i] is puts[i]'s), and returns each one's file and whether it was
+// created. Each run of puts decided against no file (the common case: new
+// files) is inserted in one statement where their paths are free: the
+// unique live path decides, with no lookup first. The others go one by
+// one, as Apply decides each against the file it locks; two or more of
+// them are locked first, in path order. A put of a run whose path turned
+// out to be held (a refusal, or a file past its expiry to record) is
+// applied so right after its run. A put that fails fails them all: the
+// caller rolls tx back.
 func (s *Store) ApplyPutsTx(ctx context.Context, tx pgx.Tx, puts []*PendingPut, origins []agentfs.Origin) ([]*agentfs.File, []bool, error) {
 	files, created := make([]*agentfs.File, len(puts)), make([]bool, len(puts))
 	if len(puts) == 0 {
 		return files, created, nil
 	}
 	subject := puts[0].put.Subject
-	var fresh, others []int
+	fresh := make([]bool, len(puts))
+	var others []string
 	for i, p := range puts {
 		if p.put.Subject != subject {
 			return nil, nil, fmt.Errorf("apply puts: more than one subject")
 		}
-		if p.seen == nil && p.blob.from == nil && p.blob.tags["file-id"] == p.fileID {
+		if fresh[i] = p.seen == nil && p.blob.from == nil && p.blob.tags["file-id"] == p.fileID; fresh[i] {
 			if err := p.put.CheckAgainst(nil); err != nil {
 				return nil, nil, err
 			}
-			fresh = append(fresh, i)
-			continue
+		} else {
+			others = append(others, p.put.Path)
 		}
-		others = append(others, i)
-	}
-	if len(fresh) > 0 {
-		var n newFiles
-		for _, i := range fresh {
-			n.add(puts[i].fileID, puts[i].put, puts[i].blob, origins[i])
-		}
-		inserted, err := s.insertFreeFiles(ctx, tx, subject, &n)
-		if err != nil {
-			return nil, nil, fmt.Errorf("apply puts: insert files: %w", err)
-		}
-		byID := make(map[string]*agentfs.File, len(inserted))
-		for _, f := range inserted {
-			byID[f.ID] = f
-		}
-		for _, i := range fresh {
-			if f := byID[puts[i].fileID]; f != nil {
-				files[i], created[i], puts[i].used = f, true, true
-			} else {
-				others = append(others, i) // its path is held
-			}
-		}
-		slices.Sort(others)
 	}
 	if len(others) > 1 {
-		paths := make([]string, len(others))
-		for k, i := range others {
-			paths[k] = puts[i].put.Path
-		}
-		if _, err := s.lockPaths(ctx, tx, subject, paths); err != nil {
+		if _, err := s.lockPaths(ctx, tx, subject, others); err != nil {
 			return nil, nil, fmt.Errorf("apply puts: lock paths: %w", err)
 		}
 	}
-	for _, i := range others {
-		var err error
-		if files[i], created[i], err = puts[i].Apply(ctx, tx, origins[i]); err != nil {
+	apply := func(i int) (err error) {
+		files[i], created[i], err = puts[i].Apply(ctx, tx, origins[i])
+		return err
+	}
+	for i := 0; i < len(puts); {
+		if !fresh[i] {
+			if err := apply(i); err != nil {
+				return nil, nil, err
+			}
+			i++
+			continue
+		}
+		end := i
+		for end < len(puts) && fresh[end] {
+			end++
+		}
+		held, err := s.insertFreshRun(ctx, tx, subject, puts[i:end], origins[i:end], files[i:end], created[i:end])
+		if err != nil {
 			return nil, nil, err
 		}
+		for _, k := range held {
+			if err := apply(i + k); err != nil {
+				return nil, nil, err
+			}
+		}
+		i = end
 	}
 	return files, created, nil
+}
+
+// insertFreshRun inserts the new files of puts, decided against no file,
+// in one statement where their paths are free, and sets each one's file
+// and created; it returns the indexes (in puts) of those whose path was
+// held, which it left alone.
+func (s *Store) insertFreshRun(ctx context.Context, tx pgx.Tx, subject string, puts []*PendingPut, origins []agentfs.Origin,
+	files []*agentfs.File, created []bool) (held []int, err error) {
+	var n newFiles
+	for i, p := range puts {
+		n.add(p.fileID, p.put, p.blob, origins[i])
+	}
+	inserted, err := s.insertFreeFiles(ctx, tx, subject, &n)
+	if err != nil {
+		return nil, fmt.Errorf("apply puts: insert files: %w", err)
+	}
+	byID := make(map[string]*agentfs.File, len(inserted))
+	for _, f := range inserted {
+		byID[f.ID] = f
+	}
+	for i, p := range puts {
+		if f := byID[p.fileID]; f != nil {
+			files[i], created[i], p.used = f, true, true
+		} else {
+			held = append(held, i)
+		}
+	}
+	return held, nil
 }
 
 // ItemMark is the outcome to record on item Index of a batch.

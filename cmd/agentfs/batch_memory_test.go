@@ -28,7 +28,7 @@ import (
 func TestBatchMemoryIsBoundedByTheBody(t *testing.T) {
 	t.Parallel()
 	if runtime.GOOS != "linux" {
-		t.Skip("the server's RSS is read from /proc, which only Linux has")
+		t.Fatal("the server's RSS is read from /proc, which only Linux has: run the tests on Linux")
 	}
 	bin, cfg := buildBinary(t), storagetest.Config(t)
 	p := startServe(t, bin, cfg, "AGENTFS_BATCH_MAX_BYTES=100663296", "AGENTFS_RATE_LIMIT=100000", "AGENTFS_RATE_BURST=100000")
